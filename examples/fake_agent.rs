@@ -1,0 +1,752 @@
+//! Fake `pi --mode json` child agent for the integration tests of `orchestrate`.
+//!
+//! Tests point orchestrate at this program (`ORCHESTRATE_PI_BIN=<path>`) and pick a
+//! behaviour with environment variables. Only `std` and `libc` are used. Linux only.
+//!
+//! Common variables (read by every scenario, in this order):
+//! - `FAKE_AGENT_PIDFILE`: this process (and every process it forks) appends its pid,
+//!   one per line, before doing anything else.
+//! - `FAKE_AGENT_ARGV_FILE`: receives one JSON object
+//!   `{"argv":[..argv[1..]],"cwd":..,"depth":..,"runId":..,"maxDepth":..,"pid":..,"pgid":..,
+//!   "stdin":..,"appendSystemPrompt":..}` (unset env vars and unreadable things are `null`).
+//! - `FAKE_AGENT_STDERR`: written to stderr at start (a newline is added if missing);
+//!   in `fail` it is written after the session header instead.
+//! - `FAKE_AGENT_FOREVER_MS` (default 600000): "forever" sleeps end after this long with
+//!   exit code 99, so a broken supervisor cannot leak processes for ever.
+//! - `FAKE_AGENT_SCENARIO` (default `replay`): see `main`.
+
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::process::{self, Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+const SESSION_ID: &str = "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c";
+const SESSION_TS: &str = "2026-03-15T10:00:00.000Z";
+const BASE_TS: u64 = 1_760_000_000_000;
+const DEFAULT_TEXT: &str = "Hello from pi.";
+const BLOCK: usize = 64 * 1024;
+
+fn main() {
+    // 1. pidfile, before anything else.
+    append_pid(process::id());
+    // 2. argv capture.
+    if let Some(path) = env_os("FAKE_AGENT_ARGV_FILE") {
+        write_argv_file(&path);
+    }
+
+    let scenario = env_str("FAKE_AGENT_SCENARIO").unwrap_or_else(|| "replay".to_string());
+    if scenario != "fail" {
+        if let Some(msg) = env_str("FAKE_AGENT_STDERR") {
+            write_stderr_line(&msg);
+        }
+    }
+
+    match scenario.as_str() {
+        "replay" => {
+            print_transcript(delay_ms(0));
+            process::exit(exit_code(0));
+        }
+        "slow" => {
+            print_transcript(delay_ms(200));
+            process::exit(exit_code(0));
+        }
+        "silent" => sleep_forever(),
+        "chatter" => chatter(),
+        "ignore-term" => {
+            ignore_signal(libc::SIGTERM);
+            out_line(&session_header());
+            sleep_forever();
+        }
+        "grandchild" => {
+            spawn_grandchild();
+            print_transcript(delay_ms(0));
+            process::exit(0);
+        }
+        "grandchild-hang" => {
+            spawn_grandchild();
+            sleep_forever();
+        }
+        "flood" => {
+            if env_os("FAKE_AGENT_TRANSCRIPT").is_some() {
+                print_transcript(0);
+            }
+            flood(libc::STDOUT_FILENO);
+        }
+        "flood-stderr" => {
+            if env_os("FAKE_AGENT_TRANSCRIPT").is_some() {
+                print_transcript(0);
+            }
+            flood(libc::STDERR_FILENO);
+        }
+        "garbage" => {
+            garbage();
+            process::exit(0);
+        }
+        "fail" => {
+            out_line(&session_header());
+            let msg = env_str("FAKE_AGENT_STDERR")
+                .unwrap_or_else(|| "fatal: something broke".to_string());
+            write_stderr_line(&msg);
+            process::exit(exit_code(3));
+        }
+        "die-by-signal" => die_by_signal(),
+        "error-stop" => {
+            emit_lines(&error_stop_transcript(), delay_ms(0));
+            process::exit(0);
+        }
+        "end-no-exit" => {
+            print_transcript(delay_ms(0));
+            sleep_forever();
+        }
+        "nested" => {
+            let text = nested();
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        "echo-env" => {
+            let text = match env_str("FAKE_AGENT_ECHO_VAR") {
+                Some(name) => match std::env::var_os(&name) {
+                    Some(v) => v.to_string_lossy().into_owned(),
+                    None => "<unset>".to_string(),
+                },
+                None => "<FAKE_AGENT_ECHO_VAR not set>".to_string(),
+            };
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        other => {
+            write_stderr_line(&format!(
+                "fake_agent: unknown FAKE_AGENT_SCENARIO {other:?}"
+            ));
+            process::exit(64);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Environment helpers
+
+fn env_os(name: &str) -> Option<OsString> {
+    std::env::var_os(name)
+}
+
+fn env_str(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    match env_str(name) {
+        Some(v) => v.trim().parse().unwrap_or_else(|_| {
+            write_stderr_line(&format!("fake_agent: {name}={v:?} is not a number"));
+            process::exit(64);
+        }),
+        None => default,
+    }
+}
+
+fn delay_ms(default: u64) -> u64 {
+    env_num("FAKE_AGENT_DELAY_MS", default)
+}
+
+fn exit_code(default: i32) -> i32 {
+    match env_str("FAKE_AGENT_EXIT_CODE") {
+        Some(v) => v.trim().parse().unwrap_or_else(|_| {
+            write_stderr_line(&format!(
+                "fake_agent: FAKE_AGENT_EXIT_CODE={v:?} is not a number"
+            ));
+            process::exit(64);
+        }),
+        None => default,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Output helpers. A failed write on stdout (EPIPE: the reader is gone) ends the process.
+
+fn out_bytes(bytes: &[u8]) {
+    let mut o = io::stdout().lock();
+    if o.write_all(bytes).and_then(|()| o.flush()).is_err() {
+        process::exit(1);
+    }
+}
+
+fn out_line(line: &str) {
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    out_bytes(&buf);
+}
+
+fn write_stderr_line(msg: &str) {
+    let mut e = io::stderr().lock();
+    let _ = e.write_all(msg.as_bytes());
+    if !msg.ends_with('\n') {
+        let _ = e.write_all(b"\n");
+    }
+    let _ = e.flush();
+}
+
+fn sleep_ms(ms: u64) {
+    if ms > 0 {
+        thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+fn sleep_forever() -> ! {
+    let limit = env_num("FAKE_AGENT_FOREVER_MS", 600_000);
+    thread::sleep(Duration::from_millis(limit));
+    process::exit(99);
+}
+
+fn append_pid(pid: u32) {
+    if let Some(path) = env_os("FAKE_AGENT_PIDFILE") {
+        // One small write on an O_APPEND file: lines from several processes never interleave.
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = f.write_all(format!("{pid}\n").as_bytes());
+        }
+    }
+}
+
+fn ignore_signal(sig: libc::c_int) {
+    // SAFETY: installing SIG_IGN has no preconditions.
+    unsafe {
+        libc::signal(sig, libc::SIG_IGN);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// JSON helpers (serde-free). Escapes like JavaScript's JSON.stringify: U+2028/U+2029 stay raw.
+
+fn js(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            '\u{8}' => o.push_str("\\b"),
+            '\u{c}' => o.push_str("\\f"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn js_opt(s: Option<String>) -> String {
+    s.map_or_else(|| "null".to_string(), |v| js(&v))
+}
+
+fn write_argv_file(path: &OsString) {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let argv = args.iter().map(|a| js(a)).collect::<Vec<_>>().join(",");
+    let cwd = std::env::current_dir()
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let stdin = fs::read_link("/proc/self/fd/0")
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let prompt = args
+        .iter()
+        .position(|a| a == "--append-system-prompt")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|p| fs::read(p).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    // SAFETY: getpgrp has no preconditions.
+    let pgid = unsafe { libc::getpgrp() };
+    let json = format!(
+        "{{\"argv\":[{argv}],\"cwd\":{},\"depth\":{},\"runId\":{},\"maxDepth\":{},\"pid\":{},\"pgid\":{pgid},\"stdin\":{},\"appendSystemPrompt\":{}}}\n",
+        js_opt(cwd),
+        js_opt(env_str("ORCHESTRATE_DEPTH")),
+        js_opt(env_str("ORCHESTRATE_RUN_ID")),
+        js_opt(env_str("ORCHESTRATE_MAX_DEPTH")),
+        process::id(),
+        js_opt(stdin),
+        js_opt(prompt),
+    );
+    if let Err(e) = fs::write(path, json) {
+        write_stderr_line(&format!(
+            "fake_agent: cannot write FAKE_AGENT_ARGV_FILE: {e}"
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// pi event builders (shapes of pi `--mode json`, see shared/reference/pi.md section 2)
+
+struct Usage {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    /// cost.input, cost.output, cost.cacheRead, cost.cacheWrite, cost.total
+    cost: [f64; 5],
+}
+
+const ZERO_USAGE: Usage = Usage {
+    input: 0,
+    output: 0,
+    cache_read: 0,
+    cache_write: 0,
+    cost: [0.0; 5],
+};
+
+fn num(f: f64) -> String {
+    if f == 0.0 {
+        "0".to_string()
+    } else {
+        format!("{f}")
+    }
+}
+
+fn usage_json(u: &Usage) -> String {
+    format!(
+        "{{\"input\":{},\"output\":{},\"cacheRead\":{},\"cacheWrite\":{},\"totalTokens\":{},\"cost\":{{\"input\":{},\"output\":{},\"cacheRead\":{},\"cacheWrite\":{},\"total\":{}}}}}",
+        u.input,
+        u.output,
+        u.cache_read,
+        u.cache_write,
+        u.input + u.output + u.cache_read + u.cache_write,
+        num(u.cost[0]),
+        num(u.cost[1]),
+        num(u.cost[2]),
+        num(u.cost[3]),
+        num(u.cost[4]),
+    )
+}
+
+fn text_block(text: &str) -> String {
+    format!("{{\"type\":\"text\",\"text\":{}}}", js(text))
+}
+
+fn assistant_msg(
+    content: &[String],
+    usage: &Usage,
+    stop: &str,
+    error: Option<&str>,
+    ts: u64,
+) -> String {
+    let err = error.map_or_else(String::new, |e| format!(",\"errorMessage\":{}", js(e)));
+    format!(
+        "{{\"role\":\"assistant\",\"content\":[{}],\"api\":\"anthropic-messages\",\"provider\":\"anthropic\",\"model\":\"claude-sonnet-4-5\",\"usage\":{},\"stopReason\":{}{err},\"timestamp\":{ts}}}",
+        content.join(","),
+        usage_json(usage),
+        js(stop),
+    )
+}
+
+fn user_msg(text: &str, ts: u64) -> String {
+    format!(
+        "{{\"role\":\"user\",\"content\":[{}],\"timestamp\":{ts}}}",
+        text_block(text)
+    )
+}
+
+fn session_header() -> String {
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".to_string());
+    format!(
+        "{{\"type\":\"session\",\"version\":3,\"id\":\"{SESSION_ID}\",\"timestamp\":\"{SESSION_TS}\",\"cwd\":{}}}",
+        js(&cwd)
+    )
+}
+
+fn ev_msg(kind: &str, msg: &str) -> String {
+    format!("{{\"type\":\"{kind}\",\"message\":{msg}}}")
+}
+
+/// pre-1.0 `message_update`: carries `message` and `assistantMessageEvent.partial`.
+fn ev_update_old(event_fields: &str, partial: &str) -> String {
+    format!(
+        "{{\"type\":\"message_update\",\"assistantMessageEvent\":{{{event_fields},\"partial\":{partial}}},\"message\":{partial}}}"
+    )
+}
+
+/// pi 1.0 `message_update`: `{type,usage,assistantMessageEvent}`, no partial.
+fn ev_update_new(event_fields: &str, usage: &Usage) -> String {
+    format!(
+        "{{\"type\":\"message_update\",\"usage\":{},\"assistantMessageEvent\":{{{event_fields}}}}}",
+        usage_json(usage)
+    )
+}
+
+fn text_delta_fields(delta: &str) -> String {
+    format!(
+        "\"type\":\"text_delta\",\"contentIndex\":0,\"delta\":{}",
+        js(delta)
+    )
+}
+
+fn prompt_text() -> String {
+    std::env::args()
+        .skip(1)
+        .last()
+        .filter(|a| a.starts_with("Task:"))
+        .unwrap_or_else(|| "Task: say hello".to_string())
+}
+
+/// A complete successful pi run whose final assistant text is `text`
+/// (14 lines; usage input 100, output 10, cacheRead 0, cacheWrite 0, cost 0.00012, 1 turn).
+fn success_transcript(text: &str) -> Vec<String> {
+    let usage = Usage {
+        input: 100,
+        output: 10,
+        cache_read: 0,
+        cache_write: 0,
+        cost: [0.0001, 0.00002, 0.0, 0.0, 0.00012],
+    };
+    let user = user_msg(&prompt_text(), BASE_TS);
+    let split = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(text.chars().count() / 2)
+        .unwrap_or(text.len());
+    let (a, b) = text.split_at(split);
+    let ts = BASE_TS + 1;
+    let empty = assistant_msg(&[], &ZERO_USAGE, "stop", None, ts);
+    let part_a = assistant_msg(&[text_block(a)], &ZERO_USAGE, "stop", None, ts);
+    let full_partial = assistant_msg(&[text_block(text)], &ZERO_USAGE, "stop", None, ts);
+    let fin = assistant_msg(&[text_block(text)], &usage, "stop", None, ts);
+    vec![
+        session_header(),
+        "{\"type\":\"agent_start\"}".to_string(),
+        "{\"type\":\"turn_start\"}".to_string(),
+        ev_msg("message_start", &user),
+        ev_msg("message_end", &user),
+        ev_msg("message_start", &empty),
+        ev_update_old(
+            "\"type\":\"text_start\",\"contentIndex\":0",
+            &assistant_msg(&[text_block("")], &ZERO_USAGE, "stop", None, ts),
+        ),
+        ev_update_old(&text_delta_fields(a), &part_a),
+        ev_update_old(&text_delta_fields(b), &full_partial),
+        ev_update_old(
+            &format!(
+                "\"type\":\"text_end\",\"contentIndex\":0,\"content\":{}",
+                js(text)
+            ),
+            &full_partial,
+        ),
+        ev_msg("message_end", &fin),
+        format!("{{\"type\":\"turn_end\",\"message\":{fin},\"toolResults\":[]}}"),
+        format!("{{\"type\":\"agent_end\",\"messages\":[{user},{fin}]}}"),
+        "{\"type\":\"agent_settled\"}".to_string(),
+    ]
+}
+
+/// pi json mode when the provider call failed: exits 0, last assistant message has
+/// stopReason "error", no content, and an errorMessage.
+fn error_stop_transcript() -> Vec<String> {
+    let user = user_msg(&prompt_text(), BASE_TS);
+    let ts = BASE_TS + 1;
+    let empty = assistant_msg(&[], &ZERO_USAGE, "stop", None, ts);
+    let fin = assistant_msg(
+        &[],
+        &ZERO_USAGE,
+        "error",
+        Some("401 Incorrect API key provided"),
+        ts,
+    );
+    vec![
+        session_header(),
+        "{\"type\":\"agent_start\"}".to_string(),
+        "{\"type\":\"turn_start\"}".to_string(),
+        ev_msg("message_start", &user),
+        ev_msg("message_end", &user),
+        ev_msg("message_start", &empty),
+        ev_msg("message_end", &fin),
+        format!("{{\"type\":\"turn_end\",\"message\":{fin},\"toolResults\":[]}}"),
+        format!("{{\"type\":\"agent_end\",\"messages\":[{user},{fin}]}}"),
+    ]
+}
+
+fn emit_lines(lines: &[String], delay: u64) {
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            sleep_ms(delay);
+        }
+        out_line(l);
+    }
+}
+
+/// Prints `FAKE_AGENT_TRANSCRIPT` byte for byte (line by line, flushed, `delay` ms between
+/// lines), or the built-in success transcript (text `FAKE_AGENT_TEXT`, default
+/// "Hello from pi.") when the variable is unset.
+fn print_transcript(delay: u64) {
+    let Some(path) = env_os("FAKE_AGENT_TRANSCRIPT") else {
+        let text = env_str("FAKE_AGENT_TEXT").unwrap_or_else(|| DEFAULT_TEXT.to_string());
+        emit_lines(&success_transcript(&text), delay);
+        return;
+    };
+    let data = match fs::read(&path) {
+        Ok(d) => d,
+        Err(e) => {
+            write_stderr_line(&format!(
+                "fake_agent: cannot read FAKE_AGENT_TRANSCRIPT {}: {e}",
+                path.to_string_lossy()
+            ));
+            process::exit(66);
+        }
+    };
+    let mut first = true;
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        if !first {
+            sleep_ms(delay);
+        }
+        first = false;
+        out_bytes(line);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios
+
+fn chatter() -> ! {
+    let delay = delay_ms(100);
+    let user = user_msg(&prompt_text(), BASE_TS);
+    let empty = assistant_msg(&[], &ZERO_USAGE, "stop", None, BASE_TS + 1);
+    out_line(&session_header());
+    out_line("{\"type\":\"agent_start\"}");
+    out_line("{\"type\":\"turn_start\"}");
+    out_line(&ev_msg("message_start", &user));
+    out_line(&ev_msg("message_end", &user));
+    out_line(&ev_msg("message_start", &empty));
+    let mut n: u64 = 0;
+    loop {
+        let usage = Usage {
+            output: n + 1,
+            ..ZERO_USAGE
+        };
+        out_line(&ev_update_new(
+            &text_delta_fields(&format!("tick {n} ")),
+            &usage,
+        ));
+        n += 1;
+        sleep_ms(delay);
+    }
+}
+
+/// Forks a grandchild that ignores SIGTERM, keeps the inherited stdout/stderr open, appends
+/// its pid to the pidfile and sleeps. Returns once the grandchild has written its pid.
+fn spawn_grandchild() {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        write_stderr_line("fake_agent: pipe failed");
+        process::exit(70);
+    }
+    let (r, w) = (fds[0], fds[1]);
+    // SAFETY: this process is single-threaded, so the child may keep using std.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        write_stderr_line("fake_agent: fork failed");
+        process::exit(70);
+    }
+    if pid == 0 {
+        // SAFETY: plain fd and signal syscalls on fds we own.
+        unsafe {
+            libc::close(r);
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        }
+        append_pid(process::id());
+        // SAFETY: w is our write end; closing it tells the leader we are ready.
+        unsafe {
+            libc::write(w, b"k".as_ptr().cast(), 1);
+            libc::close(w);
+        }
+        sleep_forever();
+    }
+    // SAFETY: closing our copy of the write end and reading one byte from r.
+    unsafe {
+        libc::close(w);
+        let mut b = 0u8;
+        loop {
+            let n = libc::read(r, (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+        libc::close(r);
+    }
+}
+
+fn flood(fd: libc::c_int) -> ! {
+    let mut block = vec![b'x'; BLOCK];
+    block[BLOCK - 1] = b'\n';
+    let mut f = if fd == libc::STDOUT_FILENO {
+        Box::new(io::stdout()) as Box<dyn Write>
+    } else {
+        Box::new(io::stderr())
+    };
+    loop {
+        if f.write_all(&block).is_err() {
+            process::exit(1);
+        }
+    }
+}
+
+fn garbage() {
+    let first_usage = Usage {
+        input: 100,
+        output: 5,
+        cache_read: 0,
+        cache_write: 0,
+        cost: [0.0001, 0.00001, 0.0, 0.0, 0.00011],
+    };
+    let last_usage = Usage {
+        input: 200,
+        output: 7,
+        cache_read: 50,
+        cache_write: 0,
+        cost: [0.0002, 0.000014, 0.000005, 0.0, 0.000219],
+    };
+    let first = assistant_msg(
+        &[text_block("first")],
+        &first_usage,
+        "stop",
+        None,
+        BASE_TS + 1,
+    );
+    let last = assistant_msg(
+        &[text_block("survived garbage")],
+        &last_usage,
+        "stop",
+        None,
+        BASE_TS + 2,
+    );
+    out_line(&session_header());
+    out_line(&ev_msg("message_end", &first));
+
+    // One huge line: {"type":"message_update","pad":"xxxx…"} of exactly N bytes, then \n.
+    let total = env_num("FAKE_AGENT_GARBAGE_LINE_BYTES", 20 * 1024 * 1024) as usize;
+    let head = b"{\"type\":\"message_update\",\"pad\":\"";
+    let tail = b"\"}\n";
+    let mut pad = total.saturating_sub(head.len() + tail.len() - 1);
+    out_bytes(head);
+    let chunk = vec![b'x'; BLOCK];
+    while pad > 0 {
+        let n = pad.min(BLOCK);
+        out_bytes(&chunk[..n]);
+        pad -= n;
+    }
+    out_bytes(tail);
+
+    out_bytes(b"\xff\xfe\xc3\x28 not utf-8 \xa0\xa1 \xed\xa0\x80\xf8\x88\x80\x80\x80\n");
+    out_bytes(b"hello world\n");
+    out_bytes(b"\n");
+    out_bytes(b"[1,2]\n");
+    out_line("{\"type\":\"some_future_event\",\"data\":{\"x\":1}}");
+    out_line(&ev_msg("message_end", &last));
+    out_line(&format!(
+        "{{\"type\":\"agent_end\",\"messages\":[{first},{last}]}}"
+    ));
+}
+
+fn die_by_signal() -> ! {
+    let sig = env_num("FAKE_AGENT_SIGNAL", 9) as libc::c_int;
+    let usage = Usage {
+        input: 300,
+        output: 20,
+        cache_read: 0,
+        cache_write: 0,
+        cost: [0.0003, 0.00004, 0.0, 0.0, 0.00034],
+    };
+    let user = user_msg(&prompt_text(), BASE_TS);
+    let ts = BASE_TS + 1;
+    let partial = assistant_msg(
+        &[text_block("partial answer")],
+        &ZERO_USAGE,
+        "stop",
+        None,
+        ts,
+    );
+    let fin = assistant_msg(&[text_block("partial answer")], &usage, "stop", None, ts);
+    out_line(&session_header());
+    out_line("{\"type\":\"agent_start\"}");
+    out_line("{\"type\":\"turn_start\"}");
+    out_line(&ev_msg("message_start", &user));
+    out_line(&ev_msg("message_end", &user));
+    out_line(&ev_update_old(
+        &text_delta_fields("partial answer"),
+        &partial,
+    ));
+    out_line(&ev_msg("message_end", &fin));
+    // SAFETY: resetting a handler, unblocking and raising a signal; no core dumps wanted.
+    unsafe {
+        let rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &rl);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+    thread::sleep(Duration::from_millis(200));
+    write_stderr_line(&format!(
+        "fake_agent: signal {sig} did not terminate the process"
+    ));
+    process::exit(70);
+}
+
+/// Runs `FAKE_AGENT_NESTED_CMD` with args `FAKE_AGENT_NESTED_ARGS` (split on \x1f), env
+/// inherited (plus `FAKE_AGENT_SCENARIO=$FAKE_AGENT_NESTED_SCENARIO` when that is set),
+/// stdout captured, stderr inherited. Returns `nested exit=<code> stdout=<trimmed stdout>`.
+fn nested() -> String {
+    let Some(cmd) = env_os("FAKE_AGENT_NESTED_CMD") else {
+        write_stderr_line("fake_agent: nested needs FAKE_AGENT_NESTED_CMD");
+        process::exit(64);
+    };
+    let args: Vec<String> = match env_str("FAKE_AGENT_NESTED_ARGS") {
+        Some(a) if !a.is_empty() => a.split('\x1f').map(str::to_string).collect(),
+        _ => Vec::new(),
+    };
+    let mut c = Command::new(&cmd);
+    c.args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(s) = env_os("FAKE_AGENT_NESTED_SCENARIO") {
+        c.env("FAKE_AGENT_SCENARIO", s);
+    }
+    let mut child = match c.spawn() {
+        Ok(ch) => ch,
+        Err(e) => {
+            write_stderr_line(&format!(
+                "fake_agent: cannot run {}: {e}",
+                cmd.to_string_lossy()
+            ));
+            return "nested exit=127 stdout=".to_string();
+        }
+    };
+    append_pid(child.id());
+    let mut captured = Vec::new();
+    if let Some(mut so) = child.stdout.take() {
+        let _ = so.read_to_end(&mut captured);
+    }
+    let code = match child.wait() {
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            st.code()
+                .or_else(|| st.signal().map(|s| 128 + s))
+                .unwrap_or(-1)
+        }
+        Err(_) => -1,
+    };
+    format!(
+        "nested exit={code} stdout={}",
+        String::from_utf8_lossy(&captured).trim()
+    )
+}

@@ -1,0 +1,472 @@
+//! pi (`@mariozechner/pi-coding-agent`): its command line and its `--mode json` dialect.
+//!
+//! Facts the parser relies on (see `reference/pi.md`): the final text is the text blocks of
+//! the last assistant `message_end`; usage is per request, so it is summed over every
+//! assistant `message_end`; pi exits 0 in json mode even when the model call failed, so
+//! failure is read from `stopReason` and `errorMessage`; `agent_end` (unless `willRetry`)
+//! and `agent_settled` end the run, and pi sometimes never exits after them.
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{write_prompt_file, BackendError, Dialect, Invocation, InvocationInput};
+use crate::events::AgentEvent;
+use crate::limits::TASK_INLINE_MAX_CHARS;
+use crate::result::Usage;
+
+/// pi's default tool set for a read-only agent that names none.
+const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
+
+pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+    let mut args: Vec<OsString> = ["--mode", "json", "-p", "--no-session"]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+    let model = input.model.or(input.agent.model.as_deref());
+    if let Some(model) = model {
+        args.push("--model".into());
+        args.push(model.into());
+    }
+    let tools = pi_tools(&input.agent.tools, input.agent.readonly);
+    if !tools.is_empty() {
+        args.push("--tools".into());
+        args.push(tools.join(",").into());
+    }
+    let mut prompt_files = Vec::new();
+    if !input.agent.system_prompt.trim().is_empty() {
+        let path = input.run_dir.join("system-prompt.md");
+        write_prompt_file(&path, &input.agent.system_prompt)?;
+        args.push("--append-system-prompt".into());
+        args.push(path.clone().into_os_string());
+        prompt_files.push(path);
+    }
+    let message = format!("Task: {}", input.task);
+    if input.task.chars().count() > TASK_INLINE_MAX_CHARS {
+        // Very long arguments hit ARG_MAX and show up in `ps`; pi reads `@file` arguments.
+        let path = input.run_dir.join("task.md");
+        write_prompt_file(&path, &message)?;
+        let mut arg = OsString::from("@");
+        arg.push(&path);
+        args.push(arg);
+        prompt_files.push(path);
+    } else {
+        args.push(message.into());
+    }
+    Ok(Invocation {
+        program,
+        args,
+        env: Vec::new(),
+        prompt_files,
+    })
+}
+
+/// Maps the agent's tool names to pi's. Claude Code's names (`Read`, `Glob`, …) work
+/// unchanged; a read-only agent never gets `edit` or `write`.
+fn pi_tools(tools: &[String], readonly: bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tools {
+        let mapped = match t.as_str() {
+            "Read" => "read",
+            "Grep" => "grep",
+            "Glob" | "Find" => "find",
+            "LS" | "Ls" => "ls",
+            "Bash" => "bash",
+            "Edit" | "MultiEdit" => "edit",
+            "Write" => "write",
+            other => other,
+        };
+        if readonly && matches!(mapped, "edit" | "write") {
+            continue;
+        }
+        if !out.iter().any(|x| x == mapped) {
+            out.push(mapped.to_string());
+        }
+    }
+    if out.is_empty() && readonly {
+        out = READONLY_TOOLS.iter().map(|s| s.to_string()).collect();
+    }
+    out
+}
+
+/// Only the fields the collector needs; everything else (tool results are most of the
+/// bytes) is skipped without being built.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+    #[serde(rename = "assistantMessageEvent", borrow, default)]
+    assistant_message_event: Option<&'a RawValue>,
+    #[serde(rename = "willRetry", default)]
+    will_retry: bool,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    role: Cow<'a, str>,
+    #[serde(borrow, default)]
+    content: Vec<Block<'a>>,
+    #[serde(default)]
+    usage: Option<PiUsage>,
+    #[serde(rename = "stopReason", borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+    #[serde(rename = "errorMessage", borrow, default)]
+    error_message: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum Block<'a> {
+    #[serde(rename = "text")]
+    Text {
+        #[serde(borrow, default)]
+        text: Cow<'a, str>,
+    },
+    #[serde(rename = "toolCall")]
+    ToolCall {
+        #[serde(borrow, default)]
+        name: Cow<'a, str>,
+        #[serde(default)]
+        arguments: serde_json::Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PiUsage {
+    input: u64,
+    output: u64,
+    #[serde(rename = "cacheRead")]
+    cache_read: u64,
+    #[serde(rename = "cacheWrite")]
+    cache_write: u64,
+    cost: Option<PiCost>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PiCost {
+    total: f64,
+}
+
+#[derive(Deserialize)]
+struct MessageEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    delta: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default)]
+pub struct PiDialect;
+
+impl Dialect for PiDialect {
+    fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        let Ok(ev) = serde_json::from_str::<Line<'_>>(line) else {
+            // Valid JSON that is not an object with a string `type` is not a pi event
+            // either; both count as skipped.
+            return false;
+        };
+        match ev.kind.as_ref() {
+            "session" => {
+                if let Some(id) = ev.id {
+                    emit(AgentEvent::SessionId(id));
+                }
+            }
+            "message_start" => {
+                if let Some(m) = ev.message.and_then(parse_message) {
+                    if m.role == "assistant" {
+                        emit(AgentEvent::MessageStart);
+                    }
+                }
+            }
+            "message_update" => {
+                let delta = ev
+                    .assistant_message_event
+                    .and_then(|raw| serde_json::from_str::<MessageEvent<'_>>(raw.get()).ok());
+                if let Some(MessageEvent {
+                    kind,
+                    delta: Some(delta),
+                }) = delta
+                {
+                    if kind == "text_delta" {
+                        emit(AgentEvent::TextDelta(delta));
+                    }
+                }
+            }
+            "message_end" => {
+                if let Some(m) = ev.message.and_then(parse_message) {
+                    if m.role == "assistant" {
+                        emit_assistant_message(m, emit);
+                    }
+                }
+            }
+            "agent_end" if !ev.will_retry => emit(AgentEvent::Terminal),
+            "agent_settled" => emit(AgentEvent::Terminal),
+            _ => {}
+        }
+        true
+    }
+}
+
+fn parse_message(raw: &RawValue) -> Option<Message<'_>> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for block in m.content {
+        match block {
+            Block::Text { text: t } => {
+                if !text.is_empty() && !t.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&t);
+            }
+            Block::ToolCall { name, arguments } => calls.push((name, arguments)),
+            Block::Other => {}
+        }
+    }
+    emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+    for (name, args) in calls {
+        emit(AgentEvent::ToolCall { name, args });
+    }
+    if let Some(u) = m.usage {
+        emit(AgentEvent::Usage(Usage {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            cost: u.cost.map_or(0.0, |c| c.total),
+            turns: 0,
+        }));
+    }
+    emit(AgentEvent::TurnEnd);
+    match m.stop_reason.as_deref() {
+        Some("error") | Some("aborted") => {
+            let reason = m.stop_reason.as_deref().unwrap_or_default();
+            let message = m
+                .error_message
+                .map(Cow::into_owned)
+                .unwrap_or_else(|| format!("the model call ended with stopReason {reason:?}"));
+            emit(AgentEvent::ProviderError(Cow::Owned(message)));
+        }
+        _ => emit(AgentEvent::Recovered),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::Collector;
+    use crate::result::DisplayItem;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn collect(lines: &[&str]) -> (Collector, u64) {
+        let mut d = PiDialect;
+        let mut c = Collector::new();
+        let mut skipped = 0;
+        for l in lines {
+            if !d.parse_line(l, &mut |e| c.apply(e)) {
+                skipped += 1;
+            }
+        }
+        (c, skipped)
+    }
+
+    const TOOL_TURN: &str = r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"Looking."},{"type":"toolCall","id":"c1","name":"read","arguments":{"path":"src/a.rs"}}],"usage":{"input":100,"output":10,"cacheRead":5,"cacheWrite":2,"totalTokens":117,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}},"stopReason":"toolUse"}}"#;
+    const FINAL_TURN: &str = r#"{"message":{"content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"Answer: a.rs"}],"role":"assistant","usage":{"input":200,"output":20,"cacheRead":50,"cacheWrite":0,"cost":{"total":0.5}},"stopReason":"stop","newField":1},"type":"message_end"}"#;
+
+    #[test]
+    fn sums_usage_over_assistant_messages_and_takes_the_last_text() {
+        let (c, skipped) = collect(&[
+            r#"{"type":"session","version":3,"id":"s-1","cwd":"/r"}"#,
+            r#"{"type":"message_end","message":{"role":"user","content":[{"type":"text","text":"Task: x"}]}}"#,
+            TOOL_TURN,
+            r#"{"type":"tool_execution_end","toolCallId":"c1","toolName":"read","result":{"content":[{"type":"text","text":"fn main() {}"}]},"isError":false}"#,
+            r#"{"type":"message_end","message":{"role":"toolResult","content":[{"type":"text","text":"fn main() {}"}]}}"#,
+            FINAL_TURN,
+            r#"{"type":"agent_end","messages":[]}"#,
+        ]);
+        assert_eq!(skipped, 0);
+        assert_eq!(
+            c.usage(),
+            Usage {
+                input: 300,
+                output: 30,
+                cache_read: 55,
+                cache_write: 2,
+                cost: 0.8,
+                turns: 2
+            }
+        );
+        assert_eq!(c.final_text(), Some("Answer: a.rs"));
+        assert_eq!(c.session_id(), Some("s-1"));
+        assert!(c.terminal_seen());
+        assert_eq!(c.provider_error(), None);
+        assert_eq!(
+            c.display_items(),
+            vec![
+                DisplayItem::Text {
+                    text: "Looking.".into()
+                },
+                DisplayItem::ToolCall {
+                    name: "read".into(),
+                    args: json!({"path": "src/a.rs"})
+                },
+                DisplayItem::Text {
+                    text: "Answer: a.rs".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn error_stop_reason_is_a_provider_error_even_on_exit_zero() {
+        let (c, _) = collect(&[
+            r#"{"type":"message_end","message":{"role":"assistant","content":[],"usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"cost":{"total":0}},"stopReason":"error","errorMessage":"401 Incorrect API key provided"}}"#,
+            r#"{"type":"agent_end","messages":[]}"#,
+        ]);
+        assert_eq!(c.provider_error(), Some("401 Incorrect API key provided"));
+        assert_eq!(c.final_text(), Some(""));
+    }
+
+    #[test]
+    fn a_retried_error_does_not_fail_the_run() {
+        let (c, _) = collect(&[
+            r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"overloaded"}}"#,
+            r#"{"type":"agent_end","messages":[],"willRetry":true}"#,
+            r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"overloaded"}"#,
+        ]);
+        assert!(
+            !c.terminal_seen(),
+            "agent_end with willRetry is not the end"
+        );
+        let (c, _) = collect(&[
+            r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"overloaded"}}"#,
+            FINAL_TURN,
+            r#"{"type":"agent_settled"}"#,
+        ]);
+        assert_eq!(c.provider_error(), None);
+        assert!(c.terminal_seen());
+    }
+
+    #[test]
+    fn text_deltas_in_both_message_update_shapes_build_partial_text() {
+        let (c, _) = collect(&[
+            r#"{"type":"message_start","message":{"role":"assistant","content":[]}}"#,
+            r#"{"type":"message_update","message":{"role":"assistant","content":[{"type":"text","text":"Hel"}]},"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel","partial":{"role":"assistant"}}}"#,
+            r#"{"type":"message_update","usage":{"input":1},"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"lo \u00e9"}}"#,
+            r#"{"type":"message_update","assistantMessageEvent":{"type":"toolcall_start","id":"x","toolName":"read"}}"#,
+        ]);
+        assert_eq!(c.partial_text(), "Hello é");
+        assert_eq!(c.final_text(), None);
+    }
+
+    #[test]
+    fn garbage_lines_are_skipped_and_unknown_events_ignored() {
+        let (c, skipped) = collect(&[
+            "hello world",
+            "[1,2]",
+            "",
+            r#"{"no_type":true}"#,
+            r#"{"type":"queue_update","whatever":[1]}"#,
+            r#"{"type":"message_end","message":{"role":"system","content":[{"type":"text","text":"sys"}]}}"#,
+            r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"image","data":"..."}],"stopReason":"brand_new_reason"}}"#,
+        ]);
+        assert_eq!(skipped, 4);
+        assert_eq!(c.final_text(), Some(""));
+        assert_eq!(c.provider_error(), None);
+    }
+
+    fn agent(tools: &[&str], readonly: bool, prompt: &str) -> crate::agents::AgentDef {
+        let text = format!(
+            "---\nname: t\ndescription: d\ntools: [{}]\nreadonly: {readonly}\n---\n{prompt}\n",
+            tools.join(", ")
+        );
+        crate::agents::parse_agent_file(
+            &text,
+            std::path::Path::new("/x/t.md"),
+            crate::agents::Scope::User,
+        )
+        .expect("valid agent")
+    }
+
+    #[test]
+    fn command_line_passes_model_tools_prompt_file_and_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["Read", "Grep", "Glob", "Write"], true, "Be brief.");
+        let inv = build(
+            "pi".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "find auth",
+                model: Some("m-1"),
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        let prompt = dir.path().join("system-prompt.md");
+        assert_eq!(
+            inv.args,
+            [
+                "--mode",
+                "json",
+                "-p",
+                "--no-session",
+                "--model",
+                "m-1",
+                "--tools",
+                "read,grep,find",
+                "--append-system-prompt",
+                prompt.to_str().unwrap(),
+                "Task: find auth",
+            ]
+            .map(OsString::from)
+            .to_vec()
+        );
+        assert_eq!(std::fs::read_to_string(&prompt).unwrap(), "Be brief.");
+        assert_eq!(inv.prompt_files, vec![prompt]);
+    }
+
+    #[test]
+    fn long_tasks_go_through_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&[], false, "");
+        let task = "x".repeat(TASK_INLINE_MAX_CHARS + 1);
+        let inv = build(
+            "pi".into(),
+            &InvocationInput {
+                agent: &a,
+                task: &task,
+                model: None,
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        let file = dir.path().join("task.md");
+        assert_eq!(
+            inv.args.last().unwrap(),
+            &OsString::from(format!("@{}", file.display()))
+        );
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            format!("Task: {task}")
+        );
+        assert!(!inv
+            .args
+            .iter()
+            .any(|a| a == "--tools" || a == "--append-system-prompt"));
+    }
+}

@@ -1,0 +1,122 @@
+//! `orchestrate run`: one run, its result on stdout, signals turned into a graceful stop.
+
+use std::io::Write;
+
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::result::{internal_error_json, RunResult};
+use crate::run::{run, RunEnv, RunRequest};
+use crate::supervisor::Controls;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    Json,
+    Text,
+}
+
+/// Runs the request and prints the result. Returns the process exit status.
+pub async fn run_command(req: RunRequest, format: OutputFormat) -> i32 {
+    let controls = Controls::default();
+    let watcher = match watch_signals(controls.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            return print_internal_error(
+                format,
+                &format!("failed to install signal handlers: {e}"),
+            );
+        }
+    };
+    let env = match RunEnv::from_env() {
+        Ok(env) => env,
+        Err(message) => {
+            let result = RunResult::refusal(
+                crate::result::ErrorCode::InvalidInput,
+                format!("Invalid input: {message}"),
+                None,
+            );
+            return print_result(format, &result, result.exit_status());
+        }
+    };
+    let output = run(&req, &env, &controls).await;
+    watcher.abort();
+    print_result(format, &output.result, output.exit_status)
+}
+
+/// First INT/TERM/HUP: stop the child's group gracefully. Second: kill it at once.
+fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        let mut seen = 0;
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            seen += 1;
+            if seen == 1 {
+                tracing::info!("{name}: stopping the subagent (send it again to kill at once)");
+                controls.cancel.cancel();
+            } else {
+                tracing::info!("{name} again: killing the subagent");
+                controls.kill.cancel();
+            }
+        }
+    }))
+}
+
+fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
+    let mut out = std::io::stdout().lock();
+    let written = match format {
+        OutputFormat::Json => writeln!(out, "{}", result.to_json_line()),
+        OutputFormat::Text => {
+            let text = result.content.first().map_or("", |c| c.text.as_str());
+            let r = writeln!(out, "{text}");
+            eprintln!("{}", summary_line(result));
+            r
+        }
+    };
+    let _ = out.flush();
+    // A closed stdout (the parent went away) must not turn a success into a crash; the
+    // result is in result.json regardless.
+    if written.is_err() {
+        tracing::warn!("could not write the result to stdout");
+    }
+    status
+}
+
+/// One line for humans: agent, status, duration, turns, tokens, cost, session file.
+fn summary_line(result: &RunResult) -> String {
+    let status = result.details.error.as_ref().map_or("ok".to_string(), |e| {
+        serde_json::to_value(e.code)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    });
+    match result.details.results.first() {
+        Some(r) => format!(
+            "[orchestrate] {} {} {:.1}s turns={} tokens in={} out={} cache r/w={}/{} cost=${:.4} session={}",
+            r.agent,
+            status,
+            r.duration_ms as f64 / 1000.0,
+            r.usage.turns,
+            r.usage.input,
+            r.usage.output,
+            r.usage.cache_read,
+            r.usage.cache_write,
+            r.usage.cost,
+            r.session_file
+        ),
+        None => format!("[orchestrate] {status}"),
+    }
+}
+
+pub fn print_internal_error(format: OutputFormat, message: &str) -> i32 {
+    match format {
+        OutputFormat::Json => println!("{}", internal_error_json(message)),
+        OutputFormat::Text => eprintln!("orchestrate: internal error: {message}"),
+    }
+    1
+}

@@ -1,0 +1,189 @@
+//! The `orchestrate` command line: parses arguments and dispatches to `commands`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use orchestrate::commands::{self, run::OutputFormat};
+use orchestrate::duration::parse_duration;
+use orchestrate::result::{ErrorCode, RunResult};
+use orchestrate::run::RunRequest;
+use orchestrate::truncate::TruncateLimits;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "orchestrate",
+    version,
+    about = "Delegate a task to a supervised subagent CLI and get one uniform JSON result.",
+    after_help = "Examples:\n  orchestrate run explorer \"find where auth is handled\"\n  orchestrate run reviewer \"review src/auth\" --timeout 10m -o text\n  orchestrate agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run AGENT on TASK and print the result.
+    Run(Box<RunArgs>),
+    /// List the agents a run can use and the file each came from.
+    Agents {
+        /// One JSON object with `agents` and `problems`.
+        #[arg(long)]
+        json: bool,
+        /// A folder of agent files that takes precedence over every other scope.
+        #[arg(long)]
+        agents_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The agent's name (see `orchestrate agents`).
+    agent: Option<String>,
+    /// What the agent should do.
+    task: Option<String>,
+    /// Child CLI to use: pi or auto.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Model passed to the child CLI.
+    #[arg(long)]
+    model: Option<String>,
+    /// Working directory of the child.
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// A folder of agent files that takes precedence over every other scope.
+    #[arg(long)]
+    agents_dir: Option<PathBuf>,
+    /// Maximum runtime (90s, 15m, 1h30m or milliseconds). Default 15m.
+    #[arg(long, allow_hyphen_values = true)]
+    timeout: Option<String>,
+    /// Maximum time without any output from the child. Default 3m.
+    #[arg(long, allow_hyphen_values = true)]
+    idle_timeout: Option<String>,
+    /// Time between SIGTERM and SIGKILL when stopping the child. Default 5s.
+    #[arg(long, allow_hyphen_values = true)]
+    kill_grace: Option<String>,
+    /// Time the child may take to exit after its final event. Default 2s.
+    #[arg(long, allow_hyphen_values = true)]
+    exit_grace: Option<String>,
+    /// Hard cap on the child's stdout+stderr bytes; passing it stops the child. Default 64 MiB.
+    #[arg(long, allow_hyphen_values = true)]
+    max_output_bytes: Option<String>,
+    /// Bytes of `content[0].text` kept before truncation. Default 51200.
+    #[arg(long, allow_hyphen_values = true)]
+    max_bytes: Option<String>,
+    /// Lines of `content[0].text` kept before truncation. Default 2000.
+    #[arg(long, allow_hyphen_values = true)]
+    max_lines: Option<String>,
+    /// json: one line; text: the answer on stdout and a summary on stderr.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+    output: Format,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Format {
+    Json,
+    Text,
+}
+
+fn main() {
+    init_tracing();
+    let cli = Cli::parse();
+    let status = match cli.command {
+        Command::Agents { json, agents_dir } => commands::agents::agents(json, agents_dir),
+        Command::Run(args) => {
+            let format = match args.output {
+                Format::Json => OutputFormat::Json,
+                Format::Text => OutputFormat::Text,
+            };
+            match run_request(*args) {
+                Ok(req) => block_on_run(req, format),
+                Err(message) => {
+                    let result = RunResult::refusal(ErrorCode::InvalidInput, message, None);
+                    match format {
+                        OutputFormat::Json => println!("{}", result.to_json_line()),
+                        OutputFormat::Text => eprintln!("orchestrate: {}", result.content[0].text),
+                    }
+                    result.exit_status()
+                }
+            }
+        }
+    };
+    std::process::exit(status);
+}
+
+/// Runs on a current-thread runtime: the work is I/O-bound, and one thread keeps the
+/// run's cost and its memory small. A panic still prints a valid JSON result.
+fn block_on_run(req: RunRequest, format: OutputFormat) -> i32 {
+    let outcome = std::panic::catch_unwind(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok::<i32, std::io::Error>(rt.block_on(commands::run::run_command(req, format)))
+    });
+    match outcome {
+        Ok(Ok(status)) => status,
+        Ok(Err(e)) => commands::run::print_internal_error(
+            format,
+            &format!("failed to start the runtime: {e}"),
+        ),
+        Err(_) => commands::run::print_internal_error(format, "orchestrate panicked (see stderr)"),
+    }
+}
+
+fn run_request(a: RunArgs) -> Result<RunRequest, String> {
+    let duration = |flag: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(|s| parse_duration(s).map_err(|e| format!("Invalid input: --{flag}: {e}")))
+            .transpose()
+    };
+    let number = |flag: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(|s| {
+                s.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        format!("Invalid input: --{flag}: {s:?} is not a positive integer")
+                    })
+            })
+            .transpose()
+    };
+    let defaults = TruncateLimits::default();
+    let positive = |flag: &str, d: Option<std::time::Duration>| match d {
+        Some(d) if d.is_zero() => Err(format!("Invalid input: --{flag} must be greater than zero")),
+        other => Ok(other),
+    };
+    Ok(RunRequest {
+        agent: a.agent.unwrap_or_default(),
+        task: a.task.unwrap_or_default(),
+        backend: a.backend,
+        model: a.model,
+        cwd: a.cwd,
+        agents_dir: a.agents_dir,
+        runtime_timeout: positive("timeout", duration("timeout", &a.timeout)?)?,
+        idle_timeout: positive("idle-timeout", duration("idle-timeout", &a.idle_timeout)?)?,
+        kill_grace: duration("kill-grace", &a.kill_grace)?,
+        terminal_exit_grace: duration("exit-grace", &a.exit_grace)?,
+        max_output_bytes: number("max-output-bytes", &a.max_output_bytes)?,
+        truncate: TruncateLimits {
+            max_bytes: number("max-bytes", &a.max_bytes)?
+                .map_or(defaults.max_bytes, |n| n as usize),
+            max_lines: number("max-lines", &a.max_lines)?
+                .map_or(defaults.max_lines, |n| n as usize),
+        },
+    })
+}
+
+fn init_tracing() {
+    let filter = std::env::var("ORCHESTRATE_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn".to_string());
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_target(false)
+        .without_time()
+        .try_init();
+}

@@ -1,0 +1,85 @@
+//! How the child ends: exit codes, signals, provider errors, and descendants that outlive
+//! the leader. After every test no process of the run is alive.
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::Sandbox;
+
+#[test]
+fn a_grandchild_holding_stdout_is_killed_and_the_answer_kept() {
+    let sb = Sandbox::new()
+        .scenario("grandchild")
+        .transcript("short.jsonl");
+    let out = sb.run("x", &["--exit-grace", "5s"]);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(r["output"], json!("Hello from pi."));
+    assert_eq!(r["leakedProcesses"], json!(true));
+    assert_eq!(sb.pids().len(), 2);
+    assert!(
+        out.elapsed.as_secs_f64() < 10.0,
+        "bounded drain, took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn a_non_zero_exit_is_a_failure_with_the_childs_stderr() {
+    let sb = Sandbox::new()
+        .scenario("fail")
+        .set("FAKE_AGENT_EXIT_CODE", "3")
+        .set("FAKE_AGENT_STDERR", "fatal: config broken");
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 1);
+    let json = out.json();
+    assert_eq!(json["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
+    assert_eq!(
+        json["details"]["error"]["message"],
+        json!("pi exited with code 3: fatal: config broken")
+    );
+    assert_eq!(out.result()["exitCode"], json!(3));
+}
+
+#[test]
+fn death_by_signal_is_128_plus_n_and_partial_output_is_kept() {
+    let sb = Sandbox::new()
+        .scenario("die-by-signal")
+        .set("FAKE_AGENT_SIGNAL", "11");
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 1);
+    let r = out.result();
+    assert_eq!(r["exitCode"], json!(139));
+    assert_eq!(r["error"], json!("pi was killed by signal 11 (SIGSEGV)"));
+    assert_eq!(r["output"], json!("partial answer"));
+    assert_eq!(r["usage"]["input"], json!(300));
+}
+
+#[test]
+fn an_error_stop_reason_fails_the_run_even_when_pi_exits_zero() {
+    let sb = Sandbox::new().scenario("error-stop");
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 1);
+    let json = out.json();
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "SUBAGENT_FAILED", "message": "pi reported an error: 401 Incorrect API key provided"})
+    );
+    assert_eq!(out.result()["exitCode"], json!(1));
+}
+
+#[test]
+fn a_missing_binary_is_127_with_an_install_hint() {
+    let sb = Sandbox::new().set("ORCHESTRATE_PI_BIN", "/nonexistent/pi");
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 1);
+    let r = out.result();
+    assert_eq!(r["exitCode"], json!(127));
+    let err = r["error"].as_str().unwrap();
+    assert!(
+        err.contains("npm install -g @mariozechner/pi-coding-agent"),
+        "{err}"
+    );
+    assert_eq!(out.error_code(), "SUBAGENT_FAILED");
+}

@@ -1,0 +1,285 @@
+//! Test support: runs the real `orchestrate` binary over the fake child agent in a
+//! sandbox of temporary folders, and checks that no process of the run survives.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn orchestrate_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_orchestrate"))
+}
+
+/// `cargo test` builds examples next to the test binaries' `deps/` folder.
+pub fn fake_agent_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let path = profile_dir.join("examples").join("fake_agent");
+    assert!(path.exists(), "fake agent not built at {}", path.display());
+    path
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/pi")
+        .join(name)
+}
+
+/// An agent file that uses the pi backend (the fake stands in for pi).
+pub const TEST_AGENT: &str = "---\nname: fake\ndescription: Test agent over the fake child.\ntools: read, grep\nbackend: pi\n---\nYou are a test agent.\n";
+
+pub struct Sandbox {
+    pub root: tempfile::TempDir,
+    pub state: PathBuf,
+    pub agents: PathBuf,
+    pub home: PathBuf,
+    pub work: PathBuf,
+    pub pidfile: PathBuf,
+    pub argv_file: PathBuf,
+    pub env: BTreeMap<String, String>,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let root = tempfile::tempdir().expect("tempdir");
+        let p = root.path();
+        let sb = Sandbox {
+            state: p.join("state"),
+            agents: p.join("agents"),
+            home: p.join("home"),
+            work: p.join("work"),
+            pidfile: p.join("pids"),
+            argv_file: p.join("argv.json"),
+            env: BTreeMap::new(),
+            root,
+        };
+        for d in [&sb.agents, &sb.home, &sb.work] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(sb.agents.join("fake.md"), TEST_AGENT).unwrap();
+        sb
+    }
+
+    pub fn scenario(mut self, name: &str) -> Self {
+        self.env.insert("FAKE_AGENT_SCENARIO".into(), name.into());
+        self
+    }
+
+    pub fn transcript(self, fixture_name: &str) -> Self {
+        let path = fixture(fixture_name);
+        self.set("FAKE_AGENT_TRANSCRIPT", path.to_str().unwrap())
+    }
+
+    pub fn set(mut self, k: &str, v: &str) -> Self {
+        self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// The command, with a clean environment pointing everything into the sandbox.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(orchestrate_bin());
+        cmd.args(args)
+            .env_remove("ORCHESTRATE_DEPTH")
+            .env_remove("ORCHESTRATE_MAX_DEPTH")
+            .env_remove("ORCHESTRATE_DISABLED")
+            .env_remove("ORCHESTRATE_RUN_ID")
+            .env_remove("RUST_LOG")
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("ORCHESTRATE_STATE_DIR", &self.state)
+            .env("ORCHESTRATE_PI_BIN", fake_agent_bin())
+            .env("FAKE_AGENT_PIDFILE", &self.pidfile)
+            .env("FAKE_AGENT_ARGV_FILE", &self.argv_file)
+            .env("FAKE_AGENT_FOREVER_MS", "60000")
+            .envs(&self.env)
+            .current_dir(&self.work)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so that a test can never signal anything else.
+            .process_group(0);
+        cmd
+    }
+
+    /// `orchestrate run fake TASK --agents-dir … EXTRA…`, bounded by `limit`.
+    pub fn run(&self, task: &str, extra: &[&str]) -> RunOutput {
+        let agents = self.agents.to_str().unwrap().to_string();
+        let mut args = vec!["run", "fake", task, "--agents-dir", &agents];
+        args.extend_from_slice(extra);
+        self.run_args(&args)
+    }
+
+    pub fn run_args(&self, args: &[&str]) -> RunOutput {
+        let start = Instant::now();
+        let child = self.command(args).spawn().expect("spawn orchestrate");
+        let pid = child.id();
+        let output = wait_with_limit(child, Duration::from_secs(60));
+        let elapsed = start.elapsed();
+        let out = RunOutput::new(output, elapsed, pid);
+        self.assert_no_survivors();
+        out
+    }
+
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(&self.pidfile)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Every process the fake agent recorded is gone (dead or at most a zombie that is
+    /// not ours to reap), within a generous bound.
+    pub fn assert_no_survivors(&self) {
+        let pids = self.pids();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let alive: Vec<i32> = pids.iter().copied().filter(|p| is_alive(*p)).collect();
+            if alive.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                for p in &alive {
+                    // Clean up what we started before failing.
+                    unsafe { libc::kill(*p, libc::SIGKILL) };
+                }
+                panic!("processes of the run still alive: {alive:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn argv_json(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&self.argv_file).expect("argv file")).unwrap()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for p in self.pids() {
+            if is_alive(p) {
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Alive = exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some(Some('Z')) | Some(Some('X')))
+        }
+    }
+}
+
+fn wait_with_limit(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "orchestrate did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[derive(Debug)]
+pub struct RunOutput {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    pub pid: u32,
+}
+
+impl RunOutput {
+    fn new(o: Output, elapsed: Duration, pid: u32) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        let status = o
+            .status
+            .code()
+            .unwrap_or_else(|| 128 + o.status.signal().unwrap_or(0));
+        RunOutput {
+            status,
+            stdout: String::from_utf8(o.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            elapsed,
+            pid,
+        }
+    }
+
+    /// The one JSON line on stdout.
+    pub fn json(&self) -> Value {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "stdout must be exactly one line: {:?}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        serde_json::from_str(lines[0])
+            .unwrap_or_else(|e| panic!("invalid JSON ({e}): {}", lines[0]))
+    }
+
+    pub fn result(&self) -> Value {
+        self.json()["details"]["results"][0].clone()
+    }
+
+    pub fn error_code(&self) -> String {
+        self.json()["details"]["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// The result with the fields that vary between runs replaced by fixed values, for
+/// whole-object comparison.
+pub fn normalized(mut v: Value) -> Value {
+    if let Some(id) = v["details"].get_mut("runId") {
+        assert!(id.as_str().is_some_and(|s| s.len() == 8), "runId: {id}");
+        *id = Value::from("RUNID");
+    }
+    if let Some(results) = v["details"]["results"].as_array_mut() {
+        for r in results {
+            if let Some(d) = r.get_mut("durationMs") {
+                assert!(d.is_u64());
+                *d = Value::from(0);
+            }
+            if let Some(s) = r.get_mut("sessionFile") {
+                assert!(
+                    Path::new(s.as_str().unwrap()).is_file(),
+                    "sessionFile exists"
+                );
+                *s = Value::from("SESSION");
+            }
+            if let Some(c) = r["usage"].get_mut("cost") {
+                let rounded = (c.as_f64().unwrap() * 1e9).round() / 1e9;
+                *c = Value::from(rounded);
+            }
+        }
+    }
+    v
+}

@@ -1,0 +1,82 @@
+//! Runtime and idle timeouts: exit 124, the reason, the exact message, partial output
+//! kept, and the whole tree gone.
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::Sandbox;
+
+#[test]
+fn a_silent_child_hits_the_idle_timeout() {
+    let sb = Sandbox::new().scenario("silent");
+    let out = sb.run("x", &["--idle-timeout", "500ms", "--kill-grace", "1s"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    let json = out.json();
+    assert_eq!(json["details"]["mode"], json!("single"));
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "SUBAGENT_TIMEOUT", "message": "Subagent timed out after 500ms without activity."})
+    );
+    let r = out.result();
+    assert_eq!(r["exitCode"], json!(124));
+    assert_eq!(r["timeoutReason"], json!("idle"));
+    assert_eq!(
+        r["error"],
+        json!("Subagent timed out after 500ms without activity.")
+    );
+    assert!(out.elapsed.as_secs_f64() < 10.0, "took {:?}", out.elapsed);
+}
+
+#[test]
+fn a_chattering_child_hits_the_runtime_timeout_and_keeps_its_partial_text() {
+    let sb = Sandbox::new().scenario("chatter");
+    let out = sb.run("x", &["--timeout", "1s", "--idle-timeout", "300ms"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(
+        r["timeoutReason"],
+        json!("runtime"),
+        "output every 100ms keeps the idle timer from firing"
+    );
+    assert_eq!(out.error_code(), "SUBAGENT_TIMEOUT");
+    assert_eq!(
+        r["error"],
+        json!("Subagent exceeded maximum runtime after 1000ms.")
+    );
+    let partial = r["output"].as_str().unwrap();
+    assert!(
+        partial.starts_with("tick 0 tick 1 "),
+        "partial text kept: {partial:?}"
+    );
+    let content = out.json()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content.starts_with(
+            "Subagent exceeded maximum runtime after 1000ms.\n\nPartial output:\ntick 0"
+        ),
+        "{content}"
+    );
+}
+
+#[test]
+fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
+    let sb = Sandbox::new().scenario("ignore-term");
+    let out = sb.run("x", &["--timeout", "300ms", "--kill-grace", "700ms"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    assert_eq!(out.result()["timeoutReason"], json!("runtime"));
+    // 300 ms runtime + 700 ms grace at least: SIGTERM alone did not end it.
+    assert!(out.elapsed.as_millis() >= 1000, "took {:?}", out.elapsed);
+    assert!(out.elapsed.as_secs_f64() < 10.0, "took {:?}", out.elapsed);
+}
+
+#[test]
+fn a_timeout_kills_grandchildren_that_ignore_sigterm() {
+    let sb = Sandbox::new().scenario("grandchild-hang");
+    let out = sb.run("x", &["--timeout", "500ms", "--kill-grace", "500ms"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    assert_eq!(sb.pids().len(), 2, "leader and grandchild both recorded");
+    // `run` already asserted that neither survives.
+}
