@@ -54,6 +54,7 @@ fn main() {
         }
         "silent" => sleep_forever(),
         "chatter" => chatter(),
+        "chatter-stderr" => chatter_stderr(),
         "ignore-term" => {
             ignore_signal(libc::SIGTERM);
             out_line(&session_header());
@@ -531,6 +532,17 @@ fn chatter() -> ! {
             &text_delta_fields(&format!("tick {n} ")),
             &usage,
         ));
+        n += 1;
+        sleep_ms(delay);
+    }
+}
+
+/// Progress on stderr only, forever: stderr activity alone must keep the idle timer quiet.
+fn chatter_stderr() -> ! {
+    let delay = delay_ms(100);
+    let mut n: u64 = 0;
+    loop {
+        write_stderr_line(&format!("still working {n}"));
         n += 1;
         sleep_ms(delay);
     }

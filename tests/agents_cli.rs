@@ -16,7 +16,11 @@ fn agents_json(sb: &Sandbox, cwd: &std::path::Path, extra: &[&str]) -> Value {
     let mut args = vec!["agents", "--json"];
     args.extend_from_slice(extra);
     let out = sb.command(&args).current_dir(cwd).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -49,14 +53,24 @@ fn precedence_runs_from_flag_to_project_to_user_to_builtin() {
     ];
     let flag_dir = sb.root.path().join("flag-agents");
     write(&flag_dir.join("explorer.md"), &def("flag"));
-    assert_eq!(source_of(&agents_json(&sb, &nested, &[]), "explorer"), "builtin");
+    assert_eq!(
+        source_of(&agents_json(&sb, &nested, &[]), "explorer"),
+        "builtin"
+    );
     for (i, path) in layers.iter().enumerate() {
         write(path, &def(&format!("layer {i}")));
         let listing = agents_json(&sb, &nested, &[]);
-        assert_eq!(source_of(&listing, "explorer"), path.to_str().unwrap(), "layer {i} wins");
+        assert_eq!(
+            source_of(&listing, "explorer"),
+            path.to_str().unwrap(),
+            "layer {i} wins"
+        );
     }
     let listing = agents_json(&sb, &nested, &["--agents-dir", flag_dir.to_str().unwrap()]);
-    assert_eq!(source_of(&listing, "explorer"), flag_dir.join("explorer.md").to_str().unwrap());
+    assert_eq!(
+        source_of(&listing, "explorer"),
+        flag_dir.join("explorer.md").to_str().unwrap()
+    );
 }
 
 #[test]
@@ -67,10 +81,22 @@ fn a_claude_code_agent_file_works_and_a_broken_file_hides_nothing() {
         &dir.join("code-reviewer.md"),
         "---\nname: code-reviewer\ndescription: Reviews code. Use proactively after changes.\ntools: Read, Grep, Glob\nmodel: sonnet\ncolor: purple\n---\nYou review code.\n",
     );
-    write(&dir.join("broken.md"), "---\nname: broken\ndescription: [unclosed\ntools: read\n---\nBody\n");
-    write(&dir.join("zz-good.md"), "---\nname: zz-good\ndescription: fine\n---\nBody\n");
+    write(
+        &dir.join("broken.md"),
+        "---\nname: broken\ndescription: [unclosed\ntools: read\n---\nBody\n",
+    );
+    write(
+        &dir.join("zz-good.md"),
+        "---\nname: zz-good\ndescription: fine\n---\nBody\n",
+    );
     let listing = agents_json(&sb, &sb.work, &[]);
-    let reviewer = listing["agents"].as_array().unwrap().iter().find(|a| a["name"] == json!("code-reviewer")).unwrap().clone();
+    let reviewer = listing["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == json!("code-reviewer"))
+        .unwrap()
+        .clone();
     assert_eq!(
         reviewer,
         json!({"name": "code-reviewer", "description": "Reviews code. Use proactively after changes.",
@@ -81,7 +107,10 @@ fn a_claude_code_agent_file_works_and_a_broken_file_hides_nothing() {
     source_of(&listing, "explorer");
     let problems = listing["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 1, "{problems:?}");
-    assert_eq!(problems[0]["file"], json!(dir.join("broken.md").to_str().unwrap()));
+    assert_eq!(
+        problems[0]["file"],
+        json!(dir.join("broken.md").to_str().unwrap())
+    );
     // The YAML parser notices the unclosed flow sequence on the next line.
     assert_eq!(problems[0]["line"], json!(4));
     assert!(!problems[0]["reason"].as_str().unwrap().is_empty());
@@ -89,7 +118,10 @@ fn a_claude_code_agent_file_works_and_a_broken_file_hides_nothing() {
     // The text listing names the file, line and reason, and a run of another agent works.
     let out = sb.command(&["agents"]).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains(&format!("{}:4:", dir.join("broken.md").display())), "{text}");
+    assert!(
+        text.contains(&format!("{}:4:", dir.join("broken.md").display())),
+        "{text}"
+    );
     let sb = sb.scenario("replay");
     let out = sb.run("x", &[]);
     assert_eq!(out.status, 0, "{}", out.stderr);

@@ -80,3 +80,11 @@ fn a_timeout_kills_grandchildren_that_ignore_sigterm() {
     assert_eq!(sb.pids().len(), 2, "leader and grandchild both recorded");
     // `run` already asserted that neither survives.
 }
+
+#[test]
+fn stderr_activity_alone_keeps_the_idle_timer_quiet() {
+    let sb = Sandbox::new().scenario("chatter-stderr");
+    let out = sb.run("x", &["--timeout", "1500ms", "--idle-timeout", "500ms"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    assert_eq!(out.result()["timeoutReason"], json!("runtime"));
+}
