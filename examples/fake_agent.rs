@@ -489,6 +489,20 @@ fn print_transcript(delay: u64) {
         emit_lines(&success_transcript(&text), delay);
         return;
     };
+    if delay == 0 {
+        // Stream without holding the file in memory, as fast as `cat`: the throughput
+        // benchmark measures orchestrate, not this program.
+        let copied =
+            fs::File::open(&path).and_then(|mut f| io::copy(&mut f, &mut io::stdout().lock()));
+        if let Err(e) = copied {
+            write_stderr_line(&format!(
+                "fake_agent: cannot replay FAKE_AGENT_TRANSCRIPT {}: {e}",
+                path.to_string_lossy()
+            ));
+            process::exit(66);
+        }
+        return;
+    }
     let data = match fs::read(&path) {
         Ok(d) => d,
         Err(e) => {

@@ -253,7 +253,7 @@ impl LineSink for DialectSink {
             return;
         }
         let collector = &mut self.collector;
-        let ok = match std::str::from_utf8(line) {
+        let ok = match simdutf8::basic::from_utf8(line) {
             Ok(text) => self.dialect.parse_line(text, &mut |e| collector.apply(e)),
             Err(_) => false,
         };

@@ -1,0 +1,545 @@
+//! A scripted mock LLM server on 127.0.0.1 for the contract tests, which run the real
+//! agent CLIs offline against it. It speaks the four wire APIs those CLIs use, chosen by
+//! path:
+//!
+//! | path | API |
+//! |---|---|
+//! | `POST …/v1/messages` (also `?beta=true`) | Anthropic Messages |
+//! | `POST …/v1/chat/completions` | OpenAI Chat Completions |
+//! | `POST …/v1/responses` | OpenAI Responses |
+//! | `POST …/v1beta/models/{model}:streamGenerateContent?alt=sse` (and `:generateContent`) | Gemini |
+//!
+//! Streaming requests get SSE (`text/event-stream`, chunked, then the connection closes);
+//! non-streaming ones get the API's JSON body. Any other path gets a 404 JSON and is
+//! recorded. Requests that are not the main conversation (a CLI's title generation and
+//! the like, see [`side_traffic`]) get a short text and never consume a scripted step.
+//!
+//! The server runs on its own thread with its own tokio runtime, so synchronous
+//! `#[test]` functions can use it; it stops when dropped.
+#![allow(dead_code)]
+
+mod http;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+
+pub use wire::{default_error_message, error_body};
+
+/// The wire API a request spoke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Anthropic,
+    OpenAiChat,
+    OpenAiResponses,
+    Gemini,
+}
+
+/// Token counts the mock reports. `input` is the whole prompt, cached tokens included
+/// (OpenAI's `prompt_tokens`, Gemini's `promptTokenCount`); for Anthropic, whose
+/// `input_tokens` excludes cache reads, the mock sends `input - cached`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MockUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cached: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// A streamed (or, when the request did not stream, complete) text answer.
+    Text { text: String, usage: MockUsage },
+    /// One tool call with these arguments.
+    ToolCall {
+        name: String,
+        args: Value,
+        usage: MockUsage,
+    },
+    /// An HTTP error with this JSON body. `Value::Null` = the API's own error shape with
+    /// [`default_error_message`] for that status.
+    HttpError { status: u16, body: Value },
+    /// 529 `overloaded_error` for Anthropic, 503 with the API's error shape elsewhere.
+    Overloaded,
+    /// Sends the headers and the first event(s) of a text reply carrying `text_before`,
+    /// then nothing more, and never closes the connection (until the client does or the
+    /// mock is dropped).
+    Hang { text_before: String },
+}
+
+impl Reply {
+    pub fn text(text: &str, usage: MockUsage) -> Reply {
+        Reply::Text {
+            text: text.to_string(),
+            usage,
+        }
+    }
+
+    pub fn tool(name: &str, args: Value, usage: MockUsage) -> Reply {
+        Reply::ToolCall {
+            name: name.to_string(),
+            args,
+            usage,
+        }
+    }
+
+    /// 401 with the API's own error shape and message.
+    pub fn unauthorized() -> Reply {
+        Reply::HttpError {
+            status: 401,
+            body: Value::Null,
+        }
+    }
+
+    pub fn hang(text_before: &str) -> Reply {
+        Reply::Hang {
+            text_before: text_before.to_string(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Reply::Text { text, .. } => format!("text {text:?}"),
+            Reply::ToolCall { name, args, .. } => format!("tool_call {name} {args}"),
+            Reply::HttpError { status, .. } => format!("http_error {status}"),
+            Reply::Overloaded => "overloaded".into(),
+            Reply::Hang { text_before } => format!("hang after {text_before:?}"),
+        }
+    }
+}
+
+/// Decides the reply per request.
+#[derive(Clone, Debug)]
+pub struct Script(ScriptKind);
+
+#[derive(Clone, Debug)]
+enum ScriptKind {
+    Always(Reply),
+    ToolThenText(Reply, Reply),
+    Sequence(Vec<Reply>),
+}
+
+impl Script {
+    pub fn always(reply: Reply) -> Script {
+        Script(ScriptKind::Always(reply))
+    }
+
+    /// `text` when the request already carries a tool result (`tool_result`,
+    /// `role: "tool"`, `function_call_output`, `functionResponse`), else `tool`.
+    pub fn tool_then_text(tool: Reply, text: Reply) -> Script {
+        Script(ScriptKind::ToolThenText(tool, text))
+    }
+
+    /// The replies in order; the last one repeats.
+    pub fn sequence(replies: Vec<Reply>) -> Script {
+        assert!(!replies.is_empty(), "a sequence needs at least one reply");
+        Script(ScriptKind::Sequence(replies))
+    }
+}
+
+/// One request the mock received.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// Path and query, as sent.
+    pub path: String,
+    /// Lowercased names.
+    pub headers: BTreeMap<String, String>,
+    /// The body parsed as JSON; `Value::Null` when empty or not JSON.
+    pub body: Value,
+    /// The API the path selected (None: an unknown path, answered 404).
+    pub api: Option<Api>,
+    /// Side traffic (title generation, …): answered with a short text, no scripted step.
+    pub side: bool,
+    /// What the mock answered, for reports ("text \"…\"", "tool_call bash {…}", "404", …).
+    pub served: String,
+}
+
+struct State {
+    script: Script,
+    cursor: usize,
+    counter: u64,
+    requests: Vec<RecordedRequest>,
+}
+
+impl State {
+    fn next_reply(&mut self, has_tool_result: bool) -> Reply {
+        match &self.script.0 {
+            ScriptKind::Always(r) => r.clone(),
+            ScriptKind::ToolThenText(tool, text) => {
+                if has_tool_result {
+                    text.clone()
+                } else {
+                    tool.clone()
+                }
+            }
+            ScriptKind::Sequence(replies) => {
+                let r = replies[self.cursor.min(replies.len() - 1)].clone();
+                self.cursor += 1;
+                r
+            }
+        }
+    }
+}
+
+pub struct MockLlm {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockLlm {
+    /// Binds 127.0.0.1 on a free port and serves on a thread of its own.
+    pub fn start(script: Script) -> MockLlm {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("local addr");
+        let state = Arc::new(Mutex::new(State {
+            script,
+            cursor: 0,
+            counter: 0,
+            requests: Vec::new(),
+        }));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name(format!("mock-llm-{}", addr.port()))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(async move {
+                    let listener = TcpListener::from_std(listener).expect("tokio listener");
+                    tokio::select! {
+                        _ = accept_loop(listener, st) => {}
+                        _ = rx => {}
+                    }
+                });
+                // Dropping the runtime cancels the connection tasks (hung streams
+                // included) and closes their sockets.
+                drop(rt);
+            })
+            .expect("spawn mock thread");
+        MockLlm {
+            addr,
+            state,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The requests of the main conversation (known API, not side traffic).
+    pub fn conversation(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.api.is_some() && !r.side)
+            .collect()
+    }
+
+    /// Waits until `n` conversation requests have arrived; false on timeout.
+    pub fn wait_for_conversation(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.conversation().len() >= n {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let st = Arc::clone(&state);
+                tokio::spawn(async move {
+                    let _ = handle(stream, st).await;
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// The API a path speaks, and whether the path itself asks for a stream (Gemini).
+fn route(method: &str, path: &str) -> Option<(Api, Option<bool>)> {
+    if method != "POST" {
+        return None;
+    }
+    if path.ends_with("/v1/messages") {
+        Some((Api::Anthropic, None))
+    } else if path.ends_with("/chat/completions") {
+        Some((Api::OpenAiChat, None))
+    } else if path.ends_with("/responses") {
+        Some((Api::OpenAiResponses, None))
+    } else if path.contains("/models/") && path.ends_with(":streamGenerateContent") {
+        Some((Api::Gemini, Some(true)))
+    } else if path.contains("/models/") && path.ends_with(":generateContent") {
+        Some((Api::Gemini, Some(false)))
+    } else {
+        None
+    }
+}
+
+fn gemini_model(path: &str) -> &str {
+    path.rsplit("/models/")
+        .next()
+        .and_then(|m| m.split(':').next())
+        .unwrap_or("gemini-mock")
+}
+
+/// True when the request carries the result of a tool call, in any API's shape.
+pub fn has_tool_result(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => {
+            let t = map.get("type").and_then(Value::as_str);
+            if matches!(
+                t,
+                Some("tool_result" | "function_call_output" | "custom_tool_call_output")
+            ) || map.get("role").and_then(Value::as_str) == Some("tool")
+                || map.contains_key("functionResponse")
+            {
+                return true;
+            }
+            map.values().any(has_tool_result)
+        }
+        Value::Array(items) => items.iter().any(has_tool_result),
+        _ => false,
+    }
+}
+
+/// The system prompt text of a request, whatever the API.
+pub fn system_text(api: Api, body: &Value) -> String {
+    fn texts(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(items) => items.iter().for_each(|i| texts(i, out)),
+            Value::Object(m) => {
+                if let Some(t) = m.get("text") {
+                    texts(t, out);
+                }
+                if let Some(c) = m.get("content") {
+                    texts(c, out);
+                }
+                if let Some(p) = m.get("parts") {
+                    texts(p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    match api {
+        Api::Anthropic => texts(&body["system"], &mut out),
+        Api::OpenAiChat | Api::OpenAiResponses => {
+            texts(&body["instructions"], &mut out);
+            let list = if api == Api::OpenAiChat {
+                &body["messages"]
+            } else {
+                &body["input"]
+            };
+            for m in list.as_array().into_iter().flatten() {
+                if matches!(m["role"].as_str(), Some("system" | "developer")) {
+                    texts(&m["content"], &mut out);
+                }
+            }
+        }
+        Api::Gemini => texts(&body["systemInstruction"], &mut out),
+    }
+    out
+}
+
+/// Requests a CLI sends beside the conversation, which must not consume a scripted step.
+/// Each marker was found by running the CLI against this mock (see docs/contract-tests.md).
+pub fn side_traffic(api: Api, path: &str, body: &Value) -> bool {
+    let system = system_text(api, body);
+    // opencode: the session title ("You are a title generator. You output ONLY a thread
+    // title. …"), sent beside the first turn.
+    if system.contains("You are a title generator") {
+        return true;
+    }
+    // Gemini CLI: its non-streaming helper calls (next-speaker check, routing, …); the
+    // conversation always streams.
+    if api == Api::Gemini && path.ends_with(":generateContent") {
+        return true;
+    }
+    false
+}
+
+async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
+    let req = http::read_request(&mut stream).await?;
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let path = req.path().to_string();
+    let Some((api, path_stream)) = route(&req.method, &path) else {
+        record(&state, &req, body, None, false, "404".into());
+        let err = json!({"error": {"type": "not_found", "message": format!("mock: no route for {} {}", req.method, req.target)}});
+        return http::write_json(&mut stream, 404, &[], &err).await;
+    };
+    let streaming = path_stream.unwrap_or_else(|| body["stream"].as_bool() == Some(true));
+    let model = match api {
+        Api::Gemini => gemini_model(&path).to_string(),
+        _ => body["model"].as_str().unwrap_or("mock").to_string(),
+    };
+    let include_usage = body["stream_options"]["include_usage"].as_bool() == Some(true);
+    let side = side_traffic(api, &path, &body);
+    let (reply, n) = {
+        let mut st = state.lock().unwrap();
+        st.counter += 1;
+        let n = st.counter;
+        let reply = if side {
+            Reply::text(
+                "Mock side reply",
+                MockUsage {
+                    input: 10,
+                    output: 3,
+                    cached: 0,
+                },
+            )
+        } else {
+            st.next_reply(has_tool_result(&body))
+        };
+        st.requests.push(RecordedRequest {
+            method: req.method.clone(),
+            path: req.target.clone(),
+            headers: req.headers.clone(),
+            body: body.clone(),
+            api: Some(api),
+            side,
+            served: reply.describe(),
+        });
+        (reply, n)
+    };
+    let ctx = wire::Ctx {
+        api,
+        model: &model,
+        n,
+        include_usage,
+    };
+    match reply {
+        Reply::Text { text, usage } => {
+            send(
+                &mut stream,
+                &ctx,
+                streaming,
+                &wire::Content::Text(&text),
+                &usage,
+            )
+            .await
+        }
+        Reply::ToolCall { name, args, usage } => {
+            let content = wire::Content::Tool {
+                name: &name,
+                args: &args,
+            };
+            send(&mut stream, &ctx, streaming, &content, &usage).await
+        }
+        Reply::HttpError { status, body } => {
+            let body = if body.is_null() {
+                error_body(api, status, default_error_message(api, status))
+            } else {
+                body
+            };
+            http::write_json(&mut stream, status, &[], &body).await
+        }
+        Reply::Overloaded => {
+            let (status, body) = wire::overloaded(api);
+            let extra = if api == Api::Anthropic {
+                vec![("x-should-retry", "true".to_string())]
+            } else {
+                vec![]
+            };
+            http::write_json(&mut stream, status, &extra, &body).await
+        }
+        Reply::Hang { text_before } => {
+            if streaming {
+                http::start_sse(&mut stream).await?;
+                for ev in wire::stream_start(&ctx, &text_before) {
+                    http::write_chunk(&mut stream, ev.encode().as_bytes()).await?;
+                }
+            } else {
+                use tokio::io::AsyncWriteExt;
+                stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{")
+                    .await?;
+                stream.flush().await?;
+            }
+            http::hang(&mut stream).await;
+            Ok(())
+        }
+    }
+}
+
+async fn send(
+    stream: &mut TcpStream,
+    ctx: &wire::Ctx<'_>,
+    streaming: bool,
+    content: &wire::Content<'_>,
+    usage: &MockUsage,
+) -> std::io::Result<()> {
+    if streaming {
+        http::start_sse(stream).await?;
+        for ev in wire::stream(ctx, content, usage) {
+            http::write_chunk(stream, ev.encode().as_bytes()).await?;
+        }
+        http::end_chunked(stream).await
+    } else {
+        http::write_json(stream, 200, &[], &wire::complete(ctx, content, usage)).await
+    }
+}
+
+fn record(
+    state: &Arc<Mutex<State>>,
+    req: &http::Request,
+    body: Value,
+    api: Option<Api>,
+    side: bool,
+    served: String,
+) {
+    state.lock().unwrap().requests.push(RecordedRequest {
+        method: req.method.clone(),
+        path: req.target.clone(),
+        headers: req.headers.clone(),
+        body,
+        api,
+        side,
+        served,
+    });
+}
