@@ -212,7 +212,7 @@ impl RunResult {
             None => exit_status::SUCCESS,
             Some(e) if e.code == ErrorCode::SubagentOutputTruncated => {
                 // Truncated-but-successful is success; a run stopped at the hard cap failed.
-                if self.details.results.iter().all(|r| r.exit_code == 0) {
+                if self.details.results.iter().all(|r| r.error.is_none()) {
                     exit_status::SUCCESS
                 } else {
                     exit_status::FAILURE

@@ -460,10 +460,9 @@ impl Attempt<'_> {
                             // It said everything and was only slow to exit: that is success.
                             single.exit_code = 0;
                         }
+                        // `exitCode` stays the child's own code: pi exits 0 on a provider
+                        // error, and `error` is what says the run failed.
                         if let Some(err) = collector.provider_error() {
-                            if single.exit_code == 0 {
-                                single.exit_code = 1;
-                            }
                             Some((ErrorCode::SubagentFailed, format!("{cli} reported an error: {err}")))
                         } else if single.exit_code != 0 {
                             let how = match o.exit {
@@ -474,7 +473,6 @@ impl Attempt<'_> {
                             };
                             Some((ErrorCode::SubagentFailed, format!("{cli} {how}{stderr_hint}")))
                         } else if collector.final_text().is_none_or(|t| t.trim().is_empty()) {
-                            single.exit_code = 1;
                             Some((
                                 ErrorCode::SubagentFailed,
                                 format!(

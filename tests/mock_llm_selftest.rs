@@ -7,6 +7,9 @@
 //!  cargo test --test mock_llm_selftest serve -- --ignored --nocapture`
 //! prints the URL (and writes it to `$MOCK_LLM_URL_FILE` when set), logs every request
 //! to `$MOCK_LLM_LOG` as JSON lines, and stops after `$MOCK_LLM_SECONDS` (default 300).
+//! Scripts: `tool_then_text` (default; tool `$MOCK_LLM_TOOL` with `$MOCK_LLM_TOOL_ARGS`),
+//! `text`, `401`, `overloaded`, `hang`, `http:STATUS:MESSAGE` (error body in the shape of
+//! `$MOCK_LLM_API`: anthropic, gemini, else OpenAI).
 
 mod mock_llm;
 
@@ -570,6 +573,30 @@ fn non_streaming_requests_get_the_apis_json() {
     assert_eq!(r.json()["output"][0]["content"][0]["text"], json!("plain"));
 }
 
+#[test]
+fn side_requests_that_ask_for_json_get_a_minimal_instance_of_their_schema() {
+    // Gemini CLI's model router (`-m auto`) retries until it parses JSON.
+    let mock = MockLlm::start(Script::always(Reply::text("main", USAGE)));
+    let router = json!({"contents": [{"role": "user", "parts": [{"text": "route"}]}],
+        "generationConfig": {"responseMimeType": "application/json", "responseJsonSchema": {
+            "type": "OBJECT", "required": ["complexity_reasoning", "complexity_score"],
+            "properties": {"complexity_reasoning": {"type": "STRING"}, "complexity_score": {"type": "INTEGER"}}}}});
+    let r = call(
+        &mock,
+        "/v1beta/models/gemini-flash-lite:generateContent",
+        router,
+    );
+    let text = r.json()["candidates"][0]["content"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        json!({"complexity_reasoning": "mock", "complexity_score": 1})
+    );
+    assert_eq!(mock.conversation().len(), 0);
+}
+
 /// Runs the mock by hand (see the file's doc comment).
 #[test]
 #[ignore]
@@ -591,6 +618,21 @@ fn serve() {
         Ok("401") => Script::always(Reply::unauthorized()),
         Ok("overloaded") => Script::always(Reply::Overloaded),
         Ok("hang") => Script::always(Reply::hang("Partial ")),
+        // `http:STATUS:MESSAGE`: that status with the API's error shape carrying MESSAGE.
+        Ok(s) if s.starts_with("http:") => {
+            let mut parts = s.splitn(3, ':').skip(1);
+            let status: u16 = parts.next().unwrap().parse().expect("http:STATUS:MESSAGE");
+            let message = parts.next().unwrap_or("mock error").to_string();
+            let api = match std::env::var("MOCK_LLM_API").as_deref() {
+                Ok("anthropic") => Api::Anthropic,
+                Ok("gemini") => Api::Gemini,
+                _ => Api::OpenAiChat,
+            };
+            Script::always(Reply::HttpError {
+                status,
+                body: mock_llm::error_body(api, status, &message),
+            })
+        }
         _ => Script::tool_then_text(tool, text),
     };
     let mock = MockLlm::start(script);

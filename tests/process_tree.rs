@@ -66,7 +66,12 @@ fn an_error_stop_reason_fails_the_run_even_when_pi_exits_zero() {
         json["details"]["error"],
         json!({"code": "SUBAGENT_FAILED", "message": "pi reported an error: 401 Incorrect API key provided"})
     );
-    assert_eq!(out.result()["exitCode"], json!(1));
+    // exitCode is the child's own code; `error` says the run failed.
+    assert_eq!(out.result()["exitCode"], json!(0));
+    assert_eq!(
+        out.result()["error"],
+        json!("pi reported an error: 401 Incorrect API key provided")
+    );
 }
 
 #[test]
@@ -78,7 +83,7 @@ fn a_missing_binary_is_127_with_an_install_hint() {
     assert_eq!(r["exitCode"], json!(127));
     let err = r["error"].as_str().unwrap();
     assert!(
-        err.contains("npm install -g @mariozechner/pi-coding-agent"),
+        err.contains("npm install -g @earendil-works/pi-coding-agent"),
         "{err}"
     );
     assert_eq!(out.error_code(), "SUBAGENT_FAILED");

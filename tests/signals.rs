@@ -73,3 +73,20 @@ fn a_second_signal_kills_at_once() {
     assert_eq!(status, 130);
     assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
 }
+
+#[test]
+fn the_child_dies_with_orchestrate_even_on_sigkill() {
+    // SIGKILL cannot be handled: only the parent-death signal can take the child down.
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut child = sb
+        .command(&["run", "fake", "x", "--agents-dir", &agents])
+        .spawn()
+        .unwrap();
+    wait_for_pids(&sb, 1);
+    // Let the runtime's threads come and go; the signal must be tied to orchestrate's life.
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    sb.assert_no_survivors();
+}

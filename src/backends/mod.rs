@@ -73,15 +73,18 @@ impl Backend {
     /// test double), else the CLI's usual name looked up on PATH.
     pub fn program(self) -> OsString {
         let var = format!("ORCHESTRATE_{}_BIN", self.name().to_ascii_uppercase());
-        std::env::var_os(var).unwrap_or_else(|| match self {
-            Backend::Pi => OsString::from("pi"),
-        })
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| match self {
+                Backend::Pi => OsString::from("pi"),
+            })
     }
 
     pub fn install_hint(self) -> &'static str {
         match self {
             Backend::Pi => {
-                "install it with `npm install -g @mariozechner/pi-coding-agent`, then log in with `pi` once"
+                "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
+                 `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once"
             }
         }
     }

@@ -18,6 +18,7 @@
 //! `#[test]` functions can use it; it stops when dropped.
 #![allow(dead_code)]
 
+pub mod contract;
 mod http;
 mod wire;
 
@@ -404,6 +405,51 @@ pub fn side_traffic(api: Api, path: &str, body: &Value) -> bool {
     false
 }
 
+/// The text of a side-traffic reply: "Mock side reply", or, when the request asks for
+/// JSON with a schema (Gemini's `responseJsonSchema`/`responseSchema`, OpenAI's
+/// `response_format`/`text.format`), a minimal instance of it. Gemini CLI's model router
+/// (`-m auto`) retries with backoff until it gets valid JSON.
+pub fn side_reply_text(body: &Value) -> String {
+    let schema = [
+        &body["generationConfig"]["responseJsonSchema"],
+        &body["generationConfig"]["responseSchema"],
+        &body["response_format"]["json_schema"]["schema"],
+        &body["text"]["format"]["schema"],
+    ]
+    .into_iter()
+    .find(|s| s.is_object());
+    match schema {
+        Some(s) => json_from_schema(s).to_string(),
+        None => "Mock side reply".to_string(),
+    }
+}
+
+/// A minimal value matching a JSON schema (OpenAPI-style upper-case types too).
+pub fn json_from_schema(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    let ty = schema["type"]
+        .as_str()
+        .or_else(|| schema["type"].as_array().and_then(|t| t[0].as_str()))
+        .unwrap_or("object")
+        .to_ascii_lowercase();
+    match ty.as_str() {
+        "string" => json!("mock"),
+        "integer" | "number" => schema.get("minimum").cloned().unwrap_or_else(|| json!(1)),
+        "boolean" => json!(false),
+        "array" => json!([]),
+        "null" => Value::Null,
+        _ => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in schema["properties"].as_object().into_iter().flatten() {
+                out.insert(k.clone(), json_from_schema(v));
+            }
+            Value::Object(out)
+        }
+    }
+}
+
 async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
     let req = http::read_request(&mut stream).await?;
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
@@ -426,7 +472,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         let n = st.counter;
         let reply = if side {
             Reply::text(
-                "Mock side reply",
+                &side_reply_text(&body),
                 MockUsage {
                     input: 10,
                     output: 3,
