@@ -57,6 +57,13 @@ impl Collector {
                 self.final_text = Some(text.into_owned());
                 self.revision += 1;
             }
+            AgentEvent::FinalText(text) => {
+                if !text.is_empty() {
+                    self.last_nonempty_text = Some(text.to_string());
+                }
+                self.final_text = Some(text.into_owned());
+                self.revision += 1;
+            }
             AgentEvent::ToolCall { name, mut args } => {
                 cut_long_strings(&mut args, MAX_DISPLAY_ARG_BYTES);
                 self.push_display(DisplayItem::ToolCall {
@@ -99,6 +106,9 @@ impl Collector {
         if u.turns == 0 {
             u.turns = self.turns;
         }
+        // Sums of per-request costs drift in the last bits (0.0005 + 0.0007 =
+        // 0.0012000000000000001); a ten-billionth of a dollar is far below any price.
+        u.cost = (u.cost * 1e10).round() / 1e10;
         u
     }
 

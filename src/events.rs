@@ -13,6 +13,9 @@ pub enum AgentEvent<'a> {
     /// A complete assistant message's text (its text blocks joined). The last one is the
     /// run's final text. Empty for a message that only called tools.
     AssistantMessage(Cow<'a, str>),
+    /// The CLI's own statement of the final answer (a `result` line). It overrides the last
+    /// message's text but adds no display item.
+    FinalText(Cow<'a, str>),
     ToolCall {
         name: Cow<'a, str>,
         args: serde_json::Value,

@@ -138,6 +138,10 @@ pub struct SingleResult {
     /// exited, and orchestrate had to kill it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub leaked_processes: bool,
+    /// Restrictions of the agent that its CLI cannot express (tools it cannot limit, a
+    /// turn limit it does not have), so that nothing is relaxed silently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -277,6 +281,7 @@ mod tests {
             attempts: 1,
             skipped_lines: 0,
             leaked_processes: false,
+            warnings: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::agents::{self, AgentDef, DiscoveryOptions};
-use crate::backends::{Backend, Dialect, InvocationInput};
+use crate::backends::{Backend, BackendError, Dialect, InvocationInput};
 use crate::collector::Collector;
 use crate::limits::{SupervisionLimits, DEFAULT_MAX_DEPTH};
 use crate::result::{
@@ -194,8 +194,25 @@ pub async fn run(req: &RunRequest, env: &RunEnv, controls: &Controls) -> RunOutp
         .as_deref()
         .or(agent.backend.as_deref())
         .unwrap_or("auto");
-    let backend = match Backend::from_name(backend_name) {
-        Ok(b) => b,
+    let backend = match Backend::select(backend_name) {
+        Ok(sel) if sel.auto && !sel.installed => {
+            let tried: Vec<String> = Backend::AUTO_ORDER
+                .iter()
+                .map(|b| b.program().to_string_lossy().into_owned())
+                .collect();
+            let mut out = refuse(
+                ErrorCode::SubagentFailed,
+                format!(
+                    "Subagent could not start: no agent CLI found on PATH (tried {}); install one, e.g. {}",
+                    tried.join(", "),
+                    Backend::Claude.install_hint()
+                ),
+                Some(run_id),
+            );
+            out.result.details.mode = Mode::Single;
+            return out;
+        }
+        Ok(sel) => sel.backend,
         Err(e) => return refuse(ErrorCode::InvalidInput, format!("Invalid input: {e}"), None),
     };
 
@@ -296,6 +313,14 @@ impl Attempt<'_> {
             run_dir: &run_dir.path,
         }) {
             Ok(i) => i,
+            // A misconfigured agent is bad input; a file that cannot be written is not.
+            Err(e @ (BackendError::Command(_) | BackendError::Unknown(_))) => {
+                return refuse(
+                    ErrorCode::InvalidInput,
+                    format!("Invalid input: agent {}: {e}", self.agent.name),
+                    Some(self.run_id.clone()),
+                )
+            }
             Err(e) => return self.failure(format!("orchestrate could not prepare the child: {e}")),
         };
         let (mut session_file, mut stderr_file) = match (
@@ -322,7 +347,7 @@ impl Attempt<'_> {
             env,
         };
         let mut sink = DialectSink {
-            dialect: self.backend.dialect(),
+            dialect: invocation.dialect.parser(),
             collector: Collector::new(),
         };
         let outcome = supervisor::supervise(
@@ -338,7 +363,7 @@ impl Attempt<'_> {
         .await;
 
         let session_path = run_dir.session_file().to_string_lossy().into_owned();
-        let output = self.build_output(outcome, &sink.collector, &session_path);
+        let output = self.build_output(outcome, &sink.collector, &session_path, &invocation);
 
         if let Err(e) = run_dir.write_result(&output.result) {
             tracing::warn!("failed to write {}: {e}", run_dir.result_file().display());
@@ -373,6 +398,7 @@ impl Attempt<'_> {
         outcome: Result<supervisor::Outcome, supervisor::SuperviseError>,
         collector: &Collector,
         session_path: &str,
+        invocation: &crate::backends::Invocation,
     ) -> RunOutput {
         let sanitizer = Sanitizer::global();
         let cli = self.backend.name();
@@ -392,6 +418,7 @@ impl Attempt<'_> {
             attempts: 1,
             skipped_lines: collector.skipped_lines(),
             leaked_processes: false,
+            warnings: invocation.warnings.clone(),
         };
         let mut process_exit = None;
         // (error code, message) when the run failed.
@@ -401,7 +428,7 @@ impl Attempt<'_> {
                 let hint = if e.is_not_found() {
                     format!(
                         " ({} not found on PATH; {})",
-                        spec_program_name(self.backend),
+                        invocation.program.to_string_lossy(),
                         self.backend.install_hint()
                     )
                 } else {
@@ -466,7 +493,10 @@ impl Attempt<'_> {
                             Some((ErrorCode::SubagentFailed, format!("{cli} reported an error: {err}")))
                         } else if single.exit_code != 0 {
                             let how = match o.exit {
-                                supervisor::LeaderExit::Exited(c) => format!("exited with code {c}"),
+                                supervisor::LeaderExit::Exited(c) => match self.backend.explain_exit(c) {
+                                    Some(why) => format!("exited with code {c} ({why})"),
+                                    None => format!("exited with code {c}"),
+                                },
                                 supervisor::LeaderExit::Signaled(s) => {
                                     format!("was killed by signal {s} ({})", signal_name(s))
                                 }
@@ -543,10 +573,6 @@ impl Attempt<'_> {
             exit_status: exit,
         }
     }
-}
-
-fn spec_program_name(backend: Backend) -> String {
-    backend.program().to_string_lossy().into_owned()
 }
 
 /// The last non-empty stderr lines, for an error message.

@@ -721,6 +721,8 @@ mod tests {
             idle_timeout: None,
             max_turns: None,
             readonly: false,
+            command: None,
+            dialect: None,
             enabled: true,
             system_prompt: String::new(),
             source: AgentSource::Builtin,

@@ -79,6 +79,8 @@ pub(super) fn parse_detailed(
         .unwrap_or_default();
     let model = fields.read(&["model"], as_text, &mut errors);
     let backend = fields.read(&["backend"], as_text, &mut errors);
+    let command = fields.read(&["command"], as_text, &mut errors);
+    let dialect = fields.read(&["dialect"], as_text, &mut errors);
     let timeout = fields.read(
         &["timeout", "timeout_ms", "timeoutMs"],
         as_duration,
@@ -130,6 +132,8 @@ pub(super) fn parse_detailed(
             idle_timeout,
             max_turns,
             readonly,
+            command: command.filter(|c| !c.is_empty()),
+            dialect: dialect.filter(|d| !d.is_empty()),
             enabled,
             system_prompt: doc.body,
             source,
@@ -498,6 +502,8 @@ Be precise.
                 idle_timeout: Some(Duration::from_secs(90)),
                 max_turns: Some(12),
                 readonly: true,
+                command: None,
+                dialect: None,
                 enabled: true,
                 system_prompt: "You are a fast, read-only code explorer.\n\nBe precise.".into(),
                 source: AgentSource::File {
@@ -535,6 +541,8 @@ You are a senior code reviewer.
                 idle_timeout: None,
                 max_turns: None,
                 readonly: false,
+                command: None,
+                dialect: None,
                 enabled: true,
                 system_prompt: "You are a senior code reviewer.".into(),
                 source: AgentSource::File {
@@ -579,6 +587,8 @@ You are a senior code reviewer.
                 idle_timeout: None,
                 max_turns: None,
                 readonly: false,
+                command: None,
+                dialect: None,
                 enabled: true,
                 system_prompt: String::new(),
                 source: AgentSource::File {

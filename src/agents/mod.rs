@@ -36,6 +36,10 @@ pub struct AgentDef {
     pub idle_timeout: Option<Duration>,
     pub max_turns: Option<u32>,
     pub readonly: bool,
+    /// For the generic `command` backend: the command template (`{task}`,
+    /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
+    pub command: Option<String>,
+    pub dialect: Option<String>,
     /// `false` keeps the agent listed so a run of it can say why it refuses (SUBAGENT_DISABLED).
     pub enabled: bool,
     /// The Markdown body, without the blank lines around it, line endings normalized to `\n`.
@@ -145,6 +149,8 @@ mod tests {
             idle_timeout: None,
             max_turns: None,
             readonly: true,
+            command: None,
+            dialect: None,
             enabled: true,
             system_prompt: "You explore.".into(),
             source: AgentSource::File {

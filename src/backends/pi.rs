@@ -12,36 +12,35 @@ use std::ffi::OsString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{write_prompt_file, BackendError, Dialect, Invocation, InvocationInput};
+use super::tools::{Permissions, Tool};
+use super::{write_prompt_file, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
 use crate::events::AgentEvent;
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
 
-/// pi's default tool set for a read-only agent that names none.
+/// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
 pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
-    let mut args: Vec<OsString> = ["--mode", "json", "-p", "--no-session"]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
-    let model = input.model.or(input.agent.model.as_deref());
-    if let Some(model) = model {
-        args.push("--model".into());
-        args.push(model.into());
+    let mut inv = Invocation::new(program, DialectKind::Pi);
+    for a in ["--mode", "json", "-p", "--no-session"] {
+        inv.arg(a);
     }
-    let tools = pi_tools(&input.agent.tools, input.agent.readonly);
+    if let Some(model) = input.model() {
+        inv.arg("--model").arg(model);
+    }
+    let (tools, warnings) = pi_tools(&Permissions::of(input.agent));
+    inv.warnings = warnings;
     if !tools.is_empty() {
-        args.push("--tools".into());
-        args.push(tools.join(",").into());
+        inv.arg("--tools").arg(tools.join(","));
     }
-    let mut prompt_files = Vec::new();
-    if !input.agent.system_prompt.trim().is_empty() {
-        let path = input.run_dir.join("system-prompt.md");
-        write_prompt_file(&path, &input.agent.system_prompt)?;
-        args.push("--append-system-prompt".into());
-        args.push(path.clone().into_os_string());
-        prompt_files.push(path);
+    if input.agent.max_turns.is_some() {
+        inv.warnings
+            .push("pi has no turn limit: max_turns is not enforced".to_string());
+    }
+    if let Some(path) = input.write_system_prompt()? {
+        inv.arg("--append-system-prompt").arg(&path);
+        inv.prompt_files.push(path);
     }
     let message = format!("Task: {}", input.task);
     if input.task.chars().count() > TASK_INLINE_MAX_CHARS {
@@ -50,45 +49,42 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
         write_prompt_file(&path, &message)?;
         let mut arg = OsString::from("@");
         arg.push(&path);
-        args.push(arg);
-        prompt_files.push(path);
+        inv.arg(arg);
+        inv.prompt_files.push(path);
     } else {
-        args.push(message.into());
+        inv.arg(message);
     }
-    Ok(Invocation {
-        program,
-        args,
-        env: Vec::new(),
-        prompt_files,
-    })
+    Ok(inv)
 }
 
-/// Maps the agent's tool names to pi's. Claude Code's names (`Read`, `Glob`, …) work
-/// unchanged; a read-only agent never gets `edit` or `write`.
-fn pi_tools(tools: &[String], readonly: bool) -> Vec<String> {
+/// pi's tool names, and what a read-only agent loses. pi cannot run a shell read-only,
+/// so a read-only agent never gets `bash` (nor `edit`/`write`).
+fn pi_tools(p: &Permissions) -> (Vec<String>, Vec<String>) {
+    let mut warnings = Vec::new();
     let mut out: Vec<String> = Vec::new();
-    for t in tools {
-        let mapped = match t.as_str() {
-            "Read" => "read",
-            "Grep" => "grep",
-            "Glob" | "Find" => "find",
-            "LS" | "Ls" => "ls",
-            "Bash" => "bash",
-            "Edit" | "MultiEdit" => "edit",
-            "Write" => "write",
-            other => other,
+    for t in p.granted() {
+        let name = match &t {
+            Tool::Read => "read",
+            Tool::Grep => "grep",
+            Tool::Find => "find",
+            Tool::Ls => "ls",
+            Tool::Bash if p.readonly => {
+                warnings.push(
+                    "pi cannot sandbox bash: it was removed from this read-only agent".to_string(),
+                );
+                continue;
+            }
+            Tool::Bash => "bash",
+            Tool::Edit => "edit",
+            Tool::Write => "write",
+            Tool::Native(n) => n.as_str(),
         };
-        if readonly && matches!(mapped, "edit" | "write") {
-            continue;
-        }
-        if !out.iter().any(|x| x == mapped) {
-            out.push(mapped.to_string());
-        }
+        out.push(name.to_string());
     }
-    if out.is_empty() && readonly {
+    if out.is_empty() && p.readonly {
         out = READONLY_TOOLS.iter().map(|s| s.to_string()).collect();
     }
-    out
+    (out, warnings)
 }
 
 /// Only the fields the collector needs; everything else (tool results are most of the
@@ -390,23 +386,16 @@ mod tests {
         assert_eq!(c.provider_error(), None);
     }
 
-    fn agent(tools: &[&str], readonly: bool, prompt: &str) -> crate::agents::AgentDef {
-        let text = format!(
-            "---\nname: t\ndescription: d\ntools: [{}]\nreadonly: {readonly}\n---\n{prompt}\n",
-            tools.join(", ")
-        );
-        crate::agents::parse_agent_file(
-            &text,
-            std::path::Path::new("/x/t.md"),
-            crate::agents::Scope::User,
-        )
-        .expect("valid agent")
-    }
+    use crate::backends::test_support::agent;
 
     #[test]
     fn command_line_passes_model_tools_prompt_file_and_task() {
         let dir = tempfile::tempdir().unwrap();
-        let a = agent(&["Read", "Grep", "Glob", "Write"], true, "Be brief.");
+        let a = agent(
+            &["Read", "Grep", "Glob", "Write", "Bash"],
+            true,
+            "Be brief.",
+        );
         let inv = build(
             "pi".into(),
             &InvocationInput {
@@ -438,6 +427,10 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&prompt).unwrap(), "Be brief.");
         assert_eq!(inv.prompt_files, vec![prompt]);
+        assert_eq!(
+            inv.warnings,
+            ["pi cannot sandbox bash: it was removed from this read-only agent"]
+        );
     }
 
     #[test]

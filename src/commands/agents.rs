@@ -3,7 +3,18 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::agents::{self, problem_json, DiscoveryOptions};
+use crate::agents::{self, problem_json, AgentDef, DiscoveryOptions};
+use crate::backends::Backend;
+
+/// The backend a run of `agent` would use, and whether `auto` chose it.
+fn resolved_backend(agent: &AgentDef) -> (String, bool) {
+    let name = agent.backend.as_deref().unwrap_or("auto");
+    match Backend::select(name) {
+        Ok(sel) if sel.auto && !sel.installed => ("none installed".to_string(), true),
+        Ok(sel) => (sel.backend.name().to_string(), sel.auto),
+        Err(_) => (format!("{name} (unknown)"), false),
+    }
+}
 
 pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
     let cwd = match std::env::current_dir() {
@@ -17,7 +28,13 @@ pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
     let mut out = std::io::stdout().lock();
     let written = if json {
         let value = serde_json::json!({
-            "agents": catalog.agents().map(|a| a.to_json()).collect::<Vec<_>>(),
+            "agents": catalog.agents().map(|a| {
+                let mut v = a.to_json();
+                let (backend, auto) = resolved_backend(a);
+                v["resolvedBackend"] = serde_json::json!(backend);
+                v["backendAuto"] = serde_json::json!(auto);
+                v
+            }).collect::<Vec<_>>(),
             "problems": catalog.problems().iter().map(problem_json).collect::<Vec<_>>(),
         });
         writeln!(out, "{value}")
@@ -25,9 +42,12 @@ pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
         let mut text = String::new();
         for a in catalog.agents() {
             let mut tags = Vec::new();
-            if let Some(b) = &a.backend {
-                tags.push(format!("backend: {b}"));
-            }
+            let (backend, auto) = resolved_backend(a);
+            tags.push(if auto {
+                format!("backend: auto → {backend}")
+            } else {
+                format!("backend: {backend}")
+            });
             if let Some(m) = &a.model {
                 tags.push(format!("model: {m}"));
             }

@@ -1,0 +1,327 @@
+//! OpenAI Codex (`@openai/codex`): `codex exec --json` and its thread/turn/item events.
+//!
+//! Facts the parser relies on (see `reference/child-clis.md`): `turn.completed.usage`
+//! already adds up every request of the turn, and its `input_tokens` *include* the cached
+//! ones, so `input` is normalized to exclude `cacheRead`; there is no cost field; errors
+//! are `error` then `turn.failed`, and `error` lines saying "Reconnecting..." are the CLI
+//! retrying on its own.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::ffi::OsString;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::tools::{Permissions, Tool};
+use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use crate::events::AgentEvent;
+use crate::result::Usage;
+
+pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+    let mut inv = Invocation::new(program, DialectKind::Codex);
+    inv.arg("exec").arg("--json").arg("--skip-git-repo-check");
+    if let Some(model) = input.model() {
+        inv.arg("-m").arg(model);
+    }
+    let p = Permissions::of(input.agent);
+    // The sandbox is codex's only restriction: read-only lets the shell run but not write.
+    inv.arg("-s").arg(if p.readonly {
+        "read-only"
+    } else {
+        "workspace-write"
+    });
+    if !p.tools.is_empty() && !p.wants_bash() {
+        inv.warnings.push(format!(
+            "codex has no per-tool allow-list: it keeps its shell; the {} sandbox is the restriction",
+            if p.readonly { "read-only" } else { "workspace-write" }
+        ));
+    }
+    if p.tools.iter().any(|t| matches!(t, Tool::Native(_))) {
+        inv.warnings
+            .push("codex ignores tool names it does not know".to_string());
+    }
+    if input.agent.max_turns.is_some() {
+        inv.warnings
+            .push("codex has no turn limit: max_turns is not enforced".to_string());
+    }
+    if !input.agent.system_prompt.trim().is_empty() {
+        // `-c key=value` parses the value as TOML; a JSON string literal is a valid TOML
+        // basic string, escapes included.
+        let value = serde_json::to_string(&input.agent.system_prompt).expect("a string serializes");
+        inv.arg("-c").arg(format!("developer_instructions={value}"));
+        if let Some(path) = input.write_system_prompt()? {
+            inv.prompt_files.push(path);
+        }
+    }
+    inv.arg(input.task);
+    Ok(inv)
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    thread_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    item: Option<Item<'a>>,
+    #[serde(default)]
+    usage: Option<CodexUsage>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    error: Option<ErrorBody<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Item<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    command: Option<Cow<'a, str>>,
+    #[serde(default)]
+    changes: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    server: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool: Option<Cow<'a, str>>,
+    #[serde(default)]
+    arguments: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    query: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CodexUsage {
+    input_tokens: u64,
+    cached_input_tokens: u64,
+    cache_write_input_tokens: u64,
+    output_tokens: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct CodexDialect {
+    /// Items already shown: a command appears as started, updated and completed.
+    seen_items: HashSet<String>,
+}
+
+impl CodexDialect {
+    fn on_item(&mut self, phase: &str, item: Item<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if item.kind == "agent_message" {
+            if phase == "item.completed" {
+                if let Some(text) = item.text {
+                    emit(AgentEvent::AssistantMessage(text));
+                }
+            }
+            return;
+        }
+        let call = match item.kind.as_ref() {
+            "command_execution" => Some((
+                "bash".into(),
+                json!({"command": item.command.as_deref().unwrap_or_default()}),
+            )),
+            "file_change" if phase == "item.completed" => Some((
+                "edit".into(),
+                json!({"changes": item.changes.unwrap_or_default()}),
+            )),
+            "mcp_tool_call" => Some((
+                format!(
+                    "{}.{}",
+                    item.server.as_deref().unwrap_or("mcp"),
+                    item.tool.as_deref().unwrap_or("tool")
+                ),
+                item.arguments.unwrap_or_default(),
+            )),
+            "web_search" => Some((
+                "web_search".into(),
+                json!({"query": item.query.as_deref().unwrap_or_default()}),
+            )),
+            _ => None,
+        };
+        let Some((name, args)) = call else { return };
+        if let Some(id) = item.id {
+            if !self.seen_items.insert(id.into_owned()) {
+                return;
+            }
+        }
+        emit(AgentEvent::ToolCall {
+            name: Cow::Owned(name),
+            args,
+        });
+    }
+}
+
+impl Dialect for CodexDialect {
+    fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        let Some(ev) = parse_json::<Line<'_>>(line) else {
+            return false;
+        };
+        match ev.kind.as_ref() {
+            "thread.started" => {
+                if let Some(id) = ev.thread_id {
+                    emit(AgentEvent::SessionId(id));
+                }
+            }
+            "turn.started" => emit(AgentEvent::MessageStart),
+            phase @ ("item.started" | "item.updated" | "item.completed") => {
+                if let Some(item) = ev.item {
+                    self.on_item(phase, item, emit);
+                }
+            }
+            "turn.completed" => {
+                let u = ev.usage.unwrap_or_default();
+                emit(AgentEvent::Usage(Usage {
+                    input: u.input_tokens.saturating_sub(u.cached_input_tokens),
+                    output: u.output_tokens,
+                    cache_read: u.cached_input_tokens,
+                    cache_write: u.cache_write_input_tokens,
+                    cost: 0.0,
+                    turns: 0,
+                }));
+                emit(AgentEvent::TurnEnd);
+                emit(AgentEvent::Recovered);
+                emit(AgentEvent::Terminal);
+            }
+            "turn.failed" => {
+                let message = ev.error.and_then(|e| e.message).unwrap_or(Cow::Borrowed(
+                    "codex reported turn.failed without a message",
+                ));
+                emit(AgentEvent::ProviderError(message));
+                emit(AgentEvent::Terminal);
+            }
+            "error" => {
+                if let Some(m) = ev.message {
+                    if !m.starts_with("Reconnecting") {
+                        emit(AgentEvent::ProviderError(m));
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::test_support::{agent, args, collect, fixture};
+    use crate::result::DisplayItem;
+    use pretty_assertions::assert_eq;
+
+    fn run(name: &str) -> crate::collector::Collector {
+        let text = fixture("codex", name);
+        let lines: Vec<&str> = text.lines().collect();
+        let (c, skipped) = collect(DialectKind::Codex, &lines);
+        assert_eq!(skipped, 0);
+        c
+    }
+
+    #[test]
+    fn tool_use_then_text_normalizes_cached_input() {
+        let c = run("tool_use.jsonl");
+        assert_eq!(
+            c.usage(),
+            Usage {
+                input: 160,
+                output: 14,
+                cache_read: 40,
+                cache_write: 0,
+                cost: 0.0,
+                turns: 1
+            }
+        );
+        assert_eq!(c.final_text(), Some("Hello from mock."));
+        assert_eq!(c.session_id(), Some("01a22726-bbae-72c3-8f39-01f44dcabde9"));
+        assert!(c.terminal_seen());
+        assert_eq!(
+            c.display_items(),
+            vec![
+                DisplayItem::ToolCall {
+                    name: "bash".into(),
+                    args: json!({"command": "/bin/bash -lc 'echo hi-from-tool'"})
+                },
+                DisplayItem::Text {
+                    text: "Hello from mock.".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn turn_failed_is_a_provider_error_and_reconnects_are_not() {
+        let c = run("error.jsonl");
+        assert_eq!(
+            c.provider_error(),
+            Some("unexpected status 401 Unauthorized: invalid api key")
+        );
+        assert!(c.terminal_seen());
+    }
+
+    #[test]
+    fn read_only_agents_run_in_the_read_only_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "grep"], false, "Say \"hi\"\nthen stop.");
+        let inv = build(
+            "codex".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "look",
+                model: Some("gpt-5.5"),
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            args(&inv),
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-m",
+                "gpt-5.5",
+                "-s",
+                "read-only",
+                "-c",
+                "developer_instructions=\"Say \\\"hi\\\"\\nthen stop.\"",
+                "look",
+            ]
+        );
+        assert_eq!(inv.warnings, ["codex has no per-tool allow-list: it keeps its shell; the read-only sandbox is the restriction"]);
+        let b = agent(&["read", "edit", "bash"], false, "");
+        let inv = build(
+            "codex".into(),
+            &InvocationInput {
+                agent: &b,
+                task: "fix",
+                model: None,
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            args(&inv),
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-s",
+                "workspace-write",
+                "fix"
+            ]
+        );
+        assert!(inv.warnings.is_empty());
+    }
+}

@@ -1,0 +1,158 @@
+//! The generic `command` backend: any other CLI, from a command template and the name of
+//! one of the dialects above.
+//!
+//! The template comes from the agent's `command:` key (else `ORCHESTRATE_COMMAND_TEMPLATE`)
+//! and is split into arguments like a shell would, but no shell runs it: `{task}`,
+//! `{system_prompt_file}` and `{model}` are replaced inside single arguments, so a task can
+//! never inject another argument or command. The dialect comes from `dialect:` (else
+//! `ORCHESTRATE_COMMAND_DIALECT`).
+
+use std::ffi::OsString;
+
+use super::{BackendError, DialectKind, Invocation, InvocationInput};
+
+pub fn build(input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+    let template = input
+        .agent
+        .command
+        .clone()
+        .or_else(|| {
+            std::env::var("ORCHESTRATE_COMMAND_TEMPLATE")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+        })
+        .ok_or_else(|| {
+            BackendError::Command(format!(
+                "a command template: set `command:` in {} or ORCHESTRATE_COMMAND_TEMPLATE",
+                input.agent.source.display()
+            ))
+        })?;
+    let dialect_name = input
+        .agent
+        .dialect
+        .clone()
+        .or_else(|| {
+            std::env::var("ORCHESTRATE_COMMAND_DIALECT")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+        })
+        .ok_or_else(|| {
+            BackendError::Command(format!(
+                "a dialect: set `dialect:` ({}) in {} or ORCHESTRATE_COMMAND_DIALECT",
+                DialectKind::NAMES.join(", "),
+                input.agent.source.display()
+            ))
+        })?;
+    let dialect = DialectKind::from_name(&dialect_name).ok_or_else(|| {
+        BackendError::Command(format!(
+            "a known dialect, not {dialect_name:?} (use one of {})",
+            DialectKind::NAMES.join(", ")
+        ))
+    })?;
+    let words = shlex::split(&template)
+        .filter(|w| !w.is_empty())
+        .ok_or_else(|| {
+            BackendError::Command(format!("a command template that parses, not {template:?}"))
+        })?;
+    let prompt_file = if template.contains("{system_prompt_file}") {
+        // An empty file rather than none, so the CLI's flag always gets a readable path.
+        let path = input.run_dir.join("system-prompt.md");
+        super::write_prompt_file(&path, &input.agent.system_prompt)?;
+        Some(path)
+    } else {
+        None
+    };
+    let model = input.model();
+    if template.contains("{model}") && model.is_none() {
+        return Err(BackendError::Command(
+            "a model: the template uses {model}; pass --model or set `model:`".to_string(),
+        ));
+    }
+    let mut args = words.into_iter().map(|w| {
+        let mut w = w
+            .replace("{task}", input.task)
+            .replace("{model}", model.unwrap_or_default());
+        if let Some(p) = &prompt_file {
+            w = w.replace("{system_prompt_file}", &p.to_string_lossy());
+        }
+        OsString::from(w)
+    });
+    let program = args.next().expect("non-empty template");
+    let mut inv = Invocation::new(program, dialect);
+    inv.args = args.collect();
+    inv.prompt_files.extend(prompt_file);
+    if !template.contains("{task}") {
+        inv.warnings
+            .push("the command template has no {task}: the task was not passed".to_string());
+    }
+    Ok(inv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::test_support::{agent, args};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn placeholders_fill_single_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = agent(&[], false, "Be terse.");
+        a.command = Some(
+            "mycli --json --model {model} --system '{system_prompt_file}' -- \"Task: {task}\""
+                .into(),
+        );
+        a.dialect = Some("claude".into());
+        let task = "fix it; rm -rf / $(echo x)";
+        let inv = build(&InvocationInput {
+            agent: &a,
+            task,
+            model: Some("m1"),
+            run_dir: dir.path(),
+        })
+        .unwrap();
+        let prompt = dir.path().join("system-prompt.md");
+        assert_eq!(inv.program, OsString::from("mycli"));
+        assert_eq!(
+            args(&inv),
+            [
+                "--json",
+                "--model",
+                "m1",
+                "--system",
+                prompt.to_str().unwrap(),
+                "--",
+                &format!("Task: {task}")
+            ]
+        );
+        assert_eq!(inv.dialect, DialectKind::Claude);
+        assert_eq!(std::fs::read_to_string(prompt).unwrap(), "Be terse.");
+    }
+
+    #[test]
+    fn missing_pieces_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = agent(&[], false, "");
+        let input = |a: &crate::agents::AgentDef| {
+            build(&InvocationInput {
+                agent: a,
+                task: "t",
+                model: None,
+                run_dir: dir.path(),
+            })
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(input(&a).contains("a command template"));
+        a.command = Some("x {task}".into());
+        assert!(input(&a).contains("a dialect"));
+        a.dialect = Some("klingon".into());
+        assert!(input(&a).contains("not \"klingon\""));
+        a.dialect = Some("pi".into());
+        a.command = Some("x {model} {task}".into());
+        assert!(input(&a).contains("a model"));
+        a.command = Some("x 'unclosed".into());
+        assert!(input(&a).contains("parses"));
+    }
+}

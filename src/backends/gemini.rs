@@ -1,0 +1,322 @@
+//! Gemini CLI (`@google/gemini-cli`): `gemini -p … --output-format stream-json`.
+//!
+//! Facts the parser relies on (see `reference/child-clis.md`): assistant text arrives only
+//! as deltas, so the dialect joins them itself and closes a message at each tool call and
+//! at the `result`; `result.stats.input_tokens` is the prompt total and `input` excludes
+//! the cached part; there is no cost; `result.status: "error"` carries API errors, and the
+//! exit code says more (41 auth, 42 input, 52 config, 53 turn limit, 55 untrusted, or the
+//! HTTP status mod 256).
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+
+use serde::Deserialize;
+
+use super::tools::Permissions;
+use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use crate::events::AgentEvent;
+use crate::result::Usage;
+
+pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+    let mut inv = Invocation::new(program, DialectKind::Gemini);
+    // Gemini has no flag to append to its system prompt, and replacing it
+    // (GEMINI_SYSTEM_MD) would drop its tool instructions: the agent's prompt goes first
+    // in the message instead.
+    inv.arg("-p").arg(input.task_with_instructions());
+    inv.arg("--output-format").arg("stream-json");
+    if let Some(model) = input.model() {
+        inv.arg("-m").arg(model);
+    }
+    // Headless runs cannot answer a trust prompt (exit 55 without this).
+    inv.arg("--skip-trust");
+    let p = Permissions::of(input.agent);
+    let mode = if p.readonly {
+        "plan"
+    } else if p.wants_bash() {
+        "yolo"
+    } else {
+        "auto_edit"
+    };
+    inv.arg("--approval-mode").arg(mode);
+    if !p.tools.is_empty() {
+        inv.warnings.push(format!(
+            "gemini keeps its own tool set: approval mode {mode} is the restriction"
+        ));
+    }
+    if input.agent.max_turns.is_some() {
+        inv.warnings
+            .push("gemini has no per-run turn limit flag: max_turns is not enforced".to_string());
+    }
+    Ok(inv)
+}
+
+/// Gemini CLI's documented exit codes.
+pub fn explain_exit(code: i32) -> Option<&'static str> {
+    Some(match code {
+        41 => "authentication failed",
+        42 => "invalid input",
+        44 => "sandbox error",
+        52 => "configuration error",
+        53 => "turn limit reached",
+        54 => "tool error",
+        55 => "the workspace is not trusted",
+        130 => "cancelled",
+        144 => "the API answered HTTP 400",
+        145 => "the API answered HTTP 401",
+        147 => "the API answered HTTP 403",
+        173 => "the API answered HTTP 429 (rate limited)",
+        _ => return None,
+    })
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    session_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    delta: bool,
+    #[serde(borrow, default)]
+    tool_name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    parameters: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    severity: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    error: Option<ErrorBody<'a>>,
+    #[serde(default)]
+    stats: Option<Stats>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Stats {
+    input_tokens: u64,
+    output_tokens: u64,
+    cached: u64,
+    input: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct GeminiDialect {
+    /// Deltas of the assistant message being written.
+    text: String,
+    /// A model response is under way (text or tool calls since the last tool result).
+    responding: bool,
+}
+
+impl GeminiDialect {
+    fn close_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if !self.text.is_empty() {
+            emit(AgentEvent::AssistantMessage(Cow::Owned(std::mem::take(
+                &mut self.text,
+            ))));
+        }
+    }
+
+    fn close_turn(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if std::mem::take(&mut self.responding) {
+            emit(AgentEvent::TurnEnd);
+        }
+    }
+}
+
+impl Dialect for GeminiDialect {
+    fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        let Some(ev) = parse_json::<Line<'_>>(line) else {
+            return false;
+        };
+        match ev.kind.as_ref() {
+            "init" => {
+                if let Some(id) = ev.session_id {
+                    emit(AgentEvent::SessionId(id));
+                }
+            }
+            "message" if ev.role.as_deref() == Some("assistant") => {
+                let content = ev.content.unwrap_or_default();
+                if !self.responding {
+                    emit(AgentEvent::MessageStart);
+                }
+                self.responding = true;
+                if ev.delta {
+                    self.text.push_str(&content);
+                    emit(AgentEvent::TextDelta(content));
+                } else {
+                    self.text.clear();
+                    emit(AgentEvent::AssistantMessage(content));
+                }
+            }
+            "tool_use" => {
+                self.close_message(emit);
+                self.responding = true;
+                emit(AgentEvent::ToolCall {
+                    name: ev.tool_name.unwrap_or(Cow::Borrowed("tool")),
+                    args: ev.parameters.unwrap_or_default(),
+                });
+            }
+            "tool_result" => self.close_turn(emit),
+            "error" if ev.severity.as_deref() != Some("warning") => {
+                if let Some(m) = ev.message {
+                    emit(AgentEvent::ProviderError(m));
+                }
+            }
+            "result" => {
+                self.close_message(emit);
+                self.close_turn(emit);
+                if let Some(s) = ev.stats {
+                    emit(AgentEvent::Usage(Usage {
+                        input: s.input.unwrap_or(s.input_tokens.saturating_sub(s.cached)),
+                        output: s.output_tokens,
+                        cache_read: s.cached,
+                        cache_write: 0,
+                        cost: 0.0,
+                        turns: 0,
+                    }));
+                }
+                if ev.status.as_deref() == Some("error") {
+                    let message = ev
+                        .error
+                        .and_then(|e| e.message)
+                        .unwrap_or(Cow::Borrowed("gemini reported an error result"));
+                    emit(AgentEvent::ProviderError(message));
+                } else {
+                    emit(AgentEvent::Recovered);
+                }
+                emit(AgentEvent::Terminal);
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::test_support::{agent, args, collect, fixture};
+    use crate::result::DisplayItem;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn run(name: &str) -> crate::collector::Collector {
+        let text = fixture("gemini", name);
+        let lines: Vec<&str> = text.lines().collect();
+        let (c, skipped) = collect(DialectKind::Gemini, &lines);
+        assert_eq!(skipped, 0);
+        c
+    }
+
+    #[test]
+    fn deltas_are_joined_and_usage_excludes_cached_input() {
+        let c = run("tool_use.jsonl");
+        assert_eq!(
+            c.usage(),
+            Usage {
+                input: 160,
+                output: 14,
+                cache_read: 40,
+                cache_write: 0,
+                cost: 0.0,
+                turns: 2
+            }
+        );
+        assert_eq!(c.final_text(), Some("Hello from mock."));
+        assert_eq!(c.session_id(), Some("13be52ee-1111-4222-8333-444455556666"));
+        assert_eq!(
+            c.display_items(),
+            vec![
+                DisplayItem::Text {
+                    text: "Let me run it.".into()
+                },
+                DisplayItem::ToolCall {
+                    name: "run_shell_command".into(),
+                    args: json!({"command": "echo hi-from-tool"})
+                },
+                DisplayItem::Text {
+                    text: "Hello from mock.".into()
+                },
+            ]
+        );
+        assert!(c.terminal_seen());
+    }
+
+    #[test]
+    fn an_error_result_is_a_provider_error() {
+        let c = run("api_error.jsonl");
+        assert_eq!(
+            c.provider_error(),
+            Some("[API Error: 401 API key not valid. Please pass a valid API key.]")
+        );
+        assert!(c.terminal_seen());
+    }
+
+    #[test]
+    fn approval_mode_follows_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let ro = agent(&["read", "grep"], true, "Only look.");
+        let inv = build(
+            "gemini".into(),
+            &InvocationInput {
+                agent: &ro,
+                task: "where is X",
+                model: Some("gemini-2.5-pro"),
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            args(&inv),
+            [
+                "-p",
+                "<instructions>\nOnly look.\n</instructions>\n\nTask: where is X",
+                "--output-format",
+                "stream-json",
+                "-m",
+                "gemini-2.5-pro",
+                "--skip-trust",
+                "--approval-mode",
+                "plan",
+            ]
+        );
+        let w = agent(&["read", "edit"], false, "");
+        let inv = build(
+            "gemini".into(),
+            &InvocationInput {
+                agent: &w,
+                task: "t",
+                model: None,
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        assert_eq!(args(&inv)[args(&inv).len() - 1], "auto_edit");
+        let any = agent(&[], false, "");
+        let inv = build(
+            "gemini".into(),
+            &InvocationInput {
+                agent: &any,
+                task: "t",
+                model: None,
+                run_dir: dir.path(),
+            },
+        )
+        .unwrap();
+        assert_eq!(args(&inv)[args(&inv).len() - 1], "yolo");
+        assert!(inv.warnings.is_empty());
+    }
+}
