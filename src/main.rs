@@ -25,6 +25,12 @@ struct Cli {
 enum Command {
     /// Run AGENT on TASK and print the result.
     Run(Box<RunArgs>),
+    /// Serve MCP on stdio: tools `subagent` and `list_agents`.
+    Mcp {
+        /// A folder of agent files that takes precedence over every other scope.
+        #[arg(long)]
+        agents_dir: Option<PathBuf>,
+    },
     /// List the agents a run can use and the file each came from.
     Agents {
         /// One JSON object with `agents` and `problems`.
@@ -75,7 +81,8 @@ struct RunArgs {
     /// Lines of `content[0].text` kept before truncation. Default 2000.
     #[arg(long, allow_hyphen_values = true)]
     max_lines: Option<String>,
-    /// json: one line; text: the answer on stdout and a summary on stderr.
+    /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
+    /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
     output: Format,
 }
@@ -84,6 +91,7 @@ struct RunArgs {
 enum Format {
     Json,
     Text,
+    StreamJson,
 }
 
 fn main() {
@@ -91,17 +99,21 @@ fn main() {
     let cli = Cli::parse();
     let status = match cli.command {
         Command::Agents { json, agents_dir } => commands::agents::agents(json, agents_dir),
+        Command::Mcp { agents_dir } => serve_mcp(agents_dir),
         Command::Run(args) => {
             let format = match args.output {
                 Format::Json => OutputFormat::Json,
                 Format::Text => OutputFormat::Text,
+                Format::StreamJson => OutputFormat::StreamJson,
             };
             match run_request(*args) {
                 Ok(req) => block_on_run(req, format),
                 Err(message) => {
                     let result = RunResult::refusal(ErrorCode::InvalidInput, message, None);
                     match format {
-                        OutputFormat::Json => println!("{}", result.to_json_line()),
+                        OutputFormat::Json | OutputFormat::StreamJson => {
+                            println!("{}", result.to_json_line())
+                        }
                         OutputFormat::Text => eprintln!("orchestrate: {}", result.content[0].text),
                     }
                     result.exit_status()
@@ -128,6 +140,20 @@ fn block_on_run(req: RunRequest, format: OutputFormat) -> i32 {
             &format!("failed to start the runtime: {e}"),
         ),
         Err(_) => commands::run::print_internal_error(format, "orchestrate panicked (see stderr)"),
+    }
+}
+
+fn serve_mcp(agents_dir: Option<PathBuf>) -> i32 {
+    let served = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|rt| rt.block_on(orchestrate::mcp::serve(agents_dir)));
+    match served {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("orchestrate mcp: {e}");
+            1
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The result contract (SPEC sections 1–3): what every surface returns, the error codes,
 //! and the process exit status each outcome maps to.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Top-level result: `{content, details}`.
@@ -32,7 +33,7 @@ impl TextContent {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Single,
@@ -41,7 +42,7 @@ pub enum Mode {
     Chain,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Details {
     pub mode: Mode,
@@ -54,7 +55,7 @@ pub struct Details {
     pub streaming: Option<Streaming>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Streaming {
     pub display_items: Vec<DisplayItem>,
@@ -62,14 +63,14 @@ pub struct Streaming {
     pub turn_count: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorInfo {
     pub code: ErrorCode,
     pub message: String,
 }
 
 /// Token usage summed over every turn of a run. Missing numbers are 0, never null.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Usage {
     pub input: u64,
@@ -92,7 +93,7 @@ impl Usage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum DisplayItem {
     Text {
@@ -104,14 +105,14 @@ pub enum DisplayItem {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeoutReason {
     Runtime,
     Idle,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SingleResult {
     pub agent: String,
@@ -149,7 +150,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// The eight error codes of SPEC section 2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     InvalidInput,

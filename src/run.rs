@@ -100,7 +100,12 @@ fn refuse(code: ErrorCode, message: impl Into<String>, run_id: Option<String>) -
 }
 
 /// Runs one task to the end. Never panics on bad input; every failure is a result.
-pub async fn run(req: &RunRequest, env: &RunEnv, controls: &Controls) -> RunOutput {
+pub async fn run(
+    req: &RunRequest,
+    env: &RunEnv,
+    controls: &Controls,
+    observer: Option<Observer<'_>>,
+) -> RunOutput {
     if req.agent.trim().is_empty() {
         return refuse(
             ErrorCode::InvalidInput,
@@ -245,7 +250,7 @@ pub async fn run(req: &RunRequest, env: &RunEnv, controls: &Controls) -> RunOutp
         run_id,
         limits,
     };
-    attempt.execute(controls).await
+    attempt.execute(controls, observer).await
 }
 
 struct Attempt<'a> {
@@ -259,12 +264,80 @@ struct Attempt<'a> {
 }
 
 /// Feeds the child's lines through its dialect into the collector.
-struct DialectSink {
+struct DialectSink<'o> {
     dialect: Box<dyn Dialect>,
     collector: Collector,
+    progress: Option<Progress<'o>>,
 }
 
-impl LineSink for DialectSink {
+/// Receives streaming updates (SPEC section 1) while the child runs.
+pub type Observer<'o> = Box<dyn FnMut(&RunResult) + Send + 'o>;
+
+/// Streaming updates go out at most this often.
+pub const STREAMING_UPDATE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+struct Progress<'o> {
+    observer: Observer<'o>,
+    run_id: String,
+    last_revision: u64,
+    last_sent: Option<std::time::Instant>,
+}
+
+impl Progress<'_> {
+    fn maybe_send(&mut self, c: &Collector) {
+        if c.revision() == self.last_revision {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if self
+            .last_sent
+            .is_some_and(|t| now.duration_since(t) < STREAMING_UPDATE_INTERVAL)
+        {
+            return;
+        }
+        self.last_revision = c.revision();
+        self.last_sent = Some(now);
+        (self.observer)(&streaming_update(&self.run_id, c));
+    }
+}
+
+/// A streaming update: what the child has said so far, sanitized like the final result.
+fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
+    let sanitizer = Sanitizer::global();
+    let mut items = c.display_items();
+    sanitize_display_items(sanitizer, &mut items);
+    RunResult {
+        content: vec![TextContent::text(
+            sanitizer.sanitize(c.latest_text()).into_owned(),
+        )],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: Some(crate::result::Streaming {
+                display_items: items,
+                usage: c.usage(),
+                turn_count: c.usage().turns,
+            }),
+        },
+    }
+}
+
+fn sanitize_display_items(sanitizer: &Sanitizer, items: &mut [crate::result::DisplayItem]) {
+    for item in items {
+        match item {
+            crate::result::DisplayItem::Text { text } => {
+                if let std::borrow::Cow::Owned(s) = sanitizer.sanitize(text) {
+                    *text = s;
+                }
+            }
+            crate::result::DisplayItem::ToolCall { args, .. } => sanitizer.sanitize_json(args),
+        }
+    }
+}
+
+impl LineSink for DialectSink<'_> {
     fn on_line(&mut self, line: &[u8]) {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
@@ -286,6 +359,12 @@ impl LineSink for DialectSink {
     fn terminal_seen(&self) -> bool {
         self.collector.terminal_seen()
     }
+
+    fn after_chunk(&mut self) {
+        if let Some(p) = self.progress.as_mut() {
+            p.maybe_send(&self.collector);
+        }
+    }
 }
 
 impl Attempt<'_> {
@@ -297,7 +376,7 @@ impl Attempt<'_> {
         )
     }
 
-    async fn execute(&self, controls: &Controls) -> RunOutput {
+    async fn execute(&self, controls: &Controls, observer: Option<Observer<'_>>) -> RunOutput {
         let started_at_ms = session::now_unix_ms();
         let run_dir = match self.env.state.create_run(&self.run_id) {
             Ok(d) => d,
@@ -349,6 +428,12 @@ impl Attempt<'_> {
         let mut sink = DialectSink {
             dialect: invocation.dialect.parser(),
             collector: Collector::new(),
+            progress: observer.map(|observer| Progress {
+                observer,
+                run_id: self.run_id.clone(),
+                last_revision: 0,
+                last_sent: None,
+            }),
         };
         let outcome = supervisor::supervise(
             &spec,
@@ -524,16 +609,7 @@ impl Attempt<'_> {
             Some(_) => collector.partial_text(),
         };
         single.output = sanitizer.sanitize(raw_text).into_owned();
-        for item in &mut single.display_items {
-            match item {
-                crate::result::DisplayItem::Text { text } => {
-                    if let std::borrow::Cow::Owned(s) = sanitizer.sanitize(text) {
-                        *text = s;
-                    }
-                }
-                crate::result::DisplayItem::ToolCall { args, .. } => sanitizer.sanitize_json(args),
-            }
-        }
+        sanitize_display_items(sanitizer, &mut single.display_items);
 
         let (content_text, error) = match failure {
             None => (single.output.clone(), None),

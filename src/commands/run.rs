@@ -1,17 +1,64 @@
 //! `orchestrate run`: one run, its result on stdout, signals turned into a graceful stop.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::result::{internal_error_json, RunResult};
-use crate::run::{run, RunEnv, RunRequest};
+use crate::result::{internal_error_json, DisplayItem, RunResult};
+use crate::run::{run, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
     Json,
     Text,
+    /// NDJSON streaming updates while the child runs, then the final result.
+    StreamJson,
+}
+
+/// The one-line progress display on stderr, drawn only on a terminal that can take it.
+struct ProgressLine {
+    agent: String,
+    started: Instant,
+    drawn: bool,
+}
+
+impl ProgressLine {
+    fn wanted() -> bool {
+        std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb")
+    }
+
+    fn draw(&mut self, update: &RunResult) {
+        let Some(s) = update.details.streaming.as_ref() else {
+            return;
+        };
+        let tool = match s.display_items.last() {
+            Some(DisplayItem::ToolCall { name, .. }) => format!(" · {name}"),
+            _ => String::new(),
+        };
+        let tokens = s.usage.input + s.usage.output + s.usage.cache_read + s.usage.cache_write;
+        let line = format!(
+            "[orchestrate] {} {:.1}s · turn {}{tool} · {tokens} tokens",
+            self.agent,
+            self.started.elapsed().as_secs_f64(),
+            s.turn_count
+        );
+        // No colour is ever used, so NO_COLOR needs nothing more than that; `\r` and
+        // erase-line redraw in place.
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    fn clear(&self) {
+        if self.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+        }
+    }
 }
 
 /// Runs the request and prints the result. Returns the process exit status.
@@ -37,7 +84,28 @@ pub async fn run_command(req: RunRequest, format: OutputFormat) -> i32 {
             return print_result(format, &result, result.exit_status());
         }
     };
-    let output = run(&req, &env, &controls).await;
+    let progress = std::sync::Mutex::new(ProgressLine {
+        agent: req.agent.clone(),
+        started: Instant::now(),
+        drawn: false,
+    });
+    let show_progress = ProgressLine::wanted();
+    let observer: Option<Observer<'_>> = if format == OutputFormat::StreamJson || show_progress {
+        Some(Box::new(|update: &RunResult| {
+            if show_progress {
+                progress.lock().expect("progress lock").draw(update);
+            }
+            if format == OutputFormat::StreamJson {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", update.to_json_line());
+                let _ = out.flush();
+            }
+        }))
+    } else {
+        None
+    };
+    let output = run(&req, &env, &controls, observer).await;
+    progress.lock().expect("progress lock").clear();
     watcher.abort();
     print_result(format, &output.result, output.exit_status)
 }
@@ -70,7 +138,7 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
 fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
     let mut out = std::io::stdout().lock();
     let written = match format {
-        OutputFormat::Json => writeln!(out, "{}", result.to_json_line()),
+        OutputFormat::Json | OutputFormat::StreamJson => writeln!(out, "{}", result.to_json_line()),
         OutputFormat::Text => {
             let text = result.content.first().map_or("", |c| c.text.as_str());
             let r = writeln!(out, "{text}");
@@ -115,7 +183,9 @@ fn summary_line(result: &RunResult) -> String {
 
 pub fn print_internal_error(format: OutputFormat, message: &str) -> i32 {
     match format {
-        OutputFormat::Json => println!("{}", internal_error_json(message)),
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            println!("{}", internal_error_json(message))
+        }
         OutputFormat::Text => eprintln!("orchestrate: internal error: {message}"),
     }
     1

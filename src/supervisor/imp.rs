@@ -41,12 +41,15 @@ pub trait LineSink {
     fn on_too_long(&mut self, bytes: u64);
     /// Whether the dialect's final event has been seen.
     fn terminal_seen(&self) -> bool;
+    /// Called after each chunk of stdout: a place to publish progress, at most once per
+    /// read rather than once per line.
+    fn after_chunk(&mut self) {}
 }
 
 /// Where the raw bytes go: the session copy of stdout, and the stderr log.
 pub struct OutputSinks<'a> {
-    pub stdout_copy: &'a mut dyn Write,
-    pub stderr_copy: &'a mut dyn Write,
+    pub stdout_copy: &'a mut (dyn Write + Send),
+    pub stderr_copy: &'a mut (dyn Write + Send),
 }
 
 /// Requests from outside the loop. `cancel` stops gracefully; `kill` stops at once.
@@ -86,7 +89,7 @@ struct Machine<'a> {
     over_cap: bool,
     stderr_tail: Vec<u8>,
     framer: LineFramer,
-    sink: &'a mut dyn LineSink,
+    sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
     session_write_error: Option<String>,
     last_activity: Instant,
@@ -97,7 +100,7 @@ struct Machine<'a> {
 pub async fn supervise<'a>(
     spec: &ChildSpec,
     limits: SupervisionLimits,
-    sink: &'a mut dyn LineSink,
+    sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
     controls: &Controls,
 ) -> Result<Outcome, SuperviseError> {
@@ -267,6 +270,7 @@ impl Machine<'_> {
                 sink.on_too_long(bytes);
             }
         });
+        self.sink.after_chunk();
         if self.phase == Phase::Running && self.sink.terminal_seen() {
             self.phase = Phase::ExitGrace;
             self.phase_deadline = Some(Instant::now() + self.limits.terminal_exit_grace);

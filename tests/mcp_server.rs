@@ -1,0 +1,255 @@
+//! `orchestrate mcp` driven by a real MCP client (rmcp): handshake, tools, a run with
+//! progress notifications, isError, cancellation, concurrent calls and stdin EOF.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use support::Sandbox;
+
+#[derive(Clone, Default)]
+struct Client {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+struct Server {
+    client: RunningService<RoleClient, Client>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    process: tokio::process::Child,
+}
+
+async fn start(sb: &Sandbox) -> Server {
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = tokio::process::Command::from(sb.command(&["mcp", "--agents-dir", &agents]));
+    cmd.stdin(std::process::Stdio::piped()).kill_on_drop(true);
+    let mut process = cmd.spawn().expect("spawn orchestrate mcp");
+    let stdin = process.stdin.take().unwrap();
+    let stdout = process.stdout.take().unwrap();
+    let handler = Client::default();
+    let progress = handler.progress.clone();
+    let client = handler.serve((stdout, stdin)).await.expect("MCP handshake");
+    Server {
+        client,
+        progress,
+        process,
+    }
+}
+
+fn call(agent: &str, task: &str) -> CallToolRequestParams {
+    let args = json!({"agent": agent, "task": task});
+    CallToolRequestParams::new("subagent").with_arguments(args.as_object().unwrap().clone())
+}
+
+fn structured(r: &CallToolResult) -> Value {
+    r.structured_content.clone().expect("structuredContent")
+}
+
+fn text(r: &CallToolResult) -> String {
+    serde_json::to_value(&r.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn lists_tools_and_runs_a_subagent_with_progress() {
+    let sb = Sandbox::new()
+        .scenario("slow")
+        .set("FAKE_AGENT_DELAY_MS", "30")
+        .transcript("multi_turn.jsonl");
+    let server = start(&sb).await;
+    let info = server.client.peer_info().expect("server info");
+    assert_eq!(info.server_info.as_ref().unwrap().name, "orchestrate");
+
+    let tools = server.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["list_agents", "subagent"]);
+    let subagent = tools.iter().find(|t| t.name == "subagent").unwrap();
+    let schema = serde_json::to_value(&*subagent.input_schema).unwrap();
+    assert_eq!(schema["required"], json!(["agent", "task"]));
+    for key in [
+        "agent",
+        "task",
+        "cwd",
+        "model",
+        "timeoutMs",
+        "idleTimeoutMs",
+    ] {
+        assert!(schema["properties"].get(key).is_some(), "{key} in {schema}");
+    }
+    assert!(
+        subagent.output_schema.is_some(),
+        "subagent declares its output schema"
+    );
+
+    let handle = server
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(call("fake", "find auth"))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let response = handle.await_response().await.unwrap();
+    let rmcp::model::ServerResult::CallToolResult(r) = response else {
+        panic!("{response:?}")
+    };
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(
+        text(&r),
+        "## Answer\nAuth lives in src/auth.rs (fn login at line 42)."
+    );
+    let details = structured(&r);
+    assert_eq!(details["mode"], json!("single"));
+    assert_eq!(details["results"][0]["usage"]["input"], json!(4500));
+    assert_eq!(details["results"][0]["usage"]["turns"], json!(3));
+    let progress = server.progress.lock().unwrap().clone();
+    assert!(
+        !progress.is_empty(),
+        "progress notifications arrive while the child runs"
+    );
+    assert!(
+        progress.windows(2).all(|w| w[1].progress > w[0].progress),
+        "progress increases"
+    );
+    assert!(
+        progress
+            .iter()
+            .any(|p| p.message.as_deref().unwrap_or("").contains("running read")),
+        "{progress:?}"
+    );
+
+    let agents = server
+        .client
+        .call_tool(CallToolRequestParams::new("list_agents"))
+        .await
+        .unwrap();
+    let listed: Vec<String> = structured(&agents)["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        listed.contains(&"fake".to_string()) && listed.contains(&"explorer".to_string()),
+        "{listed:?}"
+    );
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_run_is_an_error_result_not_a_protocol_error() {
+    let sb = Sandbox::new();
+    let server = start(&sb).await;
+    let r = server.client.call_tool(call("nosuch", "x")).await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(structured(&r)["error"]["code"], json!("UNKNOWN_AGENT"));
+    assert!(text(&r).starts_with("Unknown agent: nosuch. Available agents: "));
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancelling_a_call_stops_the_childs_process_group() {
+    let sb = Sandbox::new().scenario("grandchild-hang");
+    let server = start(&sb).await;
+    let handle = server
+        .client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(call("fake", "hang"))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sb.pids().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the child and its grandchild never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.cancel(Some("test cancels".into())).await.unwrap();
+    // The grandchild ignores SIGTERM: only the group SIGKILL after the grace ends it.
+    tokio::task::spawn_blocking({
+        let pids = sb.pids();
+        move || {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while pids.iter().any(|p| support::is_alive(*p)) {
+                assert!(
+                    Instant::now() < deadline,
+                    "child tree still alive after cancel: {pids:?}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    })
+    .await
+    .unwrap();
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_calls_run_at_the_same_time() {
+    // Each run takes about 1.2 s (6 lines, 200 ms apart).
+    let sb = Sandbox::new()
+        .scenario("slow")
+        .transcript("short.jsonl")
+        .set("FAKE_AGENT_DELAY_MS", "100");
+    let server = start(&sb).await;
+    let started = Instant::now();
+    let (a, b) = tokio::join!(
+        server.client.call_tool(call("fake", "one")),
+        server.client.call_tool(call("fake", "two"))
+    );
+    let both = started.elapsed();
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!((a.is_error, b.is_error), (Some(false), Some(false)));
+    assert_eq!(structured(&a)["results"][0]["task"], json!("one"));
+    assert_eq!(structured(&b)["results"][0]["task"], json!("two"));
+    let one = Duration::from_millis(structured(&a)["results"][0]["durationMs"].as_u64().unwrap());
+    assert!(
+        both < one * 2,
+        "two calls took {both:?}, one alone {one:?}: they did not overlap"
+    );
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn stdin_eof_stops_running_children_and_exits() {
+    let sb = Sandbox::new().scenario("silent");
+    let mut server = start(&sb).await;
+    let peer = server.client.peer().clone();
+    let call_task = tokio::spawn(async move { peer.call_tool(call("fake", "wait")).await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sb.pids().is_empty() {
+        assert!(Instant::now() < deadline, "the child never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Closing the client closes the server's stdin.
+    server.client.cancel().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), server.process.wait())
+        .await
+        .expect("server exits")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    call_task.abort();
+    sb.assert_no_survivors();
+}
