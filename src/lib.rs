@@ -13,6 +13,7 @@ pub mod commands;
 pub mod duration;
 pub mod events;
 pub mod limits;
+pub mod mcp;
 pub mod result;
 pub mod run;
 pub mod sanitize;
