@@ -97,6 +97,18 @@ fn main() {
             emit_lines(&error_stop_transcript(), delay_ms(0));
             process::exit(0);
         }
+        // Fails like `error-stop` while the file FAKE_AGENT_MARKER does not exist (and
+        // creates it), then succeeds like `replay`: a transient failure for retry tests.
+        "flaky" => {
+            let marker = env_os("FAKE_AGENT_MARKER").expect("flaky needs FAKE_AGENT_MARKER");
+            if fs::metadata(&marker).is_err() {
+                let _ = fs::write(&marker, b"failed once\n");
+                emit_lines(&error_stop_transcript(), delay_ms(0));
+            } else {
+                print_transcript(delay_ms(0));
+            }
+            process::exit(0);
+        }
         "end-no-exit" => {
             print_transcript(delay_ms(0));
             sleep_forever();
@@ -448,16 +460,12 @@ fn success_transcript(text: &str) -> Vec<String> {
 /// pi json mode when the provider call failed: exits 0, last assistant message has
 /// stopReason "error", no content, and an errorMessage.
 fn error_stop_transcript() -> Vec<String> {
+    let message =
+        env_str("FAKE_AGENT_ERROR").unwrap_or_else(|| "401 Incorrect API key provided".to_string());
     let user = user_msg(&prompt_text(), BASE_TS);
     let ts = BASE_TS + 1;
     let empty = assistant_msg(&[], &ZERO_USAGE, "stop", None, ts);
-    let fin = assistant_msg(
-        &[],
-        &ZERO_USAGE,
-        "error",
-        Some("401 Incorrect API key provided"),
-        ts,
-    );
+    let fin = assistant_msg(&[], &ZERO_USAGE, "error", Some(&message), ts);
     vec![
         session_header(),
         "{\"type\":\"agent_start\"}".to_string(),

@@ -81,6 +81,10 @@ struct RunArgs {
     /// Lines of `content[0].text` kept before truncation. Default 2000.
     #[arg(long, allow_hyphen_values = true)]
     max_lines: Option<String>,
+    /// Attempts in all when the provider fails transiently (rate limit, overload, 5xx,
+    /// connection reset). Default 2.
+    #[arg(long, allow_hyphen_values = true)]
+    attempts: Option<String>,
     /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
     /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
@@ -193,6 +197,7 @@ fn run_request(a: RunArgs) -> Result<RunRequest, String> {
         kill_grace: duration("kill-grace", &a.kill_grace)?,
         terminal_exit_grace: duration("exit-grace", &a.exit_grace)?,
         max_output_bytes: number("max-output-bytes", &a.max_output_bytes)?,
+        attempts: number("attempts", &a.attempts)?.map(|n| n.min(u64::from(u32::MAX)) as u32),
         truncate: TruncateLimits {
             max_bytes: number("max-bytes", &a.max_bytes)?
                 .map_or(defaults.max_bytes, |n| n as usize),

@@ -1,0 +1,112 @@
+//! The line sink that feeds the child's stdout through its dialect into the collector,
+//! and the streaming updates (SPEC section 1) published from it.
+
+use crate::backends::Dialect;
+use crate::collector::Collector;
+use crate::result::{Details, DisplayItem, Mode, RunResult, TextContent};
+use crate::sanitize::Sanitizer;
+use crate::supervisor::LineSink;
+
+/// Feeds the child's lines through its dialect into the collector.
+pub(super) struct DialectSink<'o, 'x> {
+    pub dialect: Box<dyn Dialect>,
+    pub collector: Collector,
+    pub progress: Option<Progress<'o, 'x>>,
+}
+
+/// Receives streaming updates (SPEC section 1) while the child runs.
+pub type Observer<'o> = Box<dyn FnMut(&RunResult) + Send + 'o>;
+
+/// Streaming updates go out at most this often.
+pub const STREAMING_UPDATE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+pub(super) struct Progress<'o, 'x> {
+    pub observer: &'o mut Observer<'x>,
+    pub run_id: String,
+    pub last_revision: u64,
+    pub last_sent: Option<std::time::Instant>,
+}
+
+impl Progress<'_, '_> {
+    fn maybe_send(&mut self, c: &Collector) {
+        if c.revision() == self.last_revision {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if self
+            .last_sent
+            .is_some_and(|t| now.duration_since(t) < STREAMING_UPDATE_INTERVAL)
+        {
+            return;
+        }
+        self.last_revision = c.revision();
+        self.last_sent = Some(now);
+        (self.observer)(&streaming_update(&self.run_id, c));
+    }
+}
+
+/// A streaming update: what the child has said so far, sanitized like the final result.
+fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
+    let sanitizer = Sanitizer::global();
+    let mut items = c.display_items();
+    sanitize_display_items(sanitizer, &mut items);
+    RunResult {
+        content: vec![TextContent::text(
+            sanitizer.sanitize(c.latest_text()).into_owned(),
+        )],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: Some(crate::result::Streaming {
+                display_items: items,
+                usage: c.usage(),
+                turn_count: c.usage().turns,
+            }),
+        },
+    }
+}
+
+pub(super) fn sanitize_display_items(sanitizer: &Sanitizer, items: &mut [DisplayItem]) {
+    for item in items {
+        match item {
+            DisplayItem::Text { text } => {
+                if let std::borrow::Cow::Owned(s) = sanitizer.sanitize(text) {
+                    *text = s;
+                }
+            }
+            DisplayItem::ToolCall { args, .. } => sanitizer.sanitize_json(args),
+        }
+    }
+}
+
+impl LineSink for DialectSink<'_, '_> {
+    fn on_line(&mut self, line: &[u8]) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let collector = &mut self.collector;
+        let ok = match simdutf8::basic::from_utf8(line) {
+            Ok(text) => self.dialect.parse_line(text, &mut |e| collector.apply(e)),
+            Err(_) => false,
+        };
+        if !ok {
+            self.collector.note_skipped_line();
+        }
+    }
+
+    fn on_too_long(&mut self, _bytes: u64) {
+        self.collector.note_skipped_line();
+    }
+
+    fn terminal_seen(&self) -> bool {
+        self.collector.terminal_seen()
+    }
+
+    fn after_chunk(&mut self) {
+        if let Some(p) = self.progress.as_mut() {
+            p.maybe_send(&self.collector);
+        }
+    }
+}

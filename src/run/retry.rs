@@ -1,0 +1,164 @@
+//! Retries of transient provider failures (SPEC section 5): which failures are worth
+//! another attempt, and how long to wait before it.
+
+use std::time::Duration;
+
+use crate::backends::Backend;
+
+/// Attempts in all, unless configured.
+pub const DEFAULT_ATTEMPTS: u32 = 2;
+/// The wait before the second attempt; it doubles for each one after.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Why a failure looks transient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transient {
+    RateLimited,
+    Overloaded,
+    ServerError,
+    Connection,
+}
+
+/// Classifies a failed attempt from the child's error message and exit code. Failures that
+/// a retry cannot fix (bad key, bad request, a crash of the CLI itself) are `None`.
+pub fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<Transient> {
+    let e = error.to_ascii_lowercase();
+    const PERMANENT: &[&str] = &[
+        "401",
+        "403",
+        "invalid api key",
+        "invalid x-api-key",
+        "incorrect api key",
+        "authentication",
+        "unauthorized",
+        "permission denied",
+        "not found on path",
+    ];
+    if PERMANENT.iter().any(|p| e.contains(p)) {
+        return None;
+    }
+    let any = |words: &[&str]| words.iter().any(|w| e.contains(w));
+    if any(&[
+        "429",
+        "rate limit",
+        "rate_limit",
+        "ratelimit",
+        "too many requests",
+    ]) {
+        return Some(Transient::RateLimited);
+    }
+    if any(&["529", "overloaded"]) {
+        return Some(Transient::Overloaded);
+    }
+    if any(&[
+        "500 ",
+        "502",
+        "503",
+        "504",
+        "internal server error",
+        "bad gateway",
+        "service unavailable",
+        "gateway timeout",
+        "server_error",
+        "api_error_status\":5",
+    ]) {
+        return Some(Transient::ServerError);
+    }
+    if any(&[
+        "econnreset",
+        "econnrefused",
+        "connection reset",
+        "connection refused",
+        "socket hang up",
+        "fetch failed",
+        "network error",
+        "stream disconnected",
+        "broken pipe",
+        "etimedout",
+    ]) {
+        return Some(Transient::Connection);
+    }
+    // Gemini exits with the HTTP status modulo 256.
+    if backend == Backend::Gemini {
+        return match exit_code {
+            173 => Some(Transient::RateLimited),
+            17 => Some(Transient::Overloaded),
+            244 | 246 | 247 | 248 => Some(Transient::ServerError),
+            _ => None,
+        };
+    }
+    None
+}
+
+/// The wait after failed attempt `attempt` (1-based): exponential, capped, with ±25%
+/// jitter so that parallel runs hitting the same limit do not retry in step.
+pub fn backoff(attempt: u32) -> Duration {
+    let base = BACKOFF_BASE
+        .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(16))
+        .min(BACKOFF_MAX);
+    let unit = (uuid::Uuid::new_v4().as_u128() % 1000) as f64 / 1000.0; // [0, 1)
+    base.mul_f64(0.75 + unit * 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_failures_are_recognized() {
+        let cases = [
+            (
+                "pi reported an error: 429 Rate limit reached for requests",
+                Some(Transient::RateLimited),
+            ),
+            (
+                "claude reported an error: API Error: 529 {\"type\":\"overloaded_error\"}",
+                Some(Transient::Overloaded),
+            ),
+            (
+                "pi reported an error: 503: {\"error\":{\"message\":\"server is overloaded\"}}",
+                Some(Transient::Overloaded),
+            ),
+            (
+                "codex reported an error: unexpected status 502 Bad Gateway",
+                Some(Transient::ServerError),
+            ),
+            (
+                "opencode exited with code 1: Error: read ECONNRESET",
+                Some(Transient::Connection),
+            ),
+            ("pi reported an error: 401 Incorrect API key provided", None),
+            (
+                "claude reported an error: API Error: 400 invalid request",
+                None,
+            ),
+            ("pi exited with code 3: fatal: config broken", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(classify(Backend::Pi, message, 1), want, "{message}");
+        }
+        assert_eq!(
+            classify(Backend::Gemini, "gemini exited with code 173", 173),
+            Some(Transient::RateLimited)
+        );
+        assert_eq!(classify(Backend::Pi, "pi exited with code 173", 173), None);
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        for _ in 0..50 {
+            let first = backoff(1);
+            assert!(
+                first >= Duration::from_millis(750) && first <= Duration::from_millis(1250),
+                "{first:?}"
+            );
+            let third = backoff(3);
+            assert!(
+                third >= Duration::from_secs(3) && third <= Duration::from_secs(5),
+                "{third:?}"
+            );
+            assert!(backoff(40) <= BACKOFF_MAX.mul_f64(1.25));
+        }
+    }
+}
