@@ -36,7 +36,13 @@ fn main() {
         write_argv_file(&path);
     }
 
-    let scenario = env_str("FAKE_AGENT_SCENARIO").unwrap_or_else(|| "replay".to_string());
+    // A task may pick its own scenario with a `@scenario:NAME` word, so that the tasks of
+    // one parallel or chain call can behave differently.
+    let scenario = prompt_text()
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("@scenario:").map(str::to_string))
+        .or_else(|| env_str("FAKE_AGENT_SCENARIO"))
+        .unwrap_or_else(|| "replay".to_string());
     if scenario != "fail" {
         if let Some(msg) = env_str("FAKE_AGENT_STDERR") {
             write_stderr_line(&msg);
@@ -115,6 +121,13 @@ fn main() {
         }
         "nested" => {
             let text = nested();
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        // The final text is the task itself (after `Task: `).
+        "echo-task" => {
+            let task = prompt_text();
+            let text = task.strip_prefix("Task: ").unwrap_or(&task).to_string();
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }

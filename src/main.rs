@@ -2,19 +2,18 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
-use orchestrate::commands::{self, run::OutputFormat};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use orchestrate::commands::{self, run::OutputFormat, run::Plan};
 use orchestrate::duration::parse_duration;
 use orchestrate::result::{ErrorCode, RunResult};
 use orchestrate::run::RunRequest;
-use orchestrate::truncate::TruncateLimits;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "orchestrate",
     version,
     about = "Delegate a task to a supervised subagent CLI and get one uniform JSON result.",
-    after_help = "Examples:\n  orchestrate run explorer \"find where auth is handled\"\n  orchestrate run reviewer \"review src/auth\" --timeout 10m -o text\n  orchestrate agents"
+    after_help = "Examples:\n  orchestrate run explorer \"find where auth is handled\"\n  orchestrate run reviewer \"review src/auth\" --timeout 10m -o text\n  orchestrate run --task explorer=\"find auth\" --task reviewer=\"review src/auth\"\n  orchestrate agents\n  orchestrate runs\n  orchestrate show <RUN_ID>\n  orchestrate config\n  orchestrate completions bash > ~/.local/share/bash-completion/completions/orchestrate\n  orchestrate mcp"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -30,6 +29,37 @@ enum Command {
         /// A folder of agent files that takes precedence over every other scope.
         #[arg(long)]
         agents_dir: Option<PathBuf>,
+    },
+    /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
+    Runs {
+        /// One JSON object: `runs`, `totals`, `skippedLines`.
+        #[arg(long)]
+        json: bool,
+        /// Only runs of this agent (totals too).
+        #[arg(long)]
+        agent: Option<String>,
+        /// How many recent runs to list; totals always cover every run.
+        #[arg(long, default_value_t = commands::runs::DEFAULT_LIMIT)]
+        limit: usize,
+    },
+    /// One run: its result, its session file and the last lines of its stderr.
+    Show {
+        /// The run's id: 8 hex digits, as `orchestrate runs` prints it.
+        run_id: String,
+        /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The effective defaults (config files, ORCHESTRATE_* variables) and where each came from.
+    Config {
+        /// One JSON object: {key: {value, source}}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// List the agents a run can use and the file each came from.
     Agents {
@@ -48,7 +78,16 @@ struct RunArgs {
     agent: Option<String>,
     /// What the agent should do.
     task: Option<String>,
-    /// Child CLI to use: pi or auto.
+    /// AGENT=TASK; repeat to run several tasks concurrently (or in order with --chain).
+    #[arg(long = "task", value_name = "AGENT=TASK")]
+    tasks: Vec<String>,
+    /// Run the --task list in order; `{previous}` in a task is the previous step's output.
+    #[arg(long)]
+    chain: bool,
+    /// Parallel tasks running at once. Default 4.
+    #[arg(long, allow_hyphen_values = true)]
+    concurrency: Option<String>,
+    /// Child CLI: claude, pi, codex, gemini, opencode, cursor, command, or auto.
     #[arg(long)]
     backend: Option<String>,
     /// Model passed to the child CLI.
@@ -104,14 +143,20 @@ fn main() {
     let status = match cli.command {
         Command::Agents { json, agents_dir } => commands::agents::agents(json, agents_dir),
         Command::Mcp { agents_dir } => serve_mcp(agents_dir),
+        Command::Runs { json, agent, limit } => commands::runs::runs(json, agent, limit),
+        Command::Show { run_id, json } => commands::show::show(&run_id, json),
+        Command::Config { json } => commands::config::config(json),
+        Command::Completions { shell } => {
+            commands::completions::completions(shell, &mut Cli::command())
+        }
         Command::Run(args) => {
             let format = match args.output {
                 Format::Json => OutputFormat::Json,
                 Format::Text => OutputFormat::Text,
                 Format::StreamJson => OutputFormat::StreamJson,
             };
-            match run_request(*args) {
-                Ok(req) => block_on_run(req, format),
+            match run_plan(*args) {
+                Ok(plan) => block_on_run(plan, format),
                 Err(message) => {
                     let result = RunResult::refusal(ErrorCode::InvalidInput, message, None);
                     match format {
@@ -130,12 +175,12 @@ fn main() {
 
 /// Runs on a current-thread runtime: the work is I/O-bound, and one thread keeps the
 /// run's cost and its memory small. A panic still prints a valid JSON result.
-fn block_on_run(req: RunRequest, format: OutputFormat) -> i32 {
+fn block_on_run(plan: Plan, format: OutputFormat) -> i32 {
     let outcome = std::panic::catch_unwind(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        Ok::<i32, std::io::Error>(rt.block_on(commands::run::run_command(req, format)))
+        Ok::<i32, std::io::Error>(rt.block_on(commands::run::run_command(plan, format)))
     });
     match outcome {
         Ok(Ok(status)) => status,
@@ -161,6 +206,52 @@ fn serve_mcp(agents_dir: Option<PathBuf>) -> i32 {
     }
 }
 
+/// One run, or several from `--task AGENT=TASK` (parallel, or in order with `--chain`).
+fn run_plan(mut a: RunArgs) -> Result<Plan, String> {
+    let tasks = std::mem::take(&mut a.tasks);
+    let chain = a.chain;
+    let concurrency = a.concurrency.take();
+    if tasks.is_empty() {
+        if chain {
+            return Err("Invalid input: --chain needs --task AGENT=TASK steps".to_string());
+        }
+        return run_request(a).map(|r| Plan::Single(Box::new(r)));
+    }
+    if a.agent.is_some() || a.task.is_some() {
+        return Err(
+            "Invalid input: give either AGENT TASK or --task AGENT=TASK, not both".to_string(),
+        );
+    }
+    let concurrency = concurrency
+        .map(|c| {
+            c.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+                .ok_or_else(|| {
+                    format!("Invalid input: --concurrency: {c:?} is not a number from 1 to 64")
+                })
+        })
+        .transpose()?;
+    let base = run_request(a)?;
+    let reqs = tasks
+        .iter()
+        .map(|t| match t.split_once('=') {
+            Some((agent, task)) if !agent.trim().is_empty() => Ok(RunRequest {
+                agent: agent.trim().to_string(),
+                task: task.to_string(),
+                ..base.clone()
+            }),
+            _ => Err(format!("Invalid input: --task {t:?}: expected AGENT=TASK")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(if chain {
+        Plan::Chain(reqs, concurrency)
+    } else {
+        Plan::Parallel(reqs, concurrency)
+    })
+}
+
 fn run_request(a: RunArgs) -> Result<RunRequest, String> {
     let duration = |flag: &str, v: &Option<String>| {
         v.as_deref()
@@ -180,7 +271,6 @@ fn run_request(a: RunArgs) -> Result<RunRequest, String> {
             })
             .transpose()
     };
-    let defaults = TruncateLimits::default();
     let positive = |flag: &str, d: Option<std::time::Duration>| match d {
         Some(d) if d.is_zero() => Err(format!("Invalid input: --{flag} must be greater than zero")),
         other => Ok(other),
@@ -198,12 +288,8 @@ fn run_request(a: RunArgs) -> Result<RunRequest, String> {
         terminal_exit_grace: duration("exit-grace", &a.exit_grace)?,
         max_output_bytes: number("max-output-bytes", &a.max_output_bytes)?,
         attempts: number("attempts", &a.attempts)?.map(|n| n.min(u64::from(u32::MAX)) as u32),
-        truncate: TruncateLimits {
-            max_bytes: number("max-bytes", &a.max_bytes)?
-                .map_or(defaults.max_bytes, |n| n as usize),
-            max_lines: number("max-lines", &a.max_lines)?
-                .map_or(defaults.max_lines, |n| n as usize),
-        },
+        max_bytes: number("max-bytes", &a.max_bytes)?.map(|n| n as usize),
+        max_lines: number("max-lines", &a.max_lines)?.map(|n| n as usize),
     })
 }
 

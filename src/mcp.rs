@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::{self, DiscoveryOptions};
 use crate::result::{ErrorCode, RunResult};
+use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{run, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
 
@@ -31,9 +32,17 @@ use crate::supervisor::Controls;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubagentArgs {
     /// Agent name (see list_agents).
-    pub agent: String,
+    #[serde(default)]
+    pub agent: Option<String>,
     /// What the agent should do; it cannot ask back, so be complete.
-    pub task: String,
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Several tasks instead of agent+task: run concurrently, or in order with chain.
+    #[serde(default)]
+    pub tasks: Vec<TaskArg>,
+    /// Run `tasks` in order; `{previous}` in a task is the previous step's output.
+    #[serde(default)]
+    pub chain: bool,
     /// Working directory for the child (default: the server's).
     #[serde(default)]
     pub cwd: Option<String>,
@@ -46,6 +55,13 @@ pub struct SubagentArgs {
     /// Maximum time without child output in milliseconds (default 180000).
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskArg {
+    pub agent: String,
+    pub task: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -93,18 +109,20 @@ impl OrchestrateServer {
     /// final answer; details carry usage, cost, errors and the session file.
     #[tool(
         output_schema = rmcp::handler::server::common::schema_for_output::<crate::result::Details>(),
-        description = "Delegate a task to a named subagent (a separate agent CLI run, supervised with timeouts). Returns its final answer; structured details carry usage, cost, exit code, errors and the session file. Use list_agents for names."
+        description = "Delegate a task to a named subagent (a separate agent CLI run, supervised with timeouts): give agent and task, or tasks [{agent, task}] to fan out (chain: true runs them in order with {previous}). Returns the final answer; structured details carry usage, cost, exit code, errors and the session file. Use list_agents for names."
     )]
     async fn subagent(
         &self,
-        Parameters(args): Parameters<SubagentArgs>,
+        Parameters(mut args): Parameters<SubagentArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlightGuard(self.in_flight.clone());
+        let tasks = std::mem::take(&mut args.tasks);
+        let chain = args.chain;
         let req = RunRequest {
-            agent: args.agent,
-            task: args.task,
+            agent: args.agent.unwrap_or_default(),
+            task: args.task.unwrap_or_default(),
             model: args.model,
             cwd: args.cwd.map(PathBuf::from),
             agents_dir: self.agents_dir.clone(),
@@ -118,7 +136,7 @@ impl OrchestrateServer {
                 .map(Duration::from_millis),
             ..RunRequest::default()
         };
-        let env = match RunEnv::from_env() {
+        let env = match RunEnv::load(&RunEnv::cwd_of(req.cwd.as_deref())) {
             Ok(env) => env,
             Err(message) => {
                 let r = RunResult::refusal(
@@ -161,7 +179,24 @@ impl OrchestrateServer {
             observer
         });
 
-        let output = run(&req, &env, &controls, observer).await;
+        let output = if tasks.is_empty() {
+            run(&req, &env, &controls, observer).await
+        } else {
+            let reqs: Vec<RunRequest> = tasks
+                .into_iter()
+                .map(|t| RunRequest {
+                    agent: t.agent,
+                    task: t.task,
+                    ..req.clone()
+                })
+                .collect();
+            let limits = FanoutLimits::from_config(&env.config, None);
+            if chain {
+                run_chain(reqs, &env, &controls, limits).await
+            } else {
+                run_parallel(reqs, &env, &controls, limits).await
+            }
+        };
         link.abort();
         let failed = output.exit_status != 0;
         Ok(to_call_result(&output.result, failed))

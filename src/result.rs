@@ -115,6 +115,9 @@ pub enum TimeoutReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SingleResult {
+    /// The task's own run id, in parallel and chain results (each task has its own folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub agent: String,
     pub task: String,
     pub exit_code: i32,
@@ -261,6 +264,7 @@ mod tests {
     #[test]
     fn single_result_serializes_to_the_contract_shape() {
         let r = SingleResult {
+            run_id: None,
             agent: "explorer".into(),
             task: "find auth".into(),
             exit_code: 124,

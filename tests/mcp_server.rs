@@ -84,7 +84,8 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
     assert_eq!(names, ["list_agents", "subagent"]);
     let subagent = tools.iter().find(|t| t.name == "subagent").unwrap();
     let schema = serde_json::to_value(&*subagent.input_schema).unwrap();
-    assert_eq!(schema["required"], json!(["agent", "task"]));
+    // agent+task or tasks: neither is required on its own.
+    assert_eq!(schema.get("required"), None);
     for key in [
         "agent",
         "task",
@@ -252,4 +253,31 @@ async fn stdin_eof_stops_running_children_and_exits() {
     assert!(status.success(), "{status:?}");
     call_task.abort();
     sb.assert_no_survivors();
+}
+
+#[tokio::test]
+async fn tasks_fan_out_through_the_tool() {
+    let sb = Sandbox::new().scenario("echo-task");
+    let server = start(&sb).await;
+    let args =
+        json!({"tasks": [{"agent": "fake", "task": "one"}, {"agent": "fake", "task": "two"}]});
+    let r = server
+        .client
+        .call_tool(
+            CallToolRequestParams::new("subagent")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let details = structured(&r);
+    assert_eq!(details["mode"], json!("parallel"));
+    let outputs: Vec<&str> = details["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(outputs, ["one", "two"]);
+    server.client.cancel().await.unwrap();
 }

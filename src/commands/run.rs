@@ -6,6 +6,7 @@ use std::time::Instant;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::result::{internal_error_json, DisplayItem, RunResult};
+use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{run, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
 
@@ -61,8 +62,26 @@ impl ProgressLine {
     }
 }
 
-/// Runs the request and prints the result. Returns the process exit status.
-pub async fn run_command(req: RunRequest, format: OutputFormat) -> i32 {
+/// What `orchestrate run` was asked to do.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Single(Box<RunRequest>),
+    /// The tasks, and a `--concurrency` flag if one was given.
+    Parallel(Vec<RunRequest>, Option<usize>),
+    Chain(Vec<RunRequest>, Option<usize>),
+}
+
+impl Plan {
+    fn cwd(&self) -> Option<&std::path::Path> {
+        match self {
+            Plan::Single(r) => r.cwd.as_deref(),
+            Plan::Parallel(rs, _) | Plan::Chain(rs, _) => rs.first().and_then(|r| r.cwd.as_deref()),
+        }
+    }
+}
+
+/// Runs the plan and prints the result. Returns the process exit status.
+pub async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
     let controls = Controls::default();
     let watcher = match watch_signals(controls.clone()) {
         Ok(w) => w,
@@ -73,7 +92,7 @@ pub async fn run_command(req: RunRequest, format: OutputFormat) -> i32 {
             );
         }
     };
-    let env = match RunEnv::from_env() {
+    let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
         Ok(env) => env,
         Err(message) => {
             let result = RunResult::refusal(
@@ -82,6 +101,21 @@ pub async fn run_command(req: RunRequest, format: OutputFormat) -> i32 {
                 None,
             );
             return print_result(format, &result, result.exit_status());
+        }
+    };
+    let req = match plan {
+        Plan::Single(req) => *req,
+        Plan::Parallel(reqs, concurrency) => {
+            let limits = FanoutLimits::from_config(&env.config, concurrency);
+            let output = run_parallel(reqs, &env, &controls, limits).await;
+            watcher.abort();
+            return print_result(format, &output.result, output.exit_status);
+        }
+        Plan::Chain(reqs, concurrency) => {
+            let limits = FanoutLimits::from_config(&env.config, concurrency);
+            let output = run_chain(reqs, &env, &controls, limits).await;
+            watcher.abort();
+            return print_result(format, &output.result, output.exit_status);
         }
     };
     let progress = std::sync::Mutex::new(ProgressLine {

@@ -8,7 +8,6 @@ use super::{refuse, RunEnv, RunOutput, RunRequest};
 use crate::agents::AgentDef;
 use crate::backends::{Backend, BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
-use crate::limits::SupervisionLimits;
 use crate::result::{
     exit_status, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult, TextContent,
     TimeoutReason,
@@ -25,7 +24,7 @@ pub(super) struct Attempt<'a> {
     pub backend: Backend,
     pub cwd: PathBuf,
     pub run_id: String,
-    pub limits: SupervisionLimits,
+    pub settings: super::Resolved,
     pub run_dir: RunDir,
 }
 
@@ -116,7 +115,7 @@ impl Attempt<'_> {
         };
         let outcome = supervisor::supervise(
             &spec,
-            self.limits,
+            self.settings.limits,
             &mut sink,
             OutputSinks {
                 stdout_copy: &mut session_file,
@@ -177,6 +176,7 @@ impl Attempt<'_> {
         let sanitizer = Sanitizer::global();
         let cli = self.backend.name();
         let mut single = SingleResult {
+            run_id: None,
             agent: self.agent.name.clone(),
             task: self.req.task.clone(),
             exit_code: 0,
@@ -226,7 +226,7 @@ impl Attempt<'_> {
                             ErrorCode::SubagentTimeout,
                             format!(
                                 "Subagent exceeded maximum runtime after {}ms.",
-                                self.limits.runtime_timeout.as_millis()
+                                self.settings.limits.runtime_timeout.as_millis()
                             ),
                         ))
                     }
@@ -237,7 +237,7 @@ impl Attempt<'_> {
                             ErrorCode::SubagentTimeout,
                             format!(
                                 "Subagent timed out after {}ms without activity.",
-                                self.limits.idle_timeout.as_millis()
+                                self.settings.limits.idle_timeout.as_millis()
                             ),
                         ))
                     }
@@ -245,7 +245,7 @@ impl Attempt<'_> {
                         ErrorCode::SubagentOutputTruncated,
                         format!(
                             "Subagent output passed the hard cap of {} bytes (max output bytes); the child was stopped.",
-                            self.limits.max_output_bytes
+                            self.settings.limits.max_output_bytes
                         ),
                     )),
                     Some(StopReason::Cancelled) => {
@@ -313,7 +313,7 @@ impl Attempt<'_> {
                 (text, Some(ErrorInfo { code, message }))
             }
         };
-        let (text, truncation) = truncate_head(&content_text, self.req.truncate, session_path);
+        let (text, truncation) = truncate_head(&content_text, self.settings.truncate, session_path);
         let error = match (error, truncation) {
             (Some(e), _) => Some(e),
             (None, Some(t)) => Some(ErrorInfo {

@@ -6,17 +6,19 @@
 //! - `retry`: which failures are transient, and the backoff between attempts.
 
 mod attempt;
+pub mod fanout;
 mod progress;
 pub mod retry;
 
 pub use progress::{Observer, STREAMING_UPDATE_INTERVAL};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::agents::{self, DiscoveryOptions};
+use crate::agents::{self, AgentDef, DiscoveryOptions};
 use crate::backends::Backend;
-use crate::limits::{SupervisionLimits, DEFAULT_MAX_DEPTH};
+use crate::config::{Config, Source};
+use crate::limits::SupervisionLimits;
 use crate::result::{exit_status, new_run_id, ErrorCode, Mode, RunResult};
 use crate::session::{self, StateDir};
 use crate::supervisor::Controls;
@@ -38,51 +40,86 @@ pub struct RunRequest {
     pub kill_grace: Option<Duration>,
     pub terminal_exit_grace: Option<Duration>,
     pub max_output_bytes: Option<u64>,
-    pub truncate: TruncateLimits,
+    pub max_bytes: Option<usize>,
+    pub max_lines: Option<usize>,
     /// Attempts in all when failures are transient (default [`retry::DEFAULT_ATTEMPTS`]).
     pub attempts: Option<u32>,
 }
 
-/// Settings that come from the environment of orchestrate itself.
+/// What a run takes from outside the request: the effective config (files and
+/// `ORCHESTRATE_*` variables), the recursion depth and the state directory.
 #[derive(Debug, Clone)]
 pub struct RunEnv {
     pub depth: u32,
-    pub max_depth: u32,
-    pub disabled: bool,
+    pub config: Config,
     pub state: StateDir,
 }
 
 impl RunEnv {
-    /// Reads `ORCHESTRATE_DEPTH`, `ORCHESTRATE_MAX_DEPTH`, `ORCHESTRATE_DISABLED` and the
-    /// state directory. A malformed value is an error naming the variable.
-    pub fn from_env() -> Result<RunEnv, String> {
-        let number = |name: &str, default: u32| -> Result<u32, String> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(v) if v.trim().is_empty() => Ok(default),
-                Ok(v) => v.trim().parse().map_err(|_| {
-                    format!("environment variable {name}={v:?} is not a non-negative integer")
-                }),
-            }
-        };
-        let disabled = match std::env::var("ORCHESTRATE_DISABLED") {
-            Err(_) => false,
-            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "" | "0" | "false" | "no" | "off" => false,
-                "1" | "true" | "yes" | "on" => true,
-                _ => {
-                    return Err(format!(
-                    "environment variable ORCHESTRATE_DISABLED={v:?} is not a boolean (use 1 or 0)"
-                ))
-                }
-            },
+    /// Loads the config as seen from `cwd` (the project file is the nearest ancestor's),
+    /// `ORCHESTRATE_DEPTH` and the state directory. A malformed value is an error naming
+    /// the file or variable, the key and why.
+    pub fn load(cwd: &Path) -> Result<RunEnv, String> {
+        let depth = match std::env::var("ORCHESTRATE_DEPTH") {
+            Err(_) => 0,
+            Ok(v) if v.trim().is_empty() => 0,
+            Ok(v) => v.trim().parse().map_err(|_| {
+                format!(
+                    "environment variable ORCHESTRATE_DEPTH={v:?} is not a non-negative integer"
+                )
+            })?,
         };
         Ok(RunEnv {
-            depth: number("ORCHESTRATE_DEPTH", 0)?,
-            max_depth: number("ORCHESTRATE_MAX_DEPTH", DEFAULT_MAX_DEPTH)?,
-            disabled,
+            depth,
+            config: Config::load(cwd).map_err(|e| e.to_string())?,
             state: StateDir::from_env().map_err(|e| e.to_string())?,
         })
+    }
+
+    /// The folder a request runs in, for loading the config that applies to it.
+    pub fn cwd_of(cwd: Option<&Path>) -> PathBuf {
+        cwd.map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"))
+    }
+}
+
+/// A run's effective settings: a flag wins, then the agent file's key, then the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    pub limits: SupervisionLimits,
+    pub truncate: TruncateLimits,
+    pub attempts: u32,
+}
+
+impl Resolved {
+    pub fn of(req: &RunRequest, agent: Option<&AgentDef>, cfg: &Config) -> Resolved {
+        let pick = |flag: Option<Duration>, agent: Option<Duration>, cfg: Duration| {
+            flag.or(agent).unwrap_or(cfg)
+        };
+        Resolved {
+            limits: SupervisionLimits {
+                runtime_timeout: pick(
+                    req.runtime_timeout,
+                    agent.and_then(|a| a.timeout),
+                    cfg.timeout.value,
+                ),
+                idle_timeout: pick(
+                    req.idle_timeout,
+                    agent.and_then(|a| a.idle_timeout),
+                    cfg.idle_timeout.value,
+                ),
+                kill_grace: req.kill_grace.unwrap_or(cfg.kill_grace.value),
+                terminal_exit_grace: req.terminal_exit_grace.unwrap_or(cfg.exit_grace.value),
+                max_output_bytes: req.max_output_bytes.unwrap_or(cfg.max_output_bytes.value),
+                ..SupervisionLimits::default()
+            },
+            truncate: TruncateLimits {
+                max_bytes: req.max_bytes.unwrap_or(cfg.max_bytes.value),
+                max_lines: req.max_lines.unwrap_or(cfg.max_lines.value),
+            },
+            attempts: req.attempts.unwrap_or(cfg.retries.value).max(1),
+        }
     }
 }
 
@@ -123,6 +160,39 @@ fn refuse(code: ErrorCode, message: impl Into<String>, run_id: Option<String>) -
     RunOutput::from_result(RunResult::refusal(code, message, run_id))
 }
 
+/// The switches checked before anything is spawned: subagents disabled, or too deep.
+fn refuse_if_not_allowed(env: &RunEnv, run_id: &str) -> Option<RunOutput> {
+    let disabled = &env.config.disabled;
+    if disabled.value {
+        let how = match &disabled.source {
+            Source::Env(var) => format!("Unset {var} (or set it to 0) to enable them."),
+            Source::User(path) | Source::Project(path) => {
+                format!(
+                    "Set `disabled = false` in {} to enable them.",
+                    path.display()
+                )
+            }
+            _ => "Set ORCHESTRATE_DISABLED=0 to enable them.".to_string(),
+        };
+        return Some(refuse(
+            ErrorCode::SubagentsDisabled,
+            format!("Subagents are disabled. {how}"),
+            Some(run_id.to_string()),
+        ));
+    }
+    let max_depth = env.config.max_depth.value;
+    if env.depth >= max_depth {
+        return Some(refuse(
+            ErrorCode::SubagentDepthExceeded,
+            format!(
+                "Maximum subagent depth ({max_depth}) exceeded. Subagents cannot call other subagents."
+            ),
+            Some(run_id.to_string()),
+        ));
+    }
+    None
+}
+
 /// Runs one task to the end. Never panics on bad input; every failure is a result.
 pub async fn run(
     req: &RunRequest,
@@ -145,22 +215,8 @@ pub async fn run(
         );
     }
     let run_id = new_run_id();
-    if env.disabled {
-        return refuse(
-            ErrorCode::SubagentsDisabled,
-            "Subagents are disabled. Unset ORCHESTRATE_DISABLED (or set it to 0) to enable them.",
-            Some(run_id),
-        );
-    }
-    if env.depth >= env.max_depth {
-        return refuse(
-            ErrorCode::SubagentDepthExceeded,
-            format!(
-                "Maximum subagent depth ({}) exceeded. Subagents cannot call other subagents.",
-                env.max_depth
-            ),
-            Some(run_id),
-        );
+    if let Some(refusal) = refuse_if_not_allowed(env, &run_id) {
+        return refusal;
     }
     let cwd = match &req.cwd {
         Some(dir) if !dir.is_dir() => {
@@ -222,7 +278,7 @@ pub async fn run(
         .backend
         .as_deref()
         .or(agent.backend.as_deref())
-        .unwrap_or("auto");
+        .unwrap_or(&env.config.backend.value);
     let backend = match Backend::select(backend_name) {
         Ok(sel) if sel.auto && !sel.installed => {
             let tried: Vec<String> = Backend::AUTO_ORDER
@@ -245,26 +301,7 @@ pub async fn run(
         Err(e) => return refuse(ErrorCode::InvalidInput, format!("Invalid input: {e}"), None),
     };
 
-    let limits = SupervisionLimits {
-        runtime_timeout: req
-            .runtime_timeout
-            .or(agent.timeout)
-            .unwrap_or(SupervisionLimits::default().runtime_timeout),
-        idle_timeout: req
-            .idle_timeout
-            .or(agent.idle_timeout)
-            .unwrap_or(SupervisionLimits::default().idle_timeout),
-        kill_grace: req
-            .kill_grace
-            .unwrap_or(SupervisionLimits::default().kill_grace),
-        terminal_exit_grace: req
-            .terminal_exit_grace
-            .unwrap_or(SupervisionLimits::default().terminal_exit_grace),
-        max_output_bytes: req
-            .max_output_bytes
-            .unwrap_or(SupervisionLimits::default().max_output_bytes),
-        ..SupervisionLimits::default()
-    };
+    let settings = Resolved::of(req, Some(agent), &env.config);
     let run_dir = match env.state.create_run(&run_id) {
         Ok(d) => d,
         Err(e) => {
@@ -283,10 +320,10 @@ pub async fn run(
         backend,
         cwd,
         run_id,
-        limits,
+        settings,
         run_dir,
     };
-    let max_attempts = req.attempts.unwrap_or(retry::DEFAULT_ATTEMPTS).max(1);
+    let max_attempts = settings.attempts;
     let mut observer = observer;
     let mut n = 1;
     let mut output = loop {
