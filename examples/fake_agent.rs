@@ -35,6 +35,11 @@ fn main() {
     if let Some(path) = env_os("FAKE_AGENT_ARGV_FILE") {
         write_argv_file(&path);
     }
+    // A child that thinks before it answers (fan-out benchmarks).
+    let think = env_num("FAKE_AGENT_START_DELAY_MS", 0);
+    if think > 0 {
+        sleep_ms(think);
+    }
 
     // A task may pick its own scenario with a `@scenario:NAME` word, so that the tasks of
     // one parallel or chain call can behave differently.
