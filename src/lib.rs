@@ -7,6 +7,7 @@
 //! (one run end to end) and `commands` (what each CLI subcommand prints).
 
 pub mod agents;
+pub mod background;
 pub mod backends;
 pub mod collector;
 pub mod commands;

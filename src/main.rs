@@ -30,6 +30,22 @@ enum Command {
         #[arg(long)]
         agents_dir: Option<PathBuf>,
     },
+    /// Wait for a background run and print its result (exit status as in the foreground;
+    /// 124 if --timeout passes first).
+    Wait {
+        run_id: String,
+        /// Give up after this long (90s, 15m, …), printing that it still runs.
+        #[arg(long)]
+        timeout: Option<String>,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: Format,
+    },
+    /// Stop a background run (its whole process tree) and print its result.
+    Stop {
+        run_id: String,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: Format,
+    },
     /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
     Runs {
         /// One JSON object: `runs`, `totals`, `skippedLines`.
@@ -124,6 +140,13 @@ struct RunArgs {
     /// connection reset). Default 2.
     #[arg(long, allow_hyphen_values = true)]
     attempts: Option<String>,
+    /// Start the run detached and return at once with its run id; `orchestrate wait ID`
+    /// prints the result.
+    #[arg(long)]
+    background: bool,
+    /// The run id of a background run (set by `--background` for the detached supervisor).
+    #[arg(long, hide = true)]
+    run_id: Option<String>,
     /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
     /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
@@ -137,12 +160,55 @@ enum Format {
     StreamJson,
 }
 
+impl From<Format> for OutputFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Json => OutputFormat::Json,
+            Format::Text => OutputFormat::Text,
+            Format::StreamJson => OutputFormat::StreamJson,
+        }
+    }
+}
+
+/// `run … --background`: the same arguments, minus the flag, run by a detached supervisor.
+fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
+    if !args.tasks.is_empty() || args.agent.is_none() || args.task.is_none() {
+        let r = RunResult::refusal(
+            ErrorCode::InvalidInput,
+            "Invalid input: --background runs one AGENT TASK",
+            None,
+        );
+        return commands::run::print_result(format, &r, 2);
+    }
+    let run_args: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|a| a != "--background")
+        .collect();
+    commands::background::start(run_args, args.agent.as_deref().unwrap_or_default(), format)
+}
+
+fn finish(status: i32) -> ! {
+    std::process::exit(status)
+}
+
 fn main() {
     init_tracing();
     let cli = Cli::parse();
     let status = match cli.command {
         Command::Agents { json, agents_dir } => commands::agents::agents(json, agents_dir),
         Command::Mcp { agents_dir } => serve_mcp(agents_dir),
+        Command::Wait {
+            run_id,
+            timeout,
+            output,
+        } => match timeout.as_deref().map(parse_duration).transpose() {
+            Ok(t) => commands::background::wait(&run_id, t, output.into()),
+            Err(e) => {
+                eprintln!("orchestrate wait: --timeout: {e}");
+                2
+            }
+        },
+        Command::Stop { run_id, output } => commands::background::stop(&run_id, output.into()),
         Command::Runs { json, agent, limit } => commands::runs::runs(json, agent, limit),
         Command::Show { run_id, json } => commands::show::show(&run_id, json),
         Command::Config { json } => commands::config::config(json),
@@ -150,11 +216,10 @@ fn main() {
             commands::completions::completions(shell, &mut Cli::command())
         }
         Command::Run(args) => {
-            let format = match args.output {
-                Format::Json => OutputFormat::Json,
-                Format::Text => OutputFormat::Text,
-                Format::StreamJson => OutputFormat::StreamJson,
-            };
+            let format: OutputFormat = args.output.into();
+            if args.background {
+                return finish(start_background(&args, format));
+            }
             match run_plan(*args) {
                 Ok(plan) => block_on_run(plan, format),
                 Err(message) => {
@@ -287,6 +352,7 @@ fn run_request(a: RunArgs) -> Result<RunRequest, String> {
         kill_grace: duration("kill-grace", &a.kill_grace)?,
         terminal_exit_grace: duration("exit-grace", &a.exit_grace)?,
         max_output_bytes: number("max-output-bytes", &a.max_output_bytes)?,
+        run_id: a.run_id,
         attempts: number("attempts", &a.attempts)?.map(|n| n.min(u64::from(u32::MAX)) as u32),
         max_bytes: number("max-bytes", &a.max_bytes)?.map(|n| n as usize),
         max_lines: number("max-lines", &a.max_lines)?.map(|n| n as usize),

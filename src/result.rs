@@ -53,6 +53,19 @@ pub struct Details {
     pub error: Option<ErrorInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streaming: Option<Streaming>,
+    /// Only in the answer of `run --background` and of `wait`/`stop` on an unfinished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<Background>,
+}
+
+/// A background run that has not finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Background {
+    /// `running`, or `dead` when its supervisor died (then the result is a failure).
+    pub status: String,
+    pub session_file: String,
+    pub supervisor_pid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -209,6 +222,7 @@ impl RunResult {
                 results: Vec::new(),
                 error: Some(ErrorInfo { code, message }),
                 streaming: None,
+                background: None,
             },
         }
     }

@@ -1,6 +1,7 @@
 //! What each subcommand does and prints. `main.rs` only parses arguments and calls these.
 
 pub mod agents;
+pub mod background;
 pub mod completions;
 pub mod config;
 pub mod run;

@@ -139,6 +139,17 @@ pub async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
         None
     };
     let output = run(&req, &env, &controls, observer).await;
+    if let Some(id) = &req.run_id {
+        // A background run: whoever waits for it reads these, even for a refusal that
+        // never reached the child.
+        let dir = env.state.run_dir(id);
+        if let Err(e) = dir
+            .write_result(&output.result)
+            .and_then(|()| crate::background::record_exit_status(&dir, output.exit_status))
+        {
+            tracing::error!("failed to record the background run's result: {e}");
+        }
+    }
     progress.lock().expect("progress lock").clear();
     watcher.abort();
     print_result(format, &output.result, output.exit_status)
@@ -169,7 +180,7 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
     }))
 }
 
-fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
+pub fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
     let mut out = std::io::stdout().lock();
     let written = match format {
         OutputFormat::Json | OutputFormat::StreamJson => writeln!(out, "{}", result.to_json_line()),

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::background::{self, RunState};
 use crate::history::{self, AgentTotals};
 use crate::result::exit_status;
 use crate::session::{IndexEntry, StateDir, INDEX_FILE};
@@ -45,21 +46,41 @@ pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
         .into_iter()
         .take(limit)
         .collect();
+    // Background runs without a result yet are not in the index; a dead supervisor is
+    // reported as such, never as running forever.
+    let unfinished: Vec<(String, &'static str, u32)> = background::unfinished(&state)
+        .into_iter()
+        .filter_map(|(id, s)| match s {
+            RunState::Running(r) => Some((id, "running", r.pid)),
+            RunState::Dead(r) => Some((id, "supervisor died", r.pid)),
+            _ => None,
+        })
+        .collect();
     let text = if json {
         let value = json!({
+            "unfinished": unfinished.iter().map(|(id, status, pid)| json!({"runId": id, "status": status, "supervisorPid": pid})).collect::<Vec<_>>(),
             "runs": recent.iter().map(|e| run_json(e)).collect::<Vec<_>>(),
             "totals": totals,
             "skippedLines": index.skipped.len(),
         });
         format!("{value}\n")
     } else {
-        render_text(
+        let mut text = String::new();
+        if !unfinished.is_empty() {
+            text.push_str("Background runs without a result:\n");
+            for (id, status, pid) in &unfinished {
+                text.push_str(&format!("  {id}  {status} (supervisor pid {pid})\n"));
+            }
+            text.push('\n');
+        }
+        text.push_str(&render_text(
             &recent,
             selected.len(),
             &totals,
             agent.as_deref(),
             &index_path,
-        )
+        ));
+        text
     };
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => exit_status::SUCCESS,

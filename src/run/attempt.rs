@@ -330,6 +330,7 @@ impl Attempt<'_> {
                 results: vec![single],
                 error,
                 streaming: None,
+                background: None,
             },
         };
         let exit = process_exit.unwrap_or_else(|| result.exit_status());

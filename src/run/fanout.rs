@@ -289,6 +289,7 @@ fn combine(
             results,
             error,
             streaming: None,
+            background: None,
         },
     };
     let exit = if cancelled {

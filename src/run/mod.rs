@@ -42,6 +42,8 @@ pub struct RunRequest {
     pub max_output_bytes: Option<u64>,
     pub max_bytes: Option<usize>,
     pub max_lines: Option<usize>,
+    /// A run id chosen in advance, whose folder already exists (background runs).
+    pub run_id: Option<String>,
     /// Attempts in all when failures are transient (default [`retry::DEFAULT_ATTEMPTS`]).
     pub attempts: Option<u32>,
 }
@@ -214,7 +216,9 @@ pub async fn run(
             None,
         );
     }
-    let run_id = new_run_id();
+    // A background run's id was chosen (and its folder made) by the caller that started it.
+    let preset_dir = req.run_id.is_some();
+    let run_id = req.run_id.clone().unwrap_or_else(new_run_id);
     if let Some(refusal) = refuse_if_not_allowed(env, &run_id) {
         return refusal;
     }
@@ -302,7 +306,12 @@ pub async fn run(
     };
 
     let settings = Resolved::of(req, Some(agent), &env.config);
-    let run_dir = match env.state.create_run(&run_id) {
+    let created = if preset_dir {
+        Ok(env.state.run_dir(&run_id))
+    } else {
+        env.state.create_run(&run_id)
+    };
+    let run_dir = match created {
         Ok(d) => d,
         Err(e) => {
             return refuse(

@@ -64,6 +64,7 @@ fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
                 usage: c.usage(),
                 turn_count: c.usage().turns,
             }),
+            background: None,
         },
     }
 }

@@ -1,0 +1,220 @@
+//! Background runs: each one is a detached `orchestrate run` (its own session, no terminal,
+//! not a child anyone waits for) that writes `result.json` like any run. `supervisor.json`
+//! records its pid and start time so that a supervisor that died (SIGKILL, reboot) is seen
+//! as dead rather than shown as running forever.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use crate::result::{new_run_id, ErrorCode, RunResult};
+use crate::session::{self, RunDir, StateDir};
+
+pub const SUPERVISOR_FILE: &str = "supervisor.json";
+pub const SUPERVISOR_LOG: &str = "supervisor.log";
+pub const EXIT_STATUS_FILE: &str = "exit-status";
+
+/// Who supervises a background run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupervisorRecord {
+    pub pid: u32,
+    /// The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22):
+    /// with the pid, it tells the supervisor from a later process that reused its pid.
+    pub start_ticks: u64,
+    pub started_at_ms: u64,
+}
+
+/// How a background run stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunState {
+    /// `result.json` exists; the process exit status it maps to.
+    Finished(Box<RunResult>, i32),
+    Running(SupervisorRecord),
+    /// The supervisor is gone and left no result.
+    Dead(SupervisorRecord),
+    /// Neither a result nor a supervisor record: not a background run, or not started.
+    Unknown,
+}
+
+/// Starts `orchestrate <run_args> --run-id <id>` detached, and returns the new run's id and
+/// folder and the supervisor's pid.
+pub fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, RunDir, u32)> {
+    let run_id = new_run_id();
+    let run_dir = state.create_run(&run_id)?;
+    let log = run_dir.create_file(SUPERVISOR_LOG)?;
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(run_args)
+        .arg("--run-id")
+        .arg(&run_id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    // SAFETY: setsid is async-signal-safe. A new session has no controlling terminal, so
+    // closing the caller's terminal sends it no SIGHUP, and it is in no process group of
+    // the caller's shell.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    // Not waited for: when the caller exits, init adopts and reaps it.
+    drop(child);
+    let record = SupervisorRecord {
+        pid,
+        start_ticks: start_ticks(pid).unwrap_or(0),
+        started_at_ms: session::now_unix_ms(),
+    };
+    write_atomic(
+        &run_dir,
+        SUPERVISOR_FILE,
+        &serde_json::to_vec(&record).map_err(io::Error::other)?,
+    )?;
+    Ok((run_id, run_dir, pid))
+}
+
+/// Written by the supervisor after `result.json`: the exit status the run maps to (130
+/// when cancelled, which the result alone cannot say).
+pub fn record_exit_status(run_dir: &RunDir, status: i32) -> io::Result<()> {
+    write_atomic(run_dir, EXIT_STATUS_FILE, format!("{status}\n").as_bytes())
+}
+
+pub fn state(run_dir: &RunDir) -> io::Result<RunState> {
+    if let Some(finished) = finished(run_dir)? {
+        return Ok(finished);
+    }
+    let record: SupervisorRecord = match std::fs::read(run_dir.path.join(SUPERVISOR_FILE)) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(io::Error::other)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(RunState::Unknown),
+        Err(e) => return Err(e),
+    };
+    if is_same_process(&record) {
+        return Ok(RunState::Running(record));
+    }
+    // It may have finished between the two looks.
+    Ok(finished(run_dir)?.unwrap_or(RunState::Dead(record)))
+}
+
+fn finished(run_dir: &RunDir) -> io::Result<Option<RunState>> {
+    let bytes = match std::fs::read(run_dir.result_file()) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let result: RunResult = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
+    let status = std::fs::read_to_string(run_dir.path.join(EXIT_STATUS_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| result.exit_status());
+    Ok(Some(RunState::Finished(Box::new(result), status)))
+}
+
+/// Records the failure of a run whose supervisor died, so that every later look agrees.
+pub fn mark_dead(
+    run_dir: &RunDir,
+    run_id: &str,
+    record: &SupervisorRecord,
+) -> io::Result<(RunResult, i32)> {
+    let result = RunResult::refusal(
+        ErrorCode::SubagentFailed,
+        format!(
+            "The background supervisor of run {run_id} (pid {}) died before the run finished; \
+             its session so far is in {}.",
+            record.pid,
+            run_dir.session_file().display()
+        ),
+        Some(run_id.to_string()),
+    );
+    run_dir.write_result(&result)?;
+    record_exit_status(run_dir, 1)?;
+    Ok((result, 1))
+}
+
+/// Background runs that have no result yet, newest first.
+pub fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
+    let Ok(entries) = std::fs::read_dir(state.runs_dir()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, RunState)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let id = e.file_name().to_string_lossy().into_owned();
+            let dir = state.run_dir(&id);
+            if !dir.path.join(SUPERVISOR_FILE).exists() || dir.result_file().exists() {
+                return None;
+            }
+            state_of(&dir).map(|s| (id, s))
+        })
+        .collect();
+    out.sort_by_key(|(_, s)| match s {
+        RunState::Running(r) | RunState::Dead(r) => std::cmp::Reverse(r.started_at_ms),
+        _ => std::cmp::Reverse(0),
+    });
+    out
+}
+
+fn state_of(dir: &RunDir) -> Option<RunState> {
+    state(dir).ok()
+}
+
+pub fn is_same_process(record: &SupervisorRecord) -> bool {
+    match start_ticks(record.pid) {
+        Some(ticks) => record.start_ticks == 0 || ticks == record.start_ticks,
+        None => false,
+    }
+}
+
+/// A live (not zombie) process's start time in clock ticks, or None.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // fields[0] is the state (field 3); starttime is field 22.
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = run_dir.path.join(format!(".{name}.tmp"));
+    session::write_private_file(&tmp, bytes)?;
+    std::fs::rename(&tmp, run_dir.path.join(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_process_is_alive_and_a_stale_record_is_not() {
+        let me = std::process::id();
+        let ticks = start_ticks(me).expect("our own stat");
+        let live = SupervisorRecord {
+            pid: me,
+            start_ticks: ticks,
+            started_at_ms: 0,
+        };
+        assert!(is_same_process(&live));
+        let reused = SupervisorRecord {
+            start_ticks: ticks + 1,
+            ..live.clone()
+        };
+        assert!(
+            !is_same_process(&reused),
+            "a different start time means the pid was reused"
+        );
+        let gone = SupervisorRecord {
+            pid: u32::MAX - 1,
+            ..live
+        };
+        assert!(!is_same_process(&gone));
+    }
+}

@@ -1,0 +1,158 @@
+//! Background runs: detached from the caller, `wait` for the result, `stop` the whole tree,
+//! and a supervisor that died is reported as failed rather than running forever.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use support::Sandbox;
+
+fn start(sb: &Sandbox) -> (String, u32) {
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let started = Instant::now();
+    let out = sb
+        .command(&[
+            "run",
+            "fake",
+            "bg task",
+            "--agents-dir",
+            &agents,
+            "--background",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "returns at once"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bg = &v["details"]["background"];
+    assert_eq!(bg["status"], json!("running"));
+    let run_id = v["details"]["runId"].as_str().unwrap().to_string();
+    assert_eq!(
+        bg["sessionFile"],
+        json!(sb
+            .state
+            .join("runs")
+            .join(&run_id)
+            .join("session.jsonl")
+            .to_str()
+            .unwrap())
+    );
+    (run_id, bg["supervisorPid"].as_u64().unwrap() as u32)
+}
+
+fn cli(sb: &Sandbox, args: &[&str]) -> (i32, Value) {
+    let out = sb.command(args).output().unwrap();
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn wait_for_pids(sb: &Sandbox, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sb.pids().len() < n {
+        assert!(Instant::now() < deadline, "the child never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_background_run_outlives_its_caller_and_wait_prints_the_result() {
+    let sb = Sandbox::new()
+        .scenario("slow")
+        .set("FAKE_AGENT_DELAY_MS", "50");
+    let (run_id, supervisor) = start(&sb);
+    // The caller has exited; the supervisor runs on in a session of its own (no terminal).
+    assert!(support::is_alive(supervisor as i32));
+    assert_eq!(
+        unsafe { libc::getsid(supervisor as i32) },
+        supervisor as i32
+    );
+    let (status, running) = cli(&sb, &["runs", "--json"]);
+    assert_eq!(status, 0);
+    assert_eq!(running["unfinished"][0]["runId"], json!(run_id));
+    let (status, v) = cli(&sb, &["wait", &run_id]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["details"]["runId"], json!(run_id));
+    assert_eq!(
+        v["details"]["results"][0]["output"],
+        json!("Hello from pi.")
+    );
+    assert_eq!(v["details"]["results"][0]["task"], json!("bg task"));
+    // Waiting again gives the same answer.
+    assert_eq!(cli(&sb, &["wait", &run_id]).1, v);
+    sb.assert_no_survivors();
+}
+
+#[test]
+fn wait_with_a_timeout_reports_still_running() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, _) = start(&sb);
+    let (status, v) = cli(&sb, &["wait", &run_id, "--timeout", "300ms"]);
+    assert_eq!(status, 124);
+    assert_eq!(v["details"]["background"]["status"], json!("running"));
+    let (status, _) = cli(&sb, &["stop", &run_id]);
+    assert_eq!(status, 130);
+    sb.assert_no_survivors();
+}
+
+#[test]
+fn stop_ends_the_whole_tree() {
+    let sb = Sandbox::new().scenario("grandchild-hang");
+    let (run_id, supervisor) = start(&sb);
+    wait_for_pids(&sb, 2);
+    let (status, v) = cli(&sb, &["stop", &run_id]);
+    assert_eq!(status, 130, "{v}");
+    assert_eq!(v["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
+    assert!(v["details"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cancelled"));
+    sb.assert_no_survivors();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while support::is_alive(supervisor as i32) {
+        assert!(Instant::now() < deadline, "the supervisor exits too");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_killed_supervisor_is_reported_as_failed_not_running() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, supervisor) = start(&sb);
+    wait_for_pids(&sb, 1);
+    unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+    // The child goes with it (parent-death signal).
+    sb.assert_no_survivors();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while support::is_alive(supervisor as i32) {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, listing) = cli(&sb, &["runs", "--json"]);
+    assert_eq!(
+        listing["unfinished"][0],
+        json!({"runId": run_id, "status": "supervisor died", "supervisorPid": supervisor})
+    );
+    let (status, v) = cli(&sb, &["wait", &run_id]);
+    assert_eq!(status, 1);
+    assert_eq!(v["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
+    assert!(
+        v["details"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("died before the run finished"),
+        "{v}"
+    );
+    // Recorded: no longer listed as unfinished.
+    assert_eq!(cli(&sb, &["runs", "--json"]).1["unfinished"], json!([]));
+}
