@@ -187,10 +187,6 @@ fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
     commands::background::start(run_args, args.agent.as_deref().unwrap_or_default(), format)
 }
 
-fn finish(status: i32) -> ! {
-    std::process::exit(status)
-}
-
 fn main() {
     init_tracing();
     let cli = Cli::parse();
@@ -218,19 +214,22 @@ fn main() {
         Command::Run(args) => {
             let format: OutputFormat = args.output.into();
             if args.background {
-                return finish(start_background(&args, format));
-            }
-            match run_plan(*args) {
-                Ok(plan) => block_on_run(plan, format),
-                Err(message) => {
-                    let result = RunResult::refusal(ErrorCode::InvalidInput, message, None);
-                    match format {
-                        OutputFormat::Json | OutputFormat::StreamJson => {
-                            println!("{}", result.to_json_line())
+                start_background(&args, format)
+            } else {
+                match run_plan(*args) {
+                    Ok(plan) => block_on_run(plan, format),
+                    Err(message) => {
+                        let result = RunResult::refusal(ErrorCode::InvalidInput, message, None);
+                        match format {
+                            OutputFormat::Json | OutputFormat::StreamJson => {
+                                println!("{}", result.to_json_line())
+                            }
+                            OutputFormat::Text => {
+                                eprintln!("orchestrate: {}", result.content[0].text)
+                            }
                         }
-                        OutputFormat::Text => eprintln!("orchestrate: {}", result.content[0].text),
+                        result.exit_status()
                     }
-                    result.exit_status()
                 }
             }
         }
