@@ -88,33 +88,52 @@ pub fn record_exit_status(run_dir: &RunDir, status: i32) -> io::Result<()> {
 }
 
 pub fn state(run_dir: &RunDir) -> io::Result<RunState> {
-    if let Some(finished) = finished(run_dir)? {
-        return Ok(finished);
-    }
-    let record: SupervisorRecord = match std::fs::read(run_dir.path.join(SUPERVISOR_FILE)) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(io::Error::other)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(RunState::Unknown),
+    let record: Option<SupervisorRecord> = match std::fs::read(run_dir.path.join(SUPERVISOR_FILE)) {
+        Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(io::Error::other)?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
-    if is_same_process(&record) {
-        return Ok(RunState::Running(record));
+    let alive = record.as_ref().is_some_and(is_same_process);
+    match (read_result(run_dir)?, read_exit_status(run_dir), record) {
+        (Some(result), Some(status), _) => Ok(RunState::Finished(Box::new(result), status)),
+        // The supervisor writes result.json, then its exit status, then exits: between
+        // the two it is still finishing.
+        (Some(_), None, Some(record)) if alive => Ok(RunState::Running(record)),
+        (Some(result), None, _) => {
+            let status = result.exit_status();
+            Ok(RunState::Finished(Box::new(result), status))
+        }
+        (None, _, Some(record)) if alive => Ok(RunState::Running(record)),
+        (None, _, Some(record)) => {
+            // It may have finished between the looks.
+            match read_result(run_dir)? {
+                Some(result) => {
+                    let status = read_exit_status(run_dir).unwrap_or_else(|| result.exit_status());
+                    Ok(RunState::Finished(Box::new(result), status))
+                }
+                None => Ok(RunState::Dead(record)),
+            }
+        }
+        (None, _, None) => Ok(RunState::Unknown),
     }
-    // It may have finished between the two looks.
-    Ok(finished(run_dir)?.unwrap_or(RunState::Dead(record)))
 }
 
-fn finished(run_dir: &RunDir) -> io::Result<Option<RunState>> {
-    let bytes = match std::fs::read(run_dir.result_file()) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let result: RunResult = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
-    let status = std::fs::read_to_string(run_dir.path.join(EXIT_STATUS_FILE))
+fn read_result(run_dir: &RunDir) -> io::Result<Option<RunResult>> {
+    match std::fs::read(run_dir.result_file()) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(io::Error::other),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn read_exit_status(run_dir: &RunDir) -> Option<i32> {
+    std::fs::read_to_string(run_dir.path.join(EXIT_STATUS_FILE))
+        .ok()?
+        .trim()
+        .parse()
         .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| result.exit_status());
-    Ok(Some(RunState::Finished(Box::new(result), status)))
 }
 
 /// Records the failure of a run whose supervisor died, so that every later look agrees.
