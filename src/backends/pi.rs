@@ -18,14 +18,19 @@ use crate::events::AgentEvent;
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
 
+/// pi's own session file, in the run folder.
+pub const PI_SESSION_FILE: &str = "pi-session.jsonl";
+
 /// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
 pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Pi);
-    for a in ["--mode", "json", "-p", "--no-session"] {
+    for a in ["--mode", "json", "-p"] {
         inv.arg(a);
     }
+    // pi keeps its own session file in the run folder, so that `--resume` can continue it.
+    inv.arg("--session").arg(input.run_dir.join(PI_SESSION_FILE));
     if let Some(model) = input.model() {
         inv.arg("--model").arg(model);
     }
@@ -413,7 +418,8 @@ mod tests {
                 "--mode",
                 "json",
                 "-p",
-                "--no-session",
+                "--session",
+                dir.path().join(PI_SESSION_FILE).to_str().unwrap(),
                 "--model",
                 "m-1",
                 "--tools",
