@@ -103,7 +103,8 @@ struct RunArgs {
     /// Parallel tasks running at once. Default 4.
     #[arg(long, allow_hyphen_values = true)]
     concurrency: Option<String>,
-    /// Child CLI: claude, pi, codex, gemini, opencode, cursor, command, or auto.
+    /// Child CLI: claude, pi, codex, gemini, opencode, cursor, command, or auto (the first
+    /// installed of claude, pi, codex, gemini, opencode, cursor-agent).
     #[arg(long)]
     backend: Option<String>,
     /// Model passed to the child CLI.

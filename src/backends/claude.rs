@@ -145,6 +145,12 @@ struct Line<'a> {
     usage: Option<ClaudeUsage>,
     #[serde(default)]
     errors: Vec<String>,
+    /// Set on the synthetic `assistant` line (model `<synthetic>`) by which claude reports
+    /// a failed API call: its text is claude's error message, not the model's answer.
+    #[serde(default)]
+    is_api_error_message: bool,
+    #[serde(default)]
+    api_error_status: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -223,6 +229,23 @@ impl Dialect for ClaudeDialect {
                 else {
                     return true;
                 };
+                if ev.is_api_error_message || ev.api_error_status.is_some() {
+                    // Observed with 2.1.332 on a 401: the error is not assistant text (it
+                    // must not become `output` or a display item) and not a model turn.
+                    // The `result` line that follows repeats it and ends the run.
+                    let text: String = m
+                        .content
+                        .into_iter()
+                        .filter_map(|b| match b {
+                            Block::Text { text } => Some(text),
+                            _ => None,
+                        })
+                        .collect();
+                    if !text.is_empty() {
+                        emit(AgentEvent::ProviderError(Cow::Owned(text)));
+                    }
+                    return true;
+                }
                 let id = m.id.as_deref().map(str::to_string);
                 if id.is_none() || id != self.last_message_id {
                     emit(AgentEvent::TurnEnd);
@@ -346,11 +369,26 @@ mod tests {
         );
     }
 
+    /// Recorded from 2.1.332 against the mock's 401: a synthetic assistant message carries
+    /// the error, then a `result` with `is_error: true` (exit 1).
     #[test]
-    fn an_api_error_is_a_provider_error() {
+    fn an_api_error_is_a_provider_error_and_not_assistant_text() {
         let c = run("api_error.jsonl");
-        assert_eq!(c.provider_error(), Some("API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}"));
+        assert_eq!(
+            c.provider_error(),
+            Some("Failed to authenticate. API Error: 401 Mock provider says: the API key was rejected")
+        );
         assert!(c.terminal_seen());
+        assert_eq!(c.final_text(), None);
+        assert_eq!(c.partial_text(), "");
+        assert_eq!(c.display_items(), vec![]);
+        assert_eq!(
+            c.usage(),
+            Usage {
+                turns: 1,
+                ..Usage::default()
+            }
+        );
     }
 
     #[test]

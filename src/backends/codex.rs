@@ -115,10 +115,51 @@ struct CodexUsage {
 pub struct CodexDialect {
     /// Items already shown: a command appears as started, updated and completed.
     seen_items: HashSet<String>,
+    /// An item of a model response arrived since the last tool finished. codex reports
+    /// one `turn.completed` for the whole exec, not one per model request; a response
+    /// ends where its tools finish (the next request carries their output), so that is
+    /// where a turn is counted, as pi and claude count turns.
+    responding: bool,
+    /// Turns counted since `turn.started`.
+    turns: u64,
 }
 
+/// Item kinds that are tools a model response called (the rest are the response's own
+/// output: messages, reasoning, plans).
+const TOOL_ITEMS: &[&str] = &[
+    "command_execution",
+    "file_change",
+    "mcp_tool_call",
+    "web_search",
+    "collab_tool_call",
+];
+
 impl CodexDialect {
+    fn end_response(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if std::mem::take(&mut self.responding) {
+            self.turns += 1;
+            emit(AgentEvent::TurnEnd);
+        }
+    }
+
     fn on_item(&mut self, phase: &str, item: Item<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        // `error` items are codex's own warnings, not part of a response.
+        if item.kind == "error" {
+            return;
+        }
+        let tool_done = phase == "item.completed" && TOOL_ITEMS.contains(&item.kind.as_ref());
+        if !tool_done {
+            self.responding = true;
+        }
+        self.show_item(phase, item, emit);
+        // When one response called several tools, the first to finish ends it; the
+        // others find no response under way.
+        if tool_done {
+            self.end_response(emit);
+        }
+    }
+
+    fn show_item(&mut self, phase: &str, item: Item<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         if item.kind == "agent_message" {
             if phase == "item.completed" {
                 if let Some(text) = item.text {
@@ -174,7 +215,10 @@ impl Dialect for CodexDialect {
                     emit(AgentEvent::SessionId(id));
                 }
             }
-            "turn.started" => emit(AgentEvent::MessageStart),
+            "turn.started" => {
+                self.turns = 0;
+                emit(AgentEvent::MessageStart);
+            }
             phase @ ("item.started" | "item.updated" | "item.completed") => {
                 if let Some(item) = ev.item {
                     self.on_item(phase, item, emit);
@@ -190,7 +234,11 @@ impl Dialect for CodexDialect {
                     cost: 0.0,
                     turns: 0,
                 }));
-                emit(AgentEvent::TurnEnd);
+                // A completed turn had at least one model response.
+                if self.responding || self.turns == 0 {
+                    self.responding = true;
+                    self.end_response(emit);
+                }
                 emit(AgentEvent::Recovered);
                 emit(AgentEvent::Terminal);
             }
@@ -232,6 +280,7 @@ mod tests {
     #[test]
     fn tool_use_then_text_normalizes_cached_input() {
         let c = run("tool_use.jsonl");
+        // Two model responses: the tool call, then the reasoning and the message.
         assert_eq!(
             c.usage(),
             Usage {
@@ -240,7 +289,7 @@ mod tests {
                 cache_read: 40,
                 cache_write: 0,
                 cost: 0.0,
-                turns: 1
+                turns: 2
             }
         );
         assert_eq!(c.final_text(), Some("Hello from mock."));
@@ -252,6 +301,43 @@ mod tests {
                 DisplayItem::ToolCall {
                     name: "bash".into(),
                     args: json!({"command": "/bin/bash -lc 'echo hi-from-tool'"})
+                },
+                DisplayItem::Text {
+                    text: "Hello from mock.".into()
+                },
+            ]
+        );
+    }
+
+    /// Recorded from 0.171.0 against the mock: a command, an `apply_patch` (a
+    /// `file_change` item) and a message, three model requests in one codex turn.
+    #[test]
+    fn each_model_response_is_a_turn_and_a_patch_is_an_edit() {
+        let c = run("apply_patch.jsonl");
+        assert_eq!(
+            c.usage(),
+            Usage {
+                input: 560,
+                output: 32,
+                cache_read: 240,
+                cache_write: 0,
+                cost: 0.0,
+                turns: 3
+            }
+        );
+        assert_eq!(c.final_text(), Some("Hello from mock."));
+        assert_eq!(c.provider_error(), None);
+        assert!(c.terminal_seen());
+        assert_eq!(
+            c.display_items(),
+            vec![
+                DisplayItem::ToolCall {
+                    name: "bash".into(),
+                    args: json!({"command": "/bin/bash -lc 'echo hi-from-tool'"})
+                },
+                DisplayItem::ToolCall {
+                    name: "edit".into(),
+                    args: json!({"changes": [{"path": "/work/pwned.txt", "kind": "add"}]})
                 },
                 DisplayItem::Text {
                     text: "Hello from mock.".into()

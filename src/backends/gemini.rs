@@ -38,9 +38,33 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
         "auto_edit"
     };
     inv.arg("--approval-mode").arg(mode);
+    let denied = denied_tools(&p);
+    if !denied.is_empty() {
+        // Approval modes alone do not hold headless (observed with 0.61.0): the model may
+        // call `exit_plan_mode`, which a headless run approves by itself ("Switching to
+        // YOLO mode"), after which write_file writes anywhere; in default and auto_edit
+        // modes `enter_plan_mode` is allowed and leads to the same exit. A deny rule at the
+        // admin tier (above the user's own policies) removes the tools and the way out.
+        let path = input.run_dir.join("gemini-policy.toml");
+        super::write_prompt_file(&path, &policy_toml(&denied))?;
+        inv.arg("--admin-policy").arg(&path);
+        inv.prompt_files.push(path);
+        if has_system_policies() {
+            inv.warnings.push(format!(
+                "gemini ignores --admin-policy because {SYSTEM_POLICIES_DIR} has policies: \
+                 this agent's denial of {} rests on those policies",
+                denied.join(", ")
+            ));
+        }
+    }
     if !p.tools.is_empty() {
         inv.warnings.push(format!(
-            "gemini keeps its own tool set: approval mode {mode} is the restriction"
+            "gemini keeps its own tool set; the restriction is approval mode {mode}{}",
+            if denied.is_empty() {
+                String::new()
+            } else {
+                format!(" and a policy denying {}", denied.join(", "))
+            }
         ));
     }
     if input.agent.max_turns.is_some() {
@@ -48,6 +72,45 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
             .push("gemini has no per-run turn limit flag: max_turns is not enforced".to_string());
     }
     Ok(inv)
+}
+
+/// Where gemini looks for system (admin) policies on Linux; when it has any, gemini
+/// ignores `--admin-policy`.
+const SYSTEM_POLICIES_DIR: &str = "/etc/gemini-cli/policies";
+
+fn has_system_policies() -> bool {
+    std::fs::read_dir(SYSTEM_POLICIES_DIR).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "toml"))
+    })
+}
+
+/// The gemini tools an agent must not have: the plan-mode switches whenever the approval
+/// mode is a restriction (anything but yolo), the writers for a read-only agent, and the
+/// shell unless the agent may use it.
+fn denied_tools(p: &Permissions) -> Vec<&'static str> {
+    let mut denied = Vec::new();
+    if p.readonly || !p.wants_bash() {
+        denied.extend(["enter_plan_mode", "exit_plan_mode", "run_shell_command"]);
+    }
+    if p.readonly {
+        denied.extend(["write_file", "replace"]);
+    }
+    denied
+}
+
+/// A gemini policy file (TOML) that denies `tools` in every mode.
+fn policy_toml(tools: &[&str]) -> String {
+    let names: Vec<String> = tools.iter().map(|t| format!("{t:?}")).collect();
+    format!(
+        "# Written by orchestrate for one run: tools this agent must not use.\n\
+         [[rule]]\n\
+         toolName = [{}]\n\
+         decision = \"deny\"\n\
+         priority = 999\n\
+         denyMessage = \"orchestrate: this agent may not use this tool.\"\n",
+        names.join(", ")
+    )
 }
 
 /// Gemini CLI's documented exit codes.
@@ -255,20 +318,25 @@ mod tests {
         assert!(c.terminal_seen());
     }
 
+    /// Recorded from 0.61.0 against the mock's 401 (exit 145), with a warning line
+    /// (which is not an error) added.
     #[test]
     fn an_error_result_is_a_provider_error() {
         let c = run("api_error.jsonl");
         assert_eq!(
             c.provider_error(),
-            Some("[API Error: 401 API key not valid. Please pass a valid API key.]")
+            Some("[API Error: {\"error\":{\"code\":401,\"message\":\"Mock provider says: the API key was rejected\",\"status\":\"UNAUTHENTICATED\"}}]")
         );
         assert!(c.terminal_seen());
+        assert_eq!(c.session_id(), Some("3922e985-8f2f-4439-ba2c-8a509ed3b4e7"));
+        assert_eq!(c.display_items(), vec![]);
+        assert_eq!(c.usage(), Usage::default());
     }
 
     #[test]
     fn approval_mode_follows_the_agent() {
         let dir = tempfile::tempdir().unwrap();
-        let ro = agent(&["read", "grep"], true, "Only look.");
+        let ro = agent(&["read", "grep", "bash"], true, "Only look.");
         let inv = build(
             "gemini".into(),
             &InvocationInput {
@@ -279,6 +347,7 @@ mod tests {
             },
         )
         .unwrap();
+        let policy = dir.path().join("gemini-policy.toml");
         assert_eq!(
             args(&inv),
             [
@@ -291,8 +360,27 @@ mod tests {
                 "--skip-trust",
                 "--approval-mode",
                 "plan",
+                "--admin-policy",
+                policy.to_str().unwrap(),
             ]
         );
+        assert_eq!(inv.prompt_files, vec![policy.clone()]);
+        assert_eq!(
+            std::fs::read_to_string(&policy).unwrap(),
+            "# Written by orchestrate for one run: tools this agent must not use.\n\
+             [[rule]]\n\
+             toolName = [\"enter_plan_mode\", \"exit_plan_mode\", \"run_shell_command\", \"write_file\", \"replace\"]\n\
+             decision = \"deny\"\n\
+             priority = 999\n\
+             denyMessage = \"orchestrate: this agent may not use this tool.\"\n"
+        );
+        let mut warnings = vec!["gemini keeps its own tool set; the restriction is approval mode plan and a policy denying enter_plan_mode, exit_plan_mode, run_shell_command, write_file, replace".to_string()];
+        if has_system_policies() {
+            warnings.insert(0, inv.warnings[0].clone());
+        }
+        assert_eq!(inv.warnings, warnings);
+
+        // Edits without a shell: auto_edit, and no way to the shell through plan mode.
         let w = agent(&["read", "edit"], false, "");
         let inv = build(
             "gemini".into(),
@@ -304,7 +392,20 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(args(&inv)[args(&inv).len() - 1], "auto_edit");
+        assert_eq!(
+            args(&inv)[5..],
+            [
+                "--approval-mode",
+                "auto_edit",
+                "--admin-policy",
+                policy.to_str().unwrap()
+            ]
+        );
+        assert!(std::fs::read_to_string(&policy).unwrap().contains(
+            "toolName = [\"enter_plan_mode\", \"exit_plan_mode\", \"run_shell_command\"]"
+        ));
+
+        // Everything: yolo, no policy, nothing to warn about.
         let any = agent(&[], false, "");
         let inv = build(
             "gemini".into(),
@@ -316,7 +417,8 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(args(&inv)[args(&inv).len() - 1], "yolo");
+        assert_eq!(args(&inv)[5..], ["--approval-mode", "yolo"]);
+        assert!(inv.prompt_files.is_empty());
         assert!(inv.warnings.is_empty());
     }
 }

@@ -19,9 +19,11 @@ use crate::result::Usage;
 
 /// The agent orchestrate defines in the config file it hands opencode.
 const AGENT_NAME: &str = "orchestrate";
-/// opencode's built-in tools that a tool list can switch off.
+/// opencode's built-in tools that a tool list can switch off. `task` starts a subagent
+/// (`general` has bash, edit and write), which does not inherit this agent's tools or
+/// permissions (observed with 1.18.33), so it is off unless the agent lists it.
 const KNOWN_TOOLS: &[&str] = &[
-    "read", "grep", "glob", "list", "bash", "edit", "write", "patch",
+    "read", "grep", "glob", "list", "bash", "edit", "write", "patch", "task",
 ];
 
 pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
@@ -45,12 +47,22 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
         agent.insert("tools".into(), Value::Object(tools));
     }
     if p.readonly {
-        agent.insert("permission".into(), json!({"edit": "deny", "bash": "deny"}));
+        agent.insert(
+            "permission".into(),
+            json!({"edit": "deny", "bash": "deny", "task": "deny"}),
+        );
     }
     let mut config = json!({
         "$schema": "https://opencode.ai/config.json",
         "agent": {AGENT_NAME: Value::Object(agent)},
     });
+    if p.readonly {
+        // Every agent of this run, subagents included. A project's own opencode.json is
+        // read after this file and can loosen it, so the agent's own settings above
+        // (which a project's top-level settings do not override) are what hold; this
+        // is the second line.
+        config["permission"] = json!({"edit": "deny", "bash": "deny"});
+    }
     if let Some(path) = input.write_system_prompt()? {
         // `instructions` are added to opencode's own prompt, as AGENTS.md would be.
         config["instructions"] = json!([path.to_string_lossy()]);
@@ -81,7 +93,8 @@ fn opencode_tools(p: &Permissions) -> Map<String, Value> {
     let listed = !granted.is_empty();
     for name in KNOWN_TOOLS {
         let tool = Tool::parse(name);
-        let writer = matches!(tool, Tool::Edit | Tool::Write | Tool::Bash);
+        // A subagent could write for a read-only agent.
+        let writer = matches!(tool, Tool::Edit | Tool::Write | Tool::Bash) || *name == "task";
         let keep = if listed {
             granted.contains(&tool)
         } else {
@@ -291,10 +304,14 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
         assert_eq!(
             config["agent"]["orchestrate"]["tools"],
-            json!({"glob": false, "list": false, "bash": false, "edit": false, "write": false, "patch": false})
+            json!({"glob": false, "list": false, "bash": false, "edit": false, "write": false, "patch": false, "task": false})
         );
         assert_eq!(
             config["agent"]["orchestrate"]["permission"],
+            json!({"edit": "deny", "bash": "deny", "task": "deny"})
+        );
+        assert_eq!(
+            config["permission"],
             json!({"edit": "deny", "bash": "deny"})
         );
         assert_eq!(

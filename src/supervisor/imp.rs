@@ -110,6 +110,9 @@ pub async fn supervise<'a>(
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
+        // Shells keep PWD in step with the working directory, and some CLIs (opencode)
+        // take their project folder from it rather than from getcwd().
+        .env("PWD", &spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

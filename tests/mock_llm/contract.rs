@@ -231,3 +231,298 @@ pub fn session_lines(path: &Path, types: &[&str]) -> Vec<Value> {
         .filter(|v| v["type"].as_str().is_some_and(|t| types.contains(&t)))
         .collect()
 }
+
+/// One contract test's private world for a CLI run through `orchestrate run`: a temp HOME
+/// (XDG dirs, TMPDIR and the orchestrate state dir under it), an agents dir, and a working
+/// directory. Every process the test starts carries `ORCHESTRATE_CONTRACT_SANDBOX=<root>`,
+/// an environment entry no other process has, so that the run's tree can be found in
+/// `/proc` and nothing of it is left behind when the sandbox drops. The temp dir goes
+/// with it, unless `ORCHESTRATE_CONTRACT_KEEP=1`.
+pub struct Sandbox {
+    pub root: tempfile::TempDir,
+    pub home: PathBuf,
+    pub agents: PathBuf,
+    pub state: PathBuf,
+    pub work: PathBuf,
+    /// `--backend` for every run.
+    pub backend: &'static str,
+    /// `--model` for every run.
+    pub model: String,
+    pub bin: PathBuf,
+    env: Vec<(String, std::ffi::OsString)>,
+    /// Held for the sandbox's life: see [`serial`].
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+/// One CLI run at a time within a test binary. These CLIs take seconds to start (node,
+/// a relaunch, config loading) and print nothing meanwhile; several at once on a loaded
+/// machine can pass a 5 s idle timeout before the first request, which would make the
+/// hung-stream tests measure startup instead of the hang.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Sandbox {
+    /// None (after printing why) when the CLI named by `contract_var` is not installed.
+    /// `ORCHESTRATE_<BACKEND>_BIN` points orchestrate at it.
+    pub fn new(contract_var: &str, backend: &'static str, model: &str) -> Option<Sandbox> {
+        let bin = cli_binary(contract_var, backend)?;
+        let guard = serial();
+        let root = tempfile::tempdir().expect("tempdir");
+        let p = root.path();
+        let sb = Sandbox {
+            home: p.join("home"),
+            agents: p.join("agents"),
+            state: p.join("state"),
+            work: p.join("work"),
+            backend,
+            model: model.to_string(),
+            bin,
+            env: Vec::new(),
+            _serial: guard,
+            root,
+        };
+        for d in [&sb.home, &sb.agents, &sb.work, &sb.tmp()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let mut sb = sb;
+        let bin_var = format!("ORCHESTRATE_{}_BIN", backend.to_ascii_uppercase());
+        let (home, state, tmp, bin) = (sb.home.clone(), sb.state.clone(), sb.tmp(), sb.bin.clone());
+        let marker = sb.root.path().to_path_buf();
+        sb.env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .env("TMPDIR", &tmp)
+            .env("ORCHESTRATE_STATE_DIR", &state)
+            .env("ORCHESTRATE_CONTRACT_SANDBOX", &marker)
+            .env(&bin_var, &bin)
+            .env("NO_COLOR", "1");
+        Some(sb)
+    }
+
+    /// The sandbox's TMPDIR (CLIs drop error reports and caches there).
+    pub fn tmp(&self) -> PathBuf {
+        self.root.path().join("tmp")
+    }
+
+    /// Adds to the environment of every run.
+    pub fn env(&mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> &mut Self {
+        self.env.push((k.to_string(), v.as_ref().to_os_string()));
+        self
+    }
+
+    /// Points the proxy variables at the mock, so that any traffic to another host shows
+    /// up as a recorded `CONNECT` (answered 404) instead of leaving the machine; the mock
+    /// itself is reached directly.
+    pub fn catch_outbound(&mut self, mock: &super::MockLlm) -> &mut Self {
+        let url = mock.base_url();
+        for k in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+            self.env(k, &url);
+        }
+        for k in ["NO_PROXY", "no_proxy"] {
+            self.env(k, "127.0.0.1,localhost");
+        }
+        self.env("ALL_PROXY", "").env("all_proxy", "")
+    }
+
+    /// Writes `agents/<name>.md`.
+    pub fn agent(&self, name: &str, text: &str) {
+        std::fs::write(self.agents.join(format!("{name}.md")), text).unwrap();
+    }
+
+    /// `orchestrate run AGENT TASK --backend B --agents-dir D --model M EXTRA…` in the
+    /// working directory, with the sandbox's environment.
+    pub fn command(&self, agent: &str, task: &str, extra: &[&str]) -> Command {
+        let agents = self.agents.to_str().unwrap();
+        let mut args = vec![
+            "run",
+            agent,
+            task,
+            "--backend",
+            self.backend,
+            "--agents-dir",
+            agents,
+            "--model",
+            &self.model,
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = orchestrate_command(&args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        // As a shell would: opencode takes its project directory from $PWD, not from
+        // the working directory it was started in.
+        cmd.current_dir(&self.work).env("PWD", &self.work);
+        cmd
+    }
+
+    /// Runs to completion, at most `limit`.
+    pub fn run(&self, agent: &str, task: &str, extra: &[&str], limit: Duration) -> Finished {
+        let start = Instant::now();
+        let child = self
+            .command(agent, task, extra)
+            .spawn()
+            .expect("spawn orchestrate");
+        wait_bounded(child, start, limit)
+    }
+
+    /// `ORCHESTRATE_CONTRACT_SANDBOX=<root>`.
+    pub fn marker(&self) -> String {
+        format!(
+            "ORCHESTRATE_CONTRACT_SANDBOX={}",
+            self.root.path().display()
+        )
+    }
+
+    /// Runs a task that never finishes; once the mock has seen `requests` conversation
+    /// requests in all (earlier runs' included; `settle` later, for helpers to start),
+    /// records the processes of
+    /// the run's tree (those carrying both this run's `ORCHESTRATE_RUN_ID` and the
+    /// sandbox marker), waits for the result, and checks that every one of them is gone
+    /// and no process of the run is left. Returns the result and the recorded tree.
+    pub fn run_until_timeout(
+        &self,
+        mock: &super::MockLlm,
+        agent: &str,
+        extra: &[&str],
+        requests: usize,
+        settle: Duration,
+        limit: Duration,
+    ) -> (Finished, Vec<(i32, String)>) {
+        let start = Instant::now();
+        let earlier_runs = run_ids(&self.state);
+        let mut child = self
+            .command(agent, "Say hi.", extra)
+            .spawn()
+            .expect("spawn orchestrate");
+        let orchestrate_pid = child.id() as i32;
+        while mock.conversation().len() < requests {
+            if child.try_wait().expect("try_wait").is_some() {
+                let out = wait_bounded(child, start, limit);
+                let seen: Vec<String> = mock
+                    .requests()
+                    .iter()
+                    .map(|r| format!("{} {} -> {}", r.method, r.path, r.served))
+                    .collect();
+                panic!(
+                    "orchestrate ended before {} got to request {requests} (mock saw {seen:?}): {out:?}",
+                    self.backend
+                );
+            }
+            if start.elapsed() > limit / 2 {
+                unsafe { libc::kill(-orchestrate_pid, libc::SIGKILL) };
+                let _ = child.wait();
+                panic!(
+                    "{} never got to request {requests}: {:#?}",
+                    self.backend,
+                    mock.requests()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(settle);
+        let ids: Vec<String> = run_ids(&self.state)
+            .into_iter()
+            .filter(|id| !earlier_runs.contains(id))
+            .collect();
+        assert_eq!(ids.len(), 1, "one new run folder: {ids:?}");
+        let run_marker = format!("ORCHESTRATE_RUN_ID={}", ids[0]);
+        let marker = self.marker();
+        let tree = pids_with_env(&[&run_marker, &marker]);
+        assert!(
+            !tree.is_empty(),
+            "{}'s processes are visible in /proc",
+            self.backend
+        );
+        assert!(!tree.contains(&orchestrate_pid));
+        let described: Vec<(i32, String)> = tree.iter().map(|p| (*p, cmdline(*p))).collect();
+
+        let out = wait_bounded(child, start, limit);
+        let survivors = wait_all_gone(&tree, Duration::from_secs(5));
+        assert_eq!(
+            survivors,
+            [],
+            "processes of {}'s tree survived the run (tree was {described:?})",
+            self.backend
+        );
+        let late: Vec<(i32, String)> = pids_with_env(&[&run_marker])
+            .into_iter()
+            .map(|p| (p, cmdline(p)))
+            .collect();
+        assert_eq!(late, [], "no process of the run is left");
+        (out, described)
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Never leave a process of ours behind, whatever failed.
+        let marker = self.marker();
+        for pid in pids_with_env(&[&marker]) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // `ORCHESTRATE_CONTRACT_KEEP=1` keeps the sandbox (session files, the CLI's
+        // config and logs) for investigation.
+        if std::env::var("ORCHESTRATE_CONTRACT_KEEP").as_deref() == Ok("1") {
+            let placeholder = tempfile::tempdir().expect("tempdir");
+            let kept = std::mem::replace(&mut self.root, placeholder).keep();
+            eprintln!("kept the {} sandbox: {}", self.backend, kept.display());
+        }
+    }
+}
+
+/// The result with the fields that vary between runs fixed, for whole-object comparison:
+/// `sessionFile` (checked to exist) → "SESSION", `durationMs` → 0, cost rounded.
+pub fn normalized(mut r: Value) -> Value {
+    let session = r["sessionFile"].as_str().expect("sessionFile").to_string();
+    assert!(Path::new(&session).is_file(), "sessionFile exists");
+    r["sessionFile"] = Value::from("SESSION");
+    assert!(r["durationMs"].is_u64());
+    r["durationMs"] = Value::from(0);
+    if let Some(c) = r["usage"]["cost"].as_f64() {
+        r["usage"]["cost"] = Value::from(round_cost(c));
+    }
+    r
+}
+
+/// Prints what the mock was asked and answered, the child's session lines (all of
+/// them, each cut to `max_line` chars), its stderr tail, and orchestrate's result (shown
+/// with `--nocapture`, and on failure).
+pub fn report(case: &str, mock: &super::MockLlm, out: &Finished, max_line: usize) {
+    eprintln!("=== {case}: mock requests");
+    for r in mock.requests() {
+        eprintln!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served);
+    }
+    let json: Value = out
+        .stdout
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    if let Some(session) = json["details"]["results"][0]["sessionFile"].as_str() {
+        eprintln!("=== {case}: session.jsonl");
+        for l in std::fs::read_to_string(session).unwrap_or_default().lines() {
+            let cut: String = l.chars().take(max_line).collect();
+            let more = if cut.len() < l.len() { " …" } else { "" };
+            eprintln!("  {cut}{more}");
+        }
+        let stderr_log = Path::new(session).with_file_name("stderr.log");
+        let text = std::fs::read_to_string(stderr_log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(15)..];
+        if !tail.is_empty() {
+            eprintln!("=== {case}: stderr.log (tail)");
+            for l in tail {
+                let cut: String = l.chars().take(max_line).collect();
+                eprintln!("  {cut}");
+            }
+        }
+    }
+    eprintln!(
+        "=== {case}: orchestrate exit {} in {:?}\n  {}",
+        out.status, out.elapsed, out.stdout
+    );
+}

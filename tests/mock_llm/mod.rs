@@ -61,6 +61,14 @@ pub enum Reply {
         args: Value,
         usage: MockUsage,
     },
+    /// One call of a freeform ("custom") tool, whose input is raw text rather than JSON
+    /// arguments: a `custom_tool_call` item in OpenAI Responses (codex's `apply_patch`).
+    /// The other APIs have no such tool and get a function call with `{"input": input}`.
+    CustomToolCall {
+        name: String,
+        input: String,
+        usage: MockUsage,
+    },
     /// An HTTP error with this JSON body. `Value::Null` = the API's own error shape with
     /// [`default_error_message`] for that status.
     HttpError { status: u16, body: Value },
@@ -88,6 +96,14 @@ impl Reply {
         }
     }
 
+    pub fn custom_tool(name: &str, input: &str, usage: MockUsage) -> Reply {
+        Reply::CustomToolCall {
+            name: name.to_string(),
+            input: input.to_string(),
+            usage,
+        }
+    }
+
     /// 401 with the API's own error shape and message.
     pub fn unauthorized() -> Reply {
         Reply::HttpError {
@@ -106,6 +122,9 @@ impl Reply {
         match self {
             Reply::Text { text, .. } => format!("text {text:?}"),
             Reply::ToolCall { name, args, .. } => format!("tool_call {name} {args}"),
+            Reply::CustomToolCall { name, input, .. } => {
+                format!("custom_tool_call {name} {input:?}")
+            }
             Reply::HttpError { status, .. } => format!("http_error {status}"),
             Reply::Overloaded => "overloaded".into(),
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
@@ -511,6 +530,26 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             .await
         }
         Reply::ToolCall { name, args, usage } => {
+            let content = wire::Content::Tool {
+                name: &name,
+                args: &args,
+            };
+            send(&mut stream, &ctx, streaming, &content, &usage).await
+        }
+        Reply::CustomToolCall { name, input, usage } if api == Api::OpenAiResponses => {
+            if streaming {
+                http::start_sse(&mut stream).await?;
+                for ev in wire::responses_custom_tool_stream(&ctx, &name, &input, &usage) {
+                    http::write_chunk(&mut stream, ev.encode().as_bytes()).await?;
+                }
+                http::end_chunked(&mut stream).await
+            } else {
+                let body = wire::responses_custom_tool_complete(&ctx, &name, &input, &usage);
+                http::write_json(&mut stream, 200, &[], &body).await
+            }
+        }
+        Reply::CustomToolCall { name, input, usage } => {
+            let args = json!({ "input": input });
             let content = wire::Content::Tool {
                 name: &name,
                 args: &args,

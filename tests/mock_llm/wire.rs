@@ -355,6 +355,82 @@ fn responses_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish:
     out
 }
 
+/// A Responses `custom_tool_call` item (a freeform tool: raw `input`, no JSON arguments).
+fn responses_custom_item(ctx: &Ctx<'_>, name: &str, input: &str, done: bool) -> Value {
+    json!({
+        "id": format!("ctc_mock{}", ctx.n), "type": "custom_tool_call",
+        "status": if done { "completed" } else { "in_progress" },
+        "call_id": format!("call_mock{}", ctx.n), "name": name,
+        "input": if done { input } else { "" },
+    })
+}
+
+/// The event stream of a Responses reply calling a freeform tool.
+pub fn responses_custom_tool_stream(
+    ctx: &Ctx<'_>,
+    name: &str,
+    input: &str,
+    u: &MockUsage,
+) -> Vec<Sse> {
+    let mut seq = 0u64;
+    let mut ev = |event: &'static str, mut data: Value| {
+        data["type"] = json!(event);
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        Sse::named(event, data)
+    };
+    let item_id = format!("ctc_mock{}", ctx.n);
+    let mut out = vec![
+        ev(
+            "response.created",
+            json!({"response": responses_object(ctx, "in_progress", json!([]), Value::Null)}),
+        ),
+        ev(
+            "response.in_progress",
+            json!({"response": responses_object(ctx, "in_progress", json!([]), Value::Null)}),
+        ),
+        ev(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": responses_custom_item(ctx, name, input, false)}),
+        ),
+    ];
+    for p in pieces(input) {
+        out.push(ev(
+            "response.custom_tool_call_input.delta",
+            json!({"item_id": item_id, "output_index": 0, "delta": p}),
+        ));
+    }
+    out.push(ev(
+        "response.custom_tool_call_input.done",
+        json!({"item_id": item_id, "output_index": 0, "input": input}),
+    ));
+    let item = responses_custom_item(ctx, name, input, true);
+    out.push(ev(
+        "response.output_item.done",
+        json!({"output_index": 0, "item": item.clone()}),
+    ));
+    out.push(ev(
+        "response.completed",
+        json!({"response": responses_object(ctx, "completed", json!([item]), responses_usage(u))}),
+    ));
+    out
+}
+
+/// The JSON body of a non-streaming Responses reply calling a freeform tool.
+pub fn responses_custom_tool_complete(
+    ctx: &Ctx<'_>,
+    name: &str,
+    input: &str,
+    u: &MockUsage,
+) -> Value {
+    responses_object(
+        ctx,
+        "completed",
+        json!([responses_custom_item(ctx, name, input, true)]),
+        responses_usage(u),
+    )
+}
+
 fn gemini_chunk(ctx: &Ctx<'_>, parts: Value, finish: bool, usage: Value) -> Value {
     let mut cand = json!({"content": {"role": "model", "parts": parts}, "index": 0});
     if finish {
