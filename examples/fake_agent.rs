@@ -35,6 +35,16 @@ fn main() {
     if let Some(path) = env_os("FAKE_AGENT_ARGV_FILE") {
         write_argv_file(&path);
     }
+    // Like pi with `--session FILE`: the session file gets a line per run, appended, so a
+    // resumed run shows the earlier run's line before its own.
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(i) = argv.iter().position(|a| a == "--session") {
+        if let Some(path) = argv.get(i + 1) {
+            if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+                let _ = writeln!(f, "{{\"type\":\"session\",\"task\":{:?}}}", prompt_text());
+            }
+        }
+    }
     // A child that thinks before it answers (fan-out benchmarks).
     let think = env_num("FAKE_AGENT_START_DELAY_MS", 0);
     if think > 0 {

@@ -141,6 +141,10 @@ struct RunArgs {
     /// connection reset). Default 2.
     #[arg(long, allow_hyphen_values = true)]
     attempts: Option<String>,
+    /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
+    /// `orchestrate run --resume RUN_ID "follow-up"`.
+    #[arg(long, value_name = "RUN_ID")]
+    resume: Option<String>,
     /// Start the run detached and return at once with its run id; `orchestrate wait ID`
     /// prints the result.
     #[arg(long)]
@@ -173,7 +177,9 @@ impl From<Format> for OutputFormat {
 
 /// `run … --background`: the same arguments, minus the flag, run by a detached supervisor.
 fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
-    if !args.tasks.is_empty() || args.agent.is_none() || args.task.is_none() {
+    let one_task = (args.agent.is_some() && args.task.is_some())
+        || (args.resume.is_some() && args.agent.is_some());
+    if !args.tasks.is_empty() || !one_task {
         let r = RunResult::refusal(
             ErrorCode::InvalidInput,
             "Invalid input: --background runs one AGENT TASK",
@@ -317,7 +323,12 @@ fn run_plan(mut a: RunArgs) -> Result<Plan, String> {
     })
 }
 
-fn run_request(a: RunArgs) -> Result<RunRequest, String> {
+fn run_request(mut a: RunArgs) -> Result<RunRequest, String> {
+    if a.resume.is_some() && a.task.is_none() {
+        // `run --resume ID "follow-up"`: the one positional is the task; the agent is the
+        // earlier run's.
+        a.task = a.agent.take();
+    }
     let duration = |flag: &str, v: &Option<String>| {
         v.as_deref()
             .map(|s| parse_duration(s).map_err(|e| format!("Invalid input: --{flag}: {e}")))
@@ -353,6 +364,7 @@ fn run_request(a: RunArgs) -> Result<RunRequest, String> {
         terminal_exit_grace: duration("exit-grace", &a.exit_grace)?,
         max_output_bytes: number("max-output-bytes", &a.max_output_bytes)?,
         run_id: a.run_id,
+        resume: a.resume,
         attempts: number("attempts", &a.attempts)?.map(|n| n.min(u64::from(u32::MAX)) as u32),
         max_bytes: number("max-bytes", &a.max_bytes)?.map(|n| n as usize),
         max_lines: number("max-lines", &a.max_lines)?.map(|n| n as usize),

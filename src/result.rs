@@ -155,6 +155,9 @@ pub struct SingleResult {
     /// exited, and orchestrate had to kill it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub leaked_processes: bool,
+    /// The child CLI's own session or thread id (what `run --resume` continues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_session_id: Option<String>,
     /// Restrictions of the agent that its CLI cannot express (tools it cannot limit, a
     /// turn limit it does not have), so that nothing is relaxed silently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -300,6 +303,7 @@ mod tests {
             attempts: 1,
             skipped_lines: 0,
             leaked_processes: false,
+            child_session_id: None,
             warnings: Vec::new(),
         };
         assert_eq!(

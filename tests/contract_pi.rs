@@ -71,17 +71,16 @@ impl PiSandbox {
     }
 
     fn command(&self, task: &str, extra: &[&str]) -> std::process::Command {
-        let agents = self.agents.to_str().unwrap();
-        let mut args = vec![
-            "run",
-            "pimock",
-            task,
-            "--agents-dir",
-            agents,
-            "--model",
-            "mock/mock-1",
-        ];
+        let mut args = vec!["run", "pimock", task];
         args.extend_from_slice(extra);
+        self.command_args(&args)
+    }
+
+    /// `orchestrate ARGS --agents-dir … --model mock/mock-1` in this sandbox.
+    fn command_args(&self, args: &[&str]) -> std::process::Command {
+        let agents = self.agents.to_str().unwrap();
+        let mut args = args.to_vec();
+        args.extend_from_slice(&["--agents-dir", agents, "--model", "mock/mock-1"]);
         let mut cmd = contract::orchestrate_command(&args);
         cmd.env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
@@ -165,6 +164,14 @@ fn normalized(mut r: Value) -> Value {
     r["sessionFile"] = json!("SESSION");
     assert!(r["durationMs"].is_u64());
     r["durationMs"] = json!(0);
+    // The CLI's own session id differs per run; it must be there to resume, so check
+    // it is, then leave it out of the comparison.
+    if let Some(id) = r.as_object_mut().and_then(|o| o.remove("childSessionId")) {
+        assert!(
+            id.as_str().is_some_and(|s| !s.is_empty()),
+            "childSessionId: {id}"
+        );
+    }
     if let Some(c) = r["usage"]["cost"].as_f64() {
         r["usage"]["cost"] = json!(contract::round_cost(c));
     }
@@ -418,4 +425,61 @@ fn a_tool_that_never_returns_times_out_and_its_detached_shell_dies_too() {
         json!([{"type": "toolCall", "name": "bash", "args": {"command": "sleep 300"}}])
     );
     assert_eq!(mock.conversation().len(), 1);
+}
+
+#[test]
+fn a_resumed_run_continues_pis_own_session() {
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::text("First answer.", usage),
+        Reply::text("Second answer.", usage),
+    ]));
+    let Some(sb) = PiSandbox::new(&mock) else {
+        return;
+    };
+    let first = sb.run("Remember the word kumquat.", &[]);
+    report("resume, first run", &mock, &first);
+    assert_eq!(first.status, 0, "{}", first.stderr);
+    let json = first.json();
+    let id = json["details"]["runId"].as_str().unwrap().to_string();
+    assert!(json["details"]["results"][0]["childSessionId"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty()));
+    assert!(
+        sb.state
+            .join("runs")
+            .join(&id)
+            .join("pi-session.jsonl")
+            .is_file(),
+        "pi saved its session in the run folder"
+    );
+
+    let start = Instant::now();
+    let child = sb
+        .command_args(&["run", "--resume", &id, "What was the word?"])
+        .spawn()
+        .unwrap();
+    let second = contract::wait_bounded(child, start, WALL_CLOCK);
+    report("resume, second run", &mock, &second);
+    assert_eq!(second.status, 0, "{}", second.stderr);
+    let r = &second.json()["details"]["results"][0];
+    assert_eq!(r["output"], json!("Second answer."));
+    assert_eq!(r["agent"], json!("pimock"));
+    // The model saw the first exchange again: pi continued its session.
+    let asked = mock
+        .conversation()
+        .last()
+        .expect("a second request")
+        .body
+        .to_string();
+    assert!(
+        asked.contains("kumquat")
+            && asked.contains("First answer.")
+            && asked.contains("What was the word?"),
+        "{asked}"
+    );
 }

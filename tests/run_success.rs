@@ -38,7 +38,8 @@ fn multi_turn_transcript_gives_the_whole_contract_result() {
                     ],
                     "backend": "pi",
                     "durationMs": 0,
-                    "attempts": 1
+                    "attempts": 1,
+                    "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c"
                 }]
             }
         })
@@ -118,7 +119,12 @@ fn pi_gets_its_headless_command_line_and_the_depth_variables() {
             "json",
             "-p",
             "--session",
-            sb.state.join("runs").join(&run_id).join("pi-session.jsonl").to_str().unwrap(),
+            sb.state
+                .join("runs")
+                .join(&run_id)
+                .join("pi-session.jsonl")
+                .to_str()
+                .unwrap(),
             "--model",
             "mock-1",
             "--tools",

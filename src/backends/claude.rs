@@ -67,6 +67,10 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
     if !tools.is_empty() {
         inv.arg("--tools").arg(tools.join(","));
     }
+    if let Some(from) = input.resume {
+        // Before the allow rules: those take several values and would swallow the flag's.
+        inv.arg("--resume").arg(from.session_id("claude")?);
+    }
     inv.arg("--allowedTools");
     for rule in allowed {
         inv.arg(rule);
@@ -419,6 +423,7 @@ mod tests {
                 task: "audit",
                 model: Some("sonnet"),
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();
@@ -459,6 +464,7 @@ mod tests {
                 task: "fix",
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();

@@ -20,17 +20,27 @@ use crate::result::Usage;
 
 pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Codex);
-    inv.arg("exec").arg("--json").arg("--skip-git-repo-check");
+    inv.arg("exec");
+    if input.resume.is_some() {
+        inv.arg("resume");
+    }
+    inv.arg("--json").arg("--skip-git-repo-check");
     if let Some(model) = input.model() {
         inv.arg("-m").arg(model);
     }
     let p = Permissions::of(input.agent);
     // The sandbox is codex's only restriction: read-only lets the shell run but not write.
-    inv.arg("-s").arg(if p.readonly {
+    let sandbox = if p.readonly {
         "read-only"
     } else {
         "workspace-write"
-    });
+    };
+    if input.resume.is_some() {
+        // `exec resume` has no -s; the same setting as a config override.
+        inv.arg("-c").arg(format!("sandbox_mode=\"{sandbox}\""));
+    } else {
+        inv.arg("-s").arg(sandbox);
+    }
     if !p.tools.is_empty() && !p.wants_bash() {
         inv.warnings.push(format!(
             "codex has no per-tool allow-list: it keeps its shell; the {} sandbox is the restriction",
@@ -53,6 +63,9 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
         if let Some(path) = input.write_system_prompt()? {
             inv.prompt_files.push(path);
         }
+    }
+    if let Some(from) = input.resume {
+        inv.arg(from.session_id("codex")?);
     }
     inv.arg(input.task);
     Ok(inv)
@@ -367,6 +380,7 @@ mod tests {
                 task: "look",
                 model: Some("gpt-5.5"),
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();
@@ -394,6 +408,7 @@ mod tests {
                 task: "fix",
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();

@@ -109,6 +109,7 @@ mod tests {
             task,
             model: Some("m1"),
             run_dir: dir.path(),
+            resume: None,
         })
         .unwrap();
         let prompt = dir.path().join("system-prompt.md");
@@ -139,6 +140,7 @@ mod tests {
                 task: "t",
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             })
             .map(|_| ())
             .unwrap_err()

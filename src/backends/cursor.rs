@@ -301,6 +301,7 @@ mod tests {
                 task: "why",
                 model: Some("gpt-5"),
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();

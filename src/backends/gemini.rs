@@ -344,6 +344,7 @@ mod tests {
                 task: "where is X",
                 model: Some("gemini-2.5-pro"),
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();
@@ -389,6 +390,7 @@ mod tests {
                 task: "t",
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();
@@ -414,6 +416,7 @@ mod tests {
                 task: "t",
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();

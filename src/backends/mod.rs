@@ -28,6 +28,28 @@ pub struct InvocationInput<'a> {
     pub model: Option<&'a str>,
     /// The run folder: prompt files the command line refers to are written here.
     pub run_dir: &'a Path,
+    /// Continue the child's own session from an earlier run instead of starting anew.
+    pub resume: Option<&'a ResumeFrom>,
+}
+
+/// What an earlier run left that its CLI can continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeFrom {
+    pub run_id: String,
+    /// The CLI's session or thread id, as it reported it.
+    pub session_id: Option<String>,
+    pub run_dir: PathBuf,
+}
+
+impl ResumeFrom {
+    pub fn session_id(&self, backend: &str) -> Result<&str, BackendError> {
+        self.session_id.as_deref().ok_or_else(|| {
+            BackendError::Resume(format!(
+                "run {} recorded no {backend} session id to continue",
+                self.run_id
+            ))
+        })
+    }
 }
 
 impl InvocationInput<'_> {
@@ -153,6 +175,8 @@ pub enum BackendError {
     },
     #[error("the command backend needs {0}")]
     Command(String),
+    #[error("cannot resume: {0}")]
+    Resume(String),
 }
 
 pub const BACKEND_NAMES: &[&str] = &[
@@ -277,6 +301,13 @@ impl Backend {
 
     pub fn build(self, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
         let program = self.program();
+        if input.resume.is_some() && !matches!(self, Backend::Pi | Backend::Claude | Backend::Codex)
+        {
+            return Err(BackendError::Resume(format!(
+                "the {} backend cannot continue an earlier session (pi, claude and codex can)",
+                self.name()
+            )));
+        }
         match self {
             Backend::Claude => claude::build(program, input),
             Backend::Pi => pi::build(program, input),

@@ -276,6 +276,7 @@ mod tests {
                 task: "look",
                 model: Some("mock/m"),
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();
@@ -331,6 +332,7 @@ mod tests {
                 task: "fix",
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();

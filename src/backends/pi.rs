@@ -30,7 +30,20 @@ pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocatio
         inv.arg(a);
     }
     // pi keeps its own session file in the run folder, so that `--resume` can continue it.
-    inv.arg("--session").arg(input.run_dir.join(PI_SESSION_FILE));
+    // A resumed run starts from a copy of the earlier run's file: each run folder stays the
+    // complete record of its own run.
+    let session = input.run_dir.join(PI_SESSION_FILE);
+    if let Some(from) = input.resume {
+        let earlier = from.run_dir.join(PI_SESSION_FILE);
+        std::fs::copy(&earlier, &session).map_err(|e| {
+            BackendError::Resume(format!(
+                "run {} has no pi session to continue ({}: {e})",
+                from.run_id,
+                earlier.display()
+            ))
+        })?;
+    }
+    inv.arg("--session").arg(&session);
     if let Some(model) = input.model() {
         inv.arg("--model").arg(model);
     }
@@ -408,6 +421,7 @@ mod tests {
                 task: "find auth",
                 model: Some("m-1"),
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();
@@ -451,6 +465,7 @@ mod tests {
                 task: &task,
                 model: None,
                 run_dir: dir.path(),
+                resume: None,
             },
         )
         .unwrap();

@@ -26,6 +26,7 @@ pub(super) struct Attempt<'a> {
     pub run_id: String,
     pub settings: super::Resolved,
     pub run_dir: RunDir,
+    pub resume: Option<crate::backends::ResumeFrom>,
 }
 
 /// Attempt 1 writes `session.jsonl` and `stderr.log`; a retry writes
@@ -67,10 +68,13 @@ impl Attempt<'_> {
             task: &self.req.task,
             model,
             run_dir: &run_dir.path,
+            resume: self.resume.as_ref(),
         }) {
             Ok(i) => i,
             // A misconfigured agent is bad input; a file that cannot be written is not.
-            Err(e @ (BackendError::Command(_) | BackendError::Unknown(_))) => {
+            Err(
+                e @ (BackendError::Command(_) | BackendError::Unknown(_) | BackendError::Resume(_)),
+            ) => {
                 return refuse(
                     ErrorCode::InvalidInput,
                     format!("Invalid input: agent {}: {e}", self.agent.name),
@@ -192,6 +196,7 @@ impl Attempt<'_> {
             attempts: 1,
             skipped_lines: collector.skipped_lines(),
             leaked_processes: false,
+            child_session_id: collector.session_id().map(str::to_string),
             warnings: invocation.warnings.clone(),
         };
         let mut process_exit = None;

@@ -8,6 +8,7 @@
 mod attempt;
 pub mod fanout;
 mod progress;
+mod resume;
 pub mod retry;
 
 pub use progress::{Observer, STREAMING_UPDATE_INTERVAL};
@@ -42,6 +43,8 @@ pub struct RunRequest {
     pub max_output_bytes: Option<u64>,
     pub max_bytes: Option<usize>,
     pub max_lines: Option<usize>,
+    /// Continue this earlier run's child session (pi, claude and codex).
+    pub resume: Option<String>,
     /// A run id chosen in advance, whose folder already exists (background runs).
     pub run_id: Option<String>,
     /// Attempts in all when failures are transient (default [`retry::DEFAULT_ATTEMPTS`]).
@@ -202,6 +205,24 @@ pub async fn run(
     controls: &Controls,
     observer: Option<Observer<'_>>,
 ) -> RunOutput {
+    // `--resume` fills what the earlier run knew: its agent, backend and folder.
+    let resumed = match &req.resume {
+        None => None,
+        Some(id) => match resume::load(env, id, req) {
+            Ok(r) => Some(r),
+            Err(message) => {
+                return refuse(
+                    ErrorCode::InvalidInput,
+                    format!("Invalid input: {message}"),
+                    None,
+                )
+            }
+        },
+    };
+    let (req, resume_from) = match &resumed {
+        Some((filled, from)) => (filled, Some(from.clone())),
+        None => (req, None),
+    };
     if req.agent.trim().is_empty() {
         return refuse(
             ErrorCode::InvalidInput,
@@ -331,6 +352,7 @@ pub async fn run(
         run_id,
         settings,
         run_dir,
+        resume: resume_from,
     };
     let max_attempts = settings.attempts;
     let mut observer = observer;

@@ -359,6 +359,29 @@ impl Sandbox {
         cmd
     }
 
+    /// `program ARGS…` with the sandbox's environment, in the working directory: stdin
+    /// null, output piped, its own process group, no inherited orchestrate variables (as
+    /// [`orchestrate_command`]). For running an agent CLI itself, e.g. as the parent
+    /// that calls `orchestrate mcp`.
+    pub fn program(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_remove("ORCHESTRATE_DEPTH")
+            .env_remove("ORCHESTRATE_MAX_DEPTH")
+            .env_remove("ORCHESTRATE_DISABLED")
+            .env_remove("ORCHESTRATE_RUN_ID")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.current_dir(&self.work).env("PWD", &self.work);
+        cmd
+    }
+
     /// Runs to completion, at most `limit`.
     pub fn run(&self, agent: &str, task: &str, extra: &[&str], limit: Duration) -> Finished {
         let start = Instant::now();
@@ -482,6 +505,14 @@ pub fn normalized(mut r: Value) -> Value {
     r["sessionFile"] = Value::from("SESSION");
     assert!(r["durationMs"].is_u64());
     r["durationMs"] = Value::from(0);
+    // The CLI's own session id differs per run; it must be there to resume, so check
+    // it is, then leave it out of the comparison.
+    if let Some(id) = r.as_object_mut().and_then(|o| o.remove("childSessionId")) {
+        assert!(
+            id.as_str().is_some_and(|s| !s.is_empty()),
+            "childSessionId: {id}"
+        );
+    }
     if let Some(c) = r["usage"]["cost"].as_f64() {
         r["usage"]["cost"] = Value::from(round_cost(c));
     }

@@ -1,0 +1,52 @@
+//! `run --resume RUN_ID`: what an earlier run left that its CLI can continue.
+
+use std::path::PathBuf;
+
+use super::{RunEnv, RunRequest};
+use crate::backends::ResumeFrom;
+use crate::history;
+use crate::result::RunResult;
+
+/// The request with the earlier run's agent, backend and working directory filled in where
+/// the caller gave none, and what the backend needs to continue the child's session.
+pub(super) fn load(
+    env: &RunEnv,
+    run_id: &str,
+    req: &RunRequest,
+) -> Result<(RunRequest, ResumeFrom), String> {
+    let id = history::normalize_run_id(run_id)
+        .ok_or_else(|| format!("--resume {run_id:?} is not a run id (8 hex digits)"))?;
+    let run_dir = env.state.run_dir(&id);
+    let bytes = std::fs::read(run_dir.result_file()).map_err(|e| {
+        format!(
+            "run {id} has no result to continue ({}: {e})",
+            run_dir.result_file().display()
+        )
+    })?;
+    let earlier: RunResult = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("run {id}: unreadable result.json: {e}"))?;
+    let single =
+        earlier.details.results.first().ok_or_else(|| {
+            format!("run {id} never ran a child, so there is nothing to continue")
+        })?;
+    let mut filled = req.clone();
+    if filled.agent.trim().is_empty() {
+        filled.agent = single.agent.clone();
+    }
+    if filled.backend.is_none() {
+        filled.backend = Some(single.backend.clone());
+    }
+    if filled.cwd.is_none() {
+        // Claude and codex keep sessions per working directory.
+        filled.cwd = history::read_index(&env.state)
+            .ok()
+            .and_then(|index| index.entries.into_iter().rev().find(|e| e.run_id == id))
+            .map(|e| PathBuf::from(e.cwd));
+    }
+    let from = ResumeFrom {
+        run_id: id,
+        session_id: single.child_session_id.clone(),
+        run_dir: run_dir.path,
+    };
+    Ok((filled, from))
+}
