@@ -159,12 +159,18 @@ impl OrchestrateServer {
             cancel.cancel();
         });
 
+        let mut forwarder = None;
         let observer = ctx.meta.get_progress_token().map(|token| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
             let peer = ctx.peer.clone();
-            tokio::spawn(async move {
+            forwarder = Some(tokio::spawn(async move {
                 let mut step = 0.0;
+                let mut last = String::new();
                 while let Some(message) = rx.recv().await {
+                    if message == last {
+                        continue;
+                    }
+                    last.clone_from(&message);
                     step += 1.0;
                     let param =
                         ProgressNotificationParam::new(token.clone(), step).with_message(message);
@@ -172,7 +178,7 @@ impl OrchestrateServer {
                         break;
                     }
                 }
-            });
+            }));
             let observer: Observer<'static> = Box::new(move |update: &RunResult| {
                 let _ = tx.send(progress_message(update));
             });
@@ -182,6 +188,7 @@ impl OrchestrateServer {
         let output = if tasks.is_empty() {
             run(&req, &env, &controls, observer).await
         } else {
+            drop(observer);
             let reqs: Vec<RunRequest> = tasks
                 .into_iter()
                 .map(|t| RunRequest {
@@ -198,6 +205,11 @@ impl OrchestrateServer {
             }
         };
         link.abort();
+        // The observer, and with it the channel's sender, is gone now: let the forwarder send
+        // what is queued, so that no progress notification follows the response.
+        if let Some(f) = forwarder {
+            let _ = f.await;
+        }
         let failed = output.exit_status != 0;
         Ok(to_call_result(&output.result, failed))
     }

@@ -78,6 +78,11 @@ pub enum Reply {
     /// then nothing more, and never closes the connection (until the client does or the
     /// mock is dropped).
     Hang { text_before: String },
+    /// A text answer quoting the request's latest tool result: `prefix` followed by the
+    /// text of the last tool result the request carries (see [`tool_result_texts`]; just
+    /// `prefix` when there is none). Served as [`Reply::Text`]; for end-to-end tests where
+    /// the final answer must really have come through the tool.
+    QuoteToolResult { prefix: String, usage: MockUsage },
 }
 
 impl Reply {
@@ -118,6 +123,28 @@ impl Reply {
         }
     }
 
+    pub fn quote_tool_result(prefix: &str, usage: MockUsage) -> Reply {
+        Reply::QuoteToolResult {
+            prefix: prefix.to_string(),
+            usage,
+        }
+    }
+
+    /// The reply as served for this request body: [`Reply::QuoteToolResult`] becomes
+    /// [`Reply::Text`]; every other reply is unchanged.
+    fn resolve(self, body: &Value) -> Reply {
+        match self {
+            Reply::QuoteToolResult { prefix, usage } => Reply::Text {
+                text: format!(
+                    "{prefix}{}",
+                    tool_result_texts(body).pop().unwrap_or_default()
+                ),
+                usage,
+            },
+            other => other,
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             Reply::Text { text, .. } => format!("text {text:?}"),
@@ -128,6 +155,7 @@ impl Reply {
             Reply::HttpError { status, .. } => format!("http_error {status}"),
             Reply::Overloaded => "overloaded".into(),
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
+            Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
         }
     }
 }
@@ -363,6 +391,51 @@ pub fn has_tool_result(v: &Value) -> bool {
     }
 }
 
+/// The text of every tool result a request carries, in order, whatever the API: an
+/// Anthropic `tool_result` block's `content` (a string or text blocks), an OpenAI
+/// `role: "tool"` message's `content`, a Responses `function_call_output`'s `output`, a
+/// Gemini `functionResponse`'s `response` (as JSON).
+pub fn tool_result_texts(body: &Value) -> Vec<String> {
+    fn text_of(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items
+                .iter()
+                .map(|i| match i.get("text") {
+                    Some(Value::String(t)) => t.clone(),
+                    _ => text_of(i),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        }
+    }
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                let t = map.get("type").and_then(Value::as_str);
+                if t == Some("tool_result")
+                    || map.get("role").and_then(Value::as_str) == Some("tool")
+                {
+                    out.push(text_of(map.get("content").unwrap_or(&Value::Null)));
+                } else if matches!(t, Some("function_call_output" | "custom_tool_call_output")) {
+                    out.push(text_of(map.get("output").unwrap_or(&Value::Null)));
+                } else if let Some(r) = map.get("functionResponse") {
+                    out.push(text_of(&r["response"]));
+                } else {
+                    map.values().for_each(|v| walk(v, out));
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, &mut out);
+    out
+}
+
 /// The system prompt text of a request, whatever the API.
 pub fn system_text(api: Api, body: &Value) -> String {
     fn texts(v: &Value, out: &mut String) {
@@ -499,7 +572,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
                 },
             )
         } else {
-            st.next_reply(has_tool_result(&body))
+            st.next_reply(has_tool_result(&body)).resolve(&body)
         };
         st.requests.push(RecordedRequest {
             method: req.method.clone(),
@@ -589,6 +662,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             http::hang(&mut stream).await;
             Ok(())
         }
+        Reply::QuoteToolResult { .. } => unreachable!("resolved to Text when recorded"),
     }
 }
 
