@@ -1,50 +1,115 @@
-//! Generic assignments of secrets: `DB_PASSWORD=…`, `"api_key": "…"`, `--token=…`,
-//! `client_secret: …`. The key name decides that a value is a secret; the value decides
-//! whether it is a real one or a placeholder, a reference or code.
+//! Layer (c): generic assignments of secrets, `DB_PASSWORD=…`, `"api_key": "…"`,
+//! `--token=…`, `client_secret: …`, `POSTGRES_PASSWORD: …`. The key's name decides that a
+//! value is a secret; the value decides whether it is a real one or a placeholder, a
+//! reference or code.
 //!
 //! A hand-written scanner rather than a regex: the key keywords are case-insensitive and
 //! sit at the end of a name of any length, which no literal prefilter can anchor on, and
-//! deciding about the value needs the name and the kind of separator anyway.
+//! deciding about the value needs the name and the kind of separator anyway. One literal
+//! search over the keywords' three spellings finds the candidates.
 
 use std::borrow::Cow;
 
 use memchr::memmem;
 
 use super::value::{
-    ends_with_ignore_ascii_case, is_label, is_placeholder, looks_random, reads_as_code,
+    ends_with_ignore_ascii_case, is_label, is_placeholder, is_prose_word, looks_like_random_token,
+    looks_random, password_reads_as_code, reads_as_code,
 };
 use super::MASK;
 
 /// Literals of which one occurs in every name that `SUFFIXES` accepts, in the three
 /// spellings names come in (`api_key`, `apiKey`/`ApiKey`, `API_KEY`).
 const ANCHORS: &[&str] = &[
-    "token", "Token", "TOKEN", "secret", "Secret", "SECRET", "passw", "Passw", "PASSW", "key",
-    "Key", "KEY",
+    "token", "Token", "TOKEN", "secret", "Secret", "SECRET", "passw", "Passw", "PASSW", "passp",
+    "Passp", "PASSP", "key", "Key", "KEY", "auth", "Auth", "AUTH", "cred", "Cred", "CRED",
 ];
 
-/// A name is a secret's name when it ends (ASCII case-insensitively) with one of these.
-/// Plain `*_KEY` is left out on purpose: `PRIMARY_KEY`, `SORT_KEY`, `CACHE_KEY` are not
-/// secrets.
-const SUFFIXES: &[&str] = &[
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "apikey",
-    "api_key",
-    "api-key",
-    "secretkey",
-    "secret_key",
-    "secret-key",
-    "accesskey",
-    "access_key",
-    "access-key",
-    "privatekey",
-    "private_key",
-    "private-key",
+/// How strongly a name says "secret", which sets how much the value must look like one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Strength {
+    /// Passwords are chosen by people: any value that is not a placeholder, a reference,
+    /// code or a word of prose.
+    Password,
+    /// Tokens, secrets, API keys, credentials: a literal string in env files and quotes, a
+    /// random-looking value elsewhere.
+    Secret,
+    /// Any other `*_KEY`/`*Key`: most are not secrets (`PRIMARY_KEY`, `cacheKey`), so only
+    /// a long random token, never a hash or UUID.
+    Key,
+}
+
+/// One family of the generic layer: a name ending (ASCII case-insensitively) with one of
+/// `suffixes`. Listed in `docs/sanitizing.md`.
+pub(crate) struct Keyword {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub family: &'static str,
+    pub suffixes: &'static [&'static str],
+    strength: Strength,
+}
+
+pub(crate) const KEYWORDS: &[Keyword] = &[
+    Keyword {
+        family: "password-assignment",
+        suffixes: &["password", "passwd"],
+        strength: Strength::Password,
+    },
+    Keyword {
+        family: "passphrase-assignment",
+        suffixes: &["passphrase"],
+        strength: Strength::Password,
+    },
+    Keyword {
+        family: "secret-assignment",
+        suffixes: &["secret"],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "token-assignment",
+        suffixes: &["token"],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "api-key-assignment",
+        suffixes: &["apikey", "api_key", "api-key"],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "access-or-secret-key-assignment",
+        suffixes: &[
+            "secretkey",
+            "secret_key",
+            "secret-key",
+            "accesskey",
+            "access_key",
+            "access-key",
+        ],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "private-key-assignment",
+        suffixes: &["privatekey", "private_key", "private-key"],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "credential-assignment",
+        suffixes: &["credential", "credentials", "creds"],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "auth-assignment",
+        suffixes: &["auth"],
+        strength: Strength::Secret,
+    },
+    Keyword {
+        family: "other-key-assignment",
+        suffixes: &["_key", "-key", ".key"],
+        strength: Strength::Key,
+    },
 ];
 
-/// Names that end like a secret's but hold none: pagination and progress tokens.
+/// Names that end like a secret's but hold none: pagination and progress tokens, and keys
+/// that are ids.
 const NOT_SECRETS: &[&str] = &[
     "progresstoken",
     "progress_token",
@@ -56,6 +121,47 @@ const NOT_SECRETS: &[&str] = &[
     "continuation_token",
     "synctoken",
     "sync_token",
+    "cancellationtoken",
+    "cancellation_token",
+    "primary_key",
+    "primarykey",
+    "foreign_key",
+    "foreignkey",
+    "sort_key",
+    "sortkey",
+    "partition_key",
+    "partitionkey",
+    "cache_key",
+    "cachekey",
+    "hash_key",
+    "hashkey",
+    "range_key",
+    "rangekey",
+    "row_key",
+    "rowkey",
+    "routing_key",
+    "routingkey",
+    "idempotency_key",
+    "idempotencykey",
+    "lookup_key",
+    "lookupkey",
+    "dedup_key",
+    "dedupkey",
+    "public_key",
+    "publickey",
+    "public-key",
+    "pub_key",
+    "object_key",
+    "objectkey",
+    "query_key",
+    "querykey",
+    "i18n_key",
+    "translation_key",
+    "group_key",
+    "map_key",
+    "sort-key",
+    "host_key",
+    "hostkey",
 ];
 
 /// Bounds on how far a candidate is followed, so that pathological input (megabytes of
@@ -63,67 +169,44 @@ const NOT_SECRETS: &[&str] = &[
 const MAX_NAME: usize = 128;
 const MAX_VALUE: usize = 1024;
 
-/// Values shorter than this are left alone: `token: str`, `password: ""`, `token=abc`.
-const MIN_VALUE_CHARS: usize = 8;
-
 #[derive(Debug)]
 pub(crate) struct Assignments {
-    anchors: Vec<memmem::Finder<'static>>,
-}
-
-/// How sure the context makes us that the value is a secret rather than a word or code.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A password in quotes, or `NAME=value` in env/shell style: anything that is not a
-    /// placeholder or reference. Passwords are chosen by people and need not look random.
-    Literal,
-    /// Any other quoted value: a string, but `"progress-1"` or `"fresh-token"` is not a
-    /// secret, so it must look random.
-    Quoted,
-    /// An unquoted value after `:` or ` = ` may be code (`token: TokenType`,
-    /// `password = pw`): it must look random and not read as code.
-    Unquoted,
+    /// Built directly rather than through `regex`, whose meta engine cost about a
+    /// million instructions to build: a sixth of a whole trivial run.
+    anchors: aho_corasick::AhoCorasick,
 }
 
 impl Assignments {
     pub fn new() -> Assignments {
         Assignments {
-            anchors: ANCHORS
-                .iter()
-                .map(|a| memmem::Finder::new(a.as_bytes()))
-                .collect(),
+            anchors: aho_corasick::AhoCorasick::new(ANCHORS).expect("a set of literals builds"),
         }
     }
 
     pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let bytes = text.as_bytes();
-        let mut names = Vec::new();
-        for anchor in &self.anchors {
-            for pos in anchor.find_iter(bytes) {
-                if let Some((start, end)) = name_around(bytes, pos, anchor.needle().len()) {
-                    let name = &bytes[start..end];
-                    let is =
-                        |list: &[&str]| list.iter().any(|s| ends_with_ignore_ascii_case(name, s));
-                    if is(SUFFIXES) && !is(NOT_SECRETS) {
-                        names.push((start, end));
-                    }
-                }
-            }
-        }
-        if names.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        // `SECRET_KEY` is found through both `SECRET` and `KEY`.
-        names.sort_unstable();
-        names.dedup();
-
         let mut out = String::new();
         let mut copied = 0;
-        for (start, end) in names {
-            if start < copied {
+        let mut pos = 0;
+        while let Some(hit) = self
+            .anchors
+            .find(aho_corasick::Input::new(bytes).range(pos..))
+        {
+            pos = hit.end();
+            let Some((start, end)) = name_around(bytes, hit.start(), hit.len()) else {
+                continue;
+            };
+            // The rest of this name holds no other candidate.
+            pos = pos.max(end);
+            // Most candidates are words in prose or code (`the token is`, `auth(req)`):
+            // without a separator after the name there is nothing to judge.
+            if start < copied || !separator_follows(bytes, end) {
                 continue;
             }
-            let Some((vs, ve)) = secret_value(text, start, end) else {
+            let Some(strength) = strength_of(&bytes[start..end]) else {
+                continue;
+            };
+            let Some((vs, ve)) = secret_value(text, start, end, strength) else {
                 continue;
             };
             if vs < copied {
@@ -132,6 +215,7 @@ impl Assignments {
             out.push_str(&text[copied..vs]);
             out.push_str(MASK);
             copied = ve;
+            pos = pos.max(ve);
         }
         if copied == 0 {
             return Cow::Borrowed(text);
@@ -139,6 +223,37 @@ impl Assignments {
         out.push_str(&text[copied..]);
         Cow::Owned(out)
     }
+}
+
+/// Cheap first look: a separator after the name, its closing quote and blanks.
+fn separator_follows(b: &[u8], end: usize) -> bool {
+    let mut i = end;
+    if let Some(q) = quote_at(b, i) {
+        i += q.len();
+    }
+    let i = skip_blanks(b, skip_ansi(b, i));
+    matches!(b.get(i), Some(b'=' | b':'))
+}
+
+/// The strength of a secret's name, or `None` for any other name.
+fn strength_of(name: &[u8]) -> Option<Strength> {
+    let ends = |s: &&str| ends_with_ignore_ascii_case(name, s);
+    if NOT_SECRETS.iter().any(ends) {
+        return None;
+    }
+    for keyword in KEYWORDS.iter().filter(|k| k.strength != Strength::Key) {
+        if keyword.suffixes.iter().any(ends) {
+            return Some(keyword.strength);
+        }
+    }
+    // `STRIPE_KEY`, `license-key`, `encryptionKey`, but not `monkey` or `hotkey`.
+    let camel_key =
+        name.len() > 3 && name.ends_with(b"Key") && name[name.len() - 4].is_ascii_lowercase();
+    let separated = KEYWORDS
+        .iter()
+        .filter(|k| k.strength == Strength::Key)
+        .any(|k| k.suffixes.iter().any(ends));
+    (camel_key || separated).then_some(Strength::Key)
 }
 
 fn is_name_byte(b: u8) -> bool {
@@ -211,29 +326,25 @@ fn quote_at(b: &[u8], i: usize) -> Option<&[u8]> {
 }
 
 /// Bytes that end an unquoted value. `<` and `{` are here so that `<YOUR_KEY>` and
-/// `{{ secrets.X }}` give an empty value; `(` so that a call is recognised.
-fn ends_unquoted(b: u8) -> bool {
+/// `{{ secrets.X }}` give an empty value; `(` so that a call is recognised. `&` ends a
+/// value in a URL query; a password elsewhere may hold one.
+fn ends_unquoted(b: u8, key: &Key) -> bool {
     b.is_ascii_whitespace()
         || b.is_ascii_control()
+        || (b == b'&' && (key.in_query || key.strength != Strength::Password))
         || matches!(
             b,
-            b'"' | b'\''
-                | b'`'
-                | b'\\'
-                | b','
-                | b';'
-                | b'&'
-                | b'|'
-                | b'('
-                | b')'
-                | b'{'
-                | b'}'
-                | b'<'
+            b'"' | b'\'' | b'`' | b'\\' | b',' | b';' | b'|' | b'(' | b')' | b'{' | b'}' | b'<'
         )
 }
 
 /// The byte range of the value assigned to the name at `start..end`, if it is a secret.
-fn secret_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
+fn secret_value(
+    text: &str,
+    start: usize,
+    end: usize,
+    strength: Strength,
+) -> Option<(usize, usize)> {
     let b = text.as_bytes();
     let mut i = end;
     if let Some(q) = quote_at(b, i) {
@@ -243,10 +354,11 @@ fn secret_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> 
     let name = &text[start..end];
     let key = Key {
         name,
+        strength,
         env_style: sep == Sep::Tight && is_env_name(name.as_bytes()),
-        password: ["password", "passwd"]
-            .iter()
-            .any(|s| ends_with_ignore_ascii_case(name.as_bytes(), s)),
+        tight: sep == Sep::Tight,
+        in_query: start > 0 && matches!(b[start - 1], b'?' | b'&'),
+        spaced: sep == Sep::Other,
     };
     value_at(text, i, &key, sep == Sep::Colon)
 }
@@ -285,31 +397,43 @@ fn separator(b: &[u8], i: usize) -> Option<(usize, Sep)> {
 /// What the name of an assignment says about its value.
 struct Key<'a> {
     name: &'a str,
+    strength: Strength,
     /// `NAME=value`, where a value is a literal string even when it is a plain word.
     env_style: bool,
-    /// Passwords are chosen by people: they need not look random and may hold spaces.
-    password: bool,
+    /// `name=value` with no blanks: a literal in shells, URLs and CLI flags.
+    tight: bool,
+    /// `?name=value&…`: `&` ends the value.
+    in_query: bool,
+    /// ` = `, `:=`, `=>`: what code assigns with.
+    spaced: bool,
+}
+
+/// Where and how a value was written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Context {
+    /// In quotes: a string literal.
+    Quoted,
+    /// `NAME=value` in an env file or shell.
+    EnvLiteral,
+    /// Anything else: a literal, or code. `line_end`: nothing but blanks or a comment
+    /// follows on its line, as in YAML and `.properties` files.
+    Unquoted { line_end: bool },
 }
 
 fn value_at(text: &str, i: usize, key: &Key, may_be_typed: bool) -> Option<(usize, usize)> {
     let b = text.as_bytes();
-    let (vs, ve, kind) = if let Some(q) = quote_at(b, i) {
-        let kind = if key.password || key.env_style {
-            Kind::Literal
-        } else {
-            Kind::Quoted
-        };
+    let (vs, ve, context) = if let Some(q) = quote_at(b, i) {
         let vs = i + q.len();
         let window = &b[vs..b.len().min(vs + MAX_VALUE)];
         let line = &window[..memchr::memchr(b'\n', window).unwrap_or(window.len())];
         match memmem::find(line, q) {
-            Some(n) => (vs, vs + n, kind),
+            Some(n) => (vs, vs + n, Context::Quoted),
             // No closing quote on the line (the text was cut, or the quote is an
             // apostrophe): judge the word after it.
-            None => (vs, unquoted_end(b, vs)?, kind),
+            None => (vs, unquoted_end(b, vs, key)?, Context::Quoted),
         }
     } else {
-        let ve = unquoted_end(b, i)?;
+        let ve = unquoted_end(b, i, key)?;
         if b.get(ve) == Some(&b'(') {
             return None;
         }
@@ -318,42 +442,79 @@ fn value_at(text: &str, i: usize, key: &Key, may_be_typed: bool) -> Option<(usiz
             if let Some((after, Sep::Other | Sep::Tight)) = separator(b, ve) {
                 let typed = Key {
                     env_style: false,
+                    tight: false,
+                    spaced: true,
                     ..*key
                 };
                 return value_at(text, after, &typed, false);
             }
         }
-        (
-            i,
-            ve,
-            if key.env_style {
-                Kind::Literal
-            } else {
-                Kind::Unquoted
-            },
-        )
+        let context = if key.env_style {
+            Context::EnvLiteral
+        } else {
+            Context::Unquoted {
+                line_end: ends_line(b, ve),
+            }
+        };
+        (i, ve, context)
     };
-    let value = &text[vs..ve];
+    judge(&text[vs..ve], key, context).then_some((vs, ve))
+}
+
+/// Whether the value is a secret, given its key and context.
+fn judge(value: &str, key: &Key, context: Context) -> bool {
     // A URL is where a secret is used, not the secret; its password is the URL rule's.
     let random = || looks_random(value) && !value.contains("://");
-    let secret = value.chars().count() >= MIN_VALUE_CHARS
-        && !is_placeholder(value)
-        && !is_label(value, key.name)
-        && (key.password || !value.contains(char::is_whitespace))
-        && match kind {
-            Kind::Literal => true,
-            Kind::Quoted => random(),
-            Kind::Unquoted => random() && !reads_as_code(value),
-        };
-    secret.then_some((vs, ve))
+    let min_chars = match (key.strength, context) {
+        (Strength::Password, Context::Unquoted { .. }) => 6,
+        (Strength::Password, _) => 4,
+        _ => 8,
+    };
+    if value.chars().count() < min_chars
+        || is_placeholder(value)
+        || is_label(value, key.name)
+        || (key.strength != Strength::Password && value.contains(char::is_whitespace))
+    {
+        return false;
+    }
+    match (key.strength, context) {
+        (Strength::Password, Context::Quoted | Context::EnvLiteral) => true,
+        (Strength::Password, Context::Unquoted { line_end }) => {
+            // After ` = ` a plain word is a variable (`self.password = credentials`);
+            // an INI file's password has a digit or a symbol more often than not.
+            let plain_word = value.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_');
+            let word_or_code = password_reads_as_code(value)
+                || is_prose_word(value)
+                || value.contains(char::is_whitespace)
+                || (key.spaced && plain_word);
+            (random() && !reads_as_code(value)) || (!word_or_code && (key.tight || line_end))
+        }
+        (Strength::Secret, Context::EnvLiteral) => true,
+        (Strength::Secret, Context::Quoted) => random(),
+        (Strength::Secret, Context::Unquoted { .. }) => random() && !reads_as_code(value),
+        (Strength::Key, Context::Quoted | Context::EnvLiteral) => looks_like_random_token(value),
+        (Strength::Key, Context::Unquoted { .. }) => {
+            looks_like_random_token(value) && !reads_as_code(value)
+        }
+    }
+}
+
+/// Nothing but blanks, a comment, or the end of the enclosing JSON string follows `i` on
+/// its line.
+fn ends_line(b: &[u8], i: usize) -> bool {
+    let j = skip_blanks(b, i);
+    matches!(
+        b.get(j..),
+        None | Some([] | [b'\n' | b'\r' | b'#' | b'"', ..] | [b'\\', b'n' | b'r' | b'"', ..])
+    )
 }
 
 /// End of an unquoted value starting at `i`; `None` when there is none or it is too long
 /// to be a secret.
-fn unquoted_end(b: &[u8], i: usize) -> Option<usize> {
+fn unquoted_end(b: &[u8], i: usize, key: &Key) -> Option<usize> {
     let limit = b.len().min(i + MAX_VALUE);
     let mut j = i;
-    while j < limit && !ends_unquoted(b[j]) {
+    while j < limit && !ends_unquoted(b[j], key) {
         j += 1;
     }
     (j > i && (j < limit || limit == b.len())).then_some(j)
@@ -459,12 +620,18 @@ mod tests {
     }
 
     #[test]
-    fn short_values_are_untouched_and_eight_characters_are_masked() {
-        assert_eq!(run("password: \"hunter2\""), "password: \"hunter2\"");
+    fn short_values_are_untouched_except_passwords() {
+        assert_eq!(run("token: \"a1b2c3d\""), "token: \"a1b2c3d\"");
         assert_eq!(
-            run("\"password\": \"hunter22\""),
-            "\"password\": \"[REDACTED]\""
+            run("\"api_key\": \"q7VbN2xK\""),
+            "\"api_key\": \"[REDACTED]\""
         );
+        // People choose short passwords; four characters in quotes or an env file are
+        // enough, six unquoted.
+        assert_eq!(run("password: \"hunter2\""), "password: \"[REDACTED]\"");
+        assert_eq!(run("DB_PASSWORD=root"), "DB_PASSWORD=[REDACTED]");
+        assert_eq!(run("password: abc12"), "password: abc12");
+        assert_eq!(run("password: hunter2"), "password: [REDACTED]");
     }
 
     #[test]
@@ -495,6 +662,132 @@ mod tests {
                      {\"progressToken\": \"progress-1\", \"nextPageToken\": \"CAoQAA9x2\"}\n\
                      {\"access_token\":\"fresh-token\",\"refresh_token\":\"unsupported\"}\n";
         assert_eq!(run(input), input);
+    }
+
+    /// One positive and one negative case per generic family.
+    #[test]
+    fn every_generic_family() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            (
+                "password-assignment",
+                "services:\n  db:\n    environment:\n      POSTGRES_PASSWORD: supersecret\n",
+                "services:\n  db:\n    environment:\n      POSTGRES_PASSWORD: [REDACTED]\n",
+                "password: hashedPassword\nPassword: required\nself.password = password\n",
+            ),
+            (
+                "passphrase-assignment",
+                "ssh_passphrase = 'correct horse battery staple'",
+                "ssh_passphrase = '[REDACTED]'",
+                "passphrase: <prompted>",
+            ),
+            (
+                "secret-assignment",
+                "client_secret: Hs8Dj3Fg6Kl1Zx4C",
+                "client_secret: [REDACTED]",
+                "client_secret: ClientSecret,",
+            ),
+            (
+                "token-assignment",
+                "{\"refresh_token\":\"Zq8Wm3Xr7Kp2Ln9V\"}",
+                "{\"refresh_token\":\"[REDACTED]\"}",
+                "{\"nextPageToken\": \"CAoQAA9x2\", \"access_token\": \"fresh-token\"}",
+            ),
+            (
+                "api-key-assignment",
+                "const apiKey = `Hc6Jd1Fs0YaT`;",
+                "const apiKey = `[REDACTED]`;",
+                "api_key = os.environ[\"OPENAI_API_KEY\"]",
+            ),
+            (
+                "access-or-secret-key-assignment",
+                "AWS_SECRET_KEY=q7VbN2xK9mPzR4tL",
+                "AWS_SECRET_KEY=[REDACTED]",
+                "secret_key = settings.SECRET_KEY",
+            ),
+            (
+                "private-key-assignment",
+                "\"private_key\": \"a1b2c3d4e5f6a7b8\"",
+                "\"private_key\": \"[REDACTED]\"",
+                "private_key: PathBuf,",
+            ),
+            (
+                "credential-assignment",
+                "registry_credentials=Zq8Wm3Xr7Kp2Ln9V",
+                "registry_credentials=[REDACTED]",
+                "fetch(url, { credentials: \"include\" })",
+            ),
+            (
+                "auth-assignment",
+                "{\"auths\":{\"ghcr.io\":{\"auth\":\"bWU6cTdWYk4yeEs5bVB6\"}}}",
+                "{\"auths\":{\"ghcr.io\":{\"auth\":\"[REDACTED]\"}}}",
+                "auth: true\noauth: \"oauth2\"\nauth = AuthConfig(user)",
+            ),
+            (
+                "other-key-assignment",
+                "STRIPE_KEY=Zq8Wm3Xr7Kp2Ln9VbT4c\nlicenseKey: \"Q7vBn2Xk9MpZr4TlWy8C\"",
+                "STRIPE_KEY=[REDACTED]\nlicenseKey: \"[REDACTED]\"",
+                "PRIMARY_KEY=identifier_column\ncacheKey: \"Zq8Wm3Xr7Kp2Ln9VbT4c\"\n\
+                 object_key: uploads/2024/a1b2c3d4e5f6.png\nmonkey=Zq8Wm3Xr7Kp2Ln9VbT4c\n\
+                 etag_key: 3f786850e387550fdab836ed7e6dc881de23001b",
+            ),
+        ];
+        for family in KEYWORDS {
+            assert!(
+                cases.iter().any(|c| c.0 == family.family),
+                "family {} has no case",
+                family.family
+            );
+        }
+        for (family, positive, masked, negative) in cases {
+            assert_eq!(run(positive), *masked, "{family}: {positive}");
+            assert_eq!(run(negative), *negative, "{family}: {negative}");
+        }
+    }
+
+    #[test]
+    fn passwords_in_yaml_env_and_code() {
+        let cases = [
+            ("password: correcthorse\n", "password: [REDACTED]\n"),
+            (
+                "  password: Password1  # dev\n",
+                "  password: [REDACTED]  # dev\n",
+            ),
+            ("PASSWORD=letmein", "PASSWORD=[REDACTED]"),
+            (
+                "[pypi]\npassword = hunter2\n",
+                "[pypi]\npassword = [REDACTED]\n",
+            ),
+            (
+                "?user=me&password=hunter22&x=1",
+                "?user=me&password=[REDACTED]&x=1",
+            ),
+            (
+                "spring.datasource.password=Tr0ub4dor&3",
+                "spring.datasource.password=[REDACTED]",
+            ),
+            ("Password: \"P@ss word\",", "Password: \"[REDACTED]\","),
+            (
+                "\"content\":\"db:\\n  password: supersecret\\n\"",
+                "\"content\":\"db:\\n  password: [REDACTED]\\n\"",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(run(input), expected, "input: {input}");
+        }
+        let untouched = "password: String,\n\
+                         password: Option<String>,\n\
+                         password = None\n\
+                         password = kwargs.get(\"password\")\n\
+                         Password: cfg.Password,\n\
+                         password: &'a str,\n\
+                         password = \"***\"\n\
+                         the password: supersecret is wrong\n\
+                         passwd:         files systemd\n\
+                         password: ${DB_PASSWORD}\n\
+                         password: changeme\n\
+                         self.username, self.password = credentials\n\
+                         \"smithy.api#noAuth\": createSmithyApiNoAuthHttpAuthOption,\n";
+        assert_eq!(run(untouched), untouched);
     }
 
     #[test]

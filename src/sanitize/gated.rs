@@ -9,30 +9,39 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use memchr::memmem;
+use std::sync::OnceLock;
+
 use regex::{Captures, Regex};
 
 #[derive(Debug)]
 pub(crate) struct GatedRegex {
     gates: Vec<memmem::Finder<'static>>,
-    regex: Regex,
+    name: &'static str,
+    pattern: String,
+    /// Built when a gate first matches: most text never opens one.
+    regex: OnceLock<Regex>,
 }
 
 impl GatedRegex {
     /// Panics on an invalid pattern: patterns are constants of this crate, so that is a bug
     /// that any test run finds.
-    pub fn new(name: &str, gates: &[&str], pattern: &str) -> GatedRegex {
+    pub fn new(name: &'static str, gates: &[&str], pattern: &str) -> GatedRegex {
         GatedRegex {
             gates: gates
                 .iter()
                 .map(|g| memmem::Finder::new(g.as_bytes()).into_owned())
                 .collect(),
-            regex: Regex::new(pattern)
-                .unwrap_or_else(|e| panic!("sanitizer pattern {name} does not compile: {e}")),
+            name,
+            pattern: pattern.to_string(),
+            regex: OnceLock::new(),
         }
     }
 
-    pub fn regex(&self) -> &Regex {
-        &self.regex
+    fn regex(&self) -> &Regex {
+        self.regex.get_or_init(|| {
+            Regex::new(&self.pattern)
+                .unwrap_or_else(|e| panic!("sanitizer pattern {} does not compile: {e}", self.name))
+        })
     }
 
     /// For each match, `edit` gets the captures and the end of the match's line and may
@@ -58,7 +67,7 @@ impl GatedRegex {
             // with the whole text so that `\b` and the like see what precedes the line.
             let haystack = &text[..line_end];
             let mut at = line_start;
-            while let Some(caps) = self.regex.captures_at(haystack, at) {
+            while let Some(caps) = self.regex().captures_at(haystack, at) {
                 let whole = caps.get(0).expect("group 0 is the whole match");
                 if whole.is_empty() {
                     break;

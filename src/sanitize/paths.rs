@@ -20,11 +20,25 @@ const LEAD: &str = r"(?P<lead>^|[^A-Za-z0-9._~\]-]|\\[nrt])";
 const USER: &str = r"(?P<user>[A-Za-z0-9_-](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?)";
 
 /// Folders under the home roots that belong to no user; mapping them to `~` would mislead.
-const NOT_USERS: &[&str] = &["Shared", "Public", "Default", "All Users", "linuxbrew"];
+const NOT_USERS: &[&str] = &[
+    "Shared",
+    "Public",
+    "Default",
+    "Default User",
+    "All Users",
+    "linuxbrew",
+];
+
+/// A Windows user name with spaces (`John Smith`): only inside a quoted path, where the
+/// quote before the drive and the separator or quote after the name bound it; unquoted,
+/// `C:\Users\John Smith` could as well be the user `John` and a word of prose.
+const SPACED_USER: &str =
+    r#"(?P<user>[A-Za-z0-9_-][A-Za-z0-9._-]{0,31}(?: [A-Za-z0-9._-]{1,32}){1,3})(?:\\|/|"|')"#;
 
 #[derive(Debug)]
 pub(crate) struct HomeDirs {
     unix: GatedRegex,
+    windows_spaced: GatedRegex,
     windows: GatedRegex,
     /// The user's own home when it is not under one of the roots above (`/root`,
     /// `/var/lib/jenkins`), with its JSON-escaped spelling when it has backslashes.
@@ -38,6 +52,13 @@ impl HomeDirs {
                 "unix home",
                 &["/home/", "/Users/"],
                 &format!("{LEAD}/(?:home|Users)/{USER}"),
+            ),
+            windows_spaced: GatedRegex::new(
+                "windows home with spaces",
+                &["sers\\", "SERS\\", "sers/", "SERS/"],
+                &format!(
+                    r#"(?P<lead>"|'|\\")[A-Za-z]:(?:\\\\|\\|/)(?i-u:users)(?:\\\\|\\|/){SPACED_USER}"#
+                ),
             ),
             // `\\\\` first: in JSON-escaped text the separator is two backslashes.
             windows: GatedRegex::new(
@@ -73,7 +94,8 @@ impl HomeDirs {
                 out = Cow::Owned(s);
             }
         }
-        for regex in [&self.unix, &self.windows] {
+        // Windows first: `C:/Users/x` would otherwise read as `C:` and the macOS `/Users/x`.
+        for regex in [&self.windows_spaced, &self.windows, &self.unix] {
             if let Cow::Owned(s) = regex.replace(&out, "~", home_range) {
                 out = Cow::Owned(s);
             }
@@ -173,11 +195,36 @@ mod tests {
                 r#"{"cwd":"~\\proj"}"#,
             ),
             ("d:/users/bob/x", "~/x"),
+            ("C:/Users/bob/x", "~/x"),
             (r"at C:\Users\alice.", "at ~."),
         ];
         for (input, expected) in cases {
             assert_eq!(run(None, input), expected, "input: {input}");
         }
+    }
+
+    #[test]
+    fn windows_user_names_with_spaces_in_quoted_paths() {
+        let cases = [
+            (
+                r#"open "C:\Users\John Smith\Documents\a.txt""#,
+                r#"open "~\Documents\a.txt""#,
+            ),
+            (
+                r#"{"cwd":"C:\\Users\\Ana Maria Lopez\\src"}"#,
+                r#"{"cwd":"~\\src"}"#,
+            ),
+            ("'C:/Users/John Smith'", "'~'"),
+            (
+                r#"{\"path\":\"C:\\Users\\John Smith\\x\"}"#,
+                r#"{\"path\":\"~\\x\"}"#,
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(run(None, input), expected, "input: {input}");
+        }
+        // Unquoted, only the first word can be told to be the name.
+        assert_eq!(run(None, r"cd C:\Users\John Smith\x"), r"cd ~ Smith\x");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! A line scanner, not a regex: a frame is one or more lines (a Python frame is its
 //! `File` line plus the source line under it; a Go frame is the function line plus its
-//! file line), and runs must be counted across lines.
+//! file line), and runs must be counted across lines. Lines are either the text's own
+//! (`\n`), or, inside a JSON string that holds a whole trace, its `\n` escapes.
 
 use std::borrow::Cow;
 
@@ -31,30 +32,159 @@ impl Kind {
     }
 }
 
-/// One line: `start..end` without its line break, `next` where the following line starts.
-#[derive(Clone, Copy)]
+/// One line: `start..` its first byte in the text, `next` where the following line starts,
+/// `text` its content without the line break, JSON escapes decoded.
 struct Line<'a> {
     start: usize,
     next: usize,
-    text: &'a str,
+    text: Cow<'a, str>,
 }
 
-fn line_at(text: &str, start: usize) -> Line<'_> {
-    let rest = &text.as_bytes()[start..];
-    let (end, next) = match memchr(b'\n', rest) {
-        Some(n) => (start + n, start + n + 1),
-        None => (text.len(), text.len()),
-    };
-    let end = if end > start && text.as_bytes()[end - 1] == b'\r' {
-        end - 1
-    } else {
-        end
-    };
-    Line {
-        start,
-        next,
-        text: &text[start..end],
+/// How a region of text is cut into lines.
+trait Lines {
+    /// Where the region ends; lines start before it.
+    fn end(&self) -> usize;
+    fn line_at<'a>(&self, text: &'a str, start: usize) -> Line<'a>;
+    /// The indentation of the line at `start` as written in the text.
+    fn indent<'a>(&self, text: &'a str, start: usize) -> &'a str;
+    /// The line break that ends `removed`, as written in the text, if any.
+    fn newline(&self, removed: &str) -> &'static str;
+}
+
+/// The text's own lines.
+struct Plain {
+    len: usize,
+}
+
+impl Lines for Plain {
+    fn end(&self) -> usize {
+        self.len
     }
+
+    fn line_at<'a>(&self, text: &'a str, start: usize) -> Line<'a> {
+        let rest = &text.as_bytes()[start..];
+        let (end, next) = match memchr(b'\n', rest) {
+            Some(n) => (start + n, start + n + 1),
+            None => (text.len(), text.len()),
+        };
+        let end = if end > start && text.as_bytes()[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        Line {
+            start,
+            next,
+            text: Cow::Borrowed(&text[start..end]),
+        }
+    }
+
+    fn indent<'a>(&self, text: &'a str, start: usize) -> &'a str {
+        let line = &text[start..];
+        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+    }
+
+    fn newline(&self, removed: &str) -> &'static str {
+        if removed.ends_with("\r\n") {
+            "\r\n"
+        } else if removed.ends_with('\n') {
+            "\n"
+        } else {
+            ""
+        }
+    }
+}
+
+/// The lines of a JSON string's content inside one line of text: split at `\n` escapes.
+struct Escaped {
+    end: usize,
+}
+
+impl Lines for Escaped {
+    fn end(&self) -> usize {
+        self.end
+    }
+
+    fn line_at<'a>(&self, text: &'a str, start: usize) -> Line<'a> {
+        let b = text.as_bytes();
+        let mut i = start;
+        let mut escapes = false;
+        let (content_end, next) = loop {
+            if i >= self.end {
+                break (self.end, self.end);
+            }
+            if b[i] == b'\\' && i + 1 < self.end {
+                if b[i + 1] == b'n' {
+                    break (i, i + 2);
+                }
+                escapes = true;
+                i += 2;
+            } else if b[i] == b'"' && i > start {
+                // The end of the JSON string: what follows is JSON, never a frame.
+                break (i, i);
+            } else {
+                i += 1;
+            }
+        };
+        let raw = &text[start..content_end];
+        let raw = raw.strip_suffix("\\r").unwrap_or(raw);
+        let text = if escapes {
+            Cow::Owned(unescape(raw))
+        } else {
+            Cow::Borrowed(raw)
+        };
+        Line { start, next, text }
+    }
+
+    fn indent<'a>(&self, text: &'a str, start: usize) -> &'a str {
+        let b = text.as_bytes();
+        let mut i = start;
+        while i < self.end {
+            if b[i] == b' ' {
+                i += 1;
+            } else if b[i] == b'\\' && b.get(i + 1) == Some(&b't') {
+                i += 2;
+            } else {
+                break;
+            }
+        }
+        &text[start..i]
+    }
+
+    fn newline(&self, removed: &str) -> &'static str {
+        if removed.ends_with("\\r\\n") {
+            "\\r\\n"
+        } else if removed.ends_with("\\n") {
+            "\\n"
+        } else {
+            ""
+        }
+    }
+}
+
+/// Decodes the JSON escapes that frames contain; others stay as written.
+fn unescape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('"') => out.push('"'),
+            Some('\\') => out.push('\\'),
+            Some('/') => out.push('/'),
+            Some('r') => {}
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 fn split_indent(s: &str) -> (&str, &str) {
@@ -77,46 +207,63 @@ fn is_at_frame(indent: &str, body: &str) -> bool {
             || body == "at <anonymous>")
 }
 
-fn classify(text: &str, line: Line) -> Option<Kind> {
-    let (indent, body) = split_indent(line.text);
+/// The line that replaced folded frames: never a frame itself, or folding twice would
+/// fold it with what follows (a Go marker line before a stray `\t…go:` line reads as a
+/// function line).
+fn is_marker(body: &str) -> bool {
+    body.starts_with("… ") && body.ends_with(" more frames")
+}
+
+fn classify<L: Lines>(lines: &L, text: &str, line: &Line) -> Option<Kind> {
+    let (indent, body) = split_indent(&line.text);
     let first = *body.as_bytes().first()?;
+    if is_marker(body) {
+        return None;
+    }
     if first == b'F' && body.starts_with("File \"") && body.contains("\", line ") {
         return Some(Kind::Python);
     }
     if first == b'a' && is_at_frame(indent, body) {
         return Some(Kind::At);
     }
+    let next = || (line.next < lines.end()).then(|| lines.line_at(text, line.next));
     if first.is_ascii_digit() {
         let digits = body.bytes().take_while(u8::is_ascii_digit).count();
         let symbol = body[digits..].strip_prefix(": ")?;
         let number = body[..digits].parse().ok()?;
-        let next = line_at(text, line.next);
-        let (next_indent, next_body) = split_indent(next.text);
-        let has_location = next_indent.len() > indent.len() && next_body.starts_with("at ");
+        let has_location = next().is_some_and(|next| {
+            let (next_indent, next_body) = split_indent(&next.text);
+            next_indent.len() > indent.len() && next_body.starts_with("at ")
+        });
         let symbolic =
             symbol.contains("::") || symbol.starts_with(['_', '<']) || symbol.starts_with("0x");
         return (symbolic || has_location).then_some(Kind::Rust(number));
     }
-    if indent.is_empty() && line.next < text.len() && text.as_bytes()[line.next] == b'\t' {
-        let next = line_at(text, line.next);
-        if memmem::find(next.text.as_bytes(), b".go:").is_some() {
-            return Some(Kind::Go);
-        }
+    if indent.is_empty()
+        && next().is_some_and(|next| next.text.starts_with('\t') && next.text.contains(".go:"))
+    {
+        return Some(Kind::Go);
     }
     None
 }
 
 /// Where the frame that starts with `line` ends: after its continuation lines.
-fn frame_end(text: &str, line: Line, kind: Kind) -> usize {
+fn frame_end<L: Lines>(lines: &L, text: &str, line: &Line, kind: Kind) -> usize {
     match kind {
         Kind::At => line.next,
-        Kind::Go => line_at(text, line.next).next,
+        Kind::Go => {
+            if line.next < lines.end() {
+                lines.line_at(text, line.next).next
+            } else {
+                line.next
+            }
+        }
         Kind::Python | Kind::Rust(_) => {
-            let indent = split_indent(line.text).0.len();
+            let indent = split_indent(&line.text).0.len();
             let mut pos = line.next;
-            while pos < text.len() {
-                let next = line_at(text, pos);
-                let (next_indent, body) = split_indent(next.text);
+            while pos < lines.end() {
+                let next = lines.line_at(text, pos);
+                let (next_indent, body) = split_indent(&next.text);
                 let deeper = next_indent.len() > indent && !body.is_empty();
                 let continues = match kind {
                     Kind::Python => deeper && !body.starts_with("File \""),
@@ -132,7 +279,53 @@ fn frame_end(text: &str, line: Line, kind: Kind) -> usize {
     }
 }
 
+/// Folds the traces of one region starting at `from`, appending to `out` from `copied`.
+fn fold_region<L: Lines>(lines: &L, text: &str, from: usize, out: &mut String, copied: &mut usize) {
+    let mut pos = from;
+    while pos < lines.end() {
+        let line = lines.line_at(text, pos);
+        let Some(kind) = classify(lines, text, &line) else {
+            pos = line.next;
+            continue;
+        };
+        let mut frames = 1;
+        let mut cut_at = None;
+        let mut prev = kind;
+        let mut end = frame_end(lines, text, &line, kind);
+        while end < lines.end() {
+            let next = lines.line_at(text, end);
+            match classify(lines, text, &next) {
+                Some(k) if prev.continues(k) => {
+                    frames += 1;
+                    if frames == KEPT_FRAMES + 1 {
+                        cut_at = Some(next.start);
+                    }
+                    prev = k;
+                    end = frame_end(lines, text, &next, k);
+                }
+                _ => break,
+            }
+        }
+        if let Some(cut_at) = cut_at {
+            let newline = lines.newline(&text[cut_at..end]);
+            out.push_str(&text[*copied..cut_at]);
+            out.push_str(lines.indent(text, line.start));
+            out.push_str(&format!("… {} more frames{newline}", frames - KEPT_FRAMES));
+            *copied = end;
+        }
+        pos = end.max(line.next);
+    }
+}
+
 pub(crate) fn fold_stack_traces(text: &str) -> Cow<'_, str> {
+    let plain = fold_plain(text);
+    match fold_escaped(&plain) {
+        Some(s) => Cow::Owned(s),
+        None => plain,
+    }
+}
+
+fn fold_plain(text: &str) -> Cow<'_, str> {
     // Fewer lines than a foldable trace has frames: nothing to do, and no scan.
     if memchr::memchr_iter(b'\n', text.as_bytes())
         .nth(KEPT_FRAMES - 1)
@@ -142,53 +335,43 @@ pub(crate) fn fold_stack_traces(text: &str) -> Cow<'_, str> {
     }
     let mut out = String::new();
     let mut copied = 0;
-    let mut pos = 0;
-    while pos < text.len() {
-        let line = line_at(text, pos);
-        let Some(kind) = classify(text, line) else {
-            pos = line.next;
-            continue;
-        };
-        let mut frames = 1;
-        let mut cut_at = None;
-        let mut prev = kind;
-        let mut end = frame_end(text, line, kind);
-        while end < text.len() {
-            let next = line_at(text, end);
-            match classify(text, next) {
-                Some(k) if prev.continues(k) => {
-                    frames += 1;
-                    if frames == KEPT_FRAMES + 1 {
-                        cut_at = Some(next.start);
-                    }
-                    prev = k;
-                    end = frame_end(text, next, k);
-                }
-                _ => break,
-            }
-        }
-        if let Some(cut_at) = cut_at {
-            let (indent, _) = split_indent(line.text);
-            let removed = &text[cut_at..end];
-            let newline = if removed.ends_with("\r\n") {
-                "\r\n"
-            } else if removed.ends_with('\n') {
-                "\n"
-            } else {
-                ""
-            };
-            out.push_str(&text[copied..cut_at]);
-            out.push_str(indent);
-            out.push_str(&format!("… {} more frames{newline}", frames - KEPT_FRAMES));
-            copied = end;
-        }
-        pos = end;
-    }
+    fold_region(&Plain { len: text.len() }, text, 0, &mut out, &mut copied);
     if copied == 0 {
         return Cow::Borrowed(text);
     }
     out.push_str(&text[copied..]);
     Cow::Owned(out)
+}
+
+/// Traces inside JSON strings: only lines with enough `\n` escapes and a frame's mark are
+/// split at their escapes.
+fn fold_escaped(text: &str) -> Option<String> {
+    let escape = memmem::Finder::new(b"\\n");
+    let marks = [
+        memmem::Finder::new(b"at "),
+        memmem::Finder::new(b"File \\\""),
+        memmem::Finder::new(b".go:"),
+        memmem::Finder::new(b"::"),
+    ];
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut start = 0;
+    let b = text.as_bytes();
+    while start < b.len() {
+        let end = memchr(b'\n', &b[start..]).map_or(b.len(), |i| start + i);
+        let line = &b[start..end];
+        if escape.find_iter(line).nth(KEPT_FRAMES - 1).is_some()
+            && marks.iter().any(|m| m.find(line).is_some())
+        {
+            fold_region(&Escaped { end }, text, start, &mut out, &mut copied);
+        }
+        start = end + 1;
+    }
+    if copied == 0 {
+        return None;
+    }
+    out.push_str(&text[copied..]);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -359,6 +542,73 @@ mod tests {
     fn go_source_is_untouched() {
         let input = "func main() {\n\tfmt.Println(\"x.go:1\")\n}\n".repeat(4);
         assert_eq!(fold(&input), input);
+    }
+
+    #[test]
+    fn trace_inside_a_json_string() {
+        let mut trace = String::from("Traceback (most recent call last):\\n");
+        for i in 0..7 {
+            trace.push_str(&format!(
+                "  File \\\"/app/m{i}.py\\\", line {i}, in f{i}\\n    g{i}()\\n"
+            ));
+        }
+        trace.push_str("ValueError: boom");
+        let input = format!("{{\"type\":\"tool_result\",\"content\":\"{trace}\"}}\n");
+        let expected =
+            "{\"type\":\"tool_result\",\"content\":\"Traceback (most recent call last):\\n\
+                        \x20 File \\\"/app/m0.py\\\", line 0, in f0\\n    g0()\\n\
+                        \x20 File \\\"/app/m1.py\\\", line 1, in f1\\n    g1()\\n\
+                        \x20 File \\\"/app/m2.py\\\", line 2, in f2\\n    g2()\\n\
+                        \x20 File \\\"/app/m3.py\\\", line 3, in f3\\n    g3()\\n\
+                        \x20 File \\\"/app/m4.py\\\", line 4, in f4\\n    g4()\\n\
+                        \x20 … 2 more frames\\n\
+                        ValueError: boom\"}\n";
+        assert_eq!(fold(&input), expected);
+        assert_eq!(fold(expected), expected);
+    }
+
+    #[test]
+    fn java_and_node_traces_inside_json_strings() {
+        let java: String = (0..8)
+            .map(|i| format!("\\n\\tat com.example.C{i}.m(C{i}.java:{i})"))
+            .collect();
+        let input = format!("{{\"error\":\"java.lang.IllegalStateException{java}\"}}");
+        let out = fold(&input);
+        assert!(
+            out.ends_with("\\n\\tat com.example.C4.m(C4.java:4)\\n\\t… 3 more frames\"}"),
+            "{out}"
+        );
+        let node: String = (0..7)
+            .map(|i| format!("\\n    at f{i} (/app/m.js:{i}:1)"))
+            .collect();
+        let input = format!("\"Error: x{node}\\nnext\"");
+        assert_eq!(
+            fold(&input),
+            "\"Error: x\\n    at f0 (/app/m.js:0:1)\\n    at f1 (/app/m.js:1:1)\\n    at f2 (/app/m.js:2:1)\\n    at f3 (/app/m.js:3:1)\\n    at f4 (/app/m.js:4:1)\\n    … 2 more frames\\nnext\""
+        );
+    }
+
+    #[test]
+    fn json_strings_without_traces_are_untouched() {
+        let input = "{\"text\":\"look at this\\nand at that\\n1\\n2\\n3\\n4\\n5\\n6 a::b\"}";
+        assert_eq!(fold(input), input);
+    }
+
+    #[test]
+    fn fuzz_regression_marker_before_a_stray_go_file_line() {
+        // Found by `cargo fuzz run sanitize`: the marker line, unindented, followed by a
+        // tab-indented `.go:` line, read as a Go frame on the second pass and was folded
+        // again.
+        let mut input = String::new();
+        for i in 0..8 {
+            input.push_str(&format!("main.f{i}()\n\t/a.go:{i} +0x1\n"));
+        }
+        input.push_str("\t/a.go:9 +0x1\nnext\n");
+        let once = fold(&input);
+        assert!(
+            once.ends_with("main.f4()\n\t/a.go:4 +0x1\n… 3 more frames\n\t/a.go:9 +0x1\nnext\n")
+        );
+        assert_eq!(fold(&once), once);
     }
 
     #[test]

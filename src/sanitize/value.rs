@@ -3,10 +3,70 @@
 
 use super::MASK;
 
-/// Cheap stand-in for an entropy test: a random string of 8+ characters from a mixed
-/// alphabet almost always has both a letter and a digit, while words rarely do.
+/// A randomness test that needs no entropy tables: random strings from a mixed alphabet
+/// switch between letters and digits all the time, while words, identifiers and versions
+/// with a number (`postgres123`, `user_profile_42`, `v1_release_candidate3`) switch at most
+/// once per segment.
+///
+/// Random: a segment (a run of ASCII letters and digits) switches between letters and
+/// digits at least twice, or, for base64 without digits, a segment of 20+ letters switches
+/// case at least once every four letters.
 pub(crate) fn looks_random(s: &str) -> bool {
-    s.bytes().any(|b| b.is_ascii_digit()) && s.bytes().any(|b| b.is_ascii_alphabetic())
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let (mut digit_switches, mut case_switches, mut upper_pairs) = (0usize, 0usize, 0usize);
+        while i + 1 < b.len() && b[i + 1].is_ascii_alphanumeric() {
+            let (x, y) = (b[i], b[i + 1]);
+            if x.is_ascii_digit() != y.is_ascii_digit() {
+                digit_switches += 1;
+            } else if x.is_ascii_alphabetic() && x.is_ascii_uppercase() != y.is_ascii_uppercase() {
+                case_switches += 1;
+            } else if x.is_ascii_uppercase() {
+                upper_pairs += 1;
+            }
+            i += 1;
+        }
+        i += 1;
+        let len = i - start;
+        // camelCase identifiers switch case often too, but almost never put two capitals
+        // side by side, which random letters do every fourth pair.
+        if digit_switches >= 2 || (len >= 20 && case_switches * 4 >= len && upper_pairs * 16 >= len)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// A stricter test for values whose name only weakly says "secret" (`*_KEY`): at least 16
+/// characters of a token alphabet, random, and not a hash, a UUID or a path, which are what
+/// such names hold when they are not secrets (cache keys, object keys, ids).
+pub(crate) fn looks_like_random_token(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 16
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'_' | b'-'))
+        && !b.contains(&b'/')
+        && !is_hex_or_uuid(s)
+        && looks_random(s)
+}
+
+/// Lowercase or uppercase hexadecimal, possibly in UUID groups: hashes, git SHAs, ids.
+pub(crate) fn is_hex_or_uuid(s: &str) -> bool {
+    let hex = |c: &u8| c.is_ascii_hexdigit() || *c == b'-';
+    let b = s.as_bytes();
+    b.iter().all(hex)
+        && (b
+            .iter()
+            .all(|c| !c.is_ascii_alphabetic() || c.is_ascii_lowercase())
+            || b.iter()
+                .all(|c| !c.is_ascii_alphabetic() || c.is_ascii_uppercase()))
 }
 
 /// Values that stand for a secret without being one: references to the environment or
@@ -16,12 +76,19 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     let Some(&first) = v.as_bytes().first() else {
         return true;
     };
-    if v.contains(MASK) || matches!(first, b'$' | b'<' | b'{' | b'%') || v.starts_with("#{") {
+    if v.contains(MASK)
+        || matches!(first, b'$' | b'<' | b'{' | b'%' | b'[' | b'(')
+        || v.starts_with("#{")
+    {
         return true;
     }
     if v.chars()
-        .all(|c| matches!(c, '*' | 'x' | 'X' | '.' | '-' | '_' | '#' | '•' | '…'))
+        .all(|c| matches!(c, '*' | 'x' | 'X' | '.' | '-' | '_' | '#' | '•' | '…' | '?'))
     {
+        return true;
+    }
+    // One character repeated (`aaaaaaaa`, `00000000`) is filler.
+    if v.len() >= 4 && v.bytes().all(|c| c == v.as_bytes()[0]) {
         return true;
     }
     const WORDS: &[&str] = &[
@@ -36,8 +103,52 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
         "process.env",
         "os.environ",
         "getenv",
+        "import.meta.env",
+        "secrets.",
+        "xxxx",
+        "****",
+        "dummy",
+        "notasecret",
+        "not-a-secret",
+        "insert_",
+        "insert-",
+        "replace_",
+        "replace-",
+        "replaceme",
     ];
-    const WHOLE: &[&str] = &["null", "none", "nil", "undefined", "true", "false"];
+    const WHOLE: &[&str] = &[
+        "null",
+        "none",
+        "nil",
+        "undefined",
+        "true",
+        "false",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "token",
+        "apikey",
+        "api_key",
+        "api-key",
+        "string",
+        "str",
+        "test",
+        "testing",
+        "sample",
+        "hidden",
+        "empty",
+        "required",
+        "optional",
+        "default",
+        "unset",
+        "value",
+        "todo",
+        "tbd",
+        "n/a",
+        "mask",
+        "masked",
+    ];
     starts_with_ignore_ascii_case(v, "your")
         || WORDS.iter().any(|w| contains_ignore_ascii_case(v, w))
         || WHOLE.iter().any(|w| w.eq_ignore_ascii_case(v))
@@ -50,12 +161,36 @@ pub(crate) fn reads_as_code(value: &str) -> bool {
     let digits = value.bytes().filter(u8::is_ascii_digit).count();
     value.contains(['[', ']'])
         || value.contains("::")
-        || (value.contains('.') && value.split('.').all(|s| s.len() <= 32 && is_identifier(s)))
+        || is_dotted_path(value)
         // Identifiers rarely have two digits; random strings of 20+ characters rarely
         // have fewer.
         || (is_identifier(value) && digits <= 1 && value.len() < 20)
         || is_constant_name(value)
         || is_number_literal(value)
+}
+
+/// Like [`reads_as_code`], for an unquoted value under a password's name, which people
+/// choose and which need not look random (`supersecret`, `Password1`): code here is what an
+/// identifier looks like when it is plainly one (`hashedPassword`, `db_password`,
+/// `PasswordField`, `form.password`, `Optional[str]`).
+pub(crate) fn password_reads_as_code(value: &str) -> bool {
+    let b = value.as_bytes();
+    let upper = b.iter().filter(|c| c.is_ascii_uppercase()).count();
+    let camel = b
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    value.contains(['[', ']', '('])
+        || value.contains("::")
+        || is_dotted_path(value)
+        || is_constant_name(value)
+        || (is_identifier(value)
+            && !b.iter().any(u8::is_ascii_digit)
+            && (camel || value.contains('_') || upper >= 2))
+}
+
+/// `a.b.c` where every part is an identifier: a field path, not a secret.
+fn is_dotted_path(value: &str) -> bool {
+    value.contains('.') && value.split('.').all(|s| s.len() <= 32 && is_identifier(s))
 }
 
 /// Values that name something rather than hold a secret: an environment variable or
@@ -72,6 +207,67 @@ pub(crate) fn is_label(value: &str, name: &str) -> bool {
     is_constant_name(value)
         || (value_key.len() >= 4
             && (name_key.ends_with(&value_key) || value_key.ends_with(&name_key)))
+}
+
+/// Everyday words that follow a password's name in prose or docs, never as its value.
+pub(crate) fn is_prose_word(value: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "required",
+        "optional",
+        "enabled",
+        "disabled",
+        "provided",
+        "missing",
+        "incorrect",
+        "invalid",
+        "unknown",
+        "expired",
+        "protected",
+        "authentication",
+        "authenticated",
+        "prompt",
+        "prompted",
+        "forgotten",
+        "changed",
+        "updated",
+        "reset",
+        "accepted",
+        "rejected",
+        "mismatch",
+        "generated",
+        "configured",
+        "encrypted",
+        "hashed",
+        "ignored",
+        "supplied",
+        "specified",
+        "available",
+        "unavailable",
+        "needed",
+        "set",
+        "files",
+        "option",
+        "options",
+        "flag",
+        "flags",
+        "argument",
+        "arguments",
+        "parameter",
+        "parameters",
+        "field",
+        "instead",
+        "combination",
+        "and",
+        "or",
+        "is",
+        "was",
+        "for",
+        "with",
+        "when",
+        "from",
+        "then",
+    ];
+    WORDS.iter().any(|w| w.eq_ignore_ascii_case(value))
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -115,6 +311,14 @@ fn is_number_literal(value: &str) -> bool {
                     .all(|c| matches!(c, b'u' | b'U' | b'l' | b'L'))))
 }
 
+pub(crate) fn has_digit(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+}
+
+pub(crate) fn has_upper_and_lower(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase())
+}
+
 pub(crate) fn starts_with_ignore_ascii_case(s: &str, prefix: &str) -> bool {
     s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
@@ -123,7 +327,7 @@ pub(crate) fn ends_with_ignore_ascii_case(s: &[u8], suffix: &str) -> bool {
     s.len() >= suffix.len() && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
 }
 
-fn contains_ignore_ascii_case(s: &str, needle: &str) -> bool {
+pub(crate) fn contains_ignore_ascii_case(s: &str, needle: &str) -> bool {
     s.as_bytes()
         .windows(needle.len())
         .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
@@ -132,6 +336,50 @@ fn contains_ignore_ascii_case(s: &str, needle: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn randomness() {
+        for r in [
+            "q7VbN2xK9mPz",
+            "a1b2c3d4e5f6",
+            "9f8e7d6c5b4a3210",
+            "ya29a0AfH6SMB3x",
+            "hunter2hunter2",
+            "123e4567-e89b-12d3-a456-426614174000",
+            "dXNlcjpwYXNzd29yZA==",
+            "kQZrTmwBXpLcVnDaYeHsUgJf",
+        ] {
+            assert!(looks_random(r), "{r}");
+        }
+        for w in [
+            "postgres123",
+            "user_profile_42",
+            "v1_release_candidate3",
+            "session-2024",
+            "supersecret",
+            "hashedPassword",
+            "",
+            "1.2.3",
+            "AbcdefghijklmnopqrstuV",
+            "createSmithyApiNoAuthHttpAuthOption",
+        ] {
+            assert!(!looks_random(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn random_tokens_are_not_hashes_or_paths() {
+        assert!(looks_like_random_token("Zq8Wm3Xr7Kp2Ln9VbT4c"));
+        for v in [
+            "3f786850e387550fdab836ed7e6dc881de23001b",
+            "123e4567-e89b-12d3-a456-426614174000",
+            "uploads/2024/a1b2c3d4e5.png",
+            "q7VbN2xK9mPz",
+            "user:42:profile:a1b2c3",
+        ] {
+            assert!(!looks_like_random_token(v), "{v}");
+        }
+    }
 
     #[test]
     fn placeholders() {
@@ -147,10 +395,14 @@ mod tests {
             "{{ token }}",
             "process.env.X",
             "os.environ['X']",
+            "aaaaaaaa",
+            "string",
+            "sk-xxxxxxxxxxxxxxxx",
+            "%(password)s",
         ] {
             assert!(is_placeholder(p), "{p}");
         }
-        for v in ["hunter22", "q7VbN2xK", "pass", "password"] {
+        for v in ["hunter22", "q7VbN2xK", "pass", "supersecret", "Password1"] {
             assert!(!is_placeholder(v), "{v}");
         }
     }
@@ -179,6 +431,30 @@ mod tests {
             "0x1g2h3j4k",
         ] {
             assert!(!reads_as_code(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn password_code() {
+        for c in [
+            "hashedPassword",
+            "db_password",
+            "PasswordField",
+            "form.password",
+            "Optional[str]",
+            "getpass()",
+            "DB_PASSWORD",
+        ] {
+            assert!(password_reads_as_code(c), "{c}");
+        }
+        for v in [
+            "supersecret",
+            "Password1",
+            "hunter2",
+            "correct-horse",
+            "Tr0ub4dor&3",
+        ] {
+            assert!(!password_reads_as_code(v), "{v}");
         }
     }
 

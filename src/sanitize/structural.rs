@@ -1,0 +1,585 @@
+//! Layer (b): secrets found by where they stand rather than by a prefix of their own:
+//! `Authorization` headers, API-key headers, passwords in URLs, connection strings and
+//! command lines, `.netrc`, session cookies, JWTs, AWS credentials next to their names.
+//! PEM private keys span lines and have their own scanner, `pem`.
+//!
+//! Each rule keeps the context (the header name, the scheme, the URL up to the password)
+//! and masks only the value.
+
+use super::rules::{
+    always, not_placeholder, random_not_placeholder, raw_credential, Candidate, TokenRule,
+};
+use super::value::{is_placeholder, is_prose_word, looks_random};
+
+pub(crate) const RULES: &[TokenRule] = &[
+    // JSON Web Tokens, header and payload both `eyJ` (base64 of `{"`). Vendors whose
+    // tokens embed one (`ops_eyJ…`, `sk.eyJ…`) are masked first with their prefix kept.
+    TokenRule {
+        family: "jwt",
+        gates: &["eyJ"],
+        requires: &[],
+        pattern: r"{LEAD}(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)",
+        accept: always,
+    },
+    // `Authorization` and `Proxy-Authorization` with a scheme, in every dress: HTTP dumps,
+    // `curl -H`, JSON and Python dicts, Go's `map[Authorization:[Bearer …]]`, CGI's
+    // `HTTP_AUTHORIZATION`, percent-encoded.
+    TokenRule {
+        family: "authorization-scheme",
+        gates: &[
+            "uthorization:",
+            "uthorization=",
+            "uthorization\"",
+            "uthorization'",
+            "uthorization\\",
+            "uthorization%3",
+            "UTHORIZATION:",
+            "UTHORIZATION=",
+            "UTHORIZATION\"",
+            "UTHORIZATION'",
+            "UTHORIZATION\\",
+            "UTHORIZATION%3",
+        ],
+        requires: &[],
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?:[:=]|%3a)[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#,
+        accept: not_placeholder,
+    },
+    // A header value without a scheme; it must look like a credential, since
+    // "Authorization: required" is prose.
+    TokenRule {
+        family: "authorization-raw",
+        gates: &[
+            "uthorization:",
+            "uthorization=",
+            "uthorization\"",
+            "uthorization'",
+            "uthorization\\",
+            "uthorization%3",
+            "UTHORIZATION:",
+            "UTHORIZATION=",
+            "UTHORIZATION\"",
+            "UTHORIZATION'",
+            "UTHORIZATION\\",
+            "UTHORIZATION%3",
+        ],
+        requires: &[],
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?:[:=]|%3a)[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/)+)"#,
+        accept: raw_credential,
+    },
+    // A bearer token anywhere (SDK debug logs print it without the header name).
+    TokenRule {
+        family: "bearer",
+        gates: &["earer", "EARER"],
+        requires: &[],
+        pattern: r"{LEAD}(?i-u:bearer)(?:[ \t]+|%20|\+)(?P<secret>(?:[A-Za-z0-9._~+/-]|\\/){16,}=*)",
+        accept: random_not_placeholder,
+    },
+    // API-key and token headers: `x-api-key`, `api-key`, `x-goog-api-key`,
+    // `ocp-apim-subscription-key`, `x-functions-key`, `x-auth-token`, `private-token`,
+    // `x-vault-token`, `x-amz-security-token`, …
+    TokenRule {
+        family: "api-key-header",
+        gates: &[
+            "api-key",
+            "Api-Key",
+            "API-Key",
+            "API-KEY",
+            "apikey",
+            "ApiKey",
+            "APIKey",
+            "APIKEY",
+            "apiKey",
+            "-token",
+            "-Token",
+            "-TOKEN",
+            "ubscription-key",
+            "ubscription-Key",
+            "UBSCRIPTION-KEY",
+            "unctions-key",
+            "unctions-Key",
+            "UNCTIONS-KEY",
+        ],
+        requires: &[],
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+-)*(?:api-?key|(?:auth|access|api|vault|private|session|security|server|gitlab|figma|job)-token|subscription-key|functions-key))(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'\[])?(?P<secret>(?:[A-Za-z0-9._~+/=-]|\\/)+)"#,
+        accept: random_not_placeholder,
+    },
+    // `scheme://user:password@host` for any scheme; the scheme stays outside the match so
+    // that the regex starts at the literal `:`. `\/` for JSON writers that escape slashes.
+    TokenRule {
+        family: "url-password",
+        gates: &["://", r":\/\/"],
+        requires: &["@"],
+        pattern: r#":(?:\\?/){2}[^\s:/?#@"'<>\\]*:(?P<secret>[^\s/?#@"'<>\\]+)@"#,
+        accept: not_placeholder,
+    },
+    // The same, percent-encoded inside another URL (`redirect=https%3A%2F%2Fu%3Ap%40h`).
+    TokenRule {
+        family: "url-password-encoded",
+        gates: &["%3A%2F%2F", "%3a%2f%2f", "%3A%2f%2f", "%3a%2F%2F"],
+        requires: &["%40"],
+        pattern: r"%3[aA]%2[fF]%2[fF](?:[A-Za-z0-9._~!$'()*+,;=-]|%(?:[014-9A-Fa-f][0-9A-Fa-f]|2[0-24-9A-Ea-e]|3[0-9B-Eb-e]))*%3[aA](?P<secret>(?:[A-Za-z0-9._~!$'()*+,;=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-24-9A-Ea-e]|3[0-9A-Ea-e]))+?)%40",
+        accept: not_placeholder,
+    },
+    // `Password=` / `Pwd=` in ADO.NET, ODBC and JDBC connection strings: a `;` on one
+    // side tells a connection string from prose.
+    TokenRule {
+        family: "connection-string-password",
+        gates: &[
+            "assword=",
+            "ASSWORD=",
+            "assword =",
+            "ASSWORD =",
+            "wd=",
+            "WD=",
+            "wd =",
+            "WD =",
+        ],
+        requires: &[";"],
+        pattern: r#"(?i-u:(?:^|[;"'\s])(?:password|pwd)[ \t]*=[ \t]*)(?P<secret>[^;"'\\\r\n]*[^;"'\\\s])"#,
+        accept: connection_string_password,
+    },
+    // `curl -u user:password`, `curl --user=user:password`.
+    TokenRule {
+        family: "curl-user",
+        gates: &["curl"],
+        requires: &["-u", ":"],
+        pattern: r#"(?-u:\b)curl(?-u:\b)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)(?:\\?["'])?[^\s:"'\\]*:(?P<secret>[^\s"'\\]+)"#,
+        accept: not_placeholder,
+    },
+    // `.netrc`: `machine h login u password p`, or `password p` on a line of its own.
+    TokenRule {
+        family: "netrc-password",
+        gates: &["password ", "password	"],
+        requires: &[],
+        pattern: r#"(?:(?-u:\b)login[ \t]+[^\s"'\\]+[ \t]+|^[ \t]*|\\n[ \t]*)password[ \t]+(?P<secret>[^\s"'\\=:][^\s"'\\]*)"#,
+        accept: netrc_password,
+    },
+    // Session cookies in `Cookie:` / `Set-Cookie:` headers, `document.cookie`, and curl's
+    // `-b` / `--cookie`: each `name=value` pair whose name says session, id or token.
+    TokenRule {
+        family: "session-cookie",
+        gates: &["ookie", "OOKIE", "curl"],
+        requires: &["="],
+        pattern: r#"(?:(?i-u:(?:set-)?cookie)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?|--cookie[ \t=]+(?:\\?["'])?|[ \t]-b[ \t]+(?:\\?["'])?|;[ \t]*)[A-Za-z0-9_.!#$%&*+^|~-]+=(?P<secret>[^;,\s"'\\]+)"#,
+        accept: session_cookie,
+    },
+    // AWS secret access keys next to their name (`aws_secret_access_key = …`,
+    // `"SecretAccessKey": "…"`), 40 base64 characters.
+    TokenRule {
+        family: "aws-secret-access-key",
+        gates: &[
+            "ecret_access_key",
+            "ECRET_ACCESS_KEY",
+            "ecretAccessKey",
+            "ecret-access-key",
+            "ecret_key",
+            "ECRET_KEY",
+            "ecretKey",
+        ],
+        requires: &[],
+        pattern: r#"(?i-u:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key)(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\?["'])?(?P<secret>(?:[A-Za-z0-9+/]|\\/){40})(?:[^A-Za-z0-9+/=]|$)"#,
+        accept: aws_secret,
+    },
+    // AWS session tokens next to their name (`aws_session_token`, `"SessionToken"`,
+    // `X-Amz-Security-Token`).
+    TokenRule {
+        family: "aws-session-token",
+        gates: &[
+            "ession_token",
+            "ESSION_TOKEN",
+            "essionToken",
+            "ecurity_token",
+            "ECURITY_TOKEN",
+            "ecurity-token",
+            "ecurity-Token",
+            "ECURITY-TOKEN",
+            "ecurityToken",
+        ],
+        requires: &[],
+        pattern: r#"(?i-u:(?:aws[_-]?)?session[_-]?token|(?:x-amz-|aws[_-]?)security[_-]?token)(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\?["'])?(?P<secret>(?:[A-Za-z0-9+/=]|\\/){100,})"#,
+        accept: always,
+    },
+    // `<password>…</password>` (Maven `settings.xml`, .NET configs) and kin.
+    TokenRule {
+        family: "xml-password",
+        gates: &[
+            "assword>",
+            "ASSWORD>",
+            "asswd>",
+            "assphrase>",
+            "ecret>",
+            "ECRET>",
+            "oken>",
+            "OKEN>",
+            "piKey>",
+            "pikey>",
+            "pi_key>",
+        ],
+        requires: &[],
+        pattern: r"<[A-Za-z_][A-Za-z0-9_:.-]*>(?P<secret>[^<\s][^<]*)</",
+        accept: xml_password,
+    },
+    // NuGet's `<add key="ClearTextPassword" value="…" />`.
+    TokenRule {
+        family: "nuget-clear-text-password",
+        gates: &["TextPassword"],
+        requires: &[],
+        pattern: r#"(?i-u:key=\\?"ClearTextPassword\\?"[ \t]+value=\\?")(?P<secret>[^"\\]+)"#,
+        accept: not_placeholder,
+    },
+    // `mysql -pPASSWORD` (no space: with a space, mysql prompts).
+    TokenRule {
+        family: "mysql-password-flag",
+        gates: &["mysql"],
+        requires: &["-p"],
+        pattern: r#"(?-u:\b)mysql(?:dump|admin|import|sh|check|pump|binlog|slap)?(?-u:\b)[^\n]*?[ \t]-p(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
+        accept: not_placeholder,
+    },
+    // `--password VALUE` with a space (`--password=VALUE` is an assignment, `assign`'s).
+    TokenRule {
+        family: "cli-password-option",
+        gates: &["--pass"],
+        requires: &[],
+        pattern: r#"(?:^|[ \t])--(?:password|passwd|pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
+        accept: cli_password,
+    },
+    // `docker login -p VALUE` and the other registry clients that copy it.
+    TokenRule {
+        family: "docker-login-password",
+        gates: &["login"],
+        requires: &["-p"],
+        pattern: r#"(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras)[ \t]+login(?-u:\b)[^\n]*?[ \t]-p[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
+        accept: cli_password,
+    },
+    // `sshpass -p VALUE`.
+    TokenRule {
+        family: "sshpass-password",
+        gates: &["sshpass"],
+        requires: &[],
+        pattern: r#"sshpass[ \t]+-p[ \t]*(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
+        accept: cli_password,
+    },
+    // OpenSSL's `-passin pass:VALUE`, `-passout pass:VALUE`.
+    TokenRule {
+        family: "openssl-pass-arg",
+        gates: &["pass:"],
+        requires: &[],
+        pattern: r#"-pass(?:in|out)?[ \t]+pass:(?P<secret>[^\s"'\\]+)"#,
+        accept: not_placeholder,
+    },
+    // `redis-cli -a VALUE`.
+    TokenRule {
+        family: "redis-cli-password",
+        gates: &["redis-cli"],
+        requires: &[],
+        pattern: r#"redis-cli(?-u:\b)[^\n]*?[ \t](?:-a|--pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
+        accept: cli_password,
+    },
+];
+
+/// `Password=` in a connection string: a `;` before the name, or a `;` and another
+/// `Key=` pair after the value (`let pwd = f();` is code, not a connection string).
+fn connection_string_password(c: &Candidate) -> bool {
+    let head = c.before.trim_end_matches([' ', '\t']);
+    let head = head.strip_suffix('=').unwrap_or(head);
+    let head = head.trim_end_matches([' ', '\t']);
+    let head = head.trim_end_matches(|ch: char| ch.is_ascii_alphabetic());
+    let head = head.trim_end_matches([' ', '\t', '"', '\'']);
+    let pair_follows = c.after.strip_prefix(';').is_some_and(|rest| {
+        let rest = rest.trim_start_matches([' ', '\t']);
+        let name = rest
+            .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == ' ' || ch == '_'))
+            .unwrap_or(rest.len());
+        name > 0 && rest[name..].starts_with('=')
+    });
+    (head.ends_with(';') || pair_follows) && !is_placeholder(c.secret.trim())
+}
+
+/// `.netrc`'s `password`: after `login USER`, or alone on its line.
+fn netrc_password(c: &Candidate) -> bool {
+    let head = c.before.trim_end_matches([' ', '\t']);
+    let head = head.strip_suffix("password").unwrap_or(head);
+    let head = head.trim_end_matches([' ', '\t']);
+    let head = head.trim_end_matches(|ch: char| !ch.is_ascii_whitespace());
+    let after_login = head.trim_end_matches([' ', '\t']).ends_with("login");
+    let rest = c.after.trim_start_matches([' ', '\t', '\r']);
+    let alone = rest.is_empty() || rest.starts_with("\\n") || rest.starts_with("\\r");
+    // Alone on its line, a lowercase word is more likely the end of a sentence that
+    // wrapped after "password" than a password.
+    let word = c
+        .secret
+        .trim_end_matches(['.', ',', ';', ':', '!', '?'])
+        .bytes()
+        .all(|b| b.is_ascii_lowercase());
+    (after_login || (alone && !word)) && !is_placeholder(c.secret) && !is_prose_word(c.secret)
+}
+
+/// A cookie whose name says it carries a session, an id or a token.
+fn session_cookie(c: &Candidate) -> bool {
+    let head = c.before.strip_suffix('=').unwrap_or(c.before);
+    let start = head
+        .rfind(|ch: char| !(ch.is_ascii_alphanumeric() || "_.!#$%&*+^|~-".contains(ch)))
+        .map_or(0, |i| i + 1);
+    let name = head[start..].to_ascii_lowercase();
+    const SESSIONISH: &[&str] = &["sess", "sid", "token", "auth", "jwt", "remember", "login"];
+    SESSIONISH.iter().any(|s| name.contains(s))
+        && c.secret.len() >= 8
+        && !is_placeholder(c.secret)
+        && !matches!(c.secret, "deleted" | "invalid" | "expired")
+}
+
+/// AWS documentation's example key contains `EXAMPLE`.
+fn aws_secret(c: &Candidate) -> bool {
+    looks_random(c.secret) && !c.secret.contains("EXAMPLE")
+}
+
+/// The value of an XML element named like a password (anything not a placeholder) or
+/// like a token, secret or API key (random).
+fn xml_password(c: &Candidate) -> bool {
+    let tag = c
+        .before
+        .strip_suffix('>')
+        .and_then(|h| h.rfind('<').map(|i| &h[i + 1..]))
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let value = c.secret.trim_end();
+    if ["password", "passwd", "passphrase"]
+        .iter()
+        .any(|s| tag.ends_with(s))
+    {
+        !is_placeholder(value) && !is_prose_word(value)
+    } else if ["secret", "token", "apikey", "api_key"]
+        .iter()
+        .any(|s| tag.ends_with(s))
+    {
+        looks_random(value) && !is_placeholder(value)
+    } else {
+        false
+    }
+}
+
+/// A password given on a command line.
+fn cli_password(c: &Candidate) -> bool {
+    !is_placeholder(c.secret) && !is_prose_word(c.secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::rules::testing::{case, check_table, Case};
+    use super::*;
+
+    // Random values generated for these tests, split so that secret scanners do not flag
+    // this file.
+    const JWT: &str = concat!(
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJrDRbibvGA_BgFZZYswpSVoTlIkD2xUv_",
+        "7t5M3EQruieeo45dS3hZDfA0ms7V.R41yUuT-zKN2_jWvfC6S1WAjrwOmNvw9-ItFo3LsrOo"
+    );
+    const GHP: &str = concat!("ghp_", "yzKcxtlipszL3gsFyOzvxKMNq2QJGbQVqWP5");
+    const AWS_SECRET: &str = concat!("wbQHJr06lTnJ6dEhc1HH", "PUG0SoUpTxcg4MijRZmR");
+    const AWS_SESSION: &str = concat!(
+        "ZWzwDFrlGXl+z1BVXBt7wRkl8OZfIa2AUk7z7gTqBu4wweocv81k2lsNaWQrZzhB4GZqT8hqt0pmpsLww0sAO/DGpU",
+        "xjKbgRBWZRZX1VlxeVZ4DNCNnOBFXL4k41GiLP9qG3L0uKW4yWRzSaTLyvH1D0SZaozaNv4AH17KzcnNjeh1MVLymY"
+    );
+    const SESSION: &str = concat!("WaGqgjMUZXq4l0bO", "zuxuuZmvea0iLbAh");
+    const API_KEY: &str = concat!("zYlqDvi4i5C3", "2SSyAJ9Tlxqn");
+    const BASIC: &str = concat!("dXNlcjpwYXN", "zUDFepeI7==");
+
+    fn cases() -> Vec<Case> {
+        vec![
+            case(
+                "jwt",
+                format!("id_token={JWT}&state=x"),
+                "id_token=[REDACTED]&state=x",
+                "eyJ alone and eyJhbGciOiJIUzI1NiJ9 without a payload",
+            ),
+            case(
+                "authorization-scheme",
+                format!("> authorization: Basic {BASIC}\r\n< HTTP/2 200"),
+                "> authorization: Basic [REDACTED]\r\n< HTTP/2 200",
+                "Authorization: Bearer $TOKEN\nAuthorization: Bearer <token>\n\
+                 authorization: Bearer ${API_TOKEN}\nAuthorization: Bearer YOUR_TOKEN",
+            ),
+            case(
+                "authorization-raw",
+                "AUTHORIZATION: q8W3e5R7t9Y1u".to_string(),
+                "AUTHORIZATION: [REDACTED]",
+                "Authorization: required\nthe Authorization header\n\
+                 pub Authorization: WINBIO_PRESENCE_0,\n\
+                 authorization = base64.decodebytes(authorization)",
+            ),
+            case(
+                "bearer",
+                "sent bearer Zq8Wm3Xr7Kp2Ln9Vb4Tc)".to_string(),
+                "sent bearer [REDACTED])",
+                "Bearer authentication_is_simple; Bearer tokens expire; Bearer a1b2c3",
+            ),
+            case(
+                "api-key-header",
+                format!("-H 'x-api-key: {API_KEY}' -H \"Ocp-Apim-Subscription-Key: {SESSION}\""),
+                "-H 'x-api-key: [REDACTED]' -H \"Ocp-Apim-Subscription-Key: [REDACTED]\"",
+                "x-api-key: $ANTHROPIC_API_KEY\nX-Api-Key: <your key>\nx-api-key: required",
+            ),
+            case(
+                "url-password",
+                "postgres://app:hunter2@db:5432/x and redis://:s3cr3t@cache".to_string(),
+                "postgres://app:[REDACTED]@db:5432/x and redis://:[REDACTED]@cache",
+                "https://example.com:8443/a@b ssh://git@github.com/x.git \
+                 postgres://app:${DB_PASSWORD}@db postgres://app:****@db http://[::1]:80/",
+            ),
+            case(
+                "url-password-encoded",
+                "next=https%3A%2F%2Fbob%3Ap%25w0rd%40example.com%2F".to_string(),
+                "next=https%3A%2F%2Fbob%3A[REDACTED]%40example.com%2F",
+                "next=https%3A%2F%2Fexample.com%3A8443%2Fa%40b",
+            ),
+            case(
+                "connection-string-password",
+                "Server=db;Database=app;User Id=sa;Password=Sup3r Secret!;Encrypt=true".to_string(),
+                "Server=db;Database=app;User Id=sa;Password=[REDACTED];Encrypt=true",
+                "Password=${DB_PASSWORD};\nthe password= sign in prose\n\
+                 if pwd == cwd {}\nPassword=;\nlet mut pwd = mem::MaybeUninit::<libc::passwd>::uninit();",
+            ),
+            case(
+                "curl-user",
+                "$ curl -s -u admin:hunter2 https://api.example.com".to_string(),
+                "$ curl -s -u admin:[REDACTED] https://api.example.com",
+                "curl -u admin https://x\ncurl -u \"$USER:$PASS\" https://x\nsort -u a:b",
+            ),
+            case(
+                "netrc-password",
+                "machine api.example.com login bob password hunter2\n  password s3cr3t!\n"
+                    .to_string(),
+                "machine api.example.com login bob password [REDACTED]\n  password [REDACTED]\n",
+                "password reset\nthe password field is required\npassword = x\nmachine h login u\n\
+                 \x20   password combination.\n--username and --password options",
+            ),
+            case(
+                "session-cookie",
+                format!("Cookie: theme=dark; sessionid={SESSION}; csrftoken={API_KEY}"),
+                "Cookie: theme=dark; sessionid=[REDACTED]; csrftoken=[REDACTED]",
+                "Set-Cookie: theme=dark; Path=/; HttpOnly\nSet-Cookie: session=deleted; Max-Age=0",
+            ),
+            case(
+                "aws-secret-access-key",
+                format!("aws_secret_access_key = {AWS_SECRET}\n"),
+                "aws_secret_access_key = [REDACTED]\n",
+                "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            ),
+            case(
+                "aws-session-token",
+                format!("{{\"SessionToken\": \"{AWS_SESSION}\"}}"),
+                "{\"SessionToken\": \"[REDACTED]\"}",
+                "\"SessionToken\": null",
+            ),
+            case(
+                "xml-password",
+                "<server><id>repo</id><password>hunter2hunter2</password></server>".to_string(),
+                "<server><id>repo</id><password>[REDACTED]</password></server>",
+                "<password>${env.REPO_PASSWORD}</password><token>nextPage</token><b>x</b>",
+            ),
+            case(
+                "nuget-clear-text-password",
+                "<add key=\"ClearTextPassword\" value=\"hunter2\" />".to_string(),
+                "<add key=\"ClearTextPassword\" value=\"[REDACTED]\" />",
+                "<add key=\"ClearTextPassword\" value=\"%NUGET_PASSWORD%\" />",
+            ),
+            case(
+                "mysql-password-flag",
+                "$ mysql -u root -pHunter2 app < dump.sql".to_string(),
+                "$ mysql -u root -p[REDACTED] app < dump.sql",
+                "mysql -u root -p app\nmysql -P 3306 -h db\nmysqldump -p\"$PASS\" app",
+            ),
+            case(
+                "cli-password-option",
+                "vault login --method=userpass username=me --password hunter2".to_string(),
+                "vault login --method=userpass username=me --password [REDACTED]",
+                "--password $PASS\n--password-stdin\n--password required",
+            ),
+            case(
+                "docker-login-password",
+                "docker login -u me -p hunter2 registry.example.com".to_string(),
+                "docker login -u me -p [REDACTED] registry.example.com",
+                "docker login -u me --password-stdin\ndocker login -u me -p $TOKEN",
+            ),
+            case(
+                "sshpass-password",
+                "sshpass -p 'hunter2' ssh me@host".to_string(),
+                "sshpass -p '[REDACTED]' ssh me@host",
+                "sshpass -p \"$SSHPASS\" ssh me@host\nsshpass -e ssh me@host",
+            ),
+            case(
+                "openssl-pass-arg",
+                "openssl pkcs12 -export -passout pass:hunter2 -out a.p12".to_string(),
+                "openssl pkcs12 -export -passout pass:[REDACTED] -out a.p12",
+                "openssl pkcs12 -passin pass:$P12_PASS -in a.p12",
+            ),
+            case(
+                "redis-cli-password",
+                "redis-cli -h cache -a hunter2 ping".to_string(),
+                "redis-cli -h cache -a [REDACTED] ping",
+                "redis-cli -h cache -a $REDIS_PASSWORD ping",
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_structural_family_masks_its_value_and_spares_its_lookalike() {
+        check_table(RULES, &cases());
+    }
+
+    #[test]
+    fn authorization_in_every_dress() {
+        let s = crate::sanitize::Sanitizer::new(None);
+        let cases = [
+            (
+                "Authorization: Bearer abc.def-ghi",
+                "Authorization: Bearer [REDACTED]",
+            ),
+            (
+                "Proxy-Authorization: token 9f8e7d6c5b4a",
+                "Proxy-Authorization: token [REDACTED]",
+            ),
+            (
+                r#"curl -H "Authorization: Bearer x7Kq2" https://api.example.com"#,
+                r#"curl -H "Authorization: Bearer [REDACTED]" https://api.example.com"#,
+            ),
+            (
+                r#"{"authorization": "Bearer x7Kq2"}"#,
+                r#"{"authorization": "Bearer [REDACTED]"}"#,
+            ),
+            (
+                r#"{\"Authorization\":\"Bearer x7Kq2\"}"#,
+                r#"{\"Authorization\":\"Bearer [REDACTED]\"}"#,
+            ),
+            (
+                "{'headers': {'Authorization': 'Bearer x7Kq2'}}",
+                "{'headers': {'Authorization': 'Bearer [REDACTED]'}}",
+            ),
+            (
+                "map[Authorization:[Bearer x7Kq2] Accept:[*/*]]",
+                "map[Authorization:[Bearer [REDACTED]] Accept:[*/*]]",
+            ),
+            (
+                "HTTP_AUTHORIZATION=Basic Zm9vOmJhcg==",
+                "HTTP_AUTHORIZATION=Basic [REDACTED]",
+            ),
+            (
+                "?h=Authorization%3A%20Bearer%20x7Kq2%2Fz&x=1",
+                "?h=Authorization%3A%20Bearer%20[REDACTED]&x=1",
+            ),
+            (
+                "\\nAuthorization: Basic Zm9vOmJhcg==",
+                "\\nAuthorization: Basic [REDACTED]",
+            ),
+            (
+                "\x1b[1mAuthorization\x1b[0m: x",
+                "\x1b[1mAuthorization\x1b[0m: x",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(s.sanitize(input), expected, "input: {input}");
+        }
+        let token = format!("Authorization: token {GHP}");
+        assert_eq!(s.sanitize(&token), "Authorization: token ghp_[REDACTED]");
+    }
+}
