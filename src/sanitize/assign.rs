@@ -212,6 +212,7 @@ impl Assignments {
             if vs < copied {
                 continue;
             }
+            super::reserve_copy(&mut out, text.len());
             out.push_str(&text[copied..vs]);
             out.push_str(MASK);
             copied = ve;

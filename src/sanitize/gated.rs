@@ -75,6 +75,7 @@ impl GatedRegex {
                 at = whole.end();
                 if let Some(range) = edit(&caps, line_end) {
                     if range.start >= copied {
+                        super::reserve_copy(&mut out, text.len());
                         out.push_str(&text[copied..range.start]);
                         out.push_str(with);
                         copied = range.end;

@@ -11,6 +11,9 @@
 //! - `assign`: layer (c), `name = value` assignments whose name says the value is a secret;
 //! - `stack`: stack traces, in the text's own lines and inside JSON strings.
 //!
+//! Then the line stages (`paths`, `rules`, `assign`) are repeated on the lines that an edit
+//! left a mark on, until nothing changes: that is what makes sanitizing idempotent.
+//!
 //! `value` holds the judgement they share about a candidate value (random, placeholder,
 //! code, label); `gated` runs a regex only on the lines that hold one of its literals.
 //!
@@ -35,7 +38,8 @@ use std::sync::LazyLock;
 /// nothing the second time.
 pub(crate) const MASK: &str = "[REDACTED]";
 
-/// Rounds after the first; in practice a second round finds nothing, the rest are a bound.
+/// Repeats of the line stages on the lines an edit marked ([`Sanitizer::touch_up`]); in
+/// practice the first finds nothing, the rest are a bound.
 const MAX_EXTRA_ROUNDS: usize = 4;
 
 /// All rules, compiled once. Build one per process ([`Sanitizer::global`]) or per home.
@@ -177,6 +181,14 @@ pub(crate) fn families() -> Vec<(&'static str, &'static str)> {
     all.extend(pem::FAMILIES.iter().map(|f| ("structural", *f)));
     all.extend(assign::KEYWORDS.iter().map(|k| ("generic", k.family)));
     all
+}
+
+/// Sizes `out`, the edited copy of a text, for the whole text on its first write: it then
+/// grows without copying, and text that no rule edits still allocates nothing.
+fn reserve_copy(out: &mut String, len: usize) {
+    if out.capacity() == 0 {
+        out.reserve(len + len / 64 + 64);
+    }
 }
 
 /// Runs one rule on the current text and keeps its output only when it changed something,

@@ -140,6 +140,7 @@ fn replace_own(text: &str, home: &memmem::Finder) -> Option<String> {
             Some(&c) => !is_component_byte(c),
         };
         if before_ok && after_ok {
+            super::reserve_copy(&mut out, text.len());
             out.push_str(&text[copied..pos]);
             out.push('~');
             copied = end;

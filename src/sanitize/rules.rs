@@ -290,6 +290,7 @@ impl TokenRules {
             }
         }
         if let Cow::Owned(line) = line {
+            super::reserve_copy(out, text.len());
             out.push_str(&text[*copied..start]);
             out.push_str(&line);
             *copied = end;

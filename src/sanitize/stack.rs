@@ -308,6 +308,7 @@ fn fold_region<L: Lines>(lines: &L, text: &str, from: usize, out: &mut String, c
         }
         if let Some(cut_at) = cut_at {
             let newline = lines.newline(&text[cut_at..end]);
+            super::reserve_copy(out, text.len());
             out.push_str(&text[*copied..cut_at]);
             out.push_str(lines.indent(text, line.start));
             out.push_str(&format!("… {} more frames{newline}", frames - KEPT_FRAMES));
