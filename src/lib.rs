@@ -7,8 +7,8 @@
 //! (one run end to end) and `commands` (what each CLI subcommand prints).
 
 pub mod agents;
-pub mod background;
 pub mod backends;
+pub mod background;
 pub mod collector;
 pub mod commands;
 pub mod config;
