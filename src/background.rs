@@ -170,7 +170,7 @@ pub fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
             if !dir.path.join(SUPERVISOR_FILE).exists() || dir.result_file().exists() {
                 return None;
             }
-            state_of(&dir).map(|s| (id, s))
+            self::state(&dir).ok().map(|s| (id, s))
         })
         .collect();
     out.sort_by_key(|(_, s)| match s {
@@ -178,10 +178,6 @@ pub fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
         _ => std::cmp::Reverse(0),
     });
     out
-}
-
-fn state_of(dir: &RunDir) -> Option<RunState> {
-    state(dir).ok()
 }
 
 pub fn is_same_process(record: &SupervisorRecord) -> bool {

@@ -227,15 +227,7 @@ fn main() {
                     Ok(plan) => block_on_run(plan, format),
                     Err(message) => {
                         let result = RunResult::refusal(ErrorCode::InvalidInput, message, None);
-                        match format {
-                            OutputFormat::Json | OutputFormat::StreamJson => {
-                                println!("{}", result.to_json_line())
-                            }
-                            OutputFormat::Text => {
-                                eprintln!("orchestrate: {}", result.content[0].text)
-                            }
-                        }
-                        result.exit_status()
+                        commands::run::print_result(format, &result, result.exit_status())
                     }
                 }
             }

@@ -321,24 +321,13 @@ impl Dialect for ClaudeDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::test_support::{agent, args, collect, fixture};
+    use crate::backends::test_support::{agent, args, run_fixture};
     use crate::result::DisplayItem;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
-    fn lines(name: &str) -> Vec<String> {
-        fixture("claude", name)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
     fn run(name: &str) -> crate::collector::Collector {
-        let l = lines(name);
-        let refs: Vec<&str> = l.iter().map(String::as_str).collect();
-        let (c, skipped) = collect(DialectKind::Claude, &refs);
-        assert_eq!(skipped, 0);
-        c
+        run_fixture(DialectKind::Claude, "claude", name)
     }
 
     #[test]

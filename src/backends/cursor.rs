@@ -212,17 +212,13 @@ impl Dialect for CursorDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::test_support::{agent, args, collect, fixture};
+    use crate::backends::test_support::{agent, args, run_fixture};
     use crate::result::DisplayItem;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     fn run(name: &str) -> crate::collector::Collector {
-        let text = fixture("cursor", name);
-        let lines: Vec<&str> = text.lines().collect();
-        let (c, skipped) = collect(DialectKind::Cursor, &lines);
-        assert_eq!(skipped, 0);
-        c
+        run_fixture(DialectKind::Cursor, "cursor", name)
     }
 
     fn expected_items() -> Vec<DisplayItem> {

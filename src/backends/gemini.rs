@@ -271,17 +271,13 @@ impl Dialect for GeminiDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::test_support::{agent, args, collect, fixture};
+    use crate::backends::test_support::{agent, args, run_fixture};
     use crate::result::DisplayItem;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
     fn run(name: &str) -> crate::collector::Collector {
-        let text = fixture("gemini", name);
-        let lines: Vec<&str> = text.lines().collect();
-        let (c, skipped) = collect(DialectKind::Gemini, &lines);
-        assert_eq!(skipped, 0);
-        c
+        run_fixture(DialectKind::Gemini, "gemini", name)
     }
 
     #[test]

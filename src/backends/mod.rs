@@ -398,6 +398,16 @@ pub(crate) mod test_support {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
+    /// Runs the fixture `tests/fixtures/<dialect>/<name>` through that dialect, asserting
+    /// that every line was a usable event.
+    pub fn run_fixture(kind: DialectKind, dialect: &str, name: &str) -> Collector {
+        let text = fixture(dialect, name);
+        let lines: Vec<&str> = text.lines().collect();
+        let (c, skipped) = collect(kind, &lines);
+        assert_eq!(skipped, 0, "{dialect}/{name}: every line is an event");
+        c
+    }
+
     pub fn args(inv: &Invocation) -> Vec<String> {
         inv.args
             .iter()

@@ -213,16 +213,12 @@ impl Dialect for OpencodeDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::test_support::{agent, args, collect, fixture};
+    use crate::backends::test_support::{agent, args, run_fixture};
     use crate::result::DisplayItem;
     use pretty_assertions::assert_eq;
 
     fn run(name: &str) -> crate::collector::Collector {
-        let text = fixture("opencode", name);
-        let lines: Vec<&str> = text.lines().collect();
-        let (c, skipped) = collect(DialectKind::Opencode, &lines);
-        assert_eq!(skipped, 0);
-        c
+        run_fixture(DialectKind::Opencode, "opencode", name)
     }
 
     #[test]

@@ -49,6 +49,7 @@ impl Progress<'_, '_> {
 fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
     let sanitizer = Sanitizer::global();
     let mut items = c.display_items();
+    let usage = c.usage();
     sanitize_display_items(sanitizer, &mut items);
     RunResult {
         content: vec![TextContent::text(
@@ -61,8 +62,8 @@ fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
             error: None,
             streaming: Some(crate::result::Streaming {
                 display_items: items,
-                usage: c.usage(),
-                turn_count: c.usage().turns,
+                usage,
+                turn_count: usage.turns,
             }),
             background: None,
         },

@@ -85,7 +85,6 @@ struct Machine<'a> {
     stderr_open: bool,
     stdout_bytes: u64,
     stderr_bytes: u64,
-    too_long_lines: u64,
     over_cap: bool,
     stderr_tail: Vec<u8>,
     framer: LineFramer,
@@ -142,7 +141,6 @@ pub async fn supervise<'a>(
         stderr_open: true,
         stdout_bytes: 0,
         stderr_bytes: 0,
-        too_long_lines: 0,
         over_cap: false,
         stderr_tail: Vec::new(),
         framer: LineFramer::new(limits.max_line_bytes),
@@ -237,11 +235,17 @@ pub async fn supervise<'a>(
         leaked: m.leaked,
         stdout_bytes: m.stdout_bytes,
         stderr_bytes: m.stderr_bytes,
-        too_long_lines: m.too_long_lines,
         stderr_tail: String::from_utf8_lossy(&m.stderr_tail).into_owned(),
         session_write_error: m.session_write_error,
         elapsed,
     })
+}
+
+fn deliver(sink: &mut (dyn LineSink + Send), frame: Frame<'_>) {
+    match frame {
+        Frame::Line(line) => sink.on_line(line),
+        Frame::TooLong { bytes } => sink.on_too_long(bytes),
+    }
 }
 
 /// Kills the group if `supervise` returns early through `?`.
@@ -265,14 +269,7 @@ impl Machine<'_> {
             self.note_session_error(e);
         }
         let sink = &mut *self.sink;
-        let too_long = &mut self.too_long_lines;
-        self.framer.push(chunk, &mut |frame| match frame {
-            Frame::Line(line) => sink.on_line(line),
-            Frame::TooLong { bytes } => {
-                *too_long += 1;
-                sink.on_too_long(bytes);
-            }
-        });
+        self.framer.push(chunk, &mut |frame| deliver(sink, frame));
         self.sink.after_chunk();
         if self.phase == Phase::Running && self.sink.terminal_seen() {
             self.phase = Phase::ExitGrace;
@@ -282,14 +279,7 @@ impl Machine<'_> {
 
     fn finish_stdout(&mut self) {
         let sink = &mut *self.sink;
-        let too_long = &mut self.too_long_lines;
-        self.framer.finish(&mut |frame| match frame {
-            Frame::Line(line) => sink.on_line(line),
-            Frame::TooLong { bytes } => {
-                *too_long += 1;
-                sink.on_too_long(bytes);
-            }
-        });
+        self.framer.finish(&mut |frame| deliver(sink, frame));
         let _ = self.out.stdout_copy.flush();
     }
 

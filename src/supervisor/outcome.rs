@@ -29,7 +29,6 @@ pub struct Outcome {
     pub leaked: bool,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
-    pub too_long_lines: u64,
     /// The last few KiB of stderr, for error messages.
     pub stderr_tail: String,
     /// Set when writing the session copy failed; the run goes on without it.
