@@ -13,14 +13,14 @@ use serde::{Deserialize, Serialize};
 use crate::result::{new_run_id, ErrorCode, RunResult};
 use crate::session::{self, RunDir, StateDir};
 
-pub const SUPERVISOR_FILE: &str = "supervisor.json";
-pub const SUPERVISOR_LOG: &str = "supervisor.log";
-pub const EXIT_STATUS_FILE: &str = "exit-status";
+pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
+pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
+pub(crate) const EXIT_STATUS_FILE: &str = "exit-status";
 
 /// Who supervises a background run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SupervisorRecord {
+pub(crate) struct SupervisorRecord {
     pub pid: u32,
     /// The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22):
     /// with the pid, it tells the supervisor from a later process that reused its pid.
@@ -30,7 +30,7 @@ pub struct SupervisorRecord {
 
 /// How a background run stands.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunState {
+pub(crate) enum RunState {
     /// `result.json` exists; the process exit status it maps to.
     Finished(Box<RunResult>, i32),
     Running(SupervisorRecord),
@@ -42,7 +42,7 @@ pub enum RunState {
 
 /// Starts `orchestrate <run_args> --run-id <id>` detached, and returns the new run's id and
 /// folder and the supervisor's pid.
-pub fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, RunDir, u32)> {
+pub(crate) fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, RunDir, u32)> {
     let run_id = new_run_id();
     let run_dir = state.create_run(&run_id)?;
     let log = run_dir.create_file(SUPERVISOR_LOG)?;
@@ -83,11 +83,11 @@ pub fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, Run
 
 /// Written by the supervisor after `result.json`: the exit status the run maps to (130
 /// when cancelled, which the result alone cannot say).
-pub fn record_exit_status(run_dir: &RunDir, status: i32) -> io::Result<()> {
+pub(crate) fn record_exit_status(run_dir: &RunDir, status: i32) -> io::Result<()> {
     write_atomic(run_dir, EXIT_STATUS_FILE, format!("{status}\n").as_bytes())
 }
 
-pub fn state(run_dir: &RunDir) -> io::Result<RunState> {
+pub(crate) fn state(run_dir: &RunDir) -> io::Result<RunState> {
     let record: Option<SupervisorRecord> = match std::fs::read(run_dir.path.join(SUPERVISOR_FILE)) {
         Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(io::Error::other)?),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -137,7 +137,7 @@ fn read_exit_status(run_dir: &RunDir) -> Option<i32> {
 }
 
 /// Records the failure of a run whose supervisor died, so that every later look agrees.
-pub fn mark_dead(
+pub(crate) fn mark_dead(
     run_dir: &RunDir,
     run_id: &str,
     record: &SupervisorRecord,
@@ -158,7 +158,7 @@ pub fn mark_dead(
 }
 
 /// Background runs that have no result yet, newest first.
-pub fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
+pub(crate) fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
     let Ok(entries) = std::fs::read_dir(state.runs_dir()) else {
         return Vec::new();
     };
@@ -180,7 +180,7 @@ pub fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
     out
 }
 
-pub fn is_same_process(record: &SupervisorRecord) -> bool {
+pub(crate) fn is_same_process(record: &SupervisorRecord) -> bool {
     match start_ticks(record.pid) {
         Some(ticks) => record.start_ticks == 0 || ticks == record.start_ticks,
         None => false,

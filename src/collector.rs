@@ -7,14 +7,14 @@ use crate::events::AgentEvent;
 use crate::result::{DisplayItem, Usage};
 
 /// Display items kept (the most recent ones); older ones are counted and dropped.
-pub const MAX_DISPLAY_ITEMS: usize = 100;
+pub(crate) const MAX_DISPLAY_ITEMS: usize = 100;
 /// Text of one display item is cut to this many bytes (on a UTF-8 boundary).
-pub const MAX_DISPLAY_TEXT_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_DISPLAY_TEXT_BYTES: usize = 8 * 1024;
 /// A string value inside a tool call's args is cut to this many bytes.
-pub const MAX_DISPLAY_ARG_BYTES: usize = 1024;
+pub(crate) const MAX_DISPLAY_ARG_BYTES: usize = 1024;
 
 #[derive(Debug, Default)]
-pub struct Collector {
+pub(crate) struct Collector {
     usage: Usage,
     usage_total: Option<Usage>,
     turns: u64,
@@ -35,11 +35,11 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
-    pub fn apply(&mut self, event: AgentEvent<'_>) {
+    pub(crate) fn apply(&mut self, event: AgentEvent<'_>) {
         match event {
             AgentEvent::MessageStart => self.partial_text.clear(),
             AgentEvent::TextDelta(t) => {
@@ -88,7 +88,7 @@ impl Collector {
         }
     }
 
-    pub fn note_skipped_line(&mut self) {
+    pub(crate) fn note_skipped_line(&mut self) {
         self.skipped_lines += 1;
     }
 
@@ -101,7 +101,7 @@ impl Collector {
     }
 
     /// Usage summed over the run, with `turns` filled in.
-    pub fn usage(&self) -> Usage {
+    pub(crate) fn usage(&self) -> Usage {
         let mut u = self.usage_total.unwrap_or(self.usage);
         if u.turns == 0 {
             u.turns = self.turns;
@@ -112,38 +112,38 @@ impl Collector {
         u
     }
 
-    pub fn terminal_seen(&self) -> bool {
+    pub(crate) fn terminal_seen(&self) -> bool {
         self.terminal
     }
 
-    pub fn provider_error(&self) -> Option<&str> {
+    pub(crate) fn provider_error(&self) -> Option<&str> {
         self.provider_error.as_deref()
     }
 
-    pub fn session_id(&self) -> Option<&str> {
+    pub(crate) fn session_id(&self) -> Option<&str> {
         self.session_id.as_deref()
     }
 
-    pub fn skipped_lines(&self) -> u64 {
+    pub(crate) fn skipped_lines(&self) -> u64 {
         self.skipped_lines
     }
 
-    pub fn revision(&self) -> u64 {
+    pub(crate) fn revision(&self) -> u64 {
         self.revision
     }
 
-    pub fn display_items(&self) -> Vec<DisplayItem> {
+    pub(crate) fn display_items(&self) -> Vec<DisplayItem> {
         self.display_items.iter().cloned().collect()
     }
 
     /// The final text of a run that completed: the last complete assistant message.
-    pub fn final_text(&self) -> Option<&str> {
+    pub(crate) fn final_text(&self) -> Option<&str> {
         self.final_text.as_deref()
     }
 
     /// The best text to return from a run that did not complete: text still streaming,
     /// else the last complete message, else the last non-empty one.
-    pub fn partial_text(&self) -> &str {
+    pub(crate) fn partial_text(&self) -> &str {
         if !self.partial_text.is_empty() {
             return &self.partial_text;
         }
@@ -154,13 +154,13 @@ impl Collector {
     }
 
     /// The text a streaming view shows: what is being written now, or the last message.
-    pub fn latest_text(&self) -> &str {
+    pub(crate) fn latest_text(&self) -> &str {
         self.partial_text()
     }
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
-pub fn cut_utf8(s: &str, max: usize) -> &str {
+pub(crate) fn cut_utf8(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

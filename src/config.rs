@@ -1,10 +1,11 @@
-//! Defaults for runs, from config files and the environment (issue 5, item 6).
+//! Defaults for runs, from config files and the environment.
 //!
-//! Precedence, highest first: flags (applied by the caller with [`Setting::flag`]), the
-//! `ORCHESTRATE_*` environment, the project's `.orchestrate/config.toml` (nearest ancestor
-//! of the working directory), the user's `$XDG_CONFIG_HOME/orchestrate/config.toml`, and
-//! the built-in defaults. Every value remembers where it came from, so that
-//! `orchestrate config` can answer "why is my timeout 90s?".
+//! This module layers the lower half of the precedence: the `ORCHESTRATE_*` environment,
+//! the project's `.orchestrate/config.toml` (nearest ancestor of the working directory),
+//! the user's `$XDG_CONFIG_HOME/orchestrate/config.toml`, and the built-in defaults. Flags
+//! and agent files go on top of it in `run::resolve`, the one place a run's settings are
+//! decided. Every value remembers where it came from, so that `orchestrate config` can
+//! answer "why is my timeout 90s?".
 
 use std::fmt;
 use std::io;
@@ -13,21 +14,21 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
 use crate::truncate;
 
 /// Relative to the user's config home.
-pub const USER_CONFIG_FILE: &str = "orchestrate/config.toml";
+pub(crate) const USER_CONFIG_FILE: &str = "orchestrate/config.toml";
 /// Relative to a project folder.
-pub const PROJECT_CONFIG_FILE: &str = ".orchestrate/config.toml";
+pub(crate) const PROJECT_CONFIG_FILE: &str = ".orchestrate/config.toml";
 
-pub const DEFAULT_BACKEND: &str = "auto";
-pub const DEFAULT_RETRIES: u32 = 2;
-pub const DEFAULT_CONCURRENCY: usize = 4;
-pub const DEFAULT_MAX_TASKS: usize = 16;
-pub const MAX_CONCURRENCY: u64 = 64;
-pub const MAX_TASKS: u64 = 256;
+pub(crate) const DEFAULT_RETRIES: u32 = 2;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
+pub(crate) const DEFAULT_MAX_TASKS: usize = 16;
+pub(crate) const MAX_CONCURRENCY: u64 = 64;
+pub(crate) const MAX_TASKS: u64 = 256;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
@@ -35,6 +36,8 @@ pub enum Source {
     User(PathBuf),
     Project(PathBuf),
     Env(&'static str),
+    /// The agent file's own key.
+    Agent(PathBuf),
     Flag,
 }
 
@@ -45,6 +48,7 @@ impl fmt::Display for Source {
             Source::User(p) => write!(f, "user:{}", p.display()),
             Source::Project(p) => write!(f, "project:{}", p.display()),
             Source::Env(var) => write!(f, "env:{var}"),
+            Source::Agent(p) => write!(f, "agent:{}", p.display()),
             Source::Flag => f.write_str("flag"),
         }
     }
@@ -69,27 +73,11 @@ impl<T> Setting<T> {
     pub fn flag(value: T) -> Self {
         Setting::new(value, Source::Flag)
     }
-
-    pub fn is_flag(&self) -> bool {
-        self.source == Source::Flag
-    }
-}
-
-impl<T: Clone> Setting<T> {
-    /// The value a run uses when an agent definition also has a say: a flag names this
-    /// run and wins; otherwise the agent's own key, being specific to that agent, beats
-    /// the general defaults of config files and environment.
-    pub fn resolve(&self, agent: Option<T>) -> T {
-        match agent {
-            Some(v) if !self.is_flag() => v,
-            _ => self.value.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    pub backend: Setting<String>,
+    pub backend: Setting<BackendChoice>,
     pub model: Setting<Option<String>>,
     pub timeout: Setting<Duration>,
     pub idle_timeout: Setting<Duration>,
@@ -137,7 +125,7 @@ pub enum ConfigError {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            backend: Setting::default(DEFAULT_BACKEND.to_string()),
+            backend: Setting::default(BackendChoice::Auto),
             model: Setting::default(None),
             timeout: Setting::default(limits::DEFAULT_RUNTIME_TIMEOUT),
             idle_timeout: Setting::default(limits::DEFAULT_IDLE_TIMEOUT),
@@ -177,7 +165,8 @@ const KEYS: &[Key] = &[
         name: "backend",
         env: "ORCHESTRATE_BACKEND",
         apply: |c, raw, src| {
-            c.backend = Setting::new(string(raw)?, src);
+            let choice = BackendChoice::parse(&string(raw)?).map_err(|e| e.to_string())?;
+            c.backend = Setting::new(choice, src);
             Ok(())
         },
     },
@@ -288,7 +277,7 @@ const KEYS: &[Key] = &[
 ];
 
 /// The names of every config key, in display order.
-pub fn key_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn key_names() -> impl Iterator<Item = &'static str> {
     KEYS.iter().map(|k| k.name)
 }
 
@@ -358,7 +347,7 @@ fn boolean(raw: Raw<'_>) -> Result<bool, String> {
 }
 
 /// `$XDG_CONFIG_HOME/orchestrate/config.toml`, else `~/.config/orchestrate/config.toml`.
-pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let non_empty = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     // The XDG spec says a relative value is invalid and must be ignored.
     let base = non_empty("XDG_CONFIG_HOME")
@@ -368,7 +357,7 @@ pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
 }
 
 /// `.orchestrate/config.toml` in the nearest ancestor of `cwd` (itself included) that has one.
-pub fn project_config_path(cwd: &Path) -> Option<PathBuf> {
+pub(crate) fn project_config_path(cwd: &Path) -> Option<PathBuf> {
     let cwd = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     cwd.ancestors()
         .map(|dir| dir.join(PROJECT_CONFIG_FILE))
@@ -463,7 +452,11 @@ impl Config {
     pub fn entries(&self) -> Vec<(&'static str, Value, &Source)> {
         let dur = |s: &Setting<Duration>| json!(format_duration(s.value));
         vec![
-            ("backend", json!(self.backend.value), &self.backend.source),
+            (
+                "backend",
+                json!(self.backend.value.name()),
+                &self.backend.source,
+            ),
             ("model", json!(self.model.value), &self.model.source),
             ("timeout", dur(&self.timeout), &self.timeout.source),
             (
@@ -546,7 +539,7 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
 }
 
 /// The shortest form `parse_duration` reads back: `15m`, `1h30m`, `1s500ms`, `0s`.
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let total_ms = d.as_millis();
     if total_ms == 0 {
         return "0s".to_string();
@@ -567,6 +560,7 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::Backend;
     use pretty_assertions::assert_eq;
     use std::collections::HashMap;
 
@@ -686,7 +680,10 @@ mod tests {
 
         c.timeout = Setting::flag(Duration::from_secs(240));
         let expected = Config {
-            backend: Setting::new("gemini".into(), Source::Env("ORCHESTRATE_BACKEND")),
+            backend: Setting::new(
+                BackendChoice::Named(Backend::Gemini),
+                Source::Env("ORCHESTRATE_BACKEND"),
+            ),
             timeout: Setting::flag(Duration::from_secs(240)),
             max_lines: Setting::new(20, Source::Project(project.clone())),
             retries: Setting::new(5, Source::User(user.clone())),
@@ -753,7 +750,7 @@ max_tasks = 256
         assert_eq!(
             f.load().unwrap(),
             Config {
-                backend: Setting::new("pi".into(), src()),
+                backend: Setting::new(BackendChoice::Named(Backend::Pi), src()),
                 model: Setting::new(Some("claude-haiku-4-5".into()), src()),
                 timeout: Setting::new(Duration::from_secs(5400), src()),
                 idle_timeout: Setting::new(Duration::from_secs(90), src()),
@@ -792,7 +789,10 @@ max_tasks = 256
         assert_eq!(
             f.load().unwrap(),
             Config {
-                backend: Setting::new("claude".into(), Source::Env("ORCHESTRATE_BACKEND")),
+                backend: Setting::new(
+                    BackendChoice::Named(Backend::Claude),
+                    Source::Env("ORCHESTRATE_BACKEND")
+                ),
                 model: Setting::new(Some("gpt-5".into()), Source::Env("ORCHESTRATE_MODEL")),
                 timeout: Setting::new(
                     Duration::from_millis(2500),
@@ -845,6 +845,10 @@ max_tasks = 256
                 "key `exit_grace`: expected a duration such as \"90s\", \"15m\", \"1h30m\" or an integer of milliseconds, found float",
             ),
             ("backend = 3", "key `backend`: expected a string, found integer"),
+            (
+                "backend = \"nope\"",
+                "key `backend`: unknown backend \"nope\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+            ),
             ("model = \"  \"", "key `model`: must not be empty"),
             ("max_output_bytes = 0", "key `max_output_bytes`: must be a positive integer (found 0)"),
             ("max_bytes = \"50k\"", "key `max_bytes`: expected an integer, found string"),
@@ -957,21 +961,6 @@ max_tasks = 256
                 f.user_file().display()
             )),
             "{e}"
-        );
-    }
-
-    #[test]
-    fn resolve_puts_flags_over_agent_keys_over_config() {
-        let from_env = Setting::new(Duration::from_secs(60), Source::Env("ORCHESTRATE_TIMEOUT"));
-        assert_eq!(from_env.resolve(None), Duration::from_secs(60));
-        assert_eq!(
-            from_env.resolve(Some(Duration::from_secs(5))),
-            Duration::from_secs(5)
-        );
-        let flag = Setting::flag(Duration::from_secs(9));
-        assert_eq!(
-            flag.resolve(Some(Duration::from_secs(5))),
-            Duration::from_secs(9)
         );
     }
 

@@ -4,14 +4,14 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid duration {input:?}: {reason} (expected e.g. 90s, 15m, 1h30m, 500ms or plain milliseconds)")]
-pub struct DurationError {
+pub(crate) struct DurationError {
     pub input: String,
     pub reason: &'static str,
 }
 
 /// Parses a duration. A bare number is milliseconds, because that is what the
 /// `timeoutMs`-style fields of the result contract and the MCP tool use.
-pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let err = |reason| DurationError {
         input: input.to_string(),
         reason,

@@ -36,3 +36,12 @@ pub enum AgentEvent<'a> {
     /// The dialect's final event: the child has nothing more to say.
     Terminal,
 }
+
+/// Why a provider failure looks transient: worth another attempt after a backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transient {
+    RateLimited,
+    Overloaded,
+    ServerError,
+    Connection,
+}

@@ -26,7 +26,7 @@ pub struct Index {
 /// What became of a run, as `orchestrate runs` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RunStatus {
+pub(crate) enum RunStatus {
     Ok,
     /// Succeeded; only `content` was cut to the truncation limits.
     Truncated,
@@ -39,7 +39,7 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunStatus::Ok => "ok",
             RunStatus::Truncated => "truncated",
@@ -50,13 +50,13 @@ impl RunStatus {
         }
     }
 
-    pub fn is_success(self) -> bool {
+    pub(crate) fn is_success(self) -> bool {
         matches!(self, RunStatus::Ok | RunStatus::Truncated)
     }
 }
 
 /// The one place a run's status is derived from its index line.
-pub fn status(entry: &IndexEntry) -> RunStatus {
+pub(crate) fn status(entry: &IndexEntry) -> RunStatus {
     let Some(code) = &entry.error else {
         return if entry.exit_code == 0 {
             RunStatus::Ok
@@ -94,7 +94,7 @@ pub struct AgentTotals {
     pub duration_ms: u64,
 }
 
-pub fn totals(entries: &[IndexEntry]) -> BTreeMap<String, AgentTotals> {
+pub(crate) fn totals(entries: &[IndexEntry]) -> BTreeMap<String, AgentTotals> {
     let mut out: BTreeMap<String, AgentTotals> = BTreeMap::new();
     for e in entries {
         let t = out.entry(e.agent.clone()).or_default();
@@ -109,7 +109,7 @@ pub fn totals(entries: &[IndexEntry]) -> BTreeMap<String, AgentTotals> {
 }
 
 /// Reads `runs.jsonl`. A state folder without one has no runs yet, which is no error.
-pub fn read_index(state: &StateDir) -> io::Result<Index> {
+pub(crate) fn read_index(state: &StateDir) -> io::Result<Index> {
     let path = state.root.join(INDEX_FILE);
     match File::open(&path) {
         Ok(f) => parse_index(BufReader::new(f)).map_err(|e| {
@@ -123,7 +123,7 @@ pub fn read_index(state: &StateDir) -> io::Result<Index> {
     }
 }
 
-pub fn parse_index(mut reader: impl BufRead) -> io::Result<Index> {
+pub(crate) fn parse_index(mut reader: impl BufRead) -> io::Result<Index> {
     let mut index = Index::default();
     let mut line = Vec::new();
     let mut number = 0;
@@ -153,7 +153,7 @@ pub fn parse_index(mut reader: impl BufRead) -> io::Result<Index> {
 }
 
 /// Newest first by start time; among equal start times, the later line first.
-pub fn newest_first(entries: &[IndexEntry]) -> Vec<&IndexEntry> {
+pub(crate) fn newest_first(entries: &[IndexEntry]) -> Vec<&IndexEntry> {
     let mut sorted: Vec<&IndexEntry> = entries.iter().rev().collect();
     sorted.sort_by_key(|e| std::cmp::Reverse(e.started_at_ms));
     sorted
@@ -161,14 +161,14 @@ pub fn newest_first(entries: &[IndexEntry]) -> Vec<&IndexEntry> {
 
 /// A run id is what `new_run_id` makes: 8 hex digits. Checking it also keeps a user's
 /// argument from naming any path outside `runs/`.
-pub fn normalize_run_id(id: &str) -> Option<String> {
+pub(crate) fn normalize_run_id(id: &str) -> Option<String> {
     let id = id.trim();
     (id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_ascii_lowercase())
 }
 
 /// The last `lines` lines of a text file, reading at most its last `max_bytes` so that a
 /// child that flooded stderr does not cost a full read. Missing file → `None`.
-pub fn tail_lines(path: &Path, lines: usize, max_bytes: u64) -> io::Result<Option<String>> {
+pub(crate) fn tail_lines(path: &Path, lines: usize, max_bytes: u64) -> io::Result<Option<String>> {
     let mut f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -196,7 +196,7 @@ pub fn tail_lines(path: &Path, lines: usize, max_bytes: u64) -> io::Result<Optio
 }
 
 /// `2025-06-01T12:34:56Z` for a Unix time in milliseconds (UTC; no time zone database).
-pub fn format_timestamp(unix_ms: u64) -> String {
+pub(crate) fn format_timestamp(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;

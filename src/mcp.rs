@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::{self, DiscoveryOptions};
-use crate::result::{ErrorCode, RunResult};
+use crate::result::RunResult;
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{run, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
@@ -30,7 +30,7 @@ use crate::supervisor::Controls;
 /// Arguments of the `subagent` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SubagentArgs {
+pub(crate) struct SubagentArgs {
     /// Agent name (see list_agents).
     #[serde(default)]
     pub agent: Option<String>,
@@ -59,13 +59,13 @@ pub struct SubagentArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskArg {
+pub(crate) struct TaskArg {
     pub agent: String,
     pub task: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// Runs in flight, so that shutdown can wait for their children to be stopped.
 #[derive(Default)]
@@ -85,7 +85,7 @@ impl Drop for InFlightGuard {
 }
 
 #[derive(Clone)]
-pub struct OrchestrateServer {
+pub(crate) struct OrchestrateServer {
     #[allow(dead_code, reason = "read by the code #[tool_handler] generates")]
     tool_router: ToolRouter<Self>,
     /// Cancelled when the client goes away: every run stops its child.
@@ -96,7 +96,7 @@ pub struct OrchestrateServer {
 
 #[tool_router]
 impl OrchestrateServer {
-    pub fn new(agents_dir: Option<PathBuf>) -> Self {
+    pub(crate) fn new(agents_dir: Option<PathBuf>) -> Self {
         OrchestrateServer {
             tool_router: Self::tool_router(),
             shutdown: CancellationToken::new(),
@@ -138,14 +138,7 @@ impl OrchestrateServer {
         };
         let env = match RunEnv::load(&RunEnv::cwd_of(req.cwd.as_deref())) {
             Ok(env) => env,
-            Err(message) => {
-                let r = RunResult::refusal(
-                    ErrorCode::InvalidInput,
-                    format!("Invalid input: {message}"),
-                    None,
-                );
-                return Ok(to_call_result(&r, true));
-            }
+            Err(e) => return Ok(to_call_result(&e.to_result(None), true)),
         };
         // A cancel from the client, or the client going away, stops this run's child.
         let controls = Controls::default();
@@ -276,7 +269,7 @@ fn progress_message(update: &RunResult) -> String {
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin, then stops running children.
-pub async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
+pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     let server = OrchestrateServer::new(agents_dir);
     let shutdown = server.shutdown.clone();
     let in_flight = server.in_flight.clone();

@@ -193,6 +193,31 @@ pub mod exit_status {
 }
 
 impl ErrorCode {
+    pub const ALL: [ErrorCode; 8] = [
+        ErrorCode::InvalidInput,
+        ErrorCode::SubagentsDisabled,
+        ErrorCode::UnknownAgent,
+        ErrorCode::SubagentDisabled,
+        ErrorCode::SubagentDepthExceeded,
+        ErrorCode::SubagentTimeout,
+        ErrorCode::SubagentFailed,
+        ErrorCode::SubagentOutputTruncated,
+    ];
+
+    /// Its name in the contract, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidInput => "INVALID_INPUT",
+            ErrorCode::SubagentsDisabled => "SUBAGENTS_DISABLED",
+            ErrorCode::UnknownAgent => "UNKNOWN_AGENT",
+            ErrorCode::SubagentDisabled => "SUBAGENT_DISABLED",
+            ErrorCode::SubagentDepthExceeded => "SUBAGENT_DEPTH_EXCEEDED",
+            ErrorCode::SubagentTimeout => "SUBAGENT_TIMEOUT",
+            ErrorCode::SubagentFailed => "SUBAGENT_FAILED",
+            ErrorCode::SubagentOutputTruncated => "SUBAGENT_OUTPUT_TRUNCATED",
+        }
+    }
+
     /// The mode a result carrying this error has when no run took place.
     pub fn mode(self) -> Mode {
         match self {
@@ -351,6 +376,13 @@ mod tests {
             RunResult::refusal(ErrorCode::SubagentFailed, "x", None).exit_status(),
             1
         );
+    }
+
+    #[test]
+    fn error_code_names_are_their_serialized_form() {
+        for code in ErrorCode::ALL {
+            assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+        }
     }
 
     #[test]

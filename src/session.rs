@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::result::{RunResult, Usage};
 
-pub const SESSION_FILE: &str = "session.jsonl";
-pub const STDERR_FILE: &str = "stderr.log";
-pub const RESULT_FILE: &str = "result.json";
-pub const INDEX_FILE: &str = "runs.jsonl";
+pub(crate) const SESSION_FILE: &str = "session.jsonl";
+pub(crate) const STDERR_FILE: &str = "stderr.log";
+pub(crate) const RESULT_FILE: &str = "result.json";
+pub(crate) const INDEX_FILE: &str = "runs.jsonl";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
@@ -137,7 +137,7 @@ pub struct IndexEntry {
     pub session_file: String,
 }
 
-pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dir_all(path: &Path) -> io::Result<()> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -150,7 +150,7 @@ pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
         })
 }
 
-pub fn create_private_file(path: &Path) -> io::Result<File> {
+pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create(true)
@@ -165,11 +165,11 @@ pub fn create_private_file(path: &Path) -> io::Result<File> {
         })
 }
 
-pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     create_private_file(path)?.write_all(bytes)
 }
 
-pub fn now_unix_ms() -> u64 {
+pub(crate) fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -1,11 +1,11 @@
 //! Truncation of `content[0].text` (SPEC section 7): the head is kept, and a marker line says
 //! how much was shown and where the full output is.
 
-pub const DEFAULT_MAX_BYTES: usize = 50 * 1024;
-pub const DEFAULT_MAX_LINES: usize = 2000;
+pub(crate) const DEFAULT_MAX_BYTES: usize = 50 * 1024;
+pub(crate) const DEFAULT_MAX_LINES: usize = 2000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TruncateLimits {
+pub(crate) struct TruncateLimits {
     pub max_bytes: usize,
     pub max_lines: usize,
 }
@@ -22,7 +22,7 @@ impl Default for TruncateLimits {
 /// What was kept of a text that did not fit. Lines count as `str::lines` counts them; a
 /// partly kept last line counts as shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Truncation {
+pub(crate) struct Truncation {
     pub shown_lines: usize,
     pub total_lines: usize,
     pub shown_bytes: usize,
@@ -31,7 +31,7 @@ pub struct Truncation {
 
 impl Truncation {
     /// The `details.error.message` that goes with `SUBAGENT_OUTPUT_TRUNCATED`.
-    pub fn error_message(&self) -> String {
+    pub(crate) fn error_message(&self) -> String {
         format!(
             "Output truncated: showing {} of {} lines",
             self.shown_lines, self.total_lines
@@ -49,7 +49,7 @@ impl Truncation {
 /// Keeps at most `limits.max_lines` lines and `limits.max_bytes` bytes of the head of
 /// `text`, whichever is reached first, never splitting a character, and appends the marker
 /// line. Text within both limits comes back unchanged with `None`.
-pub fn truncate_head(
+pub(crate) fn truncate_head(
     text: &str,
     limits: TruncateLimits,
     session_file: &str,

@@ -106,7 +106,7 @@ fn a_claude_code_agent_file_works_and_a_broken_file_hides_nothing() {
     assert_eq!(
         reviewer,
         json!({"name": "code-reviewer", "description": "Reviews code. Use proactively after changes.",
-               "tools": ["Read", "Grep", "Glob"], "model": "sonnet", "backend": null, "readonly": false,
+               "tools": ["read", "grep", "find"], "model": "sonnet", "backend": null, "readonly": false,
                "enabled": true, "source": dir.join("code-reviewer.md").to_str().unwrap(), "scope": "project"})
     );
     source_of(&listing, "zz-good");
@@ -131,4 +131,28 @@ fn a_claude_code_agent_file_works_and_a_broken_file_hides_nothing() {
     let sb = sb.scenario("replay");
     let out = sb.run("x", &[]);
     assert_eq!(out.status, 0, "{}", out.stderr);
+}
+
+#[test]
+fn a_backend_typo_is_listed_as_a_problem_with_its_file_and_line_and_the_run_names_it() {
+    let sb = Sandbox::new();
+    let file = sb.work.join(".orchestrate/agents/typo.md");
+    write(&file, "---\nname: typo\ndescription: d\nbackend: cluade\n---\nP\n");
+    let listing = agents_json(&sb, &sb.work, &[]);
+    assert_eq!(
+        listing["problems"],
+        json!([{"file": file.to_str().unwrap(), "line": 4,
+                "reason": "invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)"}])
+    );
+    let out = sb.run_args(&["run", "typo", "t"]);
+    assert_eq!(out.status, 2);
+    assert_eq!(out.error_code(), "INVALID_INPUT");
+    let message = out.json()["details"]["error"]["message"].clone();
+    assert_eq!(
+        message,
+        json!(format!(
+            "Invalid input: agent typo could not be read: {}:4: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+            file.display()
+        ))
+    );
 }

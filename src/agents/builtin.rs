@@ -16,7 +16,7 @@ const FILES: [(&str, &str); 5] = [
 
 /// The built-in agents, in a fixed order. A file that does not parse is a bug caught by the
 /// tests below; in a release it is logged and left out rather than taking every run down.
-pub fn builtin_agents() -> Vec<AgentDef> {
+pub(super) fn builtin_agents() -> Vec<AgentDef> {
     parse_all()
         .into_iter()
         .filter_map(|parsed| {
@@ -90,9 +90,14 @@ mod tests {
             assert_eq!(def.source, AgentSource::Builtin);
             assert!(def.enabled);
             // Model and backend come from configuration, never from the shipped files.
-            assert_eq!((def.model.as_deref(), def.backend.as_deref()), (None, None));
+            assert_eq!((def.model.as_deref(), def.backend), (None, None));
             for tool in &def.tools {
-                assert!(VOCABULARY.contains(&tool.as_str()), "{}: {tool}", def.name);
+                assert!(
+                    VOCABULARY.contains(&tool.name()),
+                    "{}: {}",
+                    def.name,
+                    tool.name()
+                );
             }
         }
     }
@@ -101,7 +106,13 @@ mod tests {
     fn tools_and_readonly_match_each_role() {
         let got: Vec<(String, Vec<String>, bool)> = builtin_agents()
             .into_iter()
-            .map(|d| (d.name, d.tools, d.readonly))
+            .map(|d| {
+                (
+                    d.name,
+                    d.tools.iter().map(|t| t.name().to_string()).collect(),
+                    d.readonly,
+                )
+            })
             .collect();
         let v = |tools: &[&str]| tools.iter().map(|t| t.to_string()).collect::<Vec<_>>();
         assert_eq!(

@@ -13,7 +13,7 @@ use super::{AgentDef, AgentProblem, Scope};
 /// Where to look. Built by [`DiscoveryOptions::from_env`] in production; tests fill it in
 /// by hand so that the real home folder is never read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiscoveryOptions {
+pub(crate) struct DiscoveryOptions {
     /// `--agents-dir`, highest precedence.
     pub agents_dir: Option<PathBuf>,
     /// Project folders are searched from here upward.
@@ -34,7 +34,7 @@ const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 impl DiscoveryOptions {
     /// Reads `HOME` and `XDG_CONFIG_HOME`.
-    pub fn from_env(cwd: PathBuf, agents_dir: Option<PathBuf>) -> Self {
+    pub(crate) fn from_env(cwd: PathBuf, agents_dir: Option<PathBuf>) -> Self {
         let env_path = |name: &str| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
@@ -59,7 +59,7 @@ impl DiscoveryOptions {
 
     /// The folders searched, highest precedence first. Project folders are listed only
     /// where one was found; the flag and user folders are listed whether or not they exist.
-    pub fn search_dirs(&self) -> Vec<(PathBuf, Scope)> {
+    pub(crate) fn search_dirs(&self) -> Vec<(PathBuf, Scope)> {
         let user = self.user_dirs();
         let mut dirs = Vec::new();
         if let Some(dir) = &self.agents_dir {
@@ -127,14 +127,15 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// Every agent visible from one place, each name resolved to its highest-precedence
 /// definition, plus everything that could not be read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     agents: BTreeMap<String, AgentDef>,
     problems: Vec<AgentProblem>,
 }
 
 impl Catalog {
+    #[cfg(test)]
     /// A catalog from definitions in precedence order: for a repeated name the first wins.
-    pub fn new(
+    pub(crate) fn new(
         agents: impl IntoIterator<Item = AgentDef>,
         problems: impl IntoIterator<Item = AgentProblem>,
     ) -> Self {
@@ -162,27 +163,27 @@ impl Catalog {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<&AgentDef> {
+    pub(crate) fn get(&self, name: &str) -> Option<&AgentDef> {
         self.agents.get(name)
     }
 
     /// Sorted by name.
-    pub fn agents(&self) -> impl Iterator<Item = &AgentDef> {
+    pub(crate) fn agents(&self) -> impl Iterator<Item = &AgentDef> {
         self.agents.values()
     }
 
-    pub fn names_sorted(&self) -> Vec<&str> {
+    pub(crate) fn names_sorted(&self) -> Vec<&str> {
         self.agents.keys().map(String::as_str).collect()
     }
 
     /// In precedence order of the folders, then by file name.
-    pub fn problems(&self) -> &[AgentProblem] {
+    pub(crate) fn problems(&self) -> &[AgentProblem] {
         &self.problems
     }
 }
 
 /// Reads every scope. Never fails: what cannot be read becomes a problem in the catalog.
-pub fn discover(opts: &DiscoveryOptions) -> Catalog {
+pub(crate) fn discover(opts: &DiscoveryOptions) -> Catalog {
     let mut catalog = Catalog::default();
     for (dir, scope) in opts.search_dirs() {
         let (defs, problems) = load_dir(&dir, scope);

@@ -9,6 +9,8 @@ use regex::Regex;
 use yaml_serde::{Mapping, Value};
 
 use super::{AgentDef, AgentProblem, AgentSource, Scope};
+use crate::backends::tools::Tool;
+use crate::backends::{BackendChoice, DialectKind};
 use crate::duration::{parse_duration, DurationError};
 
 /// The opening `---` is line 1, so front matter line `i` (0-based) is file line `i + 2`.
@@ -18,7 +20,11 @@ const MISSING_FRONT_MATTER: &str = "missing front matter: the file must start wi
 
 /// Parses one agent file. `path` is only recorded (in the source and in problems); nothing
 /// is read from disk. With `Scope::Builtin` the source is [`AgentSource::Builtin`].
-pub fn parse_agent_file(text: &str, path: &Path, scope: Scope) -> Result<AgentDef, AgentProblem> {
+pub(crate) fn parse_agent_file(
+    text: &str,
+    path: &Path,
+    scope: Scope,
+) -> Result<AgentDef, AgentProblem> {
     parse_detailed(text, path, scope).map(|parsed| parsed.def)
 }
 
@@ -78,9 +84,9 @@ pub(super) fn parse_detailed(
         .read(&["tools"], as_tools, &mut errors)
         .unwrap_or_default();
     let model = fields.read(&["model"], as_text, &mut errors);
-    let backend = fields.read(&["backend"], as_text, &mut errors);
+    let backend = fields.read(&["backend"], as_backend, &mut errors);
     let command = fields.read(&["command"], as_text, &mut errors);
-    let dialect = fields.read(&["dialect"], as_text, &mut errors);
+    let dialect = fields.read(&["dialect"], as_dialect, &mut errors);
     let timeout = fields.read(
         &["timeout", "timeout_ms", "timeoutMs"],
         as_duration,
@@ -127,13 +133,13 @@ pub(super) fn parse_detailed(
             tools,
             // An empty `model:`/`backend:` means "not set" to every tool that writes them.
             model: model.filter(|m| !m.is_empty()),
-            backend: backend.filter(|b| !b.is_empty()),
+            backend: backend.flatten(),
             timeout,
             idle_timeout,
             max_turns,
             readonly,
             command: command.filter(|c| !c.is_empty()),
-            dialect: dialect.filter(|d| !d.is_empty()),
+            dialect: dialect.flatten(),
             enabled,
             system_prompt: doc.body,
             source,
@@ -334,6 +340,9 @@ enum ValueError {
     Duration(#[from] DurationError),
     #[error("a zero duration would stop the agent at once; leave the key out for the default")]
     ZeroDuration,
+    /// A name that is not one of the known ones; the message lists them.
+    #[error("{0}")]
+    Named(String),
 }
 
 fn wrong(expected: &'static str, got: &Value) -> ValueError {
@@ -363,20 +372,41 @@ fn as_text(v: &Value) -> Result<String, ValueError> {
     }
 }
 
-fn as_tools(v: &Value) -> Result<Vec<String>, ValueError> {
+/// An empty value means "not set", as it does to every tool that writes these files.
+fn as_backend(v: &Value) -> Result<Option<BackendChoice>, ValueError> {
+    let name = as_text(v)?;
+    if name.is_empty() {
+        return Ok(None);
+    }
+    BackendChoice::parse(&name)
+        .map(Some)
+        .map_err(|e| ValueError::Named(e.to_string()))
+}
+
+fn as_dialect(v: &Value) -> Result<Option<DialectKind>, ValueError> {
+    let name = as_text(v)?;
+    if name.is_empty() {
+        return Ok(None);
+    }
+    DialectKind::parse(&name)
+        .map(Some)
+        .map_err(|e| ValueError::Named(e.to_string()))
+}
+
+fn as_tools(v: &Value) -> Result<Vec<Tool>, ValueError> {
     const EXPECTED: &str = "a comma-separated string or a list of tool names";
     match v {
         Value::String(s) => Ok(s
             .split(',')
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .map(str::to_string)
+            .map(Tool::parse)
             .collect()),
         Value::Sequence(items) => {
             let mut tools = Vec::with_capacity(items.len());
             for item in items {
                 match item {
-                    Value::String(s) if !s.trim().is_empty() => tools.push(s.trim().to_string()),
+                    Value::String(s) if !s.trim().is_empty() => tools.push(Tool::parse(s)),
                     other => {
                         return Err(ValueError::WrongType {
                             expected: "every list item to be a tool name",
@@ -495,9 +525,9 @@ Be precise.
                 description:
                     "Read-only codebase exploration; answers \"where is X / how does Y work\"."
                         .into(),
-                tools: vec!["read".into(), "grep".into(), "find".into(), "ls".into()],
+                tools: vec![Tool::Read, Tool::Grep, Tool::Find, Tool::Ls],
                 model: Some("claude-haiku-4-5".into()),
-                backend: Some("pi".into()),
+                backend: Some(BackendChoice::Named(crate::backends::Backend::Pi)),
                 timeout: Some(Duration::from_secs(600)),
                 idle_timeout: Some(Duration::from_secs(90)),
                 max_turns: Some(12),
@@ -534,7 +564,7 @@ You are a senior code reviewer.
                 name: "code-reviewer".into(),
                 description: "Expert code review specialist. Use proactively after writing code."
                     .into(),
-                tools: vec!["Read".into(), "Grep".into(), "Glob".into(), "Bash".into()],
+                tools: vec![Tool::Read, Tool::Grep, Tool::Find, Tool::Bash],
                 model: Some("sonnet".into()),
                 backend: None,
                 timeout: None,
@@ -556,9 +586,13 @@ You are a senior code reviewer.
     #[test]
     fn yaml_list_of_tools_keeps_order() {
         let def = parse("---\nname: x\ntools: [\"Read\", \"Grep\"]\n---\nbody").unwrap();
-        assert_eq!(def.tools, vec!["Read", "Grep"]);
-        let def = parse("---\nname: x\ntools:\n  - bash\n  - \" read \"\n---\nbody").unwrap();
-        assert_eq!(def.tools, vec!["bash", "read"]);
+        assert_eq!(def.tools, vec![Tool::Read, Tool::Grep]);
+        let def = parse("---\nname: x\ntools:\n  - bash\n  - \" read \"\n  - WebFetch\n---\nbody")
+            .unwrap();
+        assert_eq!(
+            def.tools,
+            vec![Tool::Bash, Tool::Read, Tool::Native("WebFetch".into())]
+        );
     }
 
     #[test]
@@ -648,7 +682,7 @@ You are a senior code reviewer.
             def.description,
             "Use this agent when: reviewing PRs. Examples: user: \"check it\""
         );
-        assert_eq!(def.tools, vec!["Read", "Grep"]);
+        assert_eq!(def.tools, vec![Tool::Read, Tool::Grep]);
     }
 
     #[test]
@@ -831,5 +865,31 @@ You are a senior code reviewer.
         ] {
             let _ = parse(text);
         }
+    }
+
+    #[test]
+    fn a_backend_or_dialect_typo_is_a_problem_on_its_line() {
+        assert_eq!(
+            problem("---\nname: x\ndescription: d\nbackend: cluade\n---\nP\n"),
+            (
+                Some(4),
+                "invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)".to_string()
+            )
+        );
+        assert_eq!(
+            problem("---\nname: x\nbackend: command\ndialect: klingon\n---\nP\n"),
+            (
+                Some(4),
+                "invalid `dialect`: unknown dialect \"klingon\" (available: pi, claude, codex, gemini, opencode, cursor)".to_string()
+            )
+        );
+        let def = parse("---\nname: x\nbackend: claude-code\ndialect: codex\n---\nP\n").unwrap();
+        assert_eq!(
+            (def.backend, def.dialect),
+            (
+                Some(BackendChoice::Named(crate::backends::Backend::Claude)),
+                Some(DialectKind::Codex)
+            )
+        );
     }
 }

@@ -18,20 +18,23 @@ use std::time::Duration;
 
 use serde_json::json;
 
-pub use builtin::builtin_agents;
-pub use discovery::{discover, Catalog, DiscoveryOptions};
-pub use frontmatter::parse_agent_file;
+use crate::backends::tools::Tool;
+use crate::backends::{BackendChoice, DialectKind};
+
+pub(crate) use discovery::{discover, Catalog, DiscoveryOptions};
+#[cfg(test)]
+pub(crate) use frontmatter::parse_agent_file;
 
 /// One agent: what the parent asks for by name, and how its child is configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentDef {
     pub name: String,
     pub description: String,
-    /// As written in the file, trimmed, order kept. Empty means the backend's default set;
-    /// mapping these names to a backend's own tool names is the backend's job.
-    pub tools: Vec<String>,
+    /// In the order written, read into the one tool vocabulary. Empty means the backend's
+    /// default set; mapping them to a backend's own tool names is the backend's job.
+    pub tools: Vec<Tool>,
     pub model: Option<String>,
-    pub backend: Option<String>,
+    pub backend: Option<BackendChoice>,
     pub timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_turns: Option<u32>,
@@ -39,7 +42,7 @@ pub struct AgentDef {
     /// For the generic `command` backend: the command template (`{task}`,
     /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
     pub command: Option<String>,
-    pub dialect: Option<String>,
+    pub dialect: Option<DialectKind>,
     /// `false` keeps the agent listed so a run of it can say why it refuses (SUBAGENT_DISABLED).
     pub enabled: bool,
     /// The Markdown body, without the blank lines around it, line endings normalized to `\n`.
@@ -53,9 +56,9 @@ impl AgentDef {
         json!({
             "name": self.name,
             "description": self.description,
-            "tools": self.tools,
+            "tools": self.tools.iter().map(Tool::name).collect::<Vec<_>>(),
             "model": self.model,
-            "backend": self.backend,
+            "backend": self.backend.map(BackendChoice::name),
             "readonly": self.readonly,
             "enabled": self.enabled,
             "source": self.source.display(),
@@ -117,7 +120,7 @@ impl AgentSource {
 /// A file or folder that could not be turned into an agent. Reported, never fatal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{}: {reason}", .file.display(), .line.map(|l| format!(":{l}")).unwrap_or_default())]
-pub struct AgentProblem {
+pub(crate) struct AgentProblem {
     pub file: PathBuf,
     /// 1-based line in the file, when one line is to blame.
     pub line: Option<usize>,
@@ -125,7 +128,7 @@ pub struct AgentProblem {
 }
 
 /// The shape `orchestrate agents --json` prints for each problem.
-pub fn problem_json(p: &AgentProblem) -> serde_json::Value {
+pub(crate) fn problem_json(p: &AgentProblem) -> serde_json::Value {
     json!({
         "file": p.file.display().to_string(),
         "line": p.line,
@@ -142,9 +145,9 @@ mod tests {
         AgentDef {
             name: "explorer".into(),
             description: "Finds things.".into(),
-            tools: vec!["read".into(), "grep".into()],
+            tools: vec![Tool::Read, Tool::Grep],
             model: None,
-            backend: Some("pi".into()),
+            backend: Some(BackendChoice::Named(crate::backends::Backend::Pi)),
             timeout: None,
             idle_timeout: None,
             max_turns: None,

@@ -13,7 +13,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
-use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use super::{
+    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+};
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
@@ -40,7 +42,22 @@ const DEFAULT_WRITER_TOOLS: &[&str] = &[
 ];
 const READONLY_TOOLS: &[&str] = &["Read", "Grep", "Glob"];
 
-pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "claude",
+    aliases: &["claude-code"],
+    program: "claude",
+    install_hint: "install it with `npm install -g @anthropic-ai/claude-code`",
+    resumes: true,
+    build,
+    new_dialect: Some(|| Box::<ClaudeDialect>::default()),
+    explain_exit: super::no_exit_meaning,
+    transient_exit: super::no_transient_exit,
+};
+
+pub(crate) fn build(
+    program: OsString,
+    input: &InvocationInput<'_>,
+) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Claude);
     // The prompt comes first: `--tools` and `--allowedTools` take several values and would
     // swallow a prompt placed after them.
@@ -209,7 +226,7 @@ struct StreamDelta<'a> {
 }
 
 #[derive(Debug, Default)]
-pub struct ClaudeDialect {
+pub(crate) struct ClaudeDialect {
     /// Claude prints one `assistant` line per content block; lines of one API message
     /// share its id, and a new id is a new turn.
     last_message_id: Option<String>,

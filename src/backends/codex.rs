@@ -14,11 +14,28 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::tools::{Permissions, Tool};
-use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use super::{
+    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+};
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
-pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "codex",
+    aliases: &[],
+    program: "codex",
+    install_hint: "install it with `npm install -g @openai/codex`",
+    resumes: true,
+    build,
+    new_dialect: Some(|| Box::<CodexDialect>::default()),
+    explain_exit: super::no_exit_meaning,
+    transient_exit: super::no_transient_exit,
+};
+
+pub(crate) fn build(
+    program: OsString,
+    input: &InvocationInput<'_>,
+) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Codex);
     inv.arg("exec");
     if input.resume.is_some() {
@@ -125,7 +142,7 @@ struct CodexUsage {
 }
 
 #[derive(Debug, Default)]
-pub struct CodexDialect {
+pub(crate) struct CodexDialect {
     /// Items already shown: a command appears as started, updated and completed.
     seen_items: HashSet<String>,
     /// An item of a model response arrived since the last tool finished. codex reports

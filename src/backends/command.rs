@@ -9,46 +9,54 @@
 
 use std::ffi::OsString;
 
-use super::{BackendError, DialectKind, Invocation, InvocationInput};
+use super::{BackendError, BackendSpec, DialectKind, Invocation, InvocationInput};
 
-pub fn build(input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "command",
+    aliases: &[],
+    // The program is the template's first word.
+    program: "",
+    install_hint: "check the agent's `command:` template",
+    resumes: false,
+    build,
+    new_dialect: None,
+    explain_exit: super::no_exit_meaning,
+    transient_exit: super::no_transient_exit,
+};
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|s| !s.trim().is_empty())
+}
+
+fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
     let template = input
         .agent
         .command
         .clone()
-        .or_else(|| {
-            std::env::var("ORCHESTRATE_COMMAND_TEMPLATE")
-                .ok()
-                .filter(|s| !s.trim().is_empty())
-        })
+        .or_else(|| env_value("ORCHESTRATE_COMMAND_TEMPLATE"))
         .ok_or_else(|| {
             BackendError::Command(format!(
                 "a command template: set `command:` in {} or ORCHESTRATE_COMMAND_TEMPLATE",
                 input.agent.source.display()
             ))
         })?;
-    let dialect_name = input
-        .agent
-        .dialect
-        .clone()
-        .or_else(|| {
-            std::env::var("ORCHESTRATE_COMMAND_DIALECT")
-                .ok()
-                .filter(|s| !s.trim().is_empty())
-        })
-        .ok_or_else(|| {
-            BackendError::Command(format!(
-                "a dialect: set `dialect:` ({}) in {} or ORCHESTRATE_COMMAND_DIALECT",
-                DialectKind::NAMES.join(", "),
-                input.agent.source.display()
-            ))
-        })?;
-    let dialect = DialectKind::from_name(&dialect_name).ok_or_else(|| {
-        BackendError::Command(format!(
-            "a known dialect, not {dialect_name:?} (use one of {})",
-            DialectKind::NAMES.join(", ")
-        ))
-    })?;
+    let dialect = match input.agent.dialect {
+        Some(d) => d,
+        None => {
+            let name = env_value("ORCHESTRATE_COMMAND_DIALECT").ok_or_else(|| {
+                BackendError::Command(format!(
+                    "a dialect: set `dialect:` ({}) in {} or ORCHESTRATE_COMMAND_DIALECT",
+                    super::dialect_names().join(", "),
+                    input.agent.source.display()
+                ))
+            })?;
+            DialectKind::parse(&name).map_err(|e| {
+                BackendError::Command(format!(
+                    "a known dialect in ORCHESTRATE_COMMAND_DIALECT: {e}"
+                ))
+            })?
+        }
+    };
     let words = shlex::split(&template)
         .filter(|w| !w.is_empty())
         .ok_or_else(|| {
@@ -102,15 +110,18 @@ mod tests {
             "mycli --json --model {model} --system '{system_prompt_file}' -- \"Task: {task}\""
                 .into(),
         );
-        a.dialect = Some("claude".into());
+        a.dialect = Some(DialectKind::Claude);
         let task = "fix it; rm -rf / $(echo x)";
-        let inv = build(&InvocationInput {
-            agent: &a,
-            task,
-            model: Some("m1"),
-            run_dir: dir.path(),
-            resume: None,
-        })
+        let inv = build(
+            OsString::new(),
+            &InvocationInput {
+                agent: &a,
+                task,
+                model: Some("m1"),
+                run_dir: dir.path(),
+                resume: None,
+            },
+        )
         .unwrap();
         let prompt = dir.path().join("system-prompt.md");
         assert_eq!(inv.program, OsString::from("mycli"));
@@ -135,13 +146,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut a = agent(&[], false, "");
         let input = |a: &crate::agents::AgentDef| {
-            build(&InvocationInput {
-                agent: a,
-                task: "t",
-                model: None,
-                run_dir: dir.path(),
-                resume: None,
-            })
+            build(
+                OsString::new(),
+                &InvocationInput {
+                    agent: a,
+                    task: "t",
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                },
+            )
             .map(|_| ())
             .unwrap_err()
             .to_string()
@@ -149,9 +163,7 @@ mod tests {
         assert!(input(&a).contains("a command template"));
         a.command = Some("x {task}".into());
         assert!(input(&a).contains("a dialect"));
-        a.dialect = Some("klingon".into());
-        assert!(input(&a).contains("not \"klingon\""));
-        a.dialect = Some("pi".into());
+        a.dialect = Some(DialectKind::Pi);
         a.command = Some("x {model} {task}".into());
         assert!(input(&a).contains("a model"));
         a.command = Some("x 'unclosed".into());

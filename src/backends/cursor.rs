@@ -18,11 +18,28 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::tools::Permissions;
-use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use super::{
+    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+};
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
-pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "cursor",
+    aliases: &["cursor-agent"],
+    program: "cursor-agent",
+    install_hint: "install it with `curl https://cursor.com/install -fsS | bash`",
+    resumes: false,
+    build,
+    new_dialect: Some(|| Box::<CursorDialect>::default()),
+    explain_exit: super::no_exit_meaning,
+    transient_exit: super::no_transient_exit,
+};
+
+pub(crate) fn build(
+    program: OsString,
+    input: &InvocationInput<'_>,
+) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Cursor);
     inv.arg("-p").arg("--output-format").arg("stream-json");
     if let Some(model) = input.model() {
@@ -109,7 +126,7 @@ struct Block<'a> {
 }
 
 #[derive(Debug, Default)]
-pub struct CursorDialect {
+pub(crate) struct CursorDialect {
     /// Text streamed as deltas in the current segment.
     streamed: String,
     /// Text of the last complete segment.

@@ -13,11 +13,28 @@ use std::ffi::OsString;
 use serde::Deserialize;
 
 use super::tools::Permissions;
-use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
-use crate::events::AgentEvent;
+use super::{
+    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+};
+use crate::events::{AgentEvent, Transient};
 use crate::result::Usage;
 
-pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "gemini",
+    aliases: &[],
+    program: "gemini",
+    install_hint: "install it with `npm install -g @google/gemini-cli`",
+    resumes: false,
+    build,
+    new_dialect: Some(|| Box::<GeminiDialect>::default()),
+    explain_exit,
+    transient_exit,
+};
+
+pub(crate) fn build(
+    program: OsString,
+    input: &InvocationInput<'_>,
+) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Gemini);
     // Gemini has no flag to append to its system prompt, and replacing it
     // (GEMINI_SYSTEM_MD) would drop its tool instructions: the agent's prompt goes first
@@ -113,8 +130,18 @@ fn policy_toml(tools: &[&str]) -> String {
     )
 }
 
+/// Gemini exits with the HTTP status modulo 256 when the API call failed.
+fn transient_exit(code: i32) -> Option<Transient> {
+    match code {
+        173 => Some(Transient::RateLimited),
+        17 => Some(Transient::Overloaded),
+        244 | 246 | 247 | 248 => Some(Transient::ServerError),
+        _ => None,
+    }
+}
+
 /// Gemini CLI's documented exit codes.
-pub fn explain_exit(code: i32) -> Option<&'static str> {
+fn explain_exit(code: i32) -> Option<&'static str> {
     Some(match code {
         41 => "authentication failed",
         42 => "invalid input",
@@ -176,7 +203,7 @@ struct Stats {
 }
 
 #[derive(Debug, Default)]
-pub struct GeminiDialect {
+pub(crate) struct GeminiDialect {
     /// Deltas of the assistant message being written.
     text: String,
     /// A model response is under way (text or tool calls since the last tool result).

@@ -5,26 +5,28 @@
 //! names the [`DialectKind`] its stdout speaks. Dialects turn lines into normalized
 //! [`AgentEvent`]s.
 
-pub mod claude;
-pub mod codex;
-pub mod command;
-pub mod cursor;
-pub mod gemini;
-pub mod opencode;
-pub mod pi;
-pub mod tools;
+pub(crate) mod claude;
+pub(crate) mod codex;
+pub(crate) mod command;
+pub(crate) mod cursor;
+pub(crate) mod gemini;
+pub(crate) mod opencode;
+pub(crate) mod pi;
+pub(crate) mod tools;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::agents::AgentDef;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, Transient};
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
 pub struct InvocationInput<'a> {
     pub agent: &'a AgentDef,
     pub task: &'a str,
+    /// The run's resolved model (flag, agent file, environment or config); `None` leaves
+    /// the choice to the CLI.
     pub model: Option<&'a str>,
     /// The run folder: prompt files the command line refers to are written here.
     pub run_dir: &'a Path,
@@ -54,7 +56,7 @@ impl ResumeFrom {
 
 impl InvocationInput<'_> {
     pub fn model(&self) -> Option<&str> {
-        self.model.or(self.agent.model.as_deref())
+        self.model
     }
 
     /// Writes the agent's system prompt into the run folder, if it has one.
@@ -124,8 +126,8 @@ pub trait Dialect: Send {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool;
 }
 
-/// The JSONL dialects orchestrate reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The JSONL dialects orchestrate reads: one per CLI that has a backend file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DialectKind {
     Pi,
     Claude,
@@ -136,37 +138,60 @@ pub enum DialectKind {
 }
 
 impl DialectKind {
-    pub const NAMES: &'static [&'static str] =
-        &["pi", "claude", "codex", "gemini", "opencode", "cursor"];
+    pub const ALL: [DialectKind; 6] = [
+        DialectKind::Pi,
+        DialectKind::Claude,
+        DialectKind::Codex,
+        DialectKind::Gemini,
+        DialectKind::Opencode,
+        DialectKind::Cursor,
+    ];
 
-    pub fn from_name(name: &str) -> Option<DialectKind> {
-        Some(match name {
-            "pi" => DialectKind::Pi,
-            "claude" => DialectKind::Claude,
-            "codex" => DialectKind::Codex,
-            "gemini" => DialectKind::Gemini,
-            "opencode" => DialectKind::Opencode,
-            "cursor" => DialectKind::Cursor,
-            _ => return None,
-        })
+    /// The backend whose CLI speaks this dialect.
+    pub fn backend(self) -> Backend {
+        match self {
+            DialectKind::Pi => Backend::Pi,
+            DialectKind::Claude => Backend::Claude,
+            DialectKind::Codex => Backend::Codex,
+            DialectKind::Gemini => Backend::Gemini,
+            DialectKind::Opencode => Backend::Opencode,
+            DialectKind::Cursor => Backend::Cursor,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.backend().name()
+    }
+
+    pub fn parse(name: &str) -> Result<DialectKind, BackendError> {
+        let name = name.trim();
+        DialectKind::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| BackendError::UnknownDialect(name.to_string()))
     }
 
     pub fn parser(self) -> Box<dyn Dialect> {
-        match self {
-            DialectKind::Pi => Box::new(pi::PiDialect),
-            DialectKind::Claude => Box::<claude::ClaudeDialect>::default(),
-            DialectKind::Codex => Box::<codex::CodexDialect>::default(),
-            DialectKind::Gemini => Box::<gemini::GeminiDialect>::default(),
-            DialectKind::Opencode => Box::<opencode::OpencodeDialect>::default(),
-            DialectKind::Cursor => Box::<cursor::CursorDialect>::default(),
-        }
+        (self
+            .backend()
+            .spec()
+            .new_dialect
+            .expect("every dialect has a parser"))()
+    }
+}
+
+impl std::fmt::Display for DialectKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
-    #[error("unknown backend {0:?} (available: auto, {list})", list = BACKEND_NAMES.join(", "))]
+    #[error("unknown backend {0:?} (available: auto, {list})", list = backend_names().join(", "))]
     Unknown(String),
+    #[error("unknown dialect {0:?} (available: {list})", list = dialect_names().join(", "))]
+    UnknownDialect(String),
     #[error("failed to write the prompt file {path}: {source}")]
     PromptFile {
         path: PathBuf,
@@ -179,12 +204,46 @@ pub enum BackendError {
     Resume(String),
 }
 
-pub const BACKEND_NAMES: &[&str] = &[
-    "claude", "pi", "codex", "gemini", "opencode", "cursor", "command",
-];
+fn backend_names() -> Vec<&'static str> {
+    Backend::ALL.iter().map(|b| b.name()).collect()
+}
+
+fn dialect_names() -> Vec<&'static str> {
+    DialectKind::ALL.iter().map(|d| d.name()).collect()
+}
+
+/// Everything that differs between child CLIs, declared by each backend's own file. Adding
+/// a backend means writing its file (with its `SPEC`) and adding it to [`Backend`] and
+/// [`Backend::spec`].
+pub struct BackendSpec {
+    pub name: &'static str,
+    /// Other names accepted for it (`claude-code`, `cursor-agent`).
+    pub aliases: &'static [&'static str],
+    /// The program looked up on PATH unless `ORCHESTRATE_<NAME>_BIN` says otherwise.
+    pub program: &'static str,
+    pub install_hint: &'static str,
+    /// Whether it can continue an earlier run's session (`run --resume`).
+    pub resumes: bool,
+    pub build: fn(OsString, &InvocationInput<'_>) -> Result<Invocation, BackendError>,
+    /// Its stdout's parser; `None` for the command backend, whose agent names a dialect.
+    pub new_dialect: Option<fn() -> Box<dyn Dialect>>,
+    /// What the CLI's own exit code means, where it documents one.
+    pub explain_exit: fn(i32) -> Option<&'static str>,
+    /// Exit codes that by themselves say the provider failed transiently.
+    pub transient_exit: fn(i32) -> Option<Transient>,
+}
+
+/// For CLIs whose exit codes say nothing beyond success or failure.
+pub(crate) fn no_exit_meaning(_code: i32) -> Option<&'static str> {
+    None
+}
+
+pub(crate) fn no_transient_exit(_code: i32) -> Option<Transient> {
+    None
+}
 
 /// The child CLIs orchestrate can drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
     Claude,
     Pi,
@@ -194,6 +253,55 @@ pub enum Backend {
     Cursor,
     /// Any other CLI, from a command template and one of the dialects above.
     Command,
+}
+
+/// A backend as an agent file, a flag or a config names it: one CLI, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// The first installed CLI in [`Backend::AUTO_ORDER`].
+    Auto,
+    Named(Backend),
+}
+
+impl BackendChoice {
+    pub fn parse(name: &str) -> Result<BackendChoice, BackendError> {
+        match name.trim() {
+            "auto" => Ok(BackendChoice::Auto),
+            other => Backend::parse(other).map(BackendChoice::Named),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Named(b) => b.name(),
+        }
+    }
+
+    /// `auto` becomes the first installed CLI, or `None` when there is none.
+    pub fn select(self) -> Selection {
+        match self {
+            BackendChoice::Named(backend) => Selection {
+                backend,
+                auto: false,
+                installed: backend.is_installed(),
+            },
+            BackendChoice::Auto => {
+                let found = Backend::AUTO_ORDER.into_iter().find(|b| b.is_installed());
+                Selection {
+                    backend: found.unwrap_or(Backend::AUTO_ORDER[0]),
+                    auto: true,
+                    installed: found.is_some(),
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for BackendChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// How a backend was chosen, for the result and for `orchestrate agents`.
@@ -206,6 +314,16 @@ pub struct Selection {
 }
 
 impl Backend {
+    pub const ALL: [Backend; 7] = [
+        Backend::Claude,
+        Backend::Pi,
+        Backend::Codex,
+        Backend::Gemini,
+        Backend::Opencode,
+        Backend::Cursor,
+        Backend::Command,
+    ];
+
     /// The order `auto` tries.
     pub const AUTO_ORDER: [Backend; 6] = [
         Backend::Claude,
@@ -216,59 +334,28 @@ impl Backend {
         Backend::Cursor,
     ];
 
-    pub fn from_name(name: &str) -> Result<Backend, BackendError> {
-        Ok(match name {
-            "claude" | "claude-code" => Backend::Claude,
-            "pi" => Backend::Pi,
-            "codex" => Backend::Codex,
-            "gemini" => Backend::Gemini,
-            "opencode" => Backend::Opencode,
-            "cursor" | "cursor-agent" => Backend::Cursor,
-            "command" => Backend::Command,
-            other => return Err(BackendError::Unknown(other.to_string())),
-        })
+    pub fn spec(self) -> &'static BackendSpec {
+        match self {
+            Backend::Claude => &claude::SPEC,
+            Backend::Pi => &pi::SPEC,
+            Backend::Codex => &codex::SPEC,
+            Backend::Gemini => &gemini::SPEC,
+            Backend::Opencode => &opencode::SPEC,
+            Backend::Cursor => &cursor::SPEC,
+            Backend::Command => &command::SPEC,
+        }
     }
 
-    /// `auto` is the first installed CLI in [`Backend::AUTO_ORDER`].
-    pub fn select(name: &str) -> Result<Selection, BackendError> {
-        if name != "auto" {
-            let backend = Backend::from_name(name)?;
-            return Ok(Selection {
-                backend,
-                auto: false,
-                installed: backend.is_installed(),
-            });
-        }
-        let found = Backend::AUTO_ORDER.into_iter().find(|b| b.is_installed());
-        Ok(Selection {
-            backend: found.unwrap_or(Backend::AUTO_ORDER[0]),
-            auto: true,
-            installed: found.is_some(),
-        })
+    pub fn parse(name: &str) -> Result<Backend, BackendError> {
+        let name = name.trim();
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.spec().name == name || b.spec().aliases.contains(&name))
+            .ok_or_else(|| BackendError::Unknown(name.to_string()))
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Claude => "claude",
-            Backend::Pi => "pi",
-            Backend::Codex => "codex",
-            Backend::Gemini => "gemini",
-            Backend::Opencode => "opencode",
-            Backend::Cursor => "cursor",
-            Backend::Command => "command",
-        }
-    }
-
-    fn default_program(self) -> &'static str {
-        match self {
-            Backend::Claude => "claude",
-            Backend::Pi => "pi",
-            Backend::Codex => "codex",
-            Backend::Gemini => "gemini",
-            Backend::Opencode => "opencode",
-            Backend::Cursor => "cursor-agent",
-            Backend::Command => "",
-        }
+        self.spec().name
     }
 
     /// The program to run: `ORCHESTRATE_<NAME>_BIN` when set (a custom install, or a
@@ -277,7 +364,7 @@ impl Backend {
         let var = format!("ORCHESTRATE_{}_BIN", self.name().to_ascii_uppercase());
         std::env::var_os(var)
             .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| OsString::from(self.default_program()))
+            .unwrap_or_else(|| OsString::from(self.spec().program))
     }
 
     pub fn is_installed(self) -> bool {
@@ -285,51 +372,40 @@ impl Backend {
     }
 
     pub fn install_hint(self) -> &'static str {
-        match self {
-            Backend::Claude => "install it with `npm install -g @anthropic-ai/claude-code`",
-            Backend::Pi => {
-                "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
-                 `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once"
-            }
-            Backend::Codex => "install it with `npm install -g @openai/codex`",
-            Backend::Gemini => "install it with `npm install -g @google/gemini-cli`",
-            Backend::Opencode => "install it with `npm install -g opencode-ai`",
-            Backend::Cursor => "install it with `curl https://cursor.com/install -fsS | bash`",
-            Backend::Command => "check the agent's `command:` template",
-        }
+        self.spec().install_hint
     }
 
     pub fn build(self, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
-        let program = self.program();
-        if input.resume.is_some() && !matches!(self, Backend::Pi | Backend::Claude | Backend::Codex)
-        {
+        let spec = self.spec();
+        if input.resume.is_some() && !spec.resumes {
+            let able: Vec<&str> = Backend::ALL
+                .iter()
+                .filter(|b| b.spec().resumes)
+                .map(|b| b.name())
+                .collect();
+            let (last, rest) = able.split_last().expect("some backends resume");
             return Err(BackendError::Resume(format!(
-                "the {} backend cannot continue an earlier session (pi, claude and codex can)",
-                self.name()
+                "the {} backend cannot continue an earlier session ({} and {last} can)",
+                spec.name,
+                rest.join(", ")
             )));
         }
-        match self {
-            Backend::Claude => claude::build(program, input),
-            Backend::Pi => pi::build(program, input),
-            Backend::Codex => codex::build(program, input),
-            Backend::Gemini => gemini::build(program, input),
-            Backend::Opencode => opencode::build(program, input),
-            Backend::Cursor => cursor::build(program, input),
-            Backend::Command => command::build(input),
-        }
+        (spec.build)(self.program(), input)
     }
 
-    /// What a CLI's own exit code means, where it documents one.
     pub fn explain_exit(self, code: i32) -> Option<&'static str> {
-        match self {
-            Backend::Gemini => gemini::explain_exit(code),
-            _ => None,
-        }
+        (self.spec().explain_exit)(code)
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
 /// Looks a program up like `execvp` would: a path with a slash as is, else on PATH.
-pub fn find_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
+pub(crate) fn find_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -367,7 +443,7 @@ pub(crate) mod test_support {
     use super::*;
     use crate::collector::Collector;
 
-    pub fn agent(tools: &[&str], readonly: bool, prompt: &str) -> AgentDef {
+    pub(crate) fn agent(tools: &[&str], readonly: bool, prompt: &str) -> AgentDef {
         let text = format!(
             "---\nname: t\ndescription: d\ntools: [{}]\nreadonly: {readonly}\n---\n{prompt}\n",
             tools.join(", ")
@@ -377,7 +453,7 @@ pub(crate) mod test_support {
     }
 
     /// Runs `lines` through `dialect` and returns the collector and the skipped count.
-    pub fn collect(kind: DialectKind, lines: &[&str]) -> (Collector, u64) {
+    pub(crate) fn collect(kind: DialectKind, lines: &[&str]) -> (Collector, u64) {
         let mut d = kind.parser();
         let mut c = Collector::new();
         let mut skipped = 0;
@@ -390,7 +466,7 @@ pub(crate) mod test_support {
     }
 
     /// Reads a fixture transcript from `tests/fixtures/<dialect>/<name>`.
-    pub fn fixture(dialect: &str, name: &str) -> String {
+    pub(crate) fn fixture(dialect: &str, name: &str) -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
             .join(dialect)
@@ -400,7 +476,7 @@ pub(crate) mod test_support {
 
     /// Runs the fixture `tests/fixtures/<dialect>/<name>` through that dialect, asserting
     /// that every line was a usable event.
-    pub fn run_fixture(kind: DialectKind, dialect: &str, name: &str) -> Collector {
+    pub(crate) fn run_fixture(kind: DialectKind, dialect: &str, name: &str) -> Collector {
         let text = fixture(dialect, name);
         let lines: Vec<&str> = text.lines().collect();
         let (c, skipped) = collect(kind, &lines);
@@ -408,7 +484,7 @@ pub(crate) mod test_support {
         c
     }
 
-    pub fn args(inv: &Invocation) -> Vec<String> {
+    pub(crate) fn args(inv: &Invocation) -> Vec<String> {
         inv.args
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

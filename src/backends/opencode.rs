@@ -13,7 +13,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::tools::{Permissions, Tool};
-use super::{parse_json, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use super::{
+    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+};
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
@@ -26,7 +28,22 @@ const KNOWN_TOOLS: &[&str] = &[
     "read", "grep", "glob", "list", "bash", "edit", "write", "patch", "task",
 ];
 
-pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "opencode",
+    aliases: &[],
+    program: "opencode",
+    install_hint: "install it with `npm install -g opencode-ai`",
+    resumes: false,
+    build,
+    new_dialect: Some(|| Box::<OpencodeDialect>::default()),
+    explain_exit: super::no_exit_meaning,
+    transient_exit: super::no_transient_exit,
+};
+
+pub(crate) fn build(
+    program: OsString,
+    input: &InvocationInput<'_>,
+) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Opencode);
     inv.arg("run").arg("--format").arg("json");
     if let Some(model) = input.model() {
@@ -155,7 +172,7 @@ struct Cache {
 }
 
 #[derive(Debug, Default)]
-pub struct OpencodeDialect {
+pub(crate) struct OpencodeDialect {
     session_seen: bool,
 }
 

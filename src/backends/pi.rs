@@ -13,18 +13,37 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
-use super::{write_prompt_file, BackendError, Dialect, DialectKind, Invocation, InvocationInput};
+use super::{
+    write_prompt_file, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+};
 use crate::events::AgentEvent;
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
 
 /// pi's own session file, in the run folder.
-pub const PI_SESSION_FILE: &str = "pi-session.jsonl";
+pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
 
 /// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
-pub fn build(program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
+pub(crate) const SPEC: BackendSpec = BackendSpec {
+    name: "pi",
+    aliases: &[],
+    program: "pi",
+    install_hint:
+        "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
+                   `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once",
+    resumes: true,
+    build,
+    new_dialect: Some(|| Box::new(PiDialect)),
+    explain_exit: super::no_exit_meaning,
+    transient_exit: super::no_transient_exit,
+};
+
+pub(crate) fn build(
+    program: OsString,
+    input: &InvocationInput<'_>,
+) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Pi);
     for a in ["--mode", "json", "-p"] {
         inv.arg(a);
@@ -181,7 +200,7 @@ struct MessageEvent<'a> {
 }
 
 #[derive(Debug, Default)]
-pub struct PiDialect;
+pub(crate) struct PiDialect;
 
 impl Dialect for PiDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {

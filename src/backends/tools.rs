@@ -32,6 +32,20 @@ impl Tool {
         }
     }
 
+    /// Its name in the vocabulary (a native name as written).
+    pub fn name(&self) -> &str {
+        match self {
+            Tool::Read => "read",
+            Tool::Grep => "grep",
+            Tool::Find => "find",
+            Tool::Ls => "ls",
+            Tool::Bash => "bash",
+            Tool::Edit => "edit",
+            Tool::Write => "write",
+            Tool::Native(name) => name,
+        }
+    }
+
     pub fn writes(&self) -> bool {
         matches!(self, Tool::Edit | Tool::Write)
     }
@@ -39,7 +53,7 @@ impl Tool {
 
 /// What an agent may do, derived once from its definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Permissions {
+pub(crate) struct Permissions {
     /// Tools in the order written, without duplicates. Empty = the backend's default set.
     pub tools: Vec<Tool>,
     /// No writes through any tool: the agent says `readonly: true`, or lists tools and none
@@ -48,12 +62,11 @@ pub struct Permissions {
 }
 
 impl Permissions {
-    pub fn of(agent: &AgentDef) -> Permissions {
+    pub(crate) fn of(agent: &AgentDef) -> Permissions {
         let mut tools: Vec<Tool> = Vec::new();
-        for name in &agent.tools {
-            let t = Tool::parse(name);
-            if !tools.contains(&t) {
-                tools.push(t);
+        for t in &agent.tools {
+            if !tools.contains(t) {
+                tools.push(t.clone());
             }
         }
         let lists_no_writer = !tools.is_empty()
@@ -66,17 +79,17 @@ impl Permissions {
         }
     }
 
-    pub fn has(&self, tool: &Tool) -> bool {
+    pub(crate) fn has(&self, tool: &Tool) -> bool {
         self.tools.contains(tool)
     }
 
     /// Shell access was asked for (or is in the backend's default set).
-    pub fn wants_bash(&self) -> bool {
+    pub(crate) fn wants_bash(&self) -> bool {
         self.tools.is_empty() || self.has(&Tool::Bash)
     }
 
     /// The tools the agent may use once read-only has removed the writers.
-    pub fn granted(&self) -> Vec<Tool> {
+    pub(crate) fn granted(&self) -> Vec<Tool> {
         self.tools
             .iter()
             .filter(|t| !(self.readonly && t.writes()))

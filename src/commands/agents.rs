@@ -4,16 +4,16 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::agents::{self, problem_json, AgentDef, DiscoveryOptions};
-use crate::backends::Backend;
+use crate::config::Config;
+use crate::run::backend_of;
 
-/// The backend a run of `agent` would use, and whether `auto` chose it.
-fn resolved_backend(agent: &AgentDef) -> (String, bool) {
-    let name = agent.backend.as_deref().unwrap_or("auto");
-    match Backend::select(name) {
-        Ok(sel) if sel.auto && !sel.installed => ("none installed".to_string(), true),
-        Ok(sel) => (sel.backend.name().to_string(), sel.auto),
-        Err(_) => (format!("{name} (unknown)"), false),
+/// The backend a run of `agent` would use with no flag, and whether `auto` chose it.
+fn resolved_backend(agent: &AgentDef, config: &Config) -> (String, bool) {
+    let sel = backend_of(agent, config);
+    if sel.auto && !sel.installed {
+        return ("none installed".to_string(), true);
     }
+    (sel.backend.name().to_string(), sel.auto)
 }
 
 pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
@@ -24,13 +24,17 @@ pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
             return 1;
         }
     };
+    let config = Config::load(&cwd).unwrap_or_else(|e| {
+        eprintln!("orchestrate: {e}; showing backends as if there were no config");
+        Config::default()
+    });
     let catalog = agents::discover(&DiscoveryOptions::from_env(cwd, agents_dir));
     let mut out = std::io::stdout().lock();
     let written = if json {
         let value = serde_json::json!({
             "agents": catalog.agents().map(|a| {
                 let mut v = a.to_json();
-                let (backend, auto) = resolved_backend(a);
+                let (backend, auto) = resolved_backend(a, &config);
                 v["resolvedBackend"] = serde_json::json!(backend);
                 v["backendAuto"] = serde_json::json!(auto);
                 v
@@ -42,7 +46,7 @@ pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
         let mut text = String::new();
         for a in catalog.agents() {
             let mut tags = Vec::new();
-            let (backend, auto) = resolved_backend(a);
+            let (backend, auto) = resolved_backend(a, &config);
             tags.push(if auto {
                 format!("backend: auto → {backend}")
             } else {

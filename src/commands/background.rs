@@ -8,7 +8,8 @@ use nix::unistd::Pid;
 
 use super::run::{print_result, OutputFormat};
 use crate::background::{self, RunState};
-use crate::result::{Background, Details, ErrorCode, Mode, RunResult, TextContent};
+use crate::error::RunError;
+use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
 use crate::session::StateDir;
 
 /// How often `wait` looks for the result.
@@ -16,11 +17,12 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long `stop` waits for the supervisor to stop its child and write the result.
 const STOP_WAIT: Duration = Duration::from_secs(30);
 
+fn refuse(format: OutputFormat, e: RunError) -> i32 {
+    print_result(format, &e.to_result(None), e.exit_status())
+}
+
 fn state_dir(format: OutputFormat) -> Result<StateDir, i32> {
-    StateDir::from_env().map_err(|e| {
-        let r = RunResult::refusal(ErrorCode::InvalidInput, format!("Invalid input: {e}"), None);
-        print_result(format, &r, 2)
-    })
+    StateDir::from_env().map_err(|e| refuse(format, RunError::invalid(e.to_string())))
 }
 
 /// Starts the run described by `run_args` (the `run …` arguments without `--background`).
@@ -45,7 +47,7 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
                     background: Some(Background { status: "running".into(), session_file: session, supervisor_pid: pid }),
                 },
             };
-            print_result(format, &result, 0)
+            print_result(format, &result, exit_status::SUCCESS)
         }
         Err(e) => {
             let r = RunResult::refusal(
@@ -53,18 +55,18 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
                 format!("could not start the background run: {e}"),
                 None,
             );
-            print_result(format, &r, 1)
+            print_result(format, &r, exit_status::FAILURE)
         }
     }
 }
 
 fn unknown_run(run_id: &str, format: OutputFormat) -> i32 {
-    let r = RunResult::refusal(
-        ErrorCode::InvalidInput,
-        format!("Invalid input: no background run {run_id:?} (see `orchestrate runs`)"),
-        None,
-    );
-    print_result(format, &r, 2)
+    refuse(
+        format,
+        RunError::invalid(format!(
+            "no background run {run_id:?} (see `orchestrate runs`)"
+        )),
+    )
 }
 
 fn running(run_id: &str, record: &background::SupervisorRecord, session: String) -> RunResult {

@@ -1,4 +1,5 @@
-//! What each subcommand does and prints. `main.rs` only parses arguments and calls these.
+//! What each subcommand does and prints. `main.rs` parses arguments (`crate::cli`) and
+//! calls [`dispatch`].
 
 pub mod agents;
 pub mod background;
@@ -7,3 +8,53 @@ pub mod config;
 pub mod run;
 pub mod runs;
 pub mod show;
+
+use clap::CommandFactory;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the parsed command and returns the process exit status.
+pub fn dispatch(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Agents { json, agents_dir } => agents::agents(json, agents_dir),
+        Command::Mcp { agents_dir } => serve_mcp(agents_dir),
+        Command::Wait {
+            run_id,
+            timeout,
+            output,
+        } => background::wait(&run_id, timeout, output.into()),
+        Command::Stop { run_id, output } => background::stop(&run_id, output.into()),
+        Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
+        Command::Show { run_id, json } => show::show(&run_id, json),
+        Command::Config { json } => config::config(json),
+        Command::Completions { shell } => completions::completions(shell, &mut Cli::command()),
+        Command::Run(args) => run::run(*args),
+    }
+}
+
+fn serve_mcp(agents_dir: Option<std::path::PathBuf>) -> i32 {
+    let served = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|rt| rt.block_on(crate::mcp::serve(agents_dir)));
+    match served {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("orchestrate mcp: {e}");
+            1
+        }
+    }
+}
+
+/// Logs go to stderr; `ORCHESTRATE_LOG` (or `RUST_LOG`) sets the level.
+pub fn init_tracing() {
+    let filter = std::env::var("ORCHESTRATE_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn".to_string());
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_target(false)
+        .without_time()
+        .try_init();
+}

@@ -5,9 +5,11 @@ use std::time::Instant;
 
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::cli::RunArgs;
+use crate::error::RunError;
 use crate::result::{internal_error_json, DisplayItem, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
-use crate::run::{run, Observer, RunEnv, RunRequest};
+use crate::run::{self as pipeline, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,8 +82,49 @@ impl Plan {
     }
 }
 
+/// `orchestrate run …`: in the background, or here and now. Returns the exit status.
+pub fn run(args: RunArgs) -> i32 {
+    let format = args.format();
+    if args.background {
+        return start_background(&args, format);
+    }
+    match args.into_plan() {
+        Ok(plan) => block_on_run(plan, format),
+        Err(e) => print_result(format, &e.to_result(None), e.exit_status()),
+    }
+}
+
+/// `run … --background`: the same arguments, minus the flag, run by a detached supervisor.
+fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
+    if !args.is_single_task() {
+        let e = RunError::invalid("--background runs one AGENT TASK");
+        return print_result(format, &e.to_result(None), e.exit_status());
+    }
+    let run_args: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|a| a != "--background")
+        .collect();
+    super::background::start(run_args, args.agent.as_deref().unwrap_or_default(), format)
+}
+
+/// Runs on a current-thread runtime: the work is I/O-bound, and one thread keeps the
+/// run's cost and its memory small. A panic still prints a valid JSON result.
+fn block_on_run(plan: Plan, format: OutputFormat) -> i32 {
+    let outcome = std::panic::catch_unwind(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok::<i32, std::io::Error>(rt.block_on(run_command(plan, format)))
+    });
+    match outcome {
+        Ok(Ok(status)) => status,
+        Ok(Err(e)) => print_internal_error(format, &format!("failed to start the runtime: {e}")),
+        Err(_) => print_internal_error(format, "orchestrate panicked (see stderr)"),
+    }
+}
+
 /// Runs the plan and prints the result. Returns the process exit status.
-pub async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
+async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
     let controls = Controls::default();
     let watcher = match watch_signals(controls.clone()) {
         Ok(w) => w,
@@ -94,14 +137,7 @@ pub async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
     };
     let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
         Ok(env) => env,
-        Err(message) => {
-            let result = RunResult::refusal(
-                crate::result::ErrorCode::InvalidInput,
-                format!("Invalid input: {message}"),
-                None,
-            );
-            return print_result(format, &result, result.exit_status());
-        }
+        Err(e) => return print_result(format, &e.to_result(None), e.exit_status()),
     };
     let req = match plan {
         Plan::Single(req) => *req,
@@ -138,7 +174,7 @@ pub async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
     } else {
         None
     };
-    let output = run(&req, &env, &controls, observer).await;
+    let output = pipeline::run(&req, &env, &controls, observer).await;
     if let Some(id) = &req.run_id {
         // A background run: whoever waits for it reads these, even for a refusal that
         // never reached the child.
@@ -202,12 +238,11 @@ pub fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i3
 
 /// One line for humans: agent, status, duration, turns, tokens, cost, session file.
 fn summary_line(result: &RunResult) -> String {
-    let status = result.details.error.as_ref().map_or("ok".to_string(), |e| {
-        serde_json::to_value(e.code)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default()
-    });
+    let status = result
+        .details
+        .error
+        .as_ref()
+        .map_or("ok", |e| e.code.as_str());
     match result.details.results.first() {
         Some(r) => format!(
             "[orchestrate] {} {} {:.1}s turns={} tokens in={} out={} cache r/w={}/{} cost=${:.4} session={}",

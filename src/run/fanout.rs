@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use super::{refuse, refuse_if_not_allowed, run, Resolved, RunEnv, RunOutput, RunRequest};
+use super::{refuse_if_not_allowed, run, truncate_limits, RunEnv, RunOutput, RunRequest};
+use crate::error::RunError;
 use crate::result::{
     exit_status, new_run_id, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult,
     TextContent,
@@ -14,17 +15,17 @@ use crate::result::{
 use crate::supervisor::Controls;
 use crate::truncate::{truncate_head, TruncateLimits};
 
-pub const DEFAULT_CONCURRENCY: usize = 4;
-pub const DEFAULT_MAX_TASKS: usize = 16;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
+pub(crate) const DEFAULT_MAX_TASKS: usize = 16;
 /// The placeholder a chain step uses for the previous step's output.
-pub const PREVIOUS: &str = "{previous}";
+pub(crate) const PREVIOUS: &str = "{previous}";
 /// The smallest share of the output limits one task gets, however many there are.
 const MIN_TASK_BYTES: usize = 2 * 1024;
 const MIN_TASK_LINES: usize = 40;
 
 /// Limits on a fan-out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FanoutLimits {
+pub(crate) struct FanoutLimits {
     pub concurrency: usize,
     pub max_tasks: usize,
 }
@@ -40,7 +41,10 @@ impl Default for FanoutLimits {
 
 impl FanoutLimits {
     /// The config's limits, with a `--concurrency` flag on top.
-    pub fn from_config(cfg: &crate::config::Config, concurrency_flag: Option<usize>) -> Self {
+    pub(crate) fn from_config(
+        cfg: &crate::config::Config,
+        concurrency_flag: Option<usize>,
+    ) -> Self {
         FanoutLimits {
             concurrency: concurrency_flag.unwrap_or(cfg.concurrency.value),
             max_tasks: cfg.max_tasks.value,
@@ -48,48 +52,32 @@ impl FanoutLimits {
     }
 }
 
-/// Checks the task list; `None` when it may run.
-fn refuse_tasks(
-    reqs: &[RunRequest],
-    limits: FanoutLimits,
-    env: &RunEnv,
-    group_id: &str,
-) -> Option<RunOutput> {
+/// Checks the task list before any task runs.
+fn check_tasks(reqs: &[RunRequest], limits: FanoutLimits, env: &RunEnv) -> Result<(), RunError> {
     if reqs.is_empty() {
-        return Some(refuse(
-            ErrorCode::InvalidInput,
-            "Invalid input: tasks must not be empty.",
-            None,
-        ));
+        return Err(RunError::invalid("tasks must not be empty."));
     }
     if reqs.len() > limits.max_tasks {
-        return Some(refuse(
-            ErrorCode::InvalidInput,
-            format!(
-                "Invalid input: {} tasks given, at most {} allowed (raise max_tasks in the config).",
-                reqs.len(),
-                limits.max_tasks
-            ),
-            None,
-        ));
+        return Err(RunError::invalid(format!(
+            "{} tasks given, at most {} allowed (raise max_tasks in the config).",
+            reqs.len(),
+            limits.max_tasks
+        )));
     }
     for (i, r) in reqs.iter().enumerate() {
         if r.agent.trim().is_empty() || r.task.trim().is_empty() {
-            return Some(refuse(
-                ErrorCode::InvalidInput,
-                format!(
-                    "Invalid input: task {} needs both an agent and a task.",
-                    i + 1
-                ),
-                None,
-            ));
+            return Err(RunError::invalid(format!(
+                "task {} needs both an agent and a task.",
+                i + 1
+            )));
         }
     }
-    refuse_if_not_allowed(env, group_id).map(|mut out| {
-        // A refusal of the whole call keeps the mode it was asked for.
-        out.result.details.mode = Mode::Management;
-        out
-    })
+    refuse_if_not_allowed(env)
+}
+
+fn refuse_tasks(e: RunError, group_id: &str) -> RunOutput {
+    let id = e.keeps_run_id().then_some(group_id);
+    RunOutput::from_result(e.to_result(id))
 }
 
 /// Each task's share of the output limits, so that all answers fit in the whole.
@@ -101,17 +89,17 @@ fn share(limits: TruncateLimits, n: usize) -> TruncateLimits {
 }
 
 /// Runs `reqs` concurrently, at most `limits.concurrency` at once.
-pub async fn run_parallel(
+pub(crate) async fn run_parallel(
     reqs: Vec<RunRequest>,
     env: &RunEnv,
     controls: &Controls,
     limits: FanoutLimits,
 ) -> RunOutput {
     let group_id = new_run_id();
-    if let Some(refusal) = refuse_tasks(&reqs, limits, env, &group_id) {
-        return refusal;
+    if let Err(e) = check_tasks(&reqs, limits, env) {
+        return refuse_tasks(e, &group_id);
     }
-    let whole = Resolved::of(&reqs[0], None, &env.config).truncate;
+    let whole = truncate_limits(&reqs[0], &env.config);
     let n = reqs.len();
     let gate = Arc::new(Semaphore::new(limits.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
@@ -139,11 +127,11 @@ pub async fn run_parallel(
         .into_iter()
         .map(|o| {
             o.unwrap_or_else(|| {
-                refuse(
+                RunOutput::from_result(RunResult::refusal(
                     ErrorCode::SubagentFailed,
                     "orchestrate internal error: the task panicked",
                     None,
-                )
+                ))
             })
         })
         .collect();
@@ -152,17 +140,17 @@ pub async fn run_parallel(
 
 /// Runs `reqs` one after another, each seeing the previous output in place of
 /// `{previous}`. The first failure stops the chain.
-pub async fn run_chain(
+pub(crate) async fn run_chain(
     reqs: Vec<RunRequest>,
     env: &RunEnv,
     controls: &Controls,
     limits: FanoutLimits,
 ) -> RunOutput {
     let group_id = new_run_id();
-    if let Some(refusal) = refuse_tasks(&reqs, limits, env, &group_id) {
-        return refusal;
+    if let Err(e) = check_tasks(&reqs, limits, env) {
+        return refuse_tasks(e, &group_id);
     }
-    let whole = Resolved::of(&reqs[0], None, &env.config).truncate;
+    let whole = truncate_limits(&reqs[0], &env.config);
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
@@ -201,15 +189,45 @@ fn combine(
     whole: TruncateLimits,
     chain_stopped_at: Option<usize>,
 ) -> RunOutput {
-    let cancelled = outputs
-        .iter()
-        .any(|o| o.exit_status == exit_status::CANCELLED);
+    let (results, sections) = results_and_sections(&outputs);
+    let error = match chain_stopped_at {
+        Some(step) => Some(chain_error(&outputs[step], step)),
+        None => parallel_error(&outputs),
+    };
+    let text = match mode {
+        // A chain's answer is its last step's; the steps before it are in `results`.
+        Mode::Chain => outputs
+            .last()
+            .and_then(|o| o.result.content.first())
+            .map_or(String::new(), |c| c.text.clone()),
+        _ => sections.join("\n\n"),
+    };
+    let session = results
+        .first()
+        .map_or(String::new(), |r| r.session_file.clone());
+    let (text, _) = truncate_head(&text, whole, &session);
+    let exit = combined_exit_status(&outputs, error.as_ref());
+    RunOutput {
+        result: RunResult {
+            content: vec![TextContent::text(text)],
+            details: Details {
+                mode,
+                run_id: Some(group_id),
+                results,
+                error,
+                streaming: None,
+                background: None,
+            },
+        },
+        exit_status: exit,
+    }
+}
+
+/// Each task's result, with its own run id, and a section of the combined answer for it.
+fn results_and_sections(outputs: &[RunOutput]) -> (Vec<SingleResult>, Vec<String>) {
     let mut results: Vec<SingleResult> = Vec::new();
     let mut sections = Vec::new();
-    let mut failures = Vec::new();
-    let mut truncated = false;
     for (i, out) in outputs.iter().enumerate() {
-        let code = out.result.details.error.as_ref().map(|e| e.code);
         let text = out.result.content.first().map_or("", |c| c.text.as_str());
         match out.result.details.results.first() {
             Some(single) => {
@@ -227,32 +245,50 @@ fn combine(
             // Refused before it ran (unknown agent, bad input): the message is the answer.
             None => sections.push(format!("## {}. (not run)\n\n{}", i + 1, text)),
         }
-        match code {
+    }
+    (results, sections)
+}
+
+fn combined_exit_status(outputs: &[RunOutput], error: Option<&ErrorInfo>) -> i32 {
+    if outputs
+        .iter()
+        .any(|o| o.exit_status == exit_status::CANCELLED)
+    {
+        exit_status::CANCELLED
+    } else if error.is_some_and(|e| e.code != ErrorCode::SubagentOutputTruncated) {
+        exit_status::FAILURE
+    } else {
+        exit_status::SUCCESS
+    }
+}
+
+fn chain_error(step_output: &RunOutput, step: usize) -> ErrorInfo {
+    let error = step_output.result.details.error.as_ref();
+    ErrorInfo {
+        code: error.map_or(ErrorCode::SubagentFailed, |e| e.code),
+        message: format!(
+            "Chain stopped at step {} of the chain: {}",
+            step + 1,
+            error.map_or("failed", |e| e.message.as_str())
+        ),
+    }
+}
+
+/// Which tasks failed; a truncated but successful task is not a failure.
+fn parallel_error(outputs: &[RunOutput]) -> Option<ErrorInfo> {
+    let mut failures = Vec::new();
+    let mut truncated = false;
+    for (i, out) in outputs.iter().enumerate() {
+        match out.result.details.error.as_ref().map(|e| e.code) {
             Some(ErrorCode::SubagentOutputTruncated) if out.exit_status == exit_status::SUCCESS => {
                 truncated = true
             }
-            Some(code) => failures.push(format!("task {} ({})", i + 1, code_name(code))),
+            Some(code) => failures.push(format!("task {} ({})", i + 1, code.as_str())),
             None => {}
         }
     }
-    let error = if let Some(step) = chain_stopped_at {
-        let message = outputs[step]
-            .result
-            .details
-            .error
-            .as_ref()
-            .map_or("failed".to_string(), |e| e.message.clone());
-        Some(ErrorInfo {
-            code: outputs[step]
-                .result
-                .details
-                .error
-                .as_ref()
-                .map_or(ErrorCode::SubagentFailed, |e| e.code),
-            message: format!("Chain stopped at step {} of the chain: {message}", step + 1),
-        })
-    } else if !failures.is_empty() {
-        Some(ErrorInfo {
+    if !failures.is_empty() {
+        return Some(ErrorInfo {
             code: ErrorCode::SubagentFailed,
             message: format!(
                 "{} of {} tasks failed: {}",
@@ -260,54 +296,12 @@ fn combine(
                 outputs.len(),
                 failures.join(", ")
             ),
-        })
-    } else if truncated {
-        Some(ErrorInfo {
-            code: ErrorCode::SubagentOutputTruncated,
-            message: "Output truncated in one or more tasks".to_string(),
-        })
-    } else {
-        None
-    };
-    let text = match mode {
-        // A chain's answer is its last step's; the steps before it are in `results`.
-        Mode::Chain => outputs
-            .last()
-            .and_then(|o| o.result.content.first())
-            .map_or(String::new(), |c| c.text.clone()),
-        _ => sections.join("\n\n"),
-    };
-    let session = results
-        .first()
-        .map_or(String::new(), |r| r.session_file.clone());
-    let (text, _) = truncate_head(&text, whole, &session);
-    let result = RunResult {
-        content: vec![TextContent::text(text)],
-        details: Details {
-            mode,
-            run_id: Some(group_id),
-            results,
-            error,
-            streaming: None,
-            background: None,
-        },
-    };
-    let exit = if cancelled {
-        exit_status::CANCELLED
-    } else if result
-        .details
-        .error
-        .as_ref()
-        .is_some_and(|e| e.code != ErrorCode::SubagentOutputTruncated)
-    {
-        exit_status::FAILURE
-    } else {
-        exit_status::SUCCESS
-    };
-    RunOutput {
-        result,
-        exit_status: exit,
+        });
     }
+    truncated.then(|| ErrorInfo {
+        code: ErrorCode::SubagentOutputTruncated,
+        message: "Output truncated in one or more tasks".to_string(),
+    })
 }
 
 fn headline(task: &str) -> String {
@@ -318,11 +312,4 @@ fn headline(task: &str) -> String {
     } else {
         cut.to_string()
     }
-}
-
-fn code_name(code: ErrorCode) -> String {
-    serde_json::to_value(code)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
 }

@@ -15,19 +15,29 @@ pub(super) struct DialectSink<'o, 'x> {
 }
 
 /// Receives streaming updates (SPEC section 1) while the child runs.
-pub type Observer<'o> = Box<dyn FnMut(&RunResult) + Send + 'o>;
+pub(crate) type Observer<'o> = Box<dyn FnMut(&RunResult) + Send + 'o>;
 
 /// Streaming updates go out at most this often.
-pub const STREAMING_UPDATE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+pub(super) const STREAMING_UPDATE_INTERVAL: std::time::Duration =
+    std::time::Duration::from_millis(100);
 
 pub(super) struct Progress<'o, 'x> {
-    pub observer: &'o mut Observer<'x>,
-    pub run_id: String,
-    pub last_revision: u64,
-    pub last_sent: Option<std::time::Instant>,
+    observer: &'o mut Observer<'x>,
+    run_id: String,
+    last_revision: u64,
+    last_sent: Option<std::time::Instant>,
 }
 
-impl Progress<'_, '_> {
+impl<'o, 'x> Progress<'o, 'x> {
+    pub(super) fn new(observer: &'o mut Observer<'x>, run_id: &str) -> Self {
+        Progress {
+            observer,
+            run_id: run_id.to_string(),
+            last_revision: 0,
+            last_sent: None,
+        }
+    }
+
     fn maybe_send(&mut self, c: &Collector) {
         if c.revision() == self.last_revision {
             return;

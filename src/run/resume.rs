@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{RunEnv, RunRequest};
-use crate::backends::ResumeFrom;
+use crate::backends::{BackendChoice, ResumeFrom};
 use crate::history;
 use crate::result::RunResult;
 
@@ -34,7 +34,9 @@ pub(super) fn load(
         filled.agent = single.agent.clone();
     }
     if filled.backend.is_none() {
-        filled.backend = Some(single.backend.clone());
+        let backend = BackendChoice::parse(&single.backend)
+            .map_err(|e| format!("run {id}: its result names {e}"))?;
+        filled.backend = Some(backend);
     }
     if filled.cwd.is_none() {
         // Claude and codex keep sessions per working directory.

@@ -4,25 +4,15 @@
 use std::time::Duration;
 
 use crate::backends::Backend;
+pub(crate) use crate::events::Transient;
 
-/// Attempts in all, unless configured.
-pub const DEFAULT_ATTEMPTS: u32 = 2;
 /// The wait before the second attempt; it doubles for each one after.
-pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// Why a failure looks transient.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transient {
-    RateLimited,
-    Overloaded,
-    ServerError,
-    Connection,
-}
+pub(crate) const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// Classifies a failed attempt from the child's error message and exit code. Failures that
 /// a retry cannot fix (bad key, bad request, a crash of the CLI itself) are `None`.
-pub fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<Transient> {
+pub(crate) fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<Transient> {
     let e = error.to_ascii_lowercase();
     const PERMANENT: &[&str] = &[
         "401",
@@ -79,21 +69,12 @@ pub fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<Transie
     ]) {
         return Some(Transient::Connection);
     }
-    // Gemini exits with the HTTP status modulo 256.
-    if backend == Backend::Gemini {
-        return match exit_code {
-            173 => Some(Transient::RateLimited),
-            17 => Some(Transient::Overloaded),
-            244 | 246 | 247 | 248 => Some(Transient::ServerError),
-            _ => None,
-        };
-    }
-    None
+    (backend.spec().transient_exit)(exit_code)
 }
 
 /// The wait after failed attempt `attempt` (1-based): exponential, capped, with ±25%
 /// jitter so that parallel runs hitting the same limit do not retry in step.
-pub fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     let base = BACKOFF_BASE
         .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(16))
         .min(BACKOFF_MAX);

@@ -177,13 +177,13 @@ pub(crate) struct Assignments {
 }
 
 impl Assignments {
-    pub fn new() -> Assignments {
+    pub(super) fn new() -> Assignments {
         Assignments {
             anchors: aho_corasick::AhoCorasick::new(ANCHORS).expect("a set of literals builds"),
         }
     }
 
-    pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(super) fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let bytes = text.as_bytes();
         let mut out = String::new();
         let mut copied = 0;

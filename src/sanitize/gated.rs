@@ -25,7 +25,7 @@ pub(crate) struct GatedRegex {
 impl GatedRegex {
     /// Panics on an invalid pattern: patterns are constants of this crate, so that is a bug
     /// that any test run finds.
-    pub fn new(name: &'static str, gates: &[&str], pattern: &str) -> GatedRegex {
+    pub(super) fn new(name: &'static str, gates: &[&str], pattern: &str) -> GatedRegex {
         GatedRegex {
             gates: gates
                 .iter()
@@ -46,7 +46,7 @@ impl GatedRegex {
 
     /// For each match, `edit` gets the captures and the end of the match's line and may
     /// return a byte range inside the match; every range returned is replaced with `with`.
-    pub fn replace<'a>(
+    pub(super) fn replace<'a>(
         &self,
         text: &'a str,
         with: &str,

@@ -46,7 +46,7 @@ pub(crate) struct HomeDirs {
 }
 
 impl HomeDirs {
-    pub fn new(home: Option<&str>) -> HomeDirs {
+    pub(super) fn new(home: Option<&str>) -> HomeDirs {
         let mut dirs = HomeDirs {
             unix: GatedRegex::new(
                 "unix home",
@@ -87,7 +87,7 @@ impl HomeDirs {
         dirs
     }
 
-    pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(super) fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for finder in &self.own {
             if let Some(s) = replace_own(&out, finder) {

@@ -30,14 +30,14 @@ pub(crate) struct PrivateKeys {
 }
 
 impl PrivateKeys {
-    pub fn new() -> PrivateKeys {
+    pub(super) fn new() -> PrivateKeys {
         PrivateKeys {
             begin: memmem::Finder::new(b"-----BEGIN ").into_owned(),
             base64: memmem::Finder::new(BASE64_BEGIN.as_bytes()).into_owned(),
         }
     }
 
-    pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(super) fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut masks: Vec<Range<usize>> = Vec::new();
         for at in self.begin.find_iter(text.as_bytes()) {
             // A BEGIN inside a body already masked (`Comment: -----BEGIN …`).

@@ -69,7 +69,7 @@ pub(crate) struct CompiledRule {
 }
 
 impl CompiledRule {
-    pub fn new(rule: &'static TokenRule) -> CompiledRule {
+    pub(super) fn new(rule: &'static TokenRule) -> CompiledRule {
         CompiledRule {
             rule,
             regex: OnceLock::new(),
@@ -94,12 +94,12 @@ impl CompiledRule {
         })
     }
 
-    pub fn family(&self) -> &'static str {
+    pub(super) fn family(&self) -> &'static str {
         self.rule.family
     }
 
     /// Masks this family's secrets in one line (no `\n` inside).
-    pub fn apply_line<'a>(&self, line: &'a str) -> Cow<'a, str> {
+    pub(super) fn apply_line<'a>(&self, line: &'a str) -> Cow<'a, str> {
         if !self
             .rule
             .requires
@@ -191,7 +191,7 @@ pub(crate) struct TokenRules {
 }
 
 impl TokenRules {
-    pub fn new() -> TokenRules {
+    pub(super) fn new() -> TokenRules {
         let rules: Vec<CompiledRule> = all_rules().map(CompiledRule::new).collect();
         assert!(rules.len() <= RuleSet::CAPACITY, "too many token rules");
         let mut gates: Vec<(&'static [u8], RuleSet)> = Vec::new();
@@ -226,7 +226,7 @@ impl TokenRules {
         }
     }
 
-    pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(super) fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let bytes = text.as_bytes();
         let mut out = String::new();
         let mut copied = 0;
@@ -371,14 +371,19 @@ pub(crate) mod testing {
 
     /// One family's test: `positive` becomes `masked` through that family's rule alone
     /// and through the whole sanitizer; `negative` is left alone by the whole sanitizer.
-    pub struct Case {
+    pub(crate) struct Case {
         pub family: &'static str,
         pub positive: String,
         pub masked: String,
         pub negative: String,
     }
 
-    pub fn case(family: &'static str, positive: String, masked: &str, negative: &str) -> Case {
+    pub(crate) fn case(
+        family: &'static str,
+        positive: String,
+        masked: &str,
+        negative: &str,
+    ) -> Case {
         Case {
             family,
             positive,
@@ -388,7 +393,7 @@ pub(crate) mod testing {
     }
 
     /// Checks that every family of `table` has a case and every case holds.
-    pub fn check_table(table: &'static [TokenRule], cases: &[Case]) {
+    pub(crate) fn check_table(table: &'static [TokenRule], cases: &[Case]) {
         for rule in table {
             // Built lazily in production; every one must build.
             let _ = CompiledRule::new(rule).regex();

@@ -4,7 +4,7 @@
 
 /// One framed line of the child's stdout.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Frame<'a> {
+pub(super) enum Frame<'a> {
     /// A line without its `\n` (and without a trailing `\r`).
     Line(&'a [u8]),
     /// A line longer than the maximum; its bytes were dropped as they arrived.
@@ -12,7 +12,7 @@ pub enum Frame<'a> {
 }
 
 #[derive(Debug)]
-pub struct LineFramer {
+pub(super) struct LineFramer {
     max_line_bytes: usize,
     partial: Vec<u8>,
     /// Bytes of an over-long line dropped so far; `Some` while skipping to its end.
@@ -20,7 +20,7 @@ pub struct LineFramer {
 }
 
 impl LineFramer {
-    pub fn new(max_line_bytes: usize) -> Self {
+    pub(super) fn new(max_line_bytes: usize) -> Self {
         LineFramer {
             max_line_bytes,
             partial: Vec::new(),
@@ -29,7 +29,7 @@ impl LineFramer {
     }
 
     /// Feeds one chunk and calls `on_frame` for every line it completes.
-    pub fn push(&mut self, mut chunk: &[u8], on_frame: &mut dyn FnMut(Frame<'_>)) {
+    pub(super) fn push(&mut self, mut chunk: &[u8], on_frame: &mut dyn FnMut(Frame<'_>)) {
         while !chunk.is_empty() {
             let newline = memchr::memchr(b'\n', chunk);
             let (piece, rest) = match newline {
@@ -72,7 +72,7 @@ impl LineFramer {
     }
 
     /// Flushes an unterminated last line at end of stream.
-    pub fn finish(&mut self, on_frame: &mut dyn FnMut(Frame<'_>)) {
+    pub(super) fn finish(&mut self, on_frame: &mut dyn FnMut(Frame<'_>)) {
         if let Some(bytes) = self.skipping.take() {
             on_frame(Frame::TooLong { bytes });
         } else if !self.partial.is_empty() {

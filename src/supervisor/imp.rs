@@ -27,7 +27,7 @@ const EXIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub struct ChildSpec {
+pub(crate) struct ChildSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
     pub cwd: PathBuf,
@@ -36,7 +36,7 @@ pub struct ChildSpec {
 }
 
 /// Receives the child's stdout as framed lines, in order.
-pub trait LineSink {
+pub(crate) trait LineSink {
     fn on_line(&mut self, line: &[u8]);
     fn on_too_long(&mut self, bytes: u64);
     /// Whether the dialect's final event has been seen.
@@ -47,14 +47,14 @@ pub trait LineSink {
 }
 
 /// Where the raw bytes go: the session copy of stdout, and the stderr log.
-pub struct OutputSinks<'a> {
+pub(crate) struct OutputSinks<'a> {
     pub stdout_copy: &'a mut (dyn Write + Send),
     pub stderr_copy: &'a mut (dyn Write + Send),
 }
 
 /// Requests from outside the loop. `cancel` stops gracefully; `kill` stops at once.
 #[derive(Debug, Clone, Default)]
-pub struct Controls {
+pub(crate) struct Controls {
     pub cancel: CancellationToken,
     pub kill: CancellationToken,
 }
@@ -96,7 +96,7 @@ struct Machine<'a> {
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
 /// child's group killed and its leader reaped.
-pub async fn supervise<'a>(
+pub(crate) async fn supervise<'a>(
     spec: &ChildSpec,
     limits: SupervisionLimits,
     sink: &'a mut (dyn LineSink + Send),

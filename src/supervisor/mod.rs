@@ -10,7 +10,6 @@ mod imp;
 mod outcome;
 mod unix;
 
-pub use framing::{Frame, LineFramer};
-pub use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
-pub use outcome::{Outcome, StopReason, SuperviseError};
-pub use unix::LeaderExit;
+pub(crate) use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
+pub(crate) use outcome::{Outcome, StopReason, SuperviseError};
+pub(crate) use unix::LeaderExit;

@@ -6,7 +6,7 @@ use super::unix::LeaderExit;
 
 /// Why orchestrate stopped the child (the first reason wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     RuntimeTimeout,
     IdleTimeout,
     /// The child's total output passed the hard cap.
@@ -19,7 +19,7 @@ pub enum StopReason {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub exit: LeaderExit,
     pub stop: Option<StopReason>,
     /// SIGKILL was needed (the grace ran out, or a second cancel).
@@ -36,8 +36,26 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
+impl Outcome {
+    /// A clean exit with nothing said, for tests to adjust.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Outcome {
+        Outcome {
+            exit: LeaderExit::Exited(0),
+            stop: None,
+            escalated_to_kill: false,
+            leaked: false,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stderr_tail: String::new(),
+            session_write_error: None,
+            elapsed: Duration::from_millis(1),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
-pub enum SuperviseError {
+pub(crate) enum SuperviseError {
     #[error("failed to start {program}: {source}")]
     Spawn {
         program: String,
@@ -50,7 +68,7 @@ pub enum SuperviseError {
 
 impl SuperviseError {
     /// Whether the program could not be found (exit code 127 by shell convention).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, SuperviseError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 }

@@ -19,7 +19,7 @@ type SpawnJob = (Command, mpsc::Sender<io::Result<Child>>);
 /// parent-death signal when the *thread* that forked the child exits, and tokio may retire
 /// its worker and blocking threads at any time. Routing every spawn through this thread
 /// makes the signal mean exactly "orchestrate died".
-pub fn spawn_in_new_group(mut cmd: Command) -> io::Result<Child> {
+pub(super) fn spawn_in_new_group(mut cmd: Command) -> io::Result<Child> {
     cmd.process_group(0);
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
@@ -63,7 +63,7 @@ fn spawner() -> &'static mpsc::Sender<SpawnJob> {
 }
 
 /// Sends `signal` to the whole group. A group that no longer exists is not an error.
-pub fn signal_group(pgid: u32, signal: Signal) -> io::Result<()> {
+pub(super) fn signal_group(pgid: u32, signal: Signal) -> io::Result<()> {
     // A pgid of 0 or 1 would signal our own group or every process: never.
     if pgid <= 1 {
         return Err(io::Error::other(format!(
@@ -77,20 +77,20 @@ pub fn signal_group(pgid: u32, signal: Signal) -> io::Result<()> {
 }
 
 /// Whether any process is still in the group (probed with the null signal).
-pub fn group_exists(pgid: u32) -> bool {
+pub(super) fn group_exists(pgid: u32) -> bool {
     pgid > 1 && killpg(Pid::from_raw(pgid as i32), None).is_ok()
 }
 
 /// How the leader ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaderExit {
+pub(crate) enum LeaderExit {
     Exited(i32),
     Signaled(i32),
 }
 
 impl LeaderExit {
     /// The shell convention: the exit code, or 128 + the signal number.
-    pub fn code(self) -> i32 {
+    pub(crate) fn code(self) -> i32 {
         match self {
             LeaderExit::Exited(c) => c,
             LeaderExit::Signaled(s) => 128 + s,
@@ -101,7 +101,7 @@ impl LeaderExit {
 /// Checks whether the leader has exited *without reaping it*. While its zombie exists
 /// its pid, and so the group id, cannot be reused, so the group can still be signalled
 /// safely to kill descendants that outlived it.
-pub fn peek_exit(pid: u32) -> io::Result<Option<LeaderExit>> {
+pub(super) fn peek_exit(pid: u32) -> io::Result<Option<LeaderExit>> {
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
     match waitid(Id::Pid(Pid::from_raw(pid as i32)), flags) {
         Ok(WaitStatus::Exited(_, code)) => Ok(Some(LeaderExit::Exited(code))),

@@ -1,0 +1,400 @@
+//! The command line: its grammar (clap), the typed value of every flag, and what a bad
+//! argument prints. A parse error in a JSON mode is an `INVALID_INPUT` result on stdout
+//! like any other refusal, so a parent parsing stdout never meets plain text.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::backends::BackendChoice;
+use crate::commands::run::{OutputFormat, Plan};
+use crate::duration::parse_duration;
+use crate::error::RunError;
+use crate::result::exit_status;
+use crate::run::RunRequest;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "orchestrate",
+    version,
+    about = "Delegate a task to a supervised subagent CLI and get one uniform JSON result.",
+    after_help = "Examples:\n  orchestrate run explorer \"find where auth is handled\"\n  orchestrate run reviewer \"review src/auth\" --timeout 10m -o text\n  orchestrate run --task explorer=\"find auth\" --task reviewer=\"review src/auth\"\n  orchestrate agents\n  orchestrate runs\n  orchestrate show <RUN_ID>\n  orchestrate config\n  orchestrate completions bash > ~/.local/share/bash-completion/completions/orchestrate\n  orchestrate mcp"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run AGENT on TASK and print the result.
+    Run(Box<RunArgs>),
+    /// Serve MCP on stdio: tools `subagent` and `list_agents`.
+    Mcp {
+        /// A folder of agent files that takes precedence over every other scope.
+        #[arg(long)]
+        agents_dir: Option<PathBuf>,
+    },
+    /// Wait for a background run and print its result (exit status as in the foreground;
+    /// 124 if --timeout passes first).
+    Wait {
+        run_id: String,
+        /// Give up after this long (90s, 15m, …), printing that it still runs.
+        #[arg(long, value_parser = duration)]
+        timeout: Option<Duration>,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: Format,
+    },
+    /// Stop a background run (its whole process tree) and print its result.
+    Stop {
+        run_id: String,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: Format,
+    },
+    /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
+    Runs {
+        /// One JSON object: `runs`, `totals`, `skippedLines`.
+        #[arg(long)]
+        json: bool,
+        /// Only runs of this agent (totals too).
+        #[arg(long)]
+        agent: Option<String>,
+        /// How many recent runs to list; totals always cover every run.
+        #[arg(long, default_value_t = crate::commands::runs::DEFAULT_LIMIT)]
+        limit: usize,
+    },
+    /// One run: its result, its session file and the last lines of its stderr.
+    Show {
+        /// The run's id: 8 hex digits, as `orchestrate runs` prints it.
+        run_id: String,
+        /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The effective defaults (config files, ORCHESTRATE_* variables) and where each came from.
+    Config {
+        /// One JSON object: {key: {value, source}}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// List the agents a run can use and the file each came from.
+    Agents {
+        /// One JSON object with `agents` and `problems`.
+        #[arg(long)]
+        json: bool,
+        /// A folder of agent files that takes precedence over every other scope.
+        #[arg(long)]
+        agents_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The agent's name (see `orchestrate agents`).
+    pub agent: Option<String>,
+    /// What the agent should do.
+    pub task: Option<String>,
+    /// AGENT=TASK; repeat to run several tasks concurrently (or in order with --chain).
+    #[arg(long = "task", value_name = "AGENT=TASK")]
+    pub tasks: Vec<String>,
+    /// Run the --task list in order; `{previous}` in a task is the previous step's output.
+    #[arg(long)]
+    pub chain: bool,
+    /// Parallel tasks running at once (1 to 64). Default 4.
+    #[arg(long, allow_hyphen_values = true, value_parser = concurrency)]
+    pub concurrency: Option<usize>,
+    /// Child CLI: claude, pi, codex, gemini, opencode, cursor, command, or auto (the first
+    /// installed of claude, pi, codex, gemini, opencode, cursor-agent).
+    #[arg(long, value_parser = backend)]
+    pub backend: Option<BackendChoice>,
+    /// Model passed to the child CLI.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Working directory of the child.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// A folder of agent files that takes precedence over every other scope.
+    #[arg(long)]
+    pub agents_dir: Option<PathBuf>,
+    /// Maximum runtime (90s, 15m, 1h30m or milliseconds). Default 15m.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
+    pub timeout: Option<Duration>,
+    /// Maximum time without any output from the child. Default 3m.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when stopping the child. Default 5s.
+    #[arg(long, allow_hyphen_values = true, value_parser = duration)]
+    pub kill_grace: Option<Duration>,
+    /// Time the child may take to exit after its final event. Default 2s.
+    #[arg(long, allow_hyphen_values = true, value_parser = duration)]
+    pub exit_grace: Option<Duration>,
+    /// Hard cap on the child's stdout+stderr bytes; passing it stops the child. Default 64 MiB.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
+    pub max_output_bytes: Option<u64>,
+    /// Bytes of `content[0].text` kept before truncation. Default 51200.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
+    pub max_bytes: Option<u64>,
+    /// Lines of `content[0].text` kept before truncation. Default 2000.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
+    pub max_lines: Option<u64>,
+    /// Attempts in all when the provider fails transiently (rate limit, overload, 5xx,
+    /// connection reset). Default 2.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
+    pub attempts: Option<u64>,
+    /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
+    /// `orchestrate run --resume RUN_ID "follow-up"`.
+    #[arg(long, value_name = "RUN_ID")]
+    pub resume: Option<String>,
+    /// Start the run detached and return at once with its run id; `orchestrate wait ID`
+    /// prints the result.
+    #[arg(long)]
+    pub background: bool,
+    /// The run id of a background run (set by `--background` for the detached supervisor).
+    #[arg(long, hide = true)]
+    pub run_id: Option<String>,
+    /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
+    /// NDJSON streaming updates while the child runs, then the result.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+    pub output: Format,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Text,
+    StreamJson,
+}
+
+impl From<Format> for OutputFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Json => OutputFormat::Json,
+            Format::Text => OutputFormat::Text,
+            Format::StreamJson => OutputFormat::StreamJson,
+        }
+    }
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("must be greater than zero".to_string()),
+        d => Ok(d),
+    }
+}
+
+fn positive_integer(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{s:?} is not a positive integer"))
+}
+
+fn concurrency(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=crate::config::MAX_CONCURRENCY as usize).contains(n))
+        .ok_or_else(|| format!("{s:?} is not a number from 1 to 64"))
+}
+
+fn backend(s: &str) -> Result<BackendChoice, String> {
+    BackendChoice::parse(s).map_err(|e| e.to_string())
+}
+
+/// Parses the process's arguments. On a bad argument, prints what the subcommand's output
+/// format calls for and returns the exit status to end with; `--help` and `--version`
+/// print as usual and end with 0.
+pub fn parse() -> Result<Cli, i32> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    Cli::try_parse_from(&args).map_err(|err| report_parse_error(&err, &args))
+}
+
+fn report_parse_error(err: &clap::Error, args: &[OsString]) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) || err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    {
+        let _ = err.print();
+        return err.exit_code();
+    }
+    // Usage text stays on stderr; the parent reading stdout gets a result.
+    let _ = err.print();
+    if wants_json(args) {
+        let rendered = err.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        let result = RunError::invalid(message).to_result(None);
+        println!("{}", result.to_json_line());
+    }
+    exit_status::USAGE
+}
+
+/// Whether the subcommand being parsed prints JSON on stdout: `run`, `wait` and `stop`
+/// unless `-o text`; `runs`, `show`, `agents` and `config` with `--json`.
+fn wants_json(args: &[OsString]) -> bool {
+    let args: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let Some(sub) = args.iter().find(|a| !a.starts_with('-')) else {
+        return false;
+    };
+    match sub.as_str() {
+        "run" | "wait" | "stop" => {
+            let text = args
+                .windows(2)
+                .any(|w| matches!(w[0].as_str(), "-o" | "--output") && w[1] == "text")
+                || args
+                    .iter()
+                    .any(|a| a == "--output=text" || a == "-otext" || a == "-o=text");
+            !text
+        }
+        "runs" | "show" | "agents" | "config" => args.iter().any(|a| a == "--json"),
+        _ => false,
+    }
+}
+
+impl RunArgs {
+    pub fn format(&self) -> OutputFormat {
+        self.output.into()
+    }
+
+    /// One run, or several from `--task AGENT=TASK` (parallel, or in order with `--chain`).
+    pub fn into_plan(mut self) -> Result<Plan, RunError> {
+        let tasks = std::mem::take(&mut self.tasks);
+        let chain = self.chain;
+        let concurrency = self.concurrency.take();
+        if tasks.is_empty() {
+            if chain {
+                return Err(RunError::invalid("--chain needs --task AGENT=TASK steps"));
+            }
+            return Ok(Plan::Single(Box::new(self.into_request())));
+        }
+        if self.agent.is_some() || self.task.is_some() {
+            return Err(RunError::invalid(
+                "give either AGENT TASK or --task AGENT=TASK, not both",
+            ));
+        }
+        let base = self.into_request();
+        let reqs = tasks
+            .iter()
+            .map(|t| match t.split_once('=') {
+                Some((agent, task)) if !agent.trim().is_empty() => Ok(RunRequest {
+                    agent: agent.trim().to_string(),
+                    task: task.to_string(),
+                    ..base.clone()
+                }),
+                _ => Err(RunError::invalid(format!(
+                    "--task {t:?}: expected AGENT=TASK"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(if chain {
+            Plan::Chain(reqs, concurrency)
+        } else {
+            Plan::Parallel(reqs, concurrency)
+        })
+    }
+
+    fn into_request(mut self) -> RunRequest {
+        if self.resume.is_some() && self.task.is_none() {
+            // `run --resume ID "follow-up"`: the one positional is the task; the agent is
+            // the earlier run's.
+            self.task = self.agent.take();
+        }
+        let usize_of = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        RunRequest {
+            agent: self.agent.unwrap_or_default(),
+            task: self.task.unwrap_or_default(),
+            backend: self.backend,
+            model: self.model,
+            cwd: self.cwd,
+            agents_dir: self.agents_dir,
+            runtime_timeout: self.timeout,
+            idle_timeout: self.idle_timeout,
+            kill_grace: self.kill_grace,
+            terminal_exit_grace: self.exit_grace,
+            max_output_bytes: self.max_output_bytes,
+            run_id: self.run_id,
+            resume: self.resume,
+            attempts: self.attempts.map(|n| n.min(u64::from(u32::MAX)) as u32),
+            max_bytes: usize_of(self.max_bytes),
+            max_lines: usize_of(self.max_lines),
+        }
+    }
+
+    /// Whether this is one `AGENT TASK` (or a resume) that can run in the background.
+    pub fn is_single_task(&self) -> bool {
+        let one_task = (self.agent.is_some() && self.task.is_some())
+            || (self.resume.is_some() && self.agent.is_some());
+        self.tasks.is_empty() && one_task
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        std::iter::once("orchestrate")
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    #[test]
+    fn json_modes_are_told_from_the_subcommand_and_its_format_flag() {
+        let cases: [(&[&str], bool); 10] = [
+            (&["run", "--bogus"], true),
+            (&["run", "x", "y", "-o", "text", "--bogus"], false),
+            (&["run", "x", "y", "--output=text", "--bogus"], false),
+            (&["run", "-o", "stream-json", "--bogus"], true),
+            (&["wait", "ab12cd34", "--timeout", "abc"], true),
+            (&["stop"], true),
+            (&["runs", "--json", "--limit", "x"], true),
+            (&["runs", "--limit", "x"], false),
+            (&["mcp", "--bogus"], false),
+            (&["--bogus"], false),
+        ];
+        for (args, want) in cases {
+            assert_eq!(wants_json(&os(args)), want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn flag_values_are_typed_with_reasons() {
+        assert_eq!(positive_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            positive_duration("0"),
+            Err("must be greater than zero".to_string())
+        );
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        assert_eq!(positive_integer("12"), Ok(12));
+        assert_eq!(
+            positive_integer("-5"),
+            Err("\"-5\" is not a positive integer".to_string())
+        );
+        assert_eq!(
+            concurrency("65"),
+            Err("\"65\" is not a number from 1 to 64".into())
+        );
+        assert!(backend("cluade")
+            .unwrap_err()
+            .contains("unknown backend \"cluade\""));
+    }
+}

@@ -1,0 +1,422 @@
+//! The one place a run's settings are decided: from the request (flags or MCP arguments),
+//! the agent's file, the environment and the config files, to a [`ResolvedRun`].
+//!
+//! Every setting follows the same precedence, highest first:
+//! flag or MCP argument > the agent file's own key > `ORCHESTRATE_*` environment >
+//! project config > user config > built-in default.
+//! The lower four are layered by [`crate::config`]; [`pick`] puts the upper two on top.
+
+use std::path::PathBuf;
+
+use super::{resume, RunEnv, RunRequest};
+use crate::agents::{self, AgentDef, Catalog, DiscoveryOptions};
+use crate::backends::{ResumeFrom, Selection};
+use crate::config::{Config, Setting, Source};
+use crate::error::RunError;
+use crate::limits::SupervisionLimits;
+use crate::truncate::TruncateLimits;
+
+/// Everything one run needs, decided before anything is spawned.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedRun {
+    pub run_id: String,
+    /// The run folder already exists: whoever chose the id made it (a background run).
+    pub preset_dir: bool,
+    pub agent: AgentDef,
+    pub task: String,
+    pub backend: Selection,
+    pub model: Option<String>,
+    pub cwd: PathBuf,
+    pub limits: SupervisionLimits,
+    pub truncate: TruncateLimits,
+    /// Attempts in all when failures are transient.
+    pub attempts: u32,
+    pub resume: Option<ResumeFrom>,
+}
+
+/// The precedence, in one place. A flag names this run and wins; otherwise the agent's
+/// own key, being specific to that agent, beats the general defaults of the config.
+pub(crate) fn pick<T: Clone>(flag: Option<T>, agent: Option<T>, config: &Setting<T>) -> T {
+    flag.or(agent).unwrap_or_else(|| config.value.clone())
+}
+
+/// The output limits of a request before any agent is known (a fan-out's whole answer).
+pub(crate) fn truncate_limits(req: &RunRequest, cfg: &Config) -> TruncateLimits {
+    TruncateLimits {
+        max_bytes: pick(req.max_bytes, None, &cfg.max_bytes),
+        max_lines: pick(req.max_lines, None, &cfg.max_lines),
+    }
+}
+
+fn limits(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> SupervisionLimits {
+    SupervisionLimits {
+        runtime_timeout: pick(req.runtime_timeout, agent.timeout, &cfg.timeout),
+        idle_timeout: pick(req.idle_timeout, agent.idle_timeout, &cfg.idle_timeout),
+        kill_grace: pick(req.kill_grace, None, &cfg.kill_grace),
+        terminal_exit_grace: pick(req.terminal_exit_grace, None, &cfg.exit_grace),
+        max_output_bytes: pick(req.max_output_bytes, None, &cfg.max_output_bytes),
+        ..SupervisionLimits::default()
+    }
+}
+
+/// Resolves `req` as seen from `env`. A refusal is a [`RunError`]; nothing has been
+/// written or spawned when one is returned.
+pub(crate) fn resolve(
+    req: &RunRequest,
+    env: &RunEnv,
+    run_id: &str,
+) -> Result<ResolvedRun, RunError> {
+    // `--resume` fills what the earlier run knew: its agent, backend and folder.
+    let (filled, resume) = match &req.resume {
+        None => (None, None),
+        Some(id) => {
+            let (filled, from) = resume::load(env, id, req).map_err(RunError::InvalidInput)?;
+            (Some(filled), Some(from))
+        }
+    };
+    let req = filled.as_ref().unwrap_or(req);
+    if req.agent.trim().is_empty() {
+        return Err(RunError::invalid(
+            "agent is required and must not be empty.",
+        ));
+    }
+    if req.task.trim().is_empty() {
+        return Err(RunError::invalid("task is required and must not be empty."));
+    }
+    refuse_if_not_allowed(env)?;
+    let cwd = working_dir(req.cwd.as_deref())?;
+    let catalog = agents::discover(&DiscoveryOptions::from_env(
+        cwd.clone(),
+        req.agents_dir.clone(),
+    ));
+    for p in catalog.problems() {
+        tracing::warn!("skipped agent file: {p}");
+    }
+    let agent = find_agent(&catalog, &req.agent)?.clone();
+    if !agent.enabled {
+        return Err(RunError::SubagentDisabled {
+            name: agent.name.clone(),
+            file: agent.source.display(),
+        });
+    }
+    let cfg = &env.config;
+    let backend = pick(req.backend, agent.backend, &cfg.backend).select();
+    Ok(ResolvedRun {
+        run_id: run_id.to_string(),
+        preset_dir: req.run_id.is_some(),
+        model: pick(
+            req.model.clone().map(Some),
+            agent.model.clone().map(Some),
+            &cfg.model,
+        ),
+        limits: limits(req, &agent, cfg),
+        truncate: truncate_limits(req, cfg),
+        attempts: pick(req.attempts, None, &cfg.retries).max(1),
+        task: req.task.clone(),
+        backend,
+        cwd,
+        agent,
+        resume,
+    })
+}
+
+/// The switches checked before anything is spawned: subagents disabled, or too deep.
+pub(crate) fn refuse_if_not_allowed(env: &RunEnv) -> Result<(), RunError> {
+    let disabled = &env.config.disabled;
+    if disabled.value {
+        let how = match &disabled.source {
+            Source::Env(var) => format!("Unset {var} (or set it to 0) to enable them."),
+            Source::User(path) | Source::Project(path) => {
+                format!(
+                    "Set `disabled = false` in {} to enable them.",
+                    path.display()
+                )
+            }
+            _ => "Set ORCHESTRATE_DISABLED=0 to enable them.".to_string(),
+        };
+        return Err(RunError::SubagentsDisabled { how });
+    }
+    let max_depth = env.config.max_depth.value;
+    if env.depth >= max_depth {
+        return Err(RunError::DepthExceeded { max_depth });
+    }
+    Ok(())
+}
+
+fn working_dir(requested: Option<&std::path::Path>) -> Result<PathBuf, RunError> {
+    match requested {
+        Some(dir) if !dir.is_dir() => Err(RunError::invalid(format!(
+            "cwd {} is not an existing directory.",
+            dir.display()
+        ))),
+        Some(dir) => Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
+        None => std::env::current_dir()
+            .map_err(|e| RunError::invalid(format!("the current directory is not usable: {e}"))),
+    }
+}
+
+/// The agent named `name`; when its file could not be read, the error names the file and
+/// why rather than claiming the agent does not exist.
+fn find_agent<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c AgentDef, RunError> {
+    if let Some(agent) = catalog.get(name) {
+        return Ok(agent);
+    }
+    let broken = catalog
+        .problems()
+        .iter()
+        .find(|p| p.file.file_stem().and_then(|s| s.to_str()) == Some(name));
+    if let Some(problem) = broken {
+        return Err(RunError::invalid(format!(
+            "agent {name} could not be read: {problem}"
+        )));
+    }
+    let unreadable = match catalog.problems().len() {
+        0 => String::new(),
+        n => format!(" ({n} agent file(s) could not be read; `orchestrate agents` lists why)"),
+    };
+    Err(RunError::UnknownAgent {
+        name: name.to_string(),
+        available: catalog
+            .names_sorted()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        unreadable,
+    })
+}
+
+/// The backend a run of `agent` would use with no flag (`orchestrate agents`).
+pub(crate) fn backend_of(agent: &AgentDef, cfg: &Config) -> Selection {
+    pick(None, agent.backend, &cfg.backend).select()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::{Backend, BackendChoice};
+    use crate::session::StateDir;
+    use pretty_assertions::assert_eq;
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    /// The precedence layers, highest first.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Layer {
+        Flag,
+        Agent,
+        Env,
+        Project,
+        User,
+        Default,
+    }
+
+    const LAYERS: [Layer; 6] = [
+        Layer::Flag,
+        Layer::Agent,
+        Layer::Env,
+        Layer::Project,
+        Layer::User,
+        Layer::Default,
+    ];
+
+    /// A value that says which layer it was set in: layer `i` sets `i + 1`.
+    fn n(layer: Layer) -> u64 {
+        LAYERS.iter().position(|l| *l == layer).unwrap() as u64 + 1
+    }
+
+    const BACKEND_OF: [(Layer, Backend); 5] = [
+        (Layer::Flag, Backend::Claude),
+        (Layer::Agent, Backend::Codex),
+        (Layer::Env, Backend::Gemini),
+        (Layer::Project, Backend::Opencode),
+        (Layer::User, Backend::Cursor),
+    ];
+
+    fn backend_set_in(layer: Layer) -> Backend {
+        BACKEND_OF.iter().find(|(l, _)| *l == layer).unwrap().1
+    }
+
+    /// The settings a run resolves when every layer from `top` down sets every key it
+    /// can hold, each to a value naming its layer.
+    fn resolved_from(top: Layer) -> ResolvedRun {
+        let dir = tempfile::tempdir().unwrap();
+        let set =
+            |l: Layer| LAYERS.iter().position(|x| *x == l) >= LAYERS.iter().position(|x| *x == top);
+        let keys = |l: Layer| {
+            format!(
+                "backend = \"{}\"\nmodel = \"model-{l:?}\"\ntimeout = {}\nidle_timeout = {}\nkill_grace = {}\nexit_grace = {}\nmax_output_bytes = {}\nmax_bytes = {}\nmax_lines = {}\nretries = {}\n",
+                backend_set_in(l).name(),
+                n(l) * 1000, n(l) * 100, n(l) * 10, n(l) * 20, n(l) * 30_000, n(l) * 40_000, n(l) * 50, n(l) * 10
+            )
+        };
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        let agents = dir.path().join("agents");
+        for d in [&home, &project, &agents] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        if set(Layer::User) {
+            let user = home.join(".config/orchestrate");
+            std::fs::create_dir_all(&user).unwrap();
+            std::fs::write(user.join("config.toml"), keys(Layer::User)).unwrap();
+        }
+        if set(Layer::Project) {
+            std::fs::create_dir_all(project.join(".orchestrate")).unwrap();
+            std::fs::write(
+                project.join(".orchestrate/config.toml"),
+                keys(Layer::Project),
+            )
+            .unwrap();
+        }
+        let mut env: HashMap<String, String> = HashMap::new();
+        env.insert("HOME".into(), home.to_string_lossy().into_owned());
+        if set(Layer::Env) {
+            let e = Layer::Env;
+            for (k, v) in [
+                ("ORCHESTRATE_BACKEND", backend_set_in(e).name().to_string()),
+                ("ORCHESTRATE_MODEL", format!("model-{e:?}")),
+                ("ORCHESTRATE_TIMEOUT", (n(e) * 1000).to_string()),
+                ("ORCHESTRATE_IDLE_TIMEOUT", (n(e) * 100).to_string()),
+                ("ORCHESTRATE_KILL_GRACE", (n(e) * 10).to_string()),
+                ("ORCHESTRATE_EXIT_GRACE", (n(e) * 20).to_string()),
+                ("ORCHESTRATE_MAX_OUTPUT_BYTES", (n(e) * 30_000).to_string()),
+                ("ORCHESTRATE_MAX_BYTES", (n(e) * 40_000).to_string()),
+                ("ORCHESTRATE_MAX_LINES", (n(e) * 50).to_string()),
+                ("ORCHESTRATE_RETRIES", (n(e) * 10).to_string()),
+            ] {
+                env.insert(k.into(), v);
+            }
+        }
+        let config = Config::load_with(&project, &|k| env.get(k).cloned()).unwrap();
+        let a = Layer::Agent;
+        let agent_keys = if set(a) {
+            format!(
+                "backend: {}\nmodel: model-{a:?}\ntimeout: {}\nidle_timeout: {}\n",
+                backend_set_in(a).name(),
+                n(a) * 1000,
+                n(a) * 100
+            )
+        } else {
+            String::new()
+        };
+        std::fs::write(
+            agents.join("probe.md"),
+            format!("---\nname: probe\ndescription: d\n{agent_keys}---\nP\n"),
+        )
+        .unwrap();
+        let f = Layer::Flag;
+        let mut req = RunRequest {
+            agent: "probe".into(),
+            task: "t".into(),
+            cwd: Some(project.clone()),
+            agents_dir: Some(agents.clone()),
+            ..RunRequest::default()
+        };
+        if set(f) {
+            req.backend = Some(BackendChoice::Named(backend_set_in(f)));
+            req.model = Some(format!("model-{f:?}"));
+            req.runtime_timeout = Some(Duration::from_millis(n(f) * 1000));
+            req.idle_timeout = Some(Duration::from_millis(n(f) * 100));
+            req.kill_grace = Some(Duration::from_millis(n(f) * 10));
+            req.terminal_exit_grace = Some(Duration::from_millis(n(f) * 20));
+            req.max_output_bytes = Some(n(f) * 30_000);
+            req.max_bytes = Some((n(f) * 40_000) as usize);
+            req.max_lines = Some((n(f) * 50) as usize);
+            req.attempts = Some((n(f) * 10) as u32);
+        }
+        let run_env = RunEnv {
+            depth: 0,
+            config,
+            state: StateDir {
+                root: dir.path().join("state"),
+            },
+        };
+        resolve(&req, &run_env, "ab12cd34").unwrap()
+    }
+
+    /// Where each setting came from, read back from the values.
+    fn winners(r: &ResolvedRun) -> Vec<(&'static str, Layer)> {
+        let layer_of = |v: u64, unit: u64| {
+            LAYERS
+                .into_iter()
+                .find(|l| *l != Layer::Default && n(*l) * unit == v)
+                .unwrap_or(Layer::Default)
+        };
+        let backend = BACKEND_OF
+            .iter()
+            .find(|(_, b)| *b == r.backend.backend && !r.backend.auto)
+            .map_or(Layer::Default, |(l, _)| *l);
+        let model = LAYERS
+            .into_iter()
+            .find(|l| r.model.as_deref() == Some(format!("model-{l:?}").as_str()))
+            .unwrap_or(Layer::Default);
+        let ms = |d: Duration| d.as_millis() as u64;
+        vec![
+            ("backend", backend),
+            ("model", model),
+            ("timeout", layer_of(ms(r.limits.runtime_timeout), 1000)),
+            ("idle_timeout", layer_of(ms(r.limits.idle_timeout), 100)),
+            ("kill_grace", layer_of(ms(r.limits.kill_grace), 10)),
+            ("exit_grace", layer_of(ms(r.limits.terminal_exit_grace), 20)),
+            (
+                "max_output_bytes",
+                layer_of(r.limits.max_output_bytes, 30_000),
+            ),
+            ("max_bytes", layer_of(r.truncate.max_bytes as u64, 40_000)),
+            ("max_lines", layer_of(r.truncate.max_lines as u64, 50)),
+            ("attempts", layer_of(u64::from(r.attempts), 10)),
+        ]
+    }
+
+    #[test]
+    fn every_setting_follows_flag_agent_env_project_user_default() {
+        // Keys an agent file cannot set fall through its layer to the next one.
+        let agent_keys = ["backend", "model", "timeout", "idle_timeout"];
+        for top in LAYERS {
+            let got = winners(&resolved_from(top));
+            let want: Vec<(&str, Layer)> = got
+                .iter()
+                .map(|(key, _)| {
+                    let layer = match top {
+                        Layer::Agent if !agent_keys.contains(key) => Layer::Env,
+                        other => other,
+                    };
+                    (*key, layer)
+                })
+                .collect();
+            assert_eq!(got, want, "every layer from {top:?} down is set");
+        }
+    }
+
+    #[test]
+    fn a_malformed_agent_file_is_named_rather_than_called_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("broken.md"),
+            "---\nname: broken\nbackend: cluade\n---\nP\n",
+        )
+        .unwrap();
+        let req = RunRequest {
+            agent: "broken".into(),
+            task: "t".into(),
+            cwd: Some(dir.path().to_path_buf()),
+            agents_dir: Some(dir.path().to_path_buf()),
+            ..RunRequest::default()
+        };
+        let env = RunEnv {
+            depth: 0,
+            config: Config::default(),
+            state: StateDir {
+                root: dir.path().join("state"),
+            },
+        };
+        let err = resolve(&req, &env, "ab12cd34").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Invalid input: agent broken could not be read: {}:3: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+                dir.path().join("broken.md").display()
+            )
+        );
+    }
+}

@@ -1,0 +1,258 @@
+//! How an attempt ended, decided from what the supervisor saw and what the child said —
+//! nothing else. No wording, no processes: the renderer turns a verdict into a result.
+
+use crate::collector::Collector;
+use crate::result::TimeoutReason;
+use crate::supervisor::{LeaderExit, Outcome, StopReason, SuperviseError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The child gave its final answer.
+    Answered,
+    /// The program could not be started.
+    NotStarted {
+        not_found: bool,
+        error: String,
+    },
+    Timeout(TimeoutReason),
+    /// Its output passed the hard cap and it was stopped.
+    Capped,
+    /// A signal to orchestrate, or the MCP client, stopped it.
+    Cancelled,
+    /// The provider or the CLI reported an error (pi exits 0 on these).
+    ProviderError(String),
+    /// It exited with a non-zero code and no error of its own.
+    Exited(i32),
+    /// A signal that orchestrate did not send killed it.
+    Signaled(i32),
+    /// It ended cleanly but said nothing usable.
+    NoAnswer,
+}
+
+impl Verdict {
+    pub(super) fn is_success(&self) -> bool {
+        *self == Verdict::Answered
+    }
+
+    /// The `exitCode` a result reports: the child's own, except where orchestrate decided
+    /// (127/126 when it could not start, 124 on a timeout, 0 when it had finished and was
+    /// only slow to exit).
+    pub(super) fn exit_code(&self, outcome: &Result<Outcome, SuperviseError>) -> i32 {
+        match (self, outcome) {
+            (
+                Verdict::NotStarted {
+                    not_found: true, ..
+                },
+                _,
+            ) => 127,
+            (Verdict::NotStarted { .. }, _) | (_, Err(_)) => 126,
+            (Verdict::Timeout(_), _) => 124,
+            (_, Ok(o)) if o.stop == Some(StopReason::AfterTerminalEvent) => 0,
+            (_, Ok(o)) => o.exit.code(),
+        }
+    }
+}
+
+pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Collector) -> Verdict {
+    let o = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            return Verdict::NotStarted {
+                not_found: e.is_not_found(),
+                error: e.to_string(),
+            }
+        }
+    };
+    match o.stop {
+        Some(StopReason::RuntimeTimeout) => return Verdict::Timeout(TimeoutReason::Runtime),
+        Some(StopReason::IdleTimeout) => return Verdict::Timeout(TimeoutReason::Idle),
+        Some(StopReason::OutputCap) => return Verdict::Capped,
+        Some(StopReason::Cancelled) => return Verdict::Cancelled,
+        Some(StopReason::AfterTerminalEvent) | None => {}
+    }
+    // `exitCode` stays the child's own, but pi exits 0 on a provider error: the error it
+    // reported is what says the run failed.
+    if let Some(err) = collected.provider_error() {
+        return Verdict::ProviderError(err.to_string());
+    }
+    // A child that said everything and was only slow to exit has succeeded.
+    if o.stop.is_none() {
+        match o.exit {
+            LeaderExit::Exited(0) => {}
+            LeaderExit::Exited(code) => return Verdict::Exited(code),
+            LeaderExit::Signaled(sig) => return Verdict::Signaled(sig),
+        }
+    }
+    if collected.final_text().is_none_or(|t| t.trim().is_empty()) {
+        Verdict::NoAnswer
+    } else {
+        Verdict::Answered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::AgentEvent;
+    use pretty_assertions::assert_eq;
+    use std::borrow::Cow;
+
+    fn outcome(exit: LeaderExit, stop: Option<StopReason>) -> Result<Outcome, SuperviseError> {
+        Ok(Outcome {
+            exit,
+            stop,
+            ..Outcome::for_tests()
+        })
+    }
+
+    fn answered(text: &str) -> Collector {
+        let mut c = Collector::new();
+        c.apply(AgentEvent::AssistantMessage(Cow::Owned(text.to_string())));
+        c
+    }
+
+    fn with_error(text: &str, error: &str) -> Collector {
+        let mut c = answered(text);
+        c.apply(AgentEvent::ProviderError(Cow::Owned(error.to_string())));
+        c
+    }
+
+    /// A name, how the child ended, what it said, and the verdict and exit code expected.
+    type Case = (
+        &'static str,
+        Result<Outcome, SuperviseError>,
+        Collector,
+        Verdict,
+        i32,
+    );
+
+    #[test]
+    fn each_ending_has_its_verdict_and_exit_code() {
+        use LeaderExit::{Exited, Signaled};
+        let not_found = Err(SuperviseError::Spawn {
+            program: "pi".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        let denied = Err(SuperviseError::Spawn {
+            program: "pi".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        let cases: Vec<Case> = vec![
+            (
+                "answer",
+                outcome(Exited(0), None),
+                answered("done"),
+                Verdict::Answered,
+                0,
+            ),
+            (
+                "answer, slow to exit",
+                outcome(Signaled(15), Some(StopReason::AfterTerminalEvent)),
+                answered("done"),
+                Verdict::Answered,
+                0,
+            ),
+            (
+                "not found",
+                not_found,
+                Collector::new(),
+                Verdict::NotStarted {
+                    not_found: true,
+                    error: "failed to start pi: entity not found".into(),
+                },
+                127,
+            ),
+            (
+                "not executable",
+                denied,
+                Collector::new(),
+                Verdict::NotStarted {
+                    not_found: false,
+                    error: "failed to start pi: permission denied".into(),
+                },
+                126,
+            ),
+            (
+                "runtime timeout",
+                outcome(Signaled(15), Some(StopReason::RuntimeTimeout)),
+                answered("partial"),
+                Verdict::Timeout(TimeoutReason::Runtime),
+                124,
+            ),
+            (
+                "idle timeout",
+                outcome(Signaled(9), Some(StopReason::IdleTimeout)),
+                Collector::new(),
+                Verdict::Timeout(TimeoutReason::Idle),
+                124,
+            ),
+            (
+                "hard cap",
+                outcome(Signaled(15), Some(StopReason::OutputCap)),
+                answered("x"),
+                Verdict::Capped,
+                143,
+            ),
+            (
+                "cancelled",
+                outcome(Signaled(15), Some(StopReason::Cancelled)),
+                answered("x"),
+                Verdict::Cancelled,
+                143,
+            ),
+            (
+                "provider error, exit 0",
+                outcome(Exited(0), None),
+                with_error("", "429 rate limited"),
+                Verdict::ProviderError("429 rate limited".into()),
+                0,
+            ),
+            (
+                "provider error wins over the exit code",
+                outcome(Exited(1), None),
+                with_error("", "401 bad key"),
+                Verdict::ProviderError("401 bad key".into()),
+                1,
+            ),
+            (
+                "non-zero exit",
+                outcome(Exited(3), None),
+                answered("done"),
+                Verdict::Exited(3),
+                3,
+            ),
+            (
+                "crash",
+                outcome(Signaled(11), None),
+                answered("partial"),
+                Verdict::Signaled(11),
+                139,
+            ),
+            (
+                "no answer",
+                outcome(Exited(0), None),
+                answered("  "),
+                Verdict::NoAnswer,
+                0,
+            ),
+            (
+                "nothing at all",
+                outcome(Exited(0), None),
+                Collector::new(),
+                Verdict::NoAnswer,
+                0,
+            ),
+        ];
+        for (name, outcome, collected, want, code) in cases {
+            let got = verdict(&outcome, &collected);
+            assert_eq!((&got, got.exit_code(&outcome)), (&want, code), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_an_answer_is_success() {
+        assert!(Verdict::Answered.is_success());
+        assert!(!Verdict::NoAnswer.is_success());
+        assert!(!Verdict::Timeout(TimeoutReason::Idle).is_success());
+    }
+}

@@ -1,0 +1,107 @@
+//! What a bad command line prints: in a JSON mode stdout is one `INVALID_INPUT` result
+//! (usage text stays on stderr), exit 2; in text mode nothing but the usage error. And a
+//! run with no agent CLI installed at all is a recorded run with exit code 127.
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::{RunOutput, Sandbox};
+
+fn run(sb: &Sandbox, args: &[&str]) -> RunOutput {
+    sb.run_args(args)
+}
+
+fn assert_invalid_input(out: &RunOutput, says: &str) {
+    assert_eq!(out.status, 2, "{out:?}");
+    let v = out.json();
+    assert_eq!(
+        (v["details"]["error"]["code"].clone(), v["details"]["mode"].clone()),
+        (json!("INVALID_INPUT"), json!("single"))
+    );
+    let message = v["details"]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Invalid input: ") && message.contains(says),
+        "{message:?} should say {says:?}"
+    );
+    assert_eq!(v["content"][0]["text"], json!(message));
+    assert!(
+        out.stderr.contains("Usage:") || out.stderr.contains("error:"),
+        "usage text on stderr: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn argument_errors_in_json_modes_are_invalid_input_results_on_stdout() {
+    let sb = Sandbox::new();
+    let cases: [(&[&str], &str); 6] = [
+        (&["run", "--bogus", "x", "y"], "'--bogus'"),
+        (&["run", "x", "y", "-o", "yaml"], "'yaml'"),
+        (&["run", "x", "y", "--timeout"], "--timeout"),
+        (&["run", "x", "y", "--timeout", "abc"], "--timeout"),
+        (&["run", "x", "y", "-o", "stream-json", "--max-lines", "0"], "--max-lines"),
+        (&["wait", "ab12cd34", "--timeout", "abc"], "--timeout"),
+    ];
+    for (args, says) in cases {
+        assert_invalid_input(&run(&sb, args), says);
+    }
+    assert_invalid_input(&run(&sb, &["stop", "ab12cd34", "--bogus"]), "'--bogus'");
+    assert_invalid_input(&run(&sb, &["runs", "--json", "--limit", "x"]), "--limit");
+}
+
+#[test]
+fn argument_errors_in_text_modes_print_no_json() {
+    let sb = Sandbox::new();
+    for args in [
+        &["run", "x", "y", "-o", "text", "--bogus"][..],
+        &["runs", "--limit", "x"][..],
+        &["agents", "--bogus"][..],
+    ] {
+        let out = run(&sb, args);
+        assert_eq!((out.status, out.stdout.as_str()), (2, ""), "{args:?}");
+        assert!(out.stderr.contains("error:"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn help_and_version_still_print_and_succeed() {
+    let sb = Sandbox::new();
+    let out = run(&sb, &["--version"]);
+    assert_eq!(out.status, 0);
+    assert!(out.stdout.starts_with("orchestrate "), "{}", out.stdout);
+    let out = run(&sb, &["run", "--help"]);
+    assert_eq!(out.status, 0);
+    assert!(out.stdout.contains("Usage: orchestrate run"), "{}", out.stdout);
+}
+
+#[test]
+fn no_cli_installed_is_a_recorded_run_with_exit_code_127_and_an_install_hint() {
+    let sb = Sandbox::new();
+    let empty_path = sb.root.path().join("empty-bin");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = sb.command(&["run", "fake", "t", "--agents-dir", &agents, "--backend", "auto"]);
+    cmd.env_remove("ORCHESTRATE_PI_BIN").env("PATH", &empty_path);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let single = &v["details"]["results"][0];
+    assert_eq!(
+        (single["exitCode"].clone(), v["details"]["error"]["code"].clone()),
+        (json!(127), json!("SUBAGENT_FAILED"))
+    );
+    let message = single["error"].as_str().unwrap();
+    assert!(
+        message.contains("no agent CLI found on PATH; tried claude, pi, codex, gemini, opencode, cursor-agent")
+            && message.contains("npm install -g @anthropic-ai/claude-code")
+            && !message.contains("e.g. install it with"),
+        "{message}"
+    );
+    // The run is on record: `show` knows its id.
+    let run_id = v["details"]["runId"].as_str().unwrap();
+    let show = sb.command(&["show", run_id, "--json"]).output().unwrap();
+    assert_eq!(show.status.code(), Some(0), "{}", String::from_utf8_lossy(&show.stderr));
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(shown["result"]["details"]["results"][0]["exitCode"], json!(127));
+}
