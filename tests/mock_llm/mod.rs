@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 
-pub use wire::{default_error_message, error_body};
+pub use wire::{default_error_message, error_body, tool_call_id};
 
 /// The wire API a request spoke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +205,9 @@ pub struct RecordedRequest {
     pub side: bool,
     /// What the mock answered, for reports ("text \"…\"", "tool_call bash {…}", "404", …).
     pub served: String,
+    /// The mock's number for the request, which the ids in its reply carry (see
+    /// [`tool_call_id`]); 0 for a request it did not route.
+    pub seq: u64,
 }
 
 struct State {
@@ -436,6 +439,81 @@ pub fn tool_result_texts(body: &Value) -> Vec<String> {
     out
 }
 
+/// The ids of the tool calls a request's tool results answer, in order, whatever the API:
+/// Anthropic `tool_use_id`, OpenAI Chat `tool_call_id`, Responses `call_id`, Gemini
+/// `functionResponse.id` (where the client sends one).
+pub fn tool_result_ids(body: &Value) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                let t = map.get("type").and_then(Value::as_str);
+                let id = if t == Some("tool_result") {
+                    Some(&map["tool_use_id"])
+                } else if map.get("role").and_then(Value::as_str) == Some("tool") {
+                    Some(&map["tool_call_id"])
+                } else if matches!(t, Some("function_call_output" | "custom_tool_call_output")) {
+                    Some(&map["call_id"])
+                } else {
+                    map.get("functionResponse").map(|r| &r["id"])
+                };
+                match id {
+                    Some(id) => out.extend(id.as_str().map(str::to_string)),
+                    None => map.values().for_each(|v| walk(v, out)),
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, &mut out);
+    out
+}
+
+/// The names of the tools a request offers, in order, whatever the API: Anthropic and
+/// Responses `tools[].name` (a Responses built-in tool: its `type`), OpenAI Chat
+/// `tools[].function.name`, Gemini `tools[].functionDeclarations[].name`.
+pub fn offered_tools(api: Api, body: &Value) -> Vec<String> {
+    let tools = body["tools"].as_array().into_iter().flatten();
+    let names: Vec<&Value> = match api {
+        Api::Anthropic => tools.map(|t| &t["name"]).collect(),
+        Api::OpenAiChat => tools.map(|t| &t["function"]["name"]).collect(),
+        Api::OpenAiResponses => tools
+            .map(|t| {
+                if t["name"].is_string() {
+                    &t["name"]
+                } else {
+                    &t["type"]
+                }
+            })
+            .collect(),
+        Api::Gemini => tools
+            .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+            .map(|f| &f["name"])
+            .collect(),
+    };
+    names
+        .into_iter()
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The first message of the conversation (after any system or developer message), as
+/// JSON text, whatever the API.
+pub fn first_message_text(api: Api, body: &Value) -> String {
+    let list = match api {
+        Api::Anthropic | Api::OpenAiChat => &body["messages"],
+        Api::OpenAiResponses => &body["input"],
+        Api::Gemini => &body["contents"],
+    };
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| !matches!(m["role"].as_str(), Some("system" | "developer")))
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
 /// The system prompt text of a request, whatever the API.
 pub fn system_text(api: Api, body: &Value) -> String {
     fn texts(v: &Value, out: &mut String) {
@@ -582,6 +660,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             api: Some(api),
             side,
             served: reply.describe(),
+            seq: n,
         });
         (reply, n)
     };
@@ -700,5 +779,6 @@ fn record(
         api,
         side,
         served,
+        seq: 0,
     });
 }

@@ -1,10 +1,21 @@
 //! The four wire APIs' reply shapes: SSE events for streaming requests, one JSON body for
-//! non-streaming ones, and each API's own error body. Shapes follow
-//! `reference/child-clis.md` and `reference/pi.md` (checked against the real CLIs).
+//! non-streaming ones, and each API's own error body. Shapes follow each API's published
+//! streaming format, as far as the real CLIs read it (checked by running them against
+//! the mock: tests/contract_*.rs).
 
 use serde_json::{json, Value};
 
 use super::{Api, MockUsage};
+
+/// The id the mock gives the tool call it makes in its `n`th request (see [`Ctx::n`]);
+/// None for Gemini, whose function calls carry no id.
+pub fn tool_call_id(api: Api, n: u64) -> Option<String> {
+    match api {
+        Api::Anthropic => Some(format!("toolu_mock{n}")),
+        Api::OpenAiChat | Api::OpenAiResponses => Some(format!("call_mock{n}")),
+        Api::Gemini => None,
+    }
+}
 
 /// What to say, independent of the API.
 pub enum Content<'a> {
@@ -167,7 +178,7 @@ fn anthropic_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish:
             out.push(Sse::named(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block": {
-                    "type": "tool_use", "id": format!("toolu_mock{}", ctx.n), "name": name, "input": {}}}),
+                    "type": "tool_use", "id": tool_call_id(ctx.api, ctx.n), "name": name, "input": {}}}),
             ));
             let args = args.to_string();
             for p in pieces(&args) {
@@ -220,7 +231,7 @@ fn chat_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish: bool
             out.push(chat_chunk(
                 ctx,
                 json!({"role": "assistant", "content": null, "tool_calls": [{
-                    "index": 0, "id": format!("call_mock{}", ctx.n), "type": "function",
+                    "index": 0, "id": tool_call_id(ctx.api, ctx.n), "type": "function",
                     "function": {"name": name, "arguments": ""}}]}),
                 None,
             ));
@@ -260,7 +271,7 @@ fn responses_item(ctx: &Ctx<'_>, content: &Content<'_>, done: bool) -> Value {
         }),
         Content::Tool { name, args } => json!({
             "id": format!("fc_mock{}", ctx.n), "type": "function_call", "status": status,
-            "call_id": format!("call_mock{}", ctx.n), "name": name,
+            "call_id": tool_call_id(ctx.api, ctx.n), "name": name,
             "arguments": if done { args.to_string() } else { String::new() },
         }),
     }
@@ -360,7 +371,7 @@ fn responses_custom_item(ctx: &Ctx<'_>, name: &str, input: &str, done: bool) -> 
     json!({
         "id": format!("ctc_mock{}", ctx.n), "type": "custom_tool_call",
         "status": if done { "completed" } else { "in_progress" },
-        "call_id": format!("call_mock{}", ctx.n), "name": name,
+        "call_id": tool_call_id(ctx.api, ctx.n), "name": name,
         "input": if done { input } else { "" },
     })
 }
@@ -484,7 +495,7 @@ pub fn complete(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage) -> Value {
             let (block, stop) = match content {
                 Content::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
                 Content::Tool { name, args } => (
-                    json!({"type": "tool_use", "id": format!("toolu_mock{}", ctx.n), "name": name, "input": args}),
+                    json!({"type": "tool_use", "id": tool_call_id(ctx.api, ctx.n), "name": name, "input": args}),
                     "tool_use",
                 ),
             };
@@ -497,7 +508,7 @@ pub fn complete(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage) -> Value {
                 Content::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
                 Content::Tool { name, args } => (
                     json!({"role": "assistant", "content": null, "tool_calls": [{
-                        "id": format!("call_mock{}", ctx.n), "type": "function",
+                        "id": tool_call_id(ctx.api, ctx.n), "type": "function",
                         "function": {"name": name, "arguments": args.to_string()}}]}),
                     "tool_calls",
                 ),

@@ -1,6 +1,20 @@
-//! Helpers shared by the real-CLI contract tests (`tests/contract_*.rs`): locating the
-//! pinned CLI (or skipping), running `orchestrate` with a wall-clock bound, and finding
-//! the processes of a run's tree through `/proc`.
+//! The real-CLI contract tests (`tests/contract_*.rs`): one table-driven harness run for
+//! each agent CLI.
+//!
+//! - [`cli`]: what the shared scenarios need to know about one CLI ([`cli::Cli`]);
+//!   [`clis`] holds the five descriptions (how each is pointed at the mock, its tool
+//!   names, what it prints for a 401, a hang, a refused write).
+//! - [`scenarios`]: the scenarios, each written once and run for every CLI it applies to.
+//! - [`harness`]: the test binary's `main` (libtest-mimic): one trial per scenario, named
+//!   `<cli>::<scenario>`, reported as ignored, with the reason, when the CLI is not
+//!   installed.
+//! - This module: the sandbox a run happens in, running `orchestrate` with a wall-clock
+//!   bound, and finding the processes of a run's tree through `/proc`.
+
+pub mod cli;
+pub mod clis;
+pub mod harness;
+pub mod scenarios;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -46,7 +60,12 @@ pub fn orchestrate_bin() -> PathBuf {
 /// `orchestrate` with a clean environment: stdin null, output piped, its own process
 /// group, no inherited orchestrate variables.
 pub fn orchestrate_command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(orchestrate_bin());
+    clean_command(&orchestrate_bin(), args)
+}
+
+/// `program ARGS…` as [`orchestrate_command`] runs orchestrate.
+fn clean_command(program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .env_remove("ORCHESTRATE_DEPTH")
         .env_remove("ORCHESTRATE_MAX_DEPTH")
@@ -254,6 +273,12 @@ pub struct Sandbox {
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
+/// How long [`Sandbox::run_until_timeout`] lets a CLI start its helper processes after
+/// the request, before recording the tree.
+pub const SETTLE: Duration = Duration::from_millis(500);
+/// How long [`Sandbox::run_until_timeout`] waits for a tool's process to show up.
+pub const TOOL_START_LIMIT: Duration = Duration::from_secs(10);
+
 /// One CLI run at a time within a test binary. These CLIs take seconds to start (node,
 /// a relaunch, config loading) and print nothing meanwhile; several at once on a loaded
 /// machine can pass a 5 s idle timeout before the first request, which would make the
@@ -268,6 +293,11 @@ impl Sandbox {
     /// `ORCHESTRATE_<BACKEND>_BIN` points orchestrate at it.
     pub fn new(contract_var: &str, backend: &'static str, model: &str) -> Option<Sandbox> {
         let bin = cli_binary(contract_var, backend)?;
+        Some(Sandbox::with_bin(bin, backend, model))
+    }
+
+    /// A sandbox whose runs use the CLI at `bin` (`ORCHESTRATE_<BACKEND>_BIN`).
+    pub fn with_bin(bin: PathBuf, backend: &'static str, model: &str) -> Sandbox {
         let guard = serial();
         let root = tempfile::tempdir().expect("tempdir");
         let p = root.path();
@@ -300,7 +330,7 @@ impl Sandbox {
             .env("ORCHESTRATE_CONTRACT_SANDBOX", &marker)
             .env(&bin_var, &bin)
             .env("NO_COLOR", "1");
-        Some(sb)
+        sb
     }
 
     /// The sandbox's TMPDIR (CLIs drop error reports and caches there).
@@ -336,27 +366,18 @@ impl Sandbox {
     /// `orchestrate run AGENT TASK --backend B --agents-dir D --model M EXTRA…` in the
     /// working directory, with the sandbox's environment.
     pub fn command(&self, agent: &str, task: &str, extra: &[&str]) -> Command {
-        let agents = self.agents.to_str().unwrap();
-        let mut args = vec![
-            "run",
-            agent,
-            task,
-            "--backend",
-            self.backend,
-            "--agents-dir",
-            agents,
-            "--model",
-            &self.model,
-        ];
+        let mut args = vec!["run", agent, task, "--backend", self.backend];
         args.extend_from_slice(extra);
-        let mut cmd = orchestrate_command(&args);
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
-        // As a shell would: opencode takes its project directory from $PWD, not from
-        // the working directory it was started in.
-        cmd.current_dir(&self.work).env("PWD", &self.work);
-        cmd
+        self.command_args(&args)
+    }
+
+    /// `orchestrate ARGS… --agents-dir D --model M` in the working directory, with the
+    /// sandbox's environment.
+    pub fn command_args(&self, args: &[&str]) -> Command {
+        let agents = self.agents.to_str().unwrap();
+        let mut args = args.to_vec();
+        args.extend_from_slice(&["--agents-dir", agents, "--model", &self.model]);
+        self.in_sandbox(orchestrate_command(&args))
     }
 
     /// `program ARGS…` with the sandbox's environment, in the working directory: stdin
@@ -364,20 +385,16 @@ impl Sandbox {
     /// [`orchestrate_command`]). For running an agent CLI itself, e.g. as the parent
     /// that calls `orchestrate mcp`.
     pub fn program(&self, program: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .env_remove("ORCHESTRATE_DEPTH")
-            .env_remove("ORCHESTRATE_MAX_DEPTH")
-            .env_remove("ORCHESTRATE_DISABLED")
-            .env_remove("ORCHESTRATE_RUN_ID")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+        self.in_sandbox(clean_command(program, args))
+    }
+
+    /// `cmd` with the sandbox's environment, in the working directory.
+    fn in_sandbox(&self, mut cmd: Command) -> Command {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        // As a shell would: opencode takes its project directory from $PWD, not from
+        // the working directory it was started in.
         cmd.current_dir(&self.work).env("PWD", &self.work);
         cmd
     }
@@ -392,6 +409,13 @@ impl Sandbox {
         wait_bounded(child, start, limit)
     }
 
+    /// `orchestrate ARGS…` (see [`Sandbox::command_args`]) to completion, at most `limit`.
+    pub fn run_args(&self, args: &[&str], limit: Duration) -> Finished {
+        let start = Instant::now();
+        let child = self.command_args(args).spawn().expect("spawn orchestrate");
+        wait_bounded(child, start, limit)
+    }
+
     /// `ORCHESTRATE_CONTRACT_SANDBOX=<root>`.
     pub fn marker(&self) -> String {
         format!(
@@ -401,18 +425,19 @@ impl Sandbox {
     }
 
     /// Runs a task that never finishes; once the mock has seen `requests` conversation
-    /// requests in all (earlier runs' included; `settle` later, for helpers to start),
-    /// records the processes of
-    /// the run's tree (those carrying both this run's `ORCHESTRATE_RUN_ID` and the
-    /// sandbox marker), waits for the result, and checks that every one of them is gone
-    /// and no process of the run is left. Returns the result and the recorded tree.
+    /// requests in all (earlier runs' included), and the tree has settled, records the
+    /// processes of the run's tree (those carrying both this run's `ORCHESTRATE_RUN_ID`
+    /// and the sandbox marker), waits for the result, and checks that every one of them
+    /// is gone and no process of the run is left. Settled: [`SETTLE`] has passed, and,
+    /// with `wait_for`, a process whose command line contains it is in the tree (within
+    /// [`TOOL_START_LIMIT`]). Returns the result and the recorded tree.
     pub fn run_until_timeout(
         &self,
         mock: &super::MockLlm,
         agent: &str,
         extra: &[&str],
         requests: usize,
-        settle: Duration,
+        wait_for: Option<&str>,
         limit: Duration,
     ) -> (Finished, Vec<(i32, String)>) {
         let start = Instant::now();
@@ -422,31 +447,36 @@ impl Sandbox {
             .spawn()
             .expect("spawn orchestrate");
         let orchestrate_pid = child.id() as i32;
+        // Stops the run (if it still runs) and fails with what it and the mock saw.
+        let give_up = |child: Child, why: String| -> ! {
+            unsafe { libc::kill(-orchestrate_pid, libc::SIGKILL) };
+            let out = wait_bounded(child, start, limit);
+            let seen: Vec<String> = mock
+                .requests()
+                .iter()
+                .map(|r| format!("{} {} -> {}", r.method, r.path, r.served))
+                .collect();
+            panic!("{why} (mock saw {seen:#?}): {out:#?}")
+        };
         while mock.conversation().len() < requests {
             if child.try_wait().expect("try_wait").is_some() {
-                let out = wait_bounded(child, start, limit);
-                let seen: Vec<String> = mock
-                    .requests()
-                    .iter()
-                    .map(|r| format!("{} {} -> {}", r.method, r.path, r.served))
-                    .collect();
-                panic!(
-                    "orchestrate ended before {} got to request {requests} (mock saw {seen:?}): {out:?}",
-                    self.backend
+                give_up(
+                    child,
+                    format!(
+                        "orchestrate ended before {} got to request {requests}",
+                        self.backend
+                    ),
                 );
             }
             if start.elapsed() > limit / 2 {
-                unsafe { libc::kill(-orchestrate_pid, libc::SIGKILL) };
-                let _ = child.wait();
-                panic!(
-                    "{} never got to request {requests}: {:#?}",
-                    self.backend,
-                    mock.requests()
+                give_up(
+                    child,
+                    format!("{} never got to request {requests}", self.backend),
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        std::thread::sleep(settle);
+        std::thread::sleep(SETTLE);
         let ids: Vec<String> = run_ids(&self.state)
             .into_iter()
             .filter(|id| !earlier_runs.contains(id))
@@ -454,14 +484,28 @@ impl Sandbox {
         assert_eq!(ids.len(), 1, "one new run folder: {ids:?}");
         let run_marker = format!("ORCHESTRATE_RUN_ID={}", ids[0]);
         let marker = self.marker();
-        let tree = pids_with_env(&[&run_marker, &marker]);
+        let waited = Instant::now();
+        let (tree, described) = loop {
+            let tree = pids_with_env(&[&run_marker, &marker]);
+            let described: Vec<(i32, String)> = tree.iter().map(|p| (*p, cmdline(*p))).collect();
+            if wait_for.is_none_or(|w| described.iter().any(|(_, c)| c.contains(w))) {
+                break (tree, described);
+            }
+            if child.try_wait().expect("try_wait").is_some() || waited.elapsed() > TOOL_START_LIMIT
+            {
+                give_up(
+                    child,
+                    format!("no process running {wait_for:?} in the run's tree: {described:?}"),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(
             !tree.is_empty(),
             "{}'s processes are visible in /proc",
             self.backend
         );
         assert!(!tree.contains(&orchestrate_pid));
-        let described: Vec<(i32, String)> = tree.iter().map(|p| (*p, cmdline(*p))).collect();
 
         let out = wait_bounded(child, start, limit);
         let survivors = wait_all_gone(&tree, Duration::from_secs(5));
@@ -492,7 +536,11 @@ impl Drop for Sandbox {
         if std::env::var("ORCHESTRATE_CONTRACT_KEEP").as_deref() == Ok("1") {
             let placeholder = tempfile::tempdir().expect("tempdir");
             let kept = std::mem::replace(&mut self.root, placeholder).keep();
-            eprintln!("kept the {} sandbox: {}", self.backend, kept.display());
+            harness::note(&format!(
+                "kept the {} sandbox: {}",
+                self.backend,
+                kept.display()
+            ));
         }
     }
 }
@@ -519,13 +567,24 @@ pub fn normalized(mut r: Value) -> Value {
     r
 }
 
-/// Prints what the mock was asked and answered, the child's session lines (all of
-/// them, each cut to `max_line` chars), its stderr tail, and orchestrate's result (shown
-/// with `--nocapture`, and on failure).
+/// Notes (see [`harness::note`]: shown on failure, or with `--nocapture`/`--show-output`)
+/// what the mock was asked and answered, the child's session lines (all of them, each cut
+/// to `max_line` chars), its stderr tail, and orchestrate's result.
 pub fn report(case: &str, mock: &super::MockLlm, out: &Finished, max_line: usize) {
-    eprintln!("=== {case}: mock requests");
+    use std::fmt::Write;
+    let cut = |l: &str| -> String {
+        let c: String = l.chars().take(max_line).collect();
+        let more = if c.len() < l.len() { " …" } else { "" };
+        format!("{c}{more}")
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "=== {case}: mock requests");
     for r in mock.requests() {
-        eprintln!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served);
+        let _ = writeln!(
+            s,
+            "  {} {} side={} -> {}",
+            r.method, r.path, r.side, r.served
+        );
     }
     let json: Value = out
         .stdout
@@ -534,26 +593,25 @@ pub fn report(case: &str, mock: &super::MockLlm, out: &Finished, max_line: usize
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or(Value::Null);
     if let Some(session) = json["details"]["results"][0]["sessionFile"].as_str() {
-        eprintln!("=== {case}: session.jsonl");
+        let _ = writeln!(s, "=== {case}: session.jsonl");
         for l in std::fs::read_to_string(session).unwrap_or_default().lines() {
-            let cut: String = l.chars().take(max_line).collect();
-            let more = if cut.len() < l.len() { " …" } else { "" };
-            eprintln!("  {cut}{more}");
+            let _ = writeln!(s, "  {}", cut(l));
         }
         let stderr_log = Path::new(session).with_file_name("stderr.log");
         let text = std::fs::read_to_string(stderr_log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = &lines[lines.len().saturating_sub(15)..];
         if !tail.is_empty() {
-            eprintln!("=== {case}: stderr.log (tail)");
+            let _ = writeln!(s, "=== {case}: stderr.log (tail)");
             for l in tail {
-                let cut: String = l.chars().take(max_line).collect();
-                eprintln!("  {cut}");
+                let _ = writeln!(s, "  {}", cut(l));
             }
         }
     }
-    eprintln!(
+    let _ = write!(
+        s,
         "=== {case}: orchestrate exit {} in {:?}\n  {}",
         out.status, out.elapsed, out.stdout
     );
+    harness::note(&s);
 }

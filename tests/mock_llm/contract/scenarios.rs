@@ -1,0 +1,498 @@
+//! The contract scenarios, each written once and run for every CLI it applies to: a real
+//! CLI run through `orchestrate run` against the mock, with the whole result compared.
+//! What differs between CLIs comes from their [`Cli`] description.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+
+use super::cli::{subset_of, text_item, Cli, Offered, PromptIn, Refusal, ToolUse, Traffic};
+use super::harness::{note, Run};
+use super::{normalized, report, round_cost, Finished, Sandbox};
+use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
+
+/// The bound on each `orchestrate` run.
+const WALL_CLOCK: Duration = Duration::from_secs(120);
+/// Session lines are cut to this many chars in reports.
+const REPORT_LINE_CHARS: usize = 600;
+/// A hung stream's run must end (idle timeout, kill grace, cleanup) within this.
+const HANG_BOUND: Duration = Duration::from_secs(60);
+
+const WORKER: &str = "---\nname: worker\ndescription: d\ntools: read, bash\n---\nYou are terse.\n";
+const READER: &str = "---\nname: reader\ndescription: d\ntools: read, grep, bash\nreadonly: true\n---\nYou only look.\n";
+/// Edits but no shell.
+const EDITOR: &str = "---\nname: editor\ndescription: d\ntools: read, edit\n---\nYou edit files.\n";
+const IMPLEMENTER: &str = "---\nname: implementer\ndescription: d\ntools: read, edit, write, bash\n---\nYou change files.\n";
+
+/// The task of the write scenarios, and the file they write (or must not).
+const WRITE_TASK: &str = "Create pwned.txt containing x.";
+const PWNED: &str = "pwned.txt";
+/// Between SIGTERM and SIGKILL when a run times out.
+const KILL_GRACE: &str = "2s";
+/// Long enough for a write scenario's turns; a permission prompt would still hit it.
+const WRITE_FLAGS: [&str; 2] = ["--idle-timeout", "30s"];
+
+/// Every scenario that applies to `cli`, by test name (the harness adds `<cli>::`).
+pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
+    let mut out: Vec<(String, Run)> = vec![
+        (
+            "a_tool_call_then_text_gives_the_mocks_text_tool_call_and_usage".into(),
+            Box::new(move |bin| tool_call_then_text(cli, bin)),
+        ),
+        (
+            "a_401_is_subagent_failed_with_the_providers_message".into(),
+            Box::new(move |bin| unauthorized(cli, bin)),
+        ),
+        (
+            "a_hung_stream_hits_the_idle_timeout_and_leaves_no_process_of_its_tree".into(),
+            Box::new(move |bin| hung_stream(cli, bin)),
+        ),
+        (
+            "an_implementer_writes_with_its_write_tool_and_the_shell_without_a_prompt".into(),
+            Box::new(move |bin| implementer_writes(cli, bin)),
+        ),
+    ];
+    if cli.tool_never_returns {
+        out.push((
+            "a_tool_that_never_returns_times_out_and_its_shell_dies_too".into(),
+            Box::new(move |bin| tool_never_returns(cli, bin)),
+        ));
+    }
+    if cli.resume.is_some() {
+        out.push((
+            "a_resumed_run_continues_the_clis_own_session".into(),
+            Box::new(move |bin| resumed_run(cli, bin)),
+        ));
+    }
+    for case in cli.refusals {
+        out.push((
+            case.test.into(),
+            Box::new(move |bin| refusal(cli, case, bin)),
+        ));
+    }
+    out
+}
+
+/// A sandbox whose CLI talks only to a mock running `script` (made with the sandbox at
+/// hand), with the four agents written.
+fn setup(cli: &Cli, bin: &Path, script: impl FnOnce(&Sandbox) -> Script) -> (MockLlm, Sandbox) {
+    let mut sb = Sandbox::with_bin(bin.to_path_buf(), cli.name, cli.model);
+    let mock = MockLlm::start(script(&sb));
+    sb.catch_outbound(&mock);
+    (cli.configure)(&mut sb, &mock);
+    for (name, text) in [
+        ("worker", WORKER),
+        ("reader", READER),
+        ("editor", EDITOR),
+        ("implementer", IMPLEMENTER),
+    ] {
+        sb.agent(name, text);
+    }
+    (mock, sb)
+}
+
+fn pwned(sb: &Sandbox) -> String {
+    sb.work.join(PWNED).to_str().unwrap().to_string()
+}
+
+/// The whole result of `agent`'s run of `task`, normalized as [`normalized`] does: the
+/// fields every result has, then `fields`.
+fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
+    let mut r = json!({
+        "agent": agent,
+        "task": task,
+        "sessionFile": "SESSION",
+        "backend": cli.name,
+        "model": cli.model,
+        "durationMs": 0,
+        "attempts": 1
+    });
+    let warnings: Vec<&str> = cli
+        .warnings
+        .iter()
+        .filter(|(a, _)| *a == agent)
+        .map(|(_, w)| *w)
+        .collect();
+    if !warnings.is_empty() {
+        r["warnings"] = json!(warnings);
+    }
+    for (k, v) in fields.as_object().expect("fields").clone() {
+        r[k] = v;
+    }
+    r
+}
+
+/// No tokens, no cost.
+fn no_usage(turns: u64) -> Value {
+    json!({"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": turns})
+}
+
+/// The usage of these replies, summed and normalized as orchestrate reports it: input
+/// without the cached tokens, cacheRead = cached, cost from the CLI's prices.
+fn summed(cli: &Cli, replies: &[MockUsage], turns: u64) -> Value {
+    let input: u64 = replies.iter().map(|u| u.input - u.cached).sum();
+    let cache_read: u64 = replies.iter().map(|u| u.cached).sum();
+    let output: u64 = replies.iter().map(|u| u.output).sum();
+    let cost = cli.prices.map_or(0.0, |p| {
+        (input as f64 * p.input + output as f64 * p.output + cache_read as f64 * p.cache_read) / 1e6
+    });
+    json!({"input": input, "output": output, "cacheRead": cache_read, "cacheWrite": 0,
+           "cost": round_cost(cost), "turns": turns})
+}
+
+fn shown(tools: &[&ToolUse]) -> Vec<Value> {
+    tools.iter().filter_map(|t| t.shown.clone()).collect()
+}
+
+/// The conversation has `n` requests, and nothing else went out but what the CLI's
+/// [`Traffic`] allows.
+fn conversation(cli: &Cli, mock: &MockLlm, n: usize) -> Vec<RecordedRequest> {
+    let reqs = mock.conversation();
+    assert_eq!(reqs.len(), n, "{:#?}", mock.requests());
+    match cli.traffic {
+        Traffic::ConversationOnly => {
+            assert_eq!(
+                mock.requests().len(),
+                n,
+                "no other traffic: {:#?}",
+                mock.requests()
+            )
+        }
+        Traffic::TitleRequests => {
+            for r in mock.requests() {
+                assert!(r.api.is_some(), "unexpected traffic: {r:#?}");
+                if r.side {
+                    let system = mock_llm::system_text(r.api.unwrap(), &r.body);
+                    assert!(system.contains("You are a title generator"), "{system}");
+                }
+            }
+        }
+    }
+    for r in &reqs {
+        assert_eq!(r.api, Some(cli.wire.api));
+        assert_eq!(r.path, cli.wire.path);
+        let (header, value) = cli.wire.auth;
+        assert_eq!(r.headers.get(header).map(String::as_str), Some(value));
+        let body: Value = serde_json::from_str(cli.wire.body).expect("Wire::body is JSON");
+        assert_eq!(subset_of(&r.body, &body), body);
+    }
+    reqs
+}
+
+fn check_offered(offered: Offered, cli: &Cli, body: &Value) {
+    let mut tools = mock_llm::offered_tools(cli.wire.api, body);
+    tools.sort();
+    match offered {
+        Offered::Exactly(names) => assert_eq!(tools, names),
+        Offered::Including(names) => {
+            for n in names {
+                assert!(tools.iter().any(|t| t == n), "{n} not in {tools:?}");
+            }
+        }
+        Offered::Excluding(names) => {
+            for n in names {
+                assert!(!tools.iter().any(|t| t == n), "{n} in {tools:?}");
+            }
+        }
+    }
+}
+
+fn tool_call_then_text(cli: &Cli, bin: &Path) {
+    let first = MockUsage {
+        input: 200,
+        output: 14,
+        cached: 40,
+    };
+    let second = MockUsage {
+        input: 300,
+        output: 9,
+        cached: 100,
+    };
+    let task = "Run echo hi-from-tool, then greet.";
+    let hello = "Hello from mock.";
+    let shell = (cli.shell)("echo hi-from-tool").with_usage(first);
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::tool_then_text(shell.reply.clone(), Reply::text(hello, second))
+    });
+    let out = sb.run("worker", task, &[], WALL_CLOCK);
+    report("tool then text", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+
+    let json = out.json();
+    assert_eq!(json["content"], json!([text_item(hello)]));
+    assert_eq!(json["details"]["mode"], json!("single"));
+    assert_eq!(json["details"].get("error"), None);
+    let mut items = shown(&[&shell]);
+    items.push(text_item(hello));
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            "worker",
+            task,
+            json!({"exitCode": 0, "usage": summed(cli, &[first, second], 2), "output": hello,
+                   "displayItems": items})
+        )
+    );
+
+    // What the CLI sent: two requests, the agent's tools and prompt in the first, the
+    // command's real output in the second.
+    let reqs = conversation(cli, &mock, 2);
+    check_offered(cli.worker_tools, cli, &reqs[0].body);
+    let prompt = match cli.prompt_in {
+        PromptIn::System => mock_llm::system_text(cli.wire.api, &reqs[0].body),
+        PromptIn::FirstMessage => mock_llm::first_message_text(cli.wire.api, &reqs[0].body),
+    };
+    assert!(prompt.contains("You are terse."), "agent prompt: {prompt}");
+    let outputs = mock_llm::tool_result_texts(&reqs[1].body);
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    assert!(
+        outputs[0].contains("hi-from-tool"),
+        "the command really ran: {outputs:?}"
+    );
+    // The result answers the mock's call: it carries the id the mock gave the call.
+    if let Some(id) = mock_llm::tool_call_id(cli.wire.api, reqs[0].seq) {
+        assert_eq!(mock_llm::tool_result_ids(&reqs[1].body), [id]);
+    }
+}
+
+fn unauthorized(cli: &Cli, bin: &Path) {
+    let message = "Mock provider says: the API key test-key was rejected";
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::always(Reply::HttpError {
+            status: 401,
+            body: error_body(cli.wire.api, 401, message),
+        })
+    });
+    let out = sb.run("worker", "Say hi.", &[], WALL_CLOCK);
+    report("401", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let json = out.json();
+    let error = &json["details"]["error"];
+    assert_eq!(error["code"], json!("SUBAGENT_FAILED"), "{json}");
+    let msg = error["message"].as_str().unwrap();
+    assert!(msg.contains(message), "provider message kept: {msg}");
+    let r = out.result();
+    assert!(
+        r["error"].as_str().unwrap().contains(message),
+        "result error: {r}"
+    );
+    // The CLI's own exit code is the result's; the failure is the error, not the answer.
+    let mut whole = normalized(r.clone());
+    whole["error"] = json!("ERROR");
+    assert_eq!(
+        whole,
+        expected(
+            cli,
+            "worker",
+            "Say hi.",
+            json!({"exitCode": cli.unauthorized.exit_code, "usage": no_usage(cli.unauthorized.turns),
+                   "error": "ERROR", "output": "", "displayItems": []})
+        )
+    );
+    // A 401 is not retried (retries are off in each CLI's configuration).
+    conversation(cli, &mock, 1);
+}
+
+/// A run of `worker` that never finishes (see [`Sandbox::run_until_timeout`]) under the
+/// CLI's idle timeout and `extra` flags; the result and the tree it had.
+fn run_until_timeout(
+    case: &str,
+    cli: &Cli,
+    mock: &MockLlm,
+    sb: &mut Sandbox,
+    extra: &[&str],
+    wait_for: Option<&str>,
+) -> (Finished, Vec<(i32, String)>) {
+    for (k, v) in cli.hang.env {
+        sb.env(k, v);
+    }
+    let idle = format!("{}s", cli.hang.idle_timeout_secs);
+    let mut flags = vec!["--idle-timeout", &idle, "--kill-grace", KILL_GRACE];
+    flags.extend_from_slice(extra);
+    let (out, tree) = sb.run_until_timeout(mock, "worker", &flags, 1, wait_for, WALL_CLOCK);
+    report(case, mock, &out, REPORT_LINE_CHARS);
+    note(&format!(
+        "=== {case}: {}'s tree before the timeout: {tree:?}",
+        cli.name
+    ));
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    (out, tree)
+}
+
+fn hung_stream(cli: &Cli, bin: &Path) {
+    let before = "Thinking about it";
+    let (mock, mut sb) = setup(cli, bin, |_| Script::always(Reply::hang(before)));
+    let (out, tree) = run_until_timeout("hang", cli, &mock, &mut sb, &[], None);
+    assert!(
+        tree.len() >= cli.hang.min_processes,
+        "at least {} processes: {tree:?}",
+        cli.hang.min_processes
+    );
+    let message = format!(
+        "Subagent timed out after {}ms without activity.",
+        cli.hang.idle_timeout_secs * 1000
+    );
+    let json = out.json();
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "SUBAGENT_TIMEOUT", "message": message})
+    );
+    // The text streamed before the hang is kept when the CLI printed it (as deltas).
+    let output = if cli.hang.partial_text { before } else { "" };
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            "worker",
+            "Say hi.",
+            json!({"exitCode": 124, "usage": no_usage(0), "error": message, "output": output,
+                   "displayItems": [], "timeoutReason": "idle"})
+        )
+    );
+    assert!(out.elapsed < HANG_BOUND, "took {:?}", out.elapsed);
+}
+
+/// A shell tool that never returns; the CLI may run it in a process group of its own
+/// (pi detaches it), and it must still die with the run.
+fn tool_never_returns(cli: &Cli, bin: &Path) {
+    let command = "tail -f /dev/null";
+    let shell = (cli.shell)(command);
+    let (mock, mut sb) = setup(cli, bin, |_| {
+        let unreachable = Reply::text("unreachable", MockUsage::default());
+        Script::tool_then_text(shell.reply.clone(), unreachable)
+    });
+    let runtime = ["--timeout", "10s"];
+    let (out, _) = run_until_timeout(
+        "tool never returns",
+        cli,
+        &mock,
+        &mut sb,
+        &runtime,
+        Some(command),
+    );
+    let r = out.result();
+    assert_eq!(r["exitCode"], json!(124));
+    assert_eq!(r["displayItems"], json!(shown(&[&shell])));
+    conversation(cli, &mock, 1);
+}
+
+fn resumed_run(cli: &Cli, bin: &Path) {
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::sequence(vec![
+            Reply::text("First answer.", usage),
+            Reply::text("Second answer.", usage),
+        ])
+    });
+    let first = sb.run("worker", "Remember the word kumquat.", &[], WALL_CLOCK);
+    report("resume, first run", &mock, &first, REPORT_LINE_CHARS);
+    assert_eq!(first.status, 0, "{}", first.stderr);
+    let json = first.json();
+    let id = json["details"]["runId"].as_str().unwrap().to_string();
+    assert!(json["details"]["results"][0]["childSessionId"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty()));
+    if let Some(file) = cli.resume.as_ref().and_then(|r| r.session_file) {
+        let path = sb.state.join("runs").join(&id).join(file);
+        assert!(path.is_file(), "the CLI saved its session in {path:?}");
+    }
+
+    let second = sb.run_args(&["run", "--resume", &id, "What was the word?"], WALL_CLOCK);
+    report("resume, second run", &mock, &second, REPORT_LINE_CHARS);
+    assert_eq!(second.status, 0, "{}", second.stderr);
+    let r = &second.json()["details"]["results"][0];
+    assert_eq!(r["output"], json!("Second answer."));
+    assert_eq!(r["agent"], json!("worker"));
+    // The model saw the first exchange again: the CLI continued its session.
+    let asked = mock
+        .conversation()
+        .last()
+        .expect("a second request")
+        .body
+        .to_string();
+    assert!(
+        asked.contains("kumquat")
+            && asked.contains("First answer.")
+            && asked.contains("What was the word?"),
+        "{asked}"
+    );
+}
+
+fn implementer_writes(cli: &Cli, bin: &Path) {
+    let mut tools = Vec::new();
+    let (mock, sb) = setup(cli, bin, |sb| {
+        tools = vec![(cli.write)(&pwned(sb)), (cli.shell)("echo y >> pwned.txt")];
+        let mut replies: Vec<Reply> = tools.iter().map(|t| t.reply.clone()).collect();
+        replies.push(Reply::text("Wrote it.", MockUsage::default()));
+        Script::sequence(replies)
+    });
+    // A permission prompt would hang a headless run: the idle timeout would say so.
+    let out = sb.run("implementer", WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    report("implementer write", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(pwned(&sb)).ok().as_deref(),
+        Some("x\ny\n"),
+        "the implementer wrote the file with both tools"
+    );
+    let mut items = shown(&tools.iter().collect::<Vec<_>>());
+    items.push(text_item("Wrote it."));
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            "implementer",
+            WRITE_TASK,
+            json!({"exitCode": 0, "usage": no_usage(3), "output": "Wrote it.", "displayItems": items})
+        )
+    );
+    conversation(cli, &mock, 3);
+}
+
+/// A restricted agent tries each of `case`'s writes: the file never appears, the model is
+/// told each time, and the run itself succeeds.
+fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
+    let mut attempts = Vec::new();
+    let (mock, sb) = setup(cli, bin, |sb| {
+        attempts = (case.attempts)(&pwned(sb));
+        let mut replies: Vec<Reply> = attempts.iter().map(|a| a.tool.reply.clone()).collect();
+        replies.push(Reply::text(case.answer, MockUsage::default()));
+        Script::sequence(replies)
+    });
+    for (name, text) in case.workdir_files {
+        std::fs::write(sb.work.join(name), text).unwrap();
+    }
+    let out = sb.run(case.agent, WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    report(case.test, &mock, &out, REPORT_LINE_CHARS);
+    let path = pwned(&sb);
+    assert!(!Path::new(&path).exists(), "{} wrote {path}", case.agent);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let n = attempts.len();
+    let mut items = shown(&attempts.iter().map(|a| &a.tool).collect::<Vec<_>>());
+    items.push(text_item(case.answer));
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            case.agent,
+            WRITE_TASK,
+            json!({"exitCode": 0, "usage": no_usage(case.turns), "output": case.answer,
+                   "displayItems": items})
+        )
+    );
+    // How the CLI refused, as its model was told.
+    let reqs = conversation(cli, &mock, n + 1);
+    check_offered(case.offered, cli, &reqs[0].body);
+    let outputs = mock_llm::tool_result_texts(&reqs[n].body);
+    assert_eq!(outputs.len(), n, "{outputs:?}");
+    for (a, o) in attempts.iter().zip(&outputs) {
+        assert!(o.contains(&a.refusal), "{:?} in {outputs:#?}", a.refusal);
+    }
+}
