@@ -137,7 +137,10 @@ fn a_claude_code_agent_file_works_and_a_broken_file_hides_nothing() {
 fn a_backend_typo_is_listed_as_a_problem_with_its_file_and_line_and_the_run_names_it() {
     let sb = Sandbox::new();
     let file = sb.work.join(".orchestrate/agents/typo.md");
-    write(&file, "---\nname: typo\ndescription: d\nbackend: cluade\n---\nP\n");
+    write(
+        &file,
+        "---\nname: typo\ndescription: d\nbackend: cluade\n---\nP\n",
+    );
     let listing = agents_json(&sb, &sb.work, &[]);
     assert_eq!(
         listing["problems"],

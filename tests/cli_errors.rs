@@ -16,7 +16,10 @@ fn assert_invalid_input(out: &RunOutput, says: &str) {
     assert_eq!(out.status, 2, "{out:?}");
     let v = out.json();
     assert_eq!(
-        (v["details"]["error"]["code"].clone(), v["details"]["mode"].clone()),
+        (
+            v["details"]["error"]["code"].clone(),
+            v["details"]["mode"].clone()
+        ),
         (json!("INVALID_INPUT"), json!("single"))
     );
     let message = v["details"]["error"]["message"].as_str().unwrap();
@@ -40,7 +43,10 @@ fn argument_errors_in_json_modes_are_invalid_input_results_on_stdout() {
         (&["run", "x", "y", "-o", "yaml"], "'yaml'"),
         (&["run", "x", "y", "--timeout"], "--timeout"),
         (&["run", "x", "y", "--timeout", "abc"], "--timeout"),
-        (&["run", "x", "y", "-o", "stream-json", "--max-lines", "0"], "--max-lines"),
+        (
+            &["run", "x", "y", "-o", "stream-json", "--max-lines", "0"],
+            "--max-lines",
+        ),
         (&["wait", "ab12cd34", "--timeout", "abc"], "--timeout"),
     ];
     for (args, says) in cases {
@@ -72,7 +78,11 @@ fn help_and_version_still_print_and_succeed() {
     assert!(out.stdout.starts_with("orchestrate "), "{}", out.stdout);
     let out = run(&sb, &["run", "--help"]);
     assert_eq!(out.status, 0);
-    assert!(out.stdout.contains("Usage: orchestrate run"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("Usage: orchestrate run"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -81,27 +91,48 @@ fn no_cli_installed_is_a_recorded_run_with_exit_code_127_and_an_install_hint() {
     let empty_path = sb.root.path().join("empty-bin");
     std::fs::create_dir_all(&empty_path).unwrap();
     let agents = sb.agents.to_str().unwrap().to_string();
-    let mut cmd = sb.command(&["run", "fake", "t", "--agents-dir", &agents, "--backend", "auto"]);
-    cmd.env_remove("ORCHESTRATE_PI_BIN").env("PATH", &empty_path);
+    let mut cmd = sb.command(&[
+        "run",
+        "fake",
+        "t",
+        "--agents-dir",
+        &agents,
+        "--backend",
+        "auto",
+    ]);
+    cmd.env_remove("ORCHESTRATE_PI_BIN")
+        .env("PATH", &empty_path);
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let single = &v["details"]["results"][0];
     assert_eq!(
-        (single["exitCode"].clone(), v["details"]["error"]["code"].clone()),
+        (
+            single["exitCode"].clone(),
+            v["details"]["error"]["code"].clone()
+        ),
         (json!(127), json!("SUBAGENT_FAILED"))
     );
     let message = single["error"].as_str().unwrap();
     assert!(
-        message.contains("no agent CLI found on PATH; tried claude, pi, codex, gemini, opencode, cursor-agent")
-            && message.contains("npm install -g @anthropic-ai/claude-code")
+        message.contains(
+            "no agent CLI found on PATH; tried claude, pi, codex, gemini, opencode, cursor-agent"
+        ) && message.contains("npm install -g @anthropic-ai/claude-code")
             && !message.contains("e.g. install it with"),
         "{message}"
     );
     // The run is on record: `show` knows its id.
     let run_id = v["details"]["runId"].as_str().unwrap();
     let show = sb.command(&["show", run_id, "--json"]).output().unwrap();
-    assert_eq!(show.status.code(), Some(0), "{}", String::from_utf8_lossy(&show.stderr));
+    assert_eq!(
+        show.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
     let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
-    assert_eq!(shown["result"]["details"]["results"][0]["exitCode"], json!(127));
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["exitCode"],
+        json!(127)
+    );
 }

@@ -295,92 +295,9 @@ impl Dialect for CodexDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::test_support::{agent, args, run_fixture};
-    use crate::result::DisplayItem;
+    use crate::backends::test_support::{agent, args};
+
     use pretty_assertions::assert_eq;
-
-    fn run(name: &str) -> crate::collector::Collector {
-        run_fixture(DialectKind::Codex, "codex", name)
-    }
-
-    #[test]
-    fn tool_use_then_text_normalizes_cached_input() {
-        let c = run("tool_use.jsonl");
-        // Two model responses: the tool call, then the reasoning and the message.
-        assert_eq!(
-            c.usage(),
-            Usage {
-                input: 160,
-                output: 14,
-                cache_read: 40,
-                cache_write: 0,
-                cost: 0.0,
-                turns: 2
-            }
-        );
-        assert_eq!(c.final_text(), Some("Hello from mock."));
-        assert_eq!(c.session_id(), Some("01a22726-bbae-72c3-8f39-01f44dcabde9"));
-        assert!(c.terminal_seen());
-        assert_eq!(
-            c.display_items(),
-            vec![
-                DisplayItem::ToolCall {
-                    name: "bash".into(),
-                    args: json!({"command": "/bin/bash -lc 'echo hi-from-tool'"})
-                },
-                DisplayItem::Text {
-                    text: "Hello from mock.".into()
-                },
-            ]
-        );
-    }
-
-    /// Recorded from 0.171.0 against the mock: a command, an `apply_patch` (a
-    /// `file_change` item) and a message, three model requests in one codex turn.
-    #[test]
-    fn each_model_response_is_a_turn_and_a_patch_is_an_edit() {
-        let c = run("apply_patch.jsonl");
-        assert_eq!(
-            c.usage(),
-            Usage {
-                input: 560,
-                output: 32,
-                cache_read: 240,
-                cache_write: 0,
-                cost: 0.0,
-                turns: 3
-            }
-        );
-        assert_eq!(c.final_text(), Some("Hello from mock."));
-        assert_eq!(c.provider_error(), None);
-        assert!(c.terminal_seen());
-        assert_eq!(
-            c.display_items(),
-            vec![
-                DisplayItem::ToolCall {
-                    name: "bash".into(),
-                    args: json!({"command": "/bin/bash -lc 'echo hi-from-tool'"})
-                },
-                DisplayItem::ToolCall {
-                    name: "edit".into(),
-                    args: json!({"changes": [{"path": "/work/pwned.txt", "kind": "add"}]})
-                },
-                DisplayItem::Text {
-                    text: "Hello from mock.".into()
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn turn_failed_is_a_provider_error_and_reconnects_are_not() {
-        let c = run("error.jsonl");
-        assert_eq!(
-            c.provider_error(),
-            Some("unexpected status 401 Unauthorized: invalid api key")
-        );
-        assert!(c.terminal_seen());
-    }
 
     #[test]
     fn read_only_agents_run_in_the_read_only_sandbox() {

@@ -465,23 +465,58 @@ pub(crate) mod test_support {
         (c, skipped)
     }
 
-    /// Reads a fixture transcript from `tests/fixtures/<dialect>/<name>`.
-    pub(crate) fn fixture(dialect: &str, name: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(dialect)
-            .join(name);
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    /// Everything a result reads from a collector, as JSON, for whole-object comparison
+    /// with a fixture's `.expected.json`.
+    fn snapshot(c: &Collector, skipped: u64) -> serde_json::Value {
+        serde_json::json!({
+            "usage": c.usage(),
+            "finalText": c.final_text(),
+            "partialText": c.partial_text(),
+            "sessionId": c.session_id(),
+            "terminal": c.terminal_seen(),
+            "providerError": c.provider_error(),
+            "displayItems": c.display_items(),
+            "skippedLines": skipped,
+        })
     }
 
-    /// Runs the fixture `tests/fixtures/<dialect>/<name>` through that dialect, asserting
-    /// that every line was a usable event.
-    pub(crate) fn run_fixture(kind: DialectKind, dialect: &str, name: &str) -> Collector {
-        let text = fixture(dialect, name);
-        let lines: Vec<&str> = text.lines().collect();
-        let (c, skipped) = collect(kind, &lines);
-        assert_eq!(skipped, 0, "{dialect}/{name}: every line is an event");
-        c
+    /// Every `tests/fixtures/<dialect>/*.jsonl` through its dialect gives what its
+    /// `.expected.json` says; `ORCHESTRATE_BLESS=1` rewrites those files instead.
+    #[test]
+    fn every_fixture_gives_its_expected_result() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let bless = std::env::var_os("ORCHESTRATE_BLESS").is_some();
+        let mut checked = 0;
+        for kind in DialectKind::ALL {
+            let dir = root.join(kind.name());
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                .collect();
+            files.sort();
+            for file in files {
+                let text = std::fs::read_to_string(&file).unwrap();
+                let lines: Vec<&str> = text.lines().collect();
+                let (c, skipped) = collect(kind, &lines);
+                let got = snapshot(&c, skipped);
+                let expected_file = file.with_extension("expected.json");
+                if bless {
+                    let pretty = serde_json::to_string_pretty(&got).unwrap() + "\n";
+                    std::fs::write(&expected_file, pretty).unwrap();
+                }
+                let want: serde_json::Value = serde_json::from_str(
+                    &std::fs::read_to_string(&expected_file)
+                        .unwrap_or_else(|e| panic!("{}: {e}", expected_file.display())),
+                )
+                .unwrap();
+                pretty_assertions::assert_eq!(got, want, "{}", file.display());
+                checked += 1;
+            }
+        }
+        assert!(checked >= 18, "only {checked} fixtures found");
     }
 
     pub(crate) fn args(inv: &Invocation) -> Vec<String> {

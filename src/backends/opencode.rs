@@ -230,53 +230,9 @@ impl Dialect for OpencodeDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::test_support::{agent, args, run_fixture};
-    use crate::result::DisplayItem;
+    use crate::backends::test_support::{agent, args};
+
     use pretty_assertions::assert_eq;
-
-    fn run(name: &str) -> crate::collector::Collector {
-        run_fixture(DialectKind::Opencode, "opencode", name)
-    }
-
-    #[test]
-    fn usage_is_the_sum_of_step_finish_parts() {
-        let c = run("tool_use.jsonl");
-        assert_eq!(
-            c.usage(),
-            Usage {
-                input: 180,
-                output: 16,
-                cache_read: 60,
-                cache_write: 0,
-                cost: 0.0012,
-                turns: 2
-            }
-        );
-        assert_eq!(c.final_text(), Some("Hello from mock."));
-        assert_eq!(c.session_id(), Some("ses_dd8d0001"));
-        assert!(!c.terminal_seen(), "opencode has no terminal event");
-        assert_eq!(
-            c.display_items(),
-            vec![
-                DisplayItem::ToolCall {
-                    name: "bash".into(),
-                    args: json!({"command": "echo hi-from-tool", "description": "echo"})
-                },
-                DisplayItem::Text {
-                    text: "Hello from mock.".into()
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn an_error_event_is_a_provider_error() {
-        let c = run("api_error.jsonl");
-        assert_eq!(
-            c.provider_error(),
-            Some("Incorrect API key provided: dummy")
-        );
-    }
 
     #[test]
     fn read_only_agents_get_a_config_that_denies_writes() {
