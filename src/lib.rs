@@ -17,6 +17,7 @@ pub mod events;
 pub mod history;
 pub mod limits;
 pub mod mcp;
+pub mod platform;
 pub mod result;
 pub mod run;
 pub mod sanitize;

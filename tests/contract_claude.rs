@@ -151,7 +151,8 @@ fn a_tool_call_then_text_gives_the_mocks_text_tool_call_usage_and_cost() {
             "backend": "claude",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 
@@ -226,7 +227,8 @@ fn a_401_is_subagent_failed_with_the_providers_message() {
             "backend": "claude",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 1}
         })
     );
     assert_eq!(mock.requests().len(), 1, "a 401 is not retried");
@@ -270,7 +272,8 @@ fn a_hung_stream_hits_the_idle_timeout_and_leaves_no_process_of_claudes_tree() {
             "backend": "claude",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "terminated", "reason": "idleTimeout"}
         })
     );
     assert!(
@@ -346,6 +349,7 @@ fn a_read_only_agent_cannot_write_with_write_or_bash() {
             "model": MODEL,
             "durationMs": 0,
             "attempts": 1,
+            "termination": {"kind": "exited", "code": 0},
             "warnings": ["claude: bash is limited to read-only git commands (log, show, diff, status, blame, ls-files, rev-parse) for this read-only agent"]
         })
     );
@@ -419,7 +423,8 @@ fn an_implementer_writes_with_write_and_bash_without_a_prompt() {
             "backend": "claude",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 }

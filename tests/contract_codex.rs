@@ -161,7 +161,8 @@ fn a_tool_call_then_text_gives_the_mocks_text_tool_call_and_usage() {
             "backend": "codex",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 
@@ -234,7 +235,8 @@ fn a_401_is_subagent_failed_with_the_providers_message() {
             "backend": "codex",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 1}
         })
     );
     assert_eq!(mock.requests().len(), 1, "retries are off");
@@ -280,7 +282,8 @@ fn a_hung_stream_hits_the_idle_timeout_and_leaves_no_process_of_codexs_tree() {
             "backend": "codex",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "terminated", "reason": "idleTimeout"}
         })
     );
     assert!(
@@ -340,7 +343,8 @@ fn a_read_only_agent_cannot_write_with_apply_patch_or_the_shell() {
             "backend": "codex",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
     // How codex refused: `-s read-only` rejects the patch outright (exec never asks for
@@ -399,7 +403,8 @@ fn an_implementer_writes_with_apply_patch_and_the_shell_without_a_prompt() {
             "backend": "codex",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 }

@@ -149,6 +149,7 @@ fn a_tool_call_then_text_gives_the_mocks_text_tool_call_and_usage() {
             "model": MODEL,
             "durationMs": 0,
             "attempts": 1,
+            "termination": {"kind": "exited", "code": 0},
             "warnings": ["gemini keeps its own tool set; the restriction is approval mode yolo"]
         })
     );
@@ -225,6 +226,7 @@ fn a_401_is_subagent_failed_with_the_providers_message() {
             "model": MODEL,
             "durationMs": 0,
             "attempts": 1,
+            "termination": {"kind": "exited", "code": 145},
             "warnings": ["gemini keeps its own tool set; the restriction is approval mode yolo"]
         })
     );
@@ -273,6 +275,7 @@ fn a_hung_stream_hits_the_idle_timeout_and_leaves_no_process_of_geminis_tree() {
             "model": MODEL,
             "durationMs": 0,
             "attempts": 1,
+            "termination": {"kind": "terminated", "reason": "idleTimeout"},
             "warnings": ["gemini keeps its own tool set; the restriction is approval mode yolo"]
         })
     );
@@ -354,6 +357,7 @@ fn a_read_only_agent_cannot_write_nor_leave_plan_mode() {
             "model": MODEL,
             "durationMs": 0,
             "attempts": 1,
+            "termination": {"kind": "exited", "code": 0},
             "warnings": ["gemini keeps its own tool set; the restriction is approval mode plan and a policy denying enter_plan_mode, exit_plan_mode, run_shell_command, write_file, replace"]
         })
     );
@@ -484,6 +488,7 @@ fn an_implementer_writes_with_write_file_and_the_shell_without_a_prompt() {
             "model": MODEL,
             "durationMs": 0,
             "attempts": 1,
+            "termination": {"kind": "exited", "code": 0},
             "warnings": ["gemini keeps its own tool set; the restriction is approval mode yolo"]
         })
     );

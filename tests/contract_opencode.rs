@@ -179,7 +179,8 @@ fn a_tool_call_then_text_gives_the_mocks_text_tool_call_usage_and_cost() {
             "backend": "opencode",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 
@@ -253,7 +254,8 @@ fn a_401_is_subagent_failed_with_the_providers_message() {
             "backend": "opencode",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 1}
         })
     );
     assert_eq!(mock.conversation().len(), 1, "a 401 is not retried");
@@ -299,7 +301,8 @@ fn a_hung_stream_hits_the_idle_timeout_and_leaves_no_process_of_opencodes_tree()
             "backend": "opencode",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "terminated", "reason": "idleTimeout"}
         })
     );
     assert!(
@@ -387,7 +390,8 @@ fn a_read_only_agent_cannot_write_nor_hand_the_write_to_a_subagent() {
             "backend": "opencode",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
     // The session never had them: not offered to the model at all.
@@ -445,7 +449,8 @@ fn an_implementer_writes_with_write_and_the_shell_without_a_prompt() {
             "backend": "opencode",
             "model": MODEL,
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 }

@@ -230,7 +230,8 @@ fn a_tool_call_then_text_gives_the_mocks_text_tool_call_and_summed_usage() {
             "backend": "pi",
             "model": "mock/mock-1",
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
 
@@ -311,7 +312,8 @@ fn a_401_is_subagent_failed_with_the_providers_message() {
             "backend": "pi",
             "model": "mock/mock-1",
             "durationMs": 0,
-            "attempts": 1
+            "attempts": 1,
+            "termination": {"kind": "exited", "code": 0}
         })
     );
     assert_eq!(mock.conversation().len(), 1, "retries are off for pi");
@@ -389,6 +391,14 @@ fn a_hung_stream_hits_the_idle_timeout_and_leaves_no_process_of_pis_tree() {
         json!("Thinking about it"),
         "the partial text is kept"
     );
+    assert_eq!(
+        (&r["termination"], r.get("leak")),
+        (
+            &json!({"kind": "terminated", "reason": "idleTimeout"}),
+            None
+        ),
+        "{r}"
+    );
     assert!(
         out.elapsed < Duration::from_secs(30),
         "took {:?}",
@@ -423,6 +433,14 @@ fn a_tool_that_never_returns_times_out_and_its_detached_shell_dies_too() {
     assert_eq!(
         r["displayItems"],
         json!([{"type": "toolCall", "name": "bash", "args": {"command": "sleep 300"}}])
+    );
+    assert_eq!(
+        (&r["termination"], r.get("leak")),
+        (
+            &json!({"kind": "terminated", "reason": "idleTimeout"}),
+            None
+        ),
+        "{r}"
     );
     assert_eq!(mock.conversation().len(), 1);
 }

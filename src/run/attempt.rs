@@ -196,6 +196,8 @@ impl Attempt<'_> {
             attempts: 1,
             skipped_lines: collector.skipped_lines(),
             leaked_processes: false,
+            termination: None,
+            leak: Default::default(),
             child_session_id: collector.session_id().map(str::to_string),
             warnings: invocation.warnings.clone(),
         };
@@ -220,10 +222,17 @@ impl Attempt<'_> {
             }
             Ok(o) => {
                 single.duration_ms = o.elapsed.as_millis() as u64;
-                single.leaked_processes = o.leaked;
+                single.termination = Some(o.termination);
+                single.leak = o.leak;
+                single.leaked_processes = !o.leak.is_none();
+                if let Some(e) = &o.session_write_error {
+                    single
+                        .warnings
+                        .push(format!("the session file could not be written: {e}"));
+                }
                 single.exit_code = o.exit.code();
                 let stderr_hint = stderr_summary(&o.stderr_tail);
-                match o.stop {
+                match o.stop() {
                     Some(StopReason::RuntimeTimeout) => {
                         single.exit_code = 124;
                         single.timeout_reason = Some(TimeoutReason::Runtime);
@@ -261,7 +270,7 @@ impl Attempt<'_> {
                         ))
                     }
                     Some(StopReason::AfterTerminalEvent) | None => {
-                        let finished = o.stop == Some(StopReason::AfterTerminalEvent);
+                        let finished = o.stop() == Some(StopReason::AfterTerminalEvent);
                         if finished {
                             // It said everything and was only slow to exit: that is success.
                             single.exit_code = 0;

@@ -1,16 +1,17 @@
 //! The supervisor: runs one child in its own process group and returns a typed outcome.
 //!
-//! One `select!` loop per child drives an explicit state machine (`Phase`): running, exit
-//! grace after the dialect's final event, terminating (SIGTERM sent, SIGKILL due), killed,
-//! and draining after the leader exited. Every path ends with the group killed and the
-//! leader reaped.
+//! One `select!` loop per child (`imp.rs`) drives an explicit state machine
+//! (`lifecycle.rs`) whose phases hold their deadlines: running, exit grace after the
+//! dialect's final event, terminating (SIGTERM sent, SIGKILL due), killed, and draining
+//! after the leader exited. Every path ends with the group killed and the leader reaped.
+//! The operating-system calls are in `crate::platform`.
 
 mod framing;
 mod imp;
+mod lifecycle;
 mod outcome;
-mod unix;
 
+pub use crate::platform::LeaderExit;
 pub use framing::{Frame, LineFramer};
 pub use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
-pub use outcome::{Outcome, StopReason, SuperviseError};
-pub use unix::LeaderExit;
+pub use outcome::{KillKind, Leak, Outcome, StopReason, SuperviseError, Termination};
