@@ -90,6 +90,13 @@ fn main() {
             spawn_grandchild();
             sleep_forever();
         }
+        // The leader answers and exits; then its grandchild floods the inherited stdout
+        // until it is killed.
+        "grandchild-flood" => {
+            spawn_grandchild_then(flood_stdout_once_orphaned);
+            print_transcript(delay_ms(0));
+            process::exit(0);
+        }
         "flood" => {
             if env_os("FAKE_AGENT_TRANSCRIPT").is_some() {
                 print_transcript(0);
@@ -601,6 +608,23 @@ fn chatter_stderr() -> ! {
 /// Forks a grandchild that ignores SIGTERM, keeps the inherited stdout/stderr open, appends
 /// its pid to the pidfile and sleeps. Returns once the grandchild has written its pid.
 fn spawn_grandchild() {
+    spawn_grandchild_then(|_| sleep_forever());
+}
+
+/// Waits until the leader has exited (the grandchild was given another parent), then
+/// floods stdout: output that arrives only after the leader's exit.
+fn flood_stdout_once_orphaned(leader: libc::pid_t) -> ! {
+    // SAFETY: getppid has no preconditions.
+    while unsafe { libc::getppid() } == leader {
+        sleep_ms(1);
+    }
+    flood(libc::STDOUT_FILENO);
+}
+
+/// Like `spawn_grandchild`, with `then` (given the leader's pid) as what the grandchild
+/// does once ready.
+fn spawn_grandchild_then(then: fn(libc::pid_t) -> !) {
+    let leader = process::id() as libc::pid_t;
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: fds is a valid array of two ints.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -626,7 +650,7 @@ fn spawn_grandchild() {
             libc::write(w, b"k".as_ptr().cast(), 1);
             libc::close(w);
         }
-        sleep_forever();
+        then(leader);
     }
     // SAFETY: closing our copy of the write end and reading one byte from r.
     unsafe {

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
+use crate::platform::{self, StartTime};
 use crate::result::{new_run_id, ErrorCode, RunResult};
 use crate::session::{self, RunDir, StateDir};
 
@@ -22,9 +23,12 @@ pub(crate) const EXIT_STATUS_FILE: &str = "exit-status";
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SupervisorRecord {
     pub pid: u32,
-    /// The process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22):
-    /// with the pid, it tells the supervisor from a later process that reused its pid.
-    pub start_ticks: u64,
+    /// The process's start time as the platform tells it: with the pid, it tells the
+    /// supervisor from a later process that reused its pid. Absent when it could not be
+    /// read (then only the pid is checked), and in records of older versions, which kept
+    /// `startTicks` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<StartTime>,
     pub started_at_ms: u64,
 }
 
@@ -70,7 +74,7 @@ pub(crate) fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(Stri
     drop(child);
     let record = SupervisorRecord {
         pid,
-        start_ticks: start_ticks(pid).unwrap_or(0),
+        start_time: platform::process_start_time(pid),
         started_at_ms: session::now_unix_ms(),
     };
     write_atomic(
@@ -180,22 +184,13 @@ pub(crate) fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
     out
 }
 
+/// Whether the recorded supervisor is alive: its pid is a live process that started when
+/// the record says.
 pub(crate) fn is_same_process(record: &SupervisorRecord) -> bool {
-    match start_ticks(record.pid) {
-        Some(ticks) => record.start_ticks == 0 || ticks == record.start_ticks,
+    match platform::process_start_time(record.pid) {
+        Some(started) => record.start_time.as_ref().is_none_or(|r| *r == started),
         None => false,
     }
-}
-
-/// A live (not zombie) process's start time in clock ticks, or None.
-fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // fields[0] is the state (field 3); starttime is field 22.
-    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
 }
 
 fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
@@ -207,29 +202,54 @@ fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pretty_assertions::assert_eq;
 
     #[test]
     fn our_own_process_is_alive_and_a_stale_record_is_not() {
         let me = std::process::id();
-        let ticks = start_ticks(me).expect("our own stat");
+        let started = platform::process_start_time(me).expect("our own start time");
         let live = SupervisorRecord {
             pid: me,
-            start_ticks: ticks,
+            start_time: Some(started),
             started_at_ms: 0,
         };
         assert!(is_same_process(&live));
         let reused = SupervisorRecord {
-            start_ticks: ticks + 1,
+            start_time: Some(serde_json::from_value(serde_json::json!("another time")).unwrap()),
             ..live.clone()
         };
         assert!(
             !is_same_process(&reused),
             "a different start time means the pid was reused"
         );
+        let unknown = SupervisorRecord {
+            start_time: None,
+            ..live.clone()
+        };
+        assert!(
+            is_same_process(&unknown),
+            "without a start time the pid decides"
+        );
         let gone = SupervisorRecord {
             pid: u32::MAX - 1,
             ..live
         };
         assert!(!is_same_process(&gone));
+    }
+
+    #[test]
+    fn a_record_of_an_older_version_reads_without_its_start_ticks() {
+        let old: SupervisorRecord = serde_json::from_str(
+            r#"{"pid": 4242, "startTicks": 123456, "startedAtMs": 1700000000000}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            old,
+            SupervisorRecord {
+                pid: 4242,
+                start_time: None,
+                started_at_ms: 1_700_000_000_000,
+            }
+        );
     }
 }

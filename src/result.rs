@@ -4,6 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::supervisor::{Leak, Termination};
+
 /// Top-level result: `{content, details}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -151,10 +153,16 @@ pub struct SingleResult {
     /// over the line limit). Counted so that a child printing garbage is visible, not fatal.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped_lines: u64,
-    /// Set when a descendant of the child kept its output pipes open after the child
-    /// exited, and orchestrate had to kill it.
+    /// Set when descendants of the child outlived it and orchestrate had to kill them
+    /// (`leak` says how); kept beside `leak` for readers of earlier results.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub leaked_processes: bool,
+    /// How the child process ended; absent when it never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination: Option<Termination>,
+    /// Descendants that outlived the child; only when some did.
+    #[serde(default, skip_serializing_if = "Leak::is_none")]
+    pub leak: Leak,
     /// The child CLI's own session or thread id (what `run --resume` continues).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_session_id: Option<String>,
@@ -328,6 +336,8 @@ mod tests {
             attempts: 1,
             skipped_lines: 0,
             leaked_processes: false,
+            termination: None,
+            leak: Leak::None,
             child_session_id: None,
             warnings: Vec::new(),
         };

@@ -70,3 +70,56 @@ fn long_answers_are_truncated_in_content_but_whole_in_output() {
         json!({"code": "SUBAGENT_OUTPUT_TRUNCATED", "message": "Output truncated: showing 10 of 50 lines"})
     );
 }
+
+#[test]
+fn a_session_file_that_cannot_be_written_is_a_warning_and_the_run_goes_on() {
+    use std::os::unix::process::CommandExt;
+    /// Files orchestrate writes may not grow past this; the session copy of the flood does.
+    const FILE_SIZE_LIMIT_BYTES: libc::rlim_t = 200_000;
+    let sb = Sandbox::new().scenario("flood").transcript("short.jsonl");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = sb.command(&[
+        "run",
+        "fake",
+        "x",
+        "--agents-dir",
+        &agents,
+        "--max-output-bytes",
+        "1000000",
+    ]);
+    // SAFETY: setrlimit and signal are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: FILE_SIZE_LIMIT_BYTES,
+                rlim_max: FILE_SIZE_LIMIT_BYTES,
+            };
+            // Past the limit a write fails with EFBIG instead of raising SIGXFSZ.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = sb.run_command(cmd);
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(
+        (&r["warnings"], &r["output"], &r["termination"]),
+        (
+            &json!(["the session file could not be written: File too large (os error 27)"]),
+            &json!("Hello from pi."),
+            &json!({"kind": "terminated", "reason": "outputCap"})
+        ),
+        "{r}"
+    );
+    assert_eq!(out.error_code(), "SUBAGENT_OUTPUT_TRUNCATED");
+    let session = std::fs::metadata(r["sessionFile"].as_str().unwrap())
+        .unwrap()
+        .len();
+    assert!(
+        session <= FILE_SIZE_LIMIT_BYTES,
+        "session has {session} bytes"
+    );
+}

@@ -5,7 +5,7 @@ mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use support::Sandbox;
+use support::{normalized, Sandbox};
 
 #[test]
 fn a_grandchild_holding_stdout_is_killed_and_the_answer_kept() {
@@ -14,9 +14,29 @@ fn a_grandchild_holding_stdout_is_killed_and_the_answer_kept() {
         .transcript("short.jsonl");
     let out = sb.run("x", &["--exit-grace", "5s"]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
-    let r = out.result();
-    assert_eq!(r["output"], json!("Hello from pi."));
-    assert_eq!(r["leakedProcesses"], json!(true));
+    assert_eq!(
+        normalized(out.json()),
+        json!({
+            "content": [{"type": "text", "text": "Hello from pi."}],
+            "details": {
+                "mode": "single",
+                "runId": "RUNID",
+                "results": [{
+                    "agent": "fake", "task": "x", "exitCode": 0,
+                    "usage": {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "cost": 0.00012, "turns": 1},
+                    "sessionFile": "SESSION", "output": "Hello from pi.",
+                    "displayItems": [{"type": "text", "text": "Hello from pi."}],
+                    "backend": "pi", "durationMs": 0, "attempts": 1,
+                    "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
+                    "leakedProcesses": true,
+                    // The child exited on its own; the grandchild kept the pipes and was
+                    // killed after the drain window.
+                    "termination": {"kind": "exited", "code": 0},
+                    "leak": {"kind": "heldPipes"}
+                }]
+            }
+        })
+    );
     assert_eq!(sb.pids().len(), 2);
     assert!(
         out.elapsed.as_secs_f64() < 10.0,
@@ -40,6 +60,10 @@ fn a_non_zero_exit_is_a_failure_with_the_childs_stderr() {
         json!("pi exited with code 3: fatal: config broken")
     );
     assert_eq!(out.result()["exitCode"], json!(3));
+    assert_eq!(
+        out.result()["termination"],
+        json!({"kind": "exited", "code": 3})
+    );
 }
 
 #[test]
@@ -52,6 +76,8 @@ fn death_by_signal_is_128_plus_n_and_partial_output_is_kept() {
     let r = out.result();
     assert_eq!(r["exitCode"], json!(139));
     assert_eq!(r["error"], json!("pi was killed by signal 11 (SIGSEGV)"));
+    // A signal orchestrate did not send.
+    assert_eq!(r["termination"], json!({"kind": "signaled", "signal": 11}));
     assert_eq!(r["output"], json!("partial answer"));
     assert_eq!(r["usage"]["input"], json!(300));
 }
@@ -81,10 +107,42 @@ fn a_missing_binary_is_127_with_an_install_hint() {
     assert_eq!(out.status, 1);
     let r = out.result();
     assert_eq!(r["exitCode"], json!(127));
+    assert_eq!(r.get("termination"), None, "nothing ran: {r}");
     let err = r["error"].as_str().unwrap();
     assert!(
         err.contains("npm install -g @earendil-works/pi-coding-agent"),
         "{err}"
     );
     assert_eq!(out.error_code(), "SUBAGENT_FAILED");
+}
+
+#[test]
+fn output_after_the_child_exited_kills_its_leftovers_at_the_cap() {
+    // The child answers and exits; its grandchild then floods the inherited stdout.
+    let sb = Sandbox::new().scenario("grandchild-flood");
+    let out = sb.run(
+        "x",
+        &["--max-output-bytes", "1000000", "--exit-grace", "5s"],
+    );
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(
+        (
+            &r["exitCode"],
+            &r["output"],
+            &r["termination"],
+            &r["leak"],
+            &r["leakedProcesses"]
+        ),
+        (
+            &json!(0),
+            &json!("Hello from pi."),
+            &json!({"kind": "killed", "reason": "outputCap", "kill": "leftovers"}),
+            &json!({"kind": "heldPipes"}),
+            &json!(true)
+        ),
+        "{r}"
+    );
+    assert_eq!(out.error_code(), "SUBAGENT_OUTPUT_TRUNCATED");
+    assert_eq!(sb.pids().len(), 2, "leader and grandchild both recorded");
 }

@@ -46,11 +46,15 @@ fn sigint_stops_the_child_and_prints_a_cancelled_result() {
         .transcript("multi_turn.jsonl");
     let (status, json, elapsed) = run_and_signal(&sb, &[libc::SIGINT], &[]);
     assert_eq!(status, 130);
-    assert_eq!(json["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
-    assert!(json["details"]["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("cancelled"));
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "SUBAGENT_FAILED", "message": "Subagent was cancelled; its process group was stopped."})
+    );
+    // The child died of the SIGTERM to its group.
+    assert_eq!(
+        json["details"]["results"][0]["termination"],
+        json!({"kind": "terminated", "reason": "cancelled"})
+    );
     assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
 }
 
@@ -61,6 +65,11 @@ fn sigterm_and_sighup_do_the_same() {
         let (status, json, _) = run_and_signal(&sb, &[sig], &[]);
         assert_eq!(status, 130, "signal {sig}");
         assert_eq!(json["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
+        assert_eq!(
+            json["details"]["results"][0]["termination"],
+            json!({"kind": "terminated", "reason": "cancelled"}),
+            "signal {sig}"
+        );
     }
 }
 
@@ -68,9 +77,13 @@ fn sigterm_and_sighup_do_the_same() {
 fn a_second_signal_kills_at_once() {
     // The child ignores SIGTERM and the grace is long: only the second signal ends it.
     let sb = Sandbox::new().scenario("ignore-term");
-    let (status, _json, elapsed) =
+    let (status, json, elapsed) =
         run_and_signal(&sb, &[libc::SIGINT, libc::SIGINT], &["--kill-grace", "30s"]);
     assert_eq!(status, 130);
+    assert_eq!(
+        json["details"]["results"][0]["termination"],
+        json!({"kind": "killed", "reason": "cancelled", "kill": "immediate"})
+    );
     assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
 }
 

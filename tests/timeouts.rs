@@ -5,25 +5,33 @@ mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use support::Sandbox;
+use support::{normalized, Sandbox};
 
 #[test]
 fn a_silent_child_hits_the_idle_timeout() {
     let sb = Sandbox::new().scenario("silent");
     let out = sb.run("x", &["--idle-timeout", "500ms", "--kill-grace", "1s"]);
     assert_eq!(out.status, 124, "stderr: {}", out.stderr);
-    let json = out.json();
-    assert_eq!(json["details"]["mode"], json!("single"));
+    let message = "Subagent timed out after 500ms without activity.";
     assert_eq!(
-        json["details"]["error"],
-        json!({"code": "SUBAGENT_TIMEOUT", "message": "Subagent timed out after 500ms without activity."})
-    );
-    let r = out.result();
-    assert_eq!(r["exitCode"], json!(124));
-    assert_eq!(r["timeoutReason"], json!("idle"));
-    assert_eq!(
-        r["error"],
-        json!("Subagent timed out after 500ms without activity.")
+        normalized(out.json()),
+        json!({
+            "content": [{"type": "text", "text": message}],
+            "details": {
+                "mode": "single",
+                "runId": "RUNID",
+                "results": [{
+                    "agent": "fake", "task": "x", "exitCode": 124,
+                    "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                    "error": message,
+                    "sessionFile": "SESSION", "output": "", "displayItems": [],
+                    "timeoutReason": "idle", "backend": "pi", "durationMs": 0, "attempts": 1,
+                    // The child died of the SIGTERM, within the grace.
+                    "termination": {"kind": "terminated", "reason": "idleTimeout"}
+                }],
+                "error": {"code": "SUBAGENT_TIMEOUT", "message": message}
+            }
+        })
     );
     assert!(out.elapsed.as_secs_f64() < 10.0, "took {:?}", out.elapsed);
 }
@@ -66,9 +74,28 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
     let sb = Sandbox::new().scenario("ignore-term");
     let out = sb.run("x", &["--timeout", "300ms", "--kill-grace", "700ms"]);
     assert_eq!(out.status, 124, "stderr: {}", out.stderr);
-    assert_eq!(out.result()["timeoutReason"], json!("runtime"));
-    // 300 ms runtime + 700 ms grace at least: SIGTERM alone did not end it.
-    assert!(out.elapsed.as_millis() >= 1000, "took {:?}", out.elapsed);
+    let message = "Subagent exceeded maximum runtime after 300ms.";
+    assert_eq!(
+        normalized(out.json()),
+        json!({
+            "content": [{"type": "text", "text": message}],
+            "details": {
+                "mode": "single",
+                "runId": "RUNID",
+                "results": [{
+                    "agent": "fake", "task": "x", "exitCode": 124,
+                    "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                    "error": message,
+                    "sessionFile": "SESSION", "output": "", "displayItems": [],
+                    "timeoutReason": "runtime", "backend": "pi", "durationMs": 0, "attempts": 1,
+                    "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
+                    // SIGTERM alone did not end it: SIGKILL once the grace ran out.
+                    "termination": {"kind": "killed", "reason": "runtimeTimeout", "kill": "escalated"}
+                }],
+                "error": {"code": "SUBAGENT_TIMEOUT", "message": message}
+            }
+        })
+    );
     assert!(out.elapsed.as_secs_f64() < 10.0, "took {:?}", out.elapsed);
 }
 
@@ -79,6 +106,17 @@ fn a_timeout_kills_grandchildren_that_ignore_sigterm() {
     assert_eq!(out.status, 124, "stderr: {}", out.stderr);
     assert_eq!(sb.pids().len(), 2, "leader and grandchild both recorded");
     // `run` already asserted that neither survives.
+    let r = out.result();
+    // The leader died of the SIGTERM; the grandchild ignored it, kept the pipes and was
+    // killed when the grace ran out.
+    assert_eq!(
+        (&r["termination"], &r["leak"], &r["leakedProcesses"]),
+        (
+            &json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+            &json!({"kind": "heldPipes"}),
+            &json!(true)
+        )
+    );
 }
 
 #[test]

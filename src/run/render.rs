@@ -107,10 +107,22 @@ fn facts(
         duration_ms: o.map_or(0, |o| o.elapsed.as_millis() as u64),
         attempts: 1,
         skipped_lines: collected.skipped_lines(),
-        leaked_processes: o.is_some_and(|o| o.leaked),
+        leaked_processes: o.is_some_and(|o| !o.leak.is_none()),
+        termination: o.map(|o| o.termination),
+        leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
-        warnings: ctx.warnings.to_vec(),
+        warnings: warnings(o, ctx),
     }
+}
+
+/// What the run could not honour: the CLI's own limits, and a session file that could not
+/// be written (the run went on without it).
+fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
+    let mut warnings = ctx.warnings.to_vec();
+    if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
+        warnings.push(format!("the session file could not be written: {e}"));
+    }
+    warnings
 }
 
 /// The error code and message of a failed attempt, in the contract's words.

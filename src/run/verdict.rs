@@ -47,7 +47,7 @@ impl Verdict {
             ) => 127,
             (Verdict::NotStarted { .. }, _) | (_, Err(_)) => 126,
             (Verdict::Timeout(_), _) => 124,
-            (_, Ok(o)) if o.stop == Some(StopReason::AfterTerminalEvent) => 0,
+            (_, Ok(o)) if o.stop() == Some(StopReason::AfterTerminalEvent) => 0,
             (_, Ok(o)) => o.exit.code(),
         }
     }
@@ -63,7 +63,7 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
             }
         }
     };
-    match o.stop {
+    match o.stop() {
         Some(StopReason::RuntimeTimeout) => return Verdict::Timeout(TimeoutReason::Runtime),
         Some(StopReason::IdleTimeout) => return Verdict::Timeout(TimeoutReason::Idle),
         Some(StopReason::OutputCap) => return Verdict::Capped,
@@ -76,7 +76,7 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
         return Verdict::ProviderError(err.to_string());
     }
     // A child that said everything and was only slow to exit has succeeded.
-    if o.stop.is_none() {
+    if o.stop().is_none() {
         match o.exit {
             LeaderExit::Exited(0) => {}
             LeaderExit::Exited(code) => return Verdict::Exited(code),
@@ -94,14 +94,24 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
 mod tests {
     use super::*;
     use crate::events::AgentEvent;
+    use crate::supervisor::{Leak, Termination};
     use pretty_assertions::assert_eq;
     use std::borrow::Cow;
 
     fn outcome(exit: LeaderExit, stop: Option<StopReason>) -> Result<Outcome, SuperviseError> {
+        let termination = match (stop, exit) {
+            (Some(reason), _) => Termination::Terminated { reason },
+            (None, LeaderExit::Exited(code)) => Termination::Exited { code },
+            (None, LeaderExit::Signaled(signal)) => Termination::Signaled { signal },
+        };
         Ok(Outcome {
             exit,
-            stop,
-            ..Outcome::for_tests()
+            termination,
+            leak: Leak::None,
+            stdout_bytes: 0,
+            stderr_tail: String::new(),
+            session_write_error: None,
+            elapsed: std::time::Duration::from_millis(1),
         })
     }
 

@@ -1,4 +1,5 @@
-//! The per-child state machine and its one `select!` loop.
+//! The per-child `select!` loop: reads the pipes, feeds the lifecycle its events, and
+//! carries out what it asks for.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -14,9 +15,10 @@ use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::framing::{Frame, LineFramer};
+use super::lifecycle::{Action, Graces, Lifecycle};
 use super::outcome::{Outcome, StopReason, SuperviseError};
-use super::unix::{self, LeaderExit};
-use crate::limits::{SupervisionLimits, KILLED_PIPE_DRAIN};
+use crate::limits::SupervisionLimits;
+use crate::platform::{self, LeaderExit};
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -59,33 +61,15 @@ pub(crate) struct Controls {
     pub kill: CancellationToken,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Running,
-    /// The final event arrived; the child may still exit on its own until the timer fires.
-    ExitGrace,
-    /// SIGTERM sent to the group; SIGKILL when the timer fires.
-    Terminating,
-    /// SIGKILL sent; the pipes get a last bounded chance to close.
-    Killed,
-    /// The leader exited on its own but descendants still hold a pipe.
-    Draining,
-}
-
 struct Machine<'a> {
+    pid: u32,
     pgid: u32,
     limits: SupervisionLimits,
-    phase: Phase,
-    phase_deadline: Option<Instant>,
-    stop: Option<StopReason>,
-    escalated_to_kill: bool,
-    leaked: bool,
-    exit: Option<LeaderExit>,
+    life: Lifecycle,
     stdout_open: bool,
     stderr_open: bool,
     stdout_bytes: u64,
     stderr_bytes: u64,
-    over_cap: bool,
     stderr_tail: Vec<u8>,
     framer: LineFramer,
     sink: &'a mut (dyn LineSink + Send),
@@ -117,31 +101,26 @@ pub(crate) async fn supervise<'a>(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = unix::spawn_in_new_group(cmd).map_err(|source| SuperviseError::Spawn {
+    // From here on, dropping `group` on an early return kills the whole group.
+    let mut group = platform::spawn_in_new_group(cmd).map_err(|source| SuperviseError::Spawn {
         program: spec.program.to_string_lossy().into_owned(),
         source,
     })?;
-    let pid = child.id();
-    // From here on, any early return must not leave the group behind.
-    let guard = GroupGuard { pgid: pid };
+    let pid = group.pid();
 
+    let child = &mut group.child;
     let mut stdout = pipe::Receiver::from_owned_fd(child.stdout.take().expect("piped").into())?;
     let mut stderr = pipe::Receiver::from_owned_fd(child.stderr.take().expect("piped").into())?;
 
     let mut m = Machine {
-        pgid: pid,
+        pid,
+        pgid: group.pgid(),
         limits,
-        phase: Phase::Running,
-        phase_deadline: None,
-        stop: None,
-        escalated_to_kill: false,
-        leaked: false,
-        exit: None,
+        life: Lifecycle::new(Graces::new(&limits)),
         stdout_open: true,
         stderr_open: true,
         stdout_bytes: 0,
         stderr_bytes: 0,
-        over_cap: false,
         stderr_tail: Vec::new(),
         framer: LineFramer::new(limits.max_line_bytes),
         sink,
@@ -156,85 +135,83 @@ pub(crate) async fn supervise<'a>(
     let mut ebuf = vec![0u8; READ_CHUNK_BYTES / 4];
     let far_future = start + std::time::Duration::from_secs(86_400 * 365);
 
-    m.exit = unix::peek_exit(pid)?;
+    m.look_for_exit()?;
     loop {
-        if m.exit.is_some() && !m.stdout_open && !m.stderr_open {
+        if m.life.has_exited() && !m.pipes_open() {
             break;
         }
-        let phase_deadline = m.phase_deadline.unwrap_or(far_future);
-        let counting_time = matches!(m.phase, Phase::Running | Phase::ExitGrace);
+        let phase_deadline = m.life.deadline();
+        let counts_time = m.life.counts_time();
         tokio::select! {
-            _ = controls.kill.cancelled(), if m.phase != Phase::Killed => {
-                m.request_stop(StopReason::Cancelled);
-                m.kill_now();
+            _ = controls.kill.cancelled(), if m.life.accepts_kill() => {
+                m.look_for_exit()?;
+                let action = m.life.kill(Instant::now(), m.pipes_open());
+                m.act(action);
             }
-            _ = controls.cancel.cancelled(), if counting_time => {
-                m.request_stop(StopReason::Cancelled);
+            _ = controls.cancel.cancelled(), if counts_time => {
+                m.stop(StopReason::Cancelled)?;
             }
             r = stdout.read(&mut obuf), if m.stdout_open => match r {
                 Ok(0) | Err(_) => {
                     m.stdout_open = false;
                     m.finish_stdout();
-                    m.on_pipe_closed(pid)?;
+                    m.on_pipe_closed()?;
                 }
-                Ok(n) => m.on_stdout(&obuf[..n]),
+                Ok(n) => m.on_stdout(&obuf[..n])?,
             },
             r = stderr.read(&mut ebuf), if m.stderr_open => match r {
                 Ok(0) | Err(_) => {
                     m.stderr_open = false;
-                    m.on_pipe_closed(pid)?;
+                    m.on_pipe_closed()?;
                 }
-                Ok(n) => m.on_stderr(&ebuf[..n]),
+                Ok(n) => m.on_stderr(&ebuf[..n])?,
             },
-            _ = sigchld.recv(), if m.exit.is_none() => {
-                if let Some(exit) = unix::peek_exit(pid)? {
-                    m.on_leader_exit(exit);
-                }
+            _ = sigchld.recv(), if !m.life.has_exited() => {
+                m.look_for_exit()?;
             }
-            _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if m.exit.is_none() && !m.stdout_open && !m.stderr_open => {
-                if let Some(exit) = unix::peek_exit(pid)? {
-                    m.on_leader_exit(exit);
-                }
+            _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
+                m.look_for_exit()?;
             }
-            _ = sleep_until(runtime_deadline), if counting_time => {
-                m.request_stop(StopReason::RuntimeTimeout);
+            _ = sleep_until(runtime_deadline), if counts_time => {
+                m.stop(StopReason::RuntimeTimeout)?;
             }
-            _ = &mut idle, if m.phase == Phase::Running => {
+            _ = &mut idle, if m.life.watches_idleness() => {
                 // The timer is not reset per chunk (that would cost a timer-wheel update
                 // per read); it is re-armed lazily from the last activity instead.
                 let due = m.last_activity + m.limits.idle_timeout;
                 if due > Instant::now() {
                     idle.as_mut().reset(due);
                 } else {
-                    m.request_stop(StopReason::IdleTimeout);
+                    m.stop(StopReason::IdleTimeout)?;
                 }
             }
-            _ = sleep_until(phase_deadline), if m.phase_deadline.is_some() => {
-                m.on_phase_deadline();
+            _ = sleep_until(phase_deadline.unwrap_or(far_future)), if phase_deadline.is_some() => {
+                // Decide on the child's state as it is now, not as a late SIGCHLD left it.
+                m.look_for_exit()?;
+                let action = m.life.deadline_passed(Instant::now(), m.pipes_open());
+                m.act(action);
             }
         }
     }
 
-    // The leader's zombie still pins the group id, so this cannot hit a stranger. It
-    // reaches descendants that closed their pipes but stayed in the group.
-    let _ = unix::signal_group(pid, Signal::SIGKILL);
-    std::mem::forget(guard);
-    child.wait()?;
-    // A zombie leader answers signals too, so survivors can only be counted once it is
-    // reaped; a null signal cannot harm whoever answers.
-    if unix::group_exists(pid) {
-        m.leaked = true;
-    }
+    // Kills descendants that closed their pipes but stayed in the group; until the leader
+    // is reaped the group id cannot be reused, so this cannot hit a stranger.
+    group.kill_and_reap()?;
+    // A zombie leader (and the portable path's watchdog) answers signals too, so
+    // survivors can only be counted once both are reaped; a null signal cannot harm
+    // whoever answers.
+    let others_in_group = platform::group_exists(m.pgid);
     let elapsed = start.elapsed();
 
-    let exit = m.exit.expect("loop ends only after the leader exited");
+    let (exit, termination, leak) = m
+        .life
+        .finish(others_in_group)
+        .expect("the loop ends only after the leader exited");
     Ok(Outcome {
         exit,
-        stop: m.stop,
-        escalated_to_kill: m.escalated_to_kill,
-        leaked: m.leaked,
+        termination,
+        leak,
         stdout_bytes: m.stdout_bytes,
-        stderr_bytes: m.stderr_bytes,
         stderr_tail: String::from_utf8_lossy(&m.stderr_tail).into_owned(),
         session_write_error: m.session_write_error,
         elapsed,
@@ -248,22 +225,15 @@ fn deliver(sink: &mut (dyn LineSink + Send), frame: Frame<'_>) {
     }
 }
 
-/// Kills the group if `supervise` returns early through `?`.
-struct GroupGuard {
-    pgid: u32,
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        let _ = unix::signal_group(self.pgid, Signal::SIGKILL);
-    }
-}
-
 impl Machine<'_> {
-    fn on_stdout(&mut self, chunk: &[u8]) {
+    fn pipes_open(&self) -> bool {
+        self.stdout_open || self.stderr_open
+    }
+
+    fn on_stdout(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.last_activity = Instant::now();
-        let Some(chunk) = self.admit(chunk, true) else {
-            return;
+        let Some(chunk) = self.admit(chunk, true)? else {
+            return Ok(());
         };
         if let Err(e) = self.out.stdout_copy.write_all(chunk) {
             self.note_session_error(e);
@@ -271,10 +241,10 @@ impl Machine<'_> {
         let sink = &mut *self.sink;
         self.framer.push(chunk, &mut |frame| deliver(sink, frame));
         self.sink.after_chunk();
-        if self.phase == Phase::Running && self.sink.terminal_seen() {
-            self.phase = Phase::ExitGrace;
-            self.phase_deadline = Some(Instant::now() + self.limits.terminal_exit_grace);
+        if self.sink.terminal_seen() {
+            self.life.terminal_event(Instant::now());
         }
+        Ok(())
     }
 
     fn finish_stdout(&mut self) {
@@ -283,10 +253,10 @@ impl Machine<'_> {
         let _ = self.out.stdout_copy.flush();
     }
 
-    fn on_stderr(&mut self, chunk: &[u8]) {
+    fn on_stderr(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         self.last_activity = Instant::now();
-        let Some(chunk) = self.admit(chunk, false) else {
-            return;
+        let Some(chunk) = self.admit(chunk, false)? else {
+            return Ok(());
         };
         let _ = self.out.stderr_copy.write_all(chunk);
         self.stderr_tail.extend_from_slice(chunk);
@@ -294,29 +264,31 @@ impl Machine<'_> {
             let cut = self.stderr_tail.len() - STDERR_TAIL_BYTES;
             self.stderr_tail.drain(..cut);
         }
+        Ok(())
     }
 
     /// Counts the chunk against the hard cap and returns the part that fits. Past the cap
     /// the child is stopped and its further output is read and dropped, so it never
     /// blocks on a full pipe while it is being stopped.
-    fn admit<'c>(&mut self, chunk: &'c [u8], is_stdout: bool) -> Option<&'c [u8]> {
-        let total = self.stdout_bytes + self.stderr_bytes;
-        let room = self.limits.max_output_bytes.saturating_sub(total);
+    fn admit<'c>(&mut self, chunk: &'c [u8], is_stdout: bool) -> std::io::Result<Option<&'c [u8]>> {
+        let before = self.stdout_bytes + self.stderr_bytes;
         let n = chunk.len() as u64;
         if is_stdout {
             self.stdout_bytes += n;
         } else {
             self.stderr_bytes += n;
         }
-        if self.over_cap {
-            return None;
+        let max = self.limits.max_output_bytes;
+        if before > max {
+            // Already over the cap, and the stop is under way.
+            return Ok(None);
         }
+        let room = max - before;
         if n > room {
-            self.over_cap = true;
-            self.request_stop(StopReason::OutputCap);
-            return (room > 0).then(|| &chunk[..room as usize]);
+            self.stop(StopReason::OutputCap)?;
+            return Ok((room > 0).then(|| &chunk[..room as usize]));
         }
-        Some(chunk)
+        Ok(Some(chunk))
     }
 
     fn note_session_error(&mut self, e: std::io::Error) {
@@ -326,64 +298,33 @@ impl Machine<'_> {
         }
     }
 
-    /// Starts a graceful stop unless one is already under way.
-    fn request_stop(&mut self, reason: StopReason) {
-        if matches!(self.phase, Phase::Terminating | Phase::Killed) {
-            return;
+    fn stop(&mut self, reason: StopReason) -> std::io::Result<()> {
+        self.look_for_exit()?;
+        let action = self.life.stop(reason, Instant::now(), self.pipes_open());
+        if action != Action::Nothing {
+            tracing::debug!(?reason, pgid = self.pgid, "stopping the child");
         }
-        if self.exit.is_some() {
-            // Nothing left to stop but descendants holding the pipes.
-            self.stop.get_or_insert(reason);
-            self.kill_now();
-            return;
-        }
-        self.stop.get_or_insert(reason);
-        if self.limits.kill_grace.is_zero() {
-            self.kill_now();
-            return;
-        }
-        tracing::debug!(
-            ?reason,
-            pgid = self.pgid,
-            "stopping the child: SIGTERM to its group"
-        );
-        if let Err(e) = unix::signal_group(self.pgid, Signal::SIGTERM) {
-            tracing::warn!("failed to send SIGTERM to group {}: {e}", self.pgid);
-        }
-        self.phase = Phase::Terminating;
-        self.phase_deadline = Some(Instant::now() + self.limits.kill_grace);
+        self.act(action);
+        Ok(())
     }
 
-    fn kill_now(&mut self) {
-        if self.phase == Phase::Killed {
-            return;
-        }
-        tracing::debug!(pgid = self.pgid, "SIGKILL to the child's group");
-        if let Err(e) = unix::signal_group(self.pgid, Signal::SIGKILL) {
-            tracing::warn!("failed to send SIGKILL to group {}: {e}", self.pgid);
-        }
-        self.phase = Phase::Killed;
-        self.phase_deadline = Some(Instant::now() + KILLED_PIPE_DRAIN);
-    }
-
-    fn on_phase_deadline(&mut self) {
-        self.phase_deadline = None;
-        match self.phase {
-            Phase::Running => {}
-            Phase::ExitGrace => self.request_stop(StopReason::AfterTerminalEvent),
-            Phase::Terminating => {
-                self.escalated_to_kill = true;
-                self.kill_now();
+    fn act(&mut self, action: Action) {
+        match action {
+            Action::Nothing => {}
+            Action::Terminate => {
+                tracing::debug!(pgid = self.pgid, "SIGTERM to the child's group");
+                if let Err(e) = platform::signal_group(self.pgid, Signal::SIGTERM) {
+                    tracing::warn!("failed to send SIGTERM to group {}: {e}", self.pgid);
+                }
             }
-            Phase::Draining => {
-                self.leaked = true;
-                self.kill_now();
+            Action::Kill => {
+                tracing::debug!(pgid = self.pgid, "SIGKILL to the child's group");
+                if let Err(e) = platform::signal_group(self.pgid, Signal::SIGKILL) {
+                    tracing::warn!("failed to send SIGKILL to group {}: {e}", self.pgid);
+                }
             }
-            Phase::Killed => {
-                // Whatever still holds the pipes survived SIGKILL to the group (it left
-                // the group). Stop reading rather than hang.
+            Action::AbandonPipes => {
                 tracing::warn!("the child's pipes stayed open after SIGKILL; giving up on them");
-                self.leaked = true;
                 self.stdout_open = false;
                 self.stderr_open = false;
                 self.finish_stdout();
@@ -391,21 +332,24 @@ impl Machine<'_> {
         }
     }
 
-    fn on_leader_exit(&mut self, exit: LeaderExit) {
-        self.exit = Some(exit);
-        if (self.stdout_open || self.stderr_open)
-            && matches!(self.phase, Phase::Running | Phase::ExitGrace)
-        {
-            self.phase = Phase::Draining;
-            self.phase_deadline = Some(Instant::now() + self.limits.drain_after_exit);
-        }
-    }
-
-    fn on_pipe_closed(&mut self, pid: u32) -> std::io::Result<()> {
-        if self.exit.is_none() && !self.stdout_open && !self.stderr_open {
-            if let Some(exit) = unix::peek_exit(pid)? {
+    /// Tells the lifecycle if the leader has exited (without reaping it).
+    fn look_for_exit(&mut self) -> std::io::Result<()> {
+        if !self.life.has_exited() {
+            if let Some(exit) = platform::peek_exit(self.pid)? {
                 self.on_leader_exit(exit);
             }
+        }
+        Ok(())
+    }
+
+    fn on_leader_exit(&mut self, exit: LeaderExit) {
+        self.life
+            .leader_exited(exit, Instant::now(), self.pipes_open());
+    }
+
+    fn on_pipe_closed(&mut self) -> std::io::Result<()> {
+        if !self.pipes_open() {
+            self.look_for_exit()?;
         }
         Ok(())
     }

@@ -1,15 +1,16 @@
 //! The supervisor: runs one child in its own process group and returns a typed outcome.
 //!
-//! One `select!` loop per child drives an explicit state machine (`Phase`): running, exit
-//! grace after the dialect's final event, terminating (SIGTERM sent, SIGKILL due), killed,
-//! and draining after the leader exited. Every path ends with the group killed and the
-//! leader reaped.
+//! One `select!` loop per child (`imp.rs`) drives an explicit state machine
+//! (`lifecycle.rs`) whose phases hold their deadlines: running, exit grace after the
+//! dialect's final event, terminating (SIGTERM sent, SIGKILL due), killed, and draining
+//! after the leader exited. Every path ends with the group killed and the leader reaped.
+//! The operating-system calls are in `crate::platform`.
 
 mod framing;
 mod imp;
+mod lifecycle;
 mod outcome;
-mod unix;
 
+pub(crate) use crate::platform::LeaderExit;
 pub(crate) use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
-pub(crate) use outcome::{Outcome, StopReason, SuperviseError};
-pub(crate) use unix::LeaderExit;
+pub(crate) use outcome::{Leak, Outcome, StopReason, SuperviseError, Termination};

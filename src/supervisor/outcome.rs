@@ -1,12 +1,26 @@
-//! Typed outcomes of a supervised child.
+//! Typed outcomes of a supervised child: how it ended, and what became of its descendants.
+//!
+//! `Termination` and `Leak` go into the result as JSON, internally tagged by `kind`:
+//!
+//! ```json
+//! {"kind": "exited", "code": 0}
+//! {"kind": "signaled", "signal": 11}
+//! {"kind": "terminated", "reason": "idleTimeout"}
+//! {"kind": "killed", "reason": "runtimeTimeout", "kill": "escalated"}
+//! {"kind": "heldPipes"}
+//! ```
 
 use std::time::Duration;
 
-use super::unix::LeaderExit;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::platform::LeaderExit;
 
 /// Why orchestrate stopped the child (the first reason wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StopReason {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
     RuntimeTimeout,
     IdleTimeout,
     /// The child's total output passed the hard cap.
@@ -18,17 +32,85 @@ pub(crate) enum StopReason {
     AfterTerminalEvent,
 }
 
+/// How orchestrate's SIGKILL to the child's group came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum KillKind {
+    /// SIGTERM went first and the grace ran out.
+    Escalated,
+    /// Without waiting out a grace: the grace is zero, or a second cancel cut it short.
+    Immediate,
+    /// The child had already exited on its own (its code is the result's `exitCode`);
+    /// what was left of its group was killed.
+    Leftovers,
+}
+
+/// How the child process ended: the program orchestrate started, not its descendants
+/// (see `Leak` for those).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Termination {
+    /// It exited on its own; orchestrate had not signalled it.
+    Exited { code: i32 },
+    /// A signal orchestrate did not send ended it: a crash, the OOM killer, someone's
+    /// `kill`.
+    Signaled { signal: i32 },
+    /// Orchestrate's SIGTERM to its group stopped it within the grace.
+    Terminated { reason: StopReason },
+    /// Orchestrate SIGKILLed its group.
+    Killed { reason: StopReason, kill: KillKind },
+}
+
+impl Termination {
+    /// Why orchestrate stopped the child, if it did.
+    pub fn stop_reason(self) -> Option<StopReason> {
+        match self {
+            Termination::Exited { .. } | Termination::Signaled { .. } => None,
+            Termination::Terminated { reason } | Termination::Killed { reason, .. } => Some(reason),
+        }
+    }
+
+    /// What the child's own exit says when orchestrate had no part in it.
+    pub(super) fn on_its_own(exit: LeaderExit) -> Termination {
+        match exit {
+            LeaderExit::Exited(code) => Termination::Exited { code },
+            LeaderExit::Signaled(signal) => Termination::Signaled { signal },
+        }
+    }
+}
+
+/// Descendants of the child that outlived it. Each kind but `none` means orchestrate found
+/// them and SIGKILLed them with the group, except `abandoned`, where the kill did not
+/// reach whatever held the pipes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Leak {
+    #[default]
+    None,
+    /// After the child exited, descendants kept its stdout or stderr open until
+    /// orchestrate killed them.
+    HeldPipes,
+    /// After the child exited, descendants that had closed the pipes were still in its
+    /// process group and were killed with it. Best effort: one that dies and is reaped
+    /// between that kill and the look is not seen.
+    StayedInGroup,
+    /// The pipes stayed open even after SIGKILL to the group: something that left the
+    /// group (`setsid`) holds them and may still be running. Orchestrate stopped reading.
+    Abandoned,
+}
+
+impl Leak {
+    pub fn is_none(&self) -> bool {
+        *self == Leak::None
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Outcome {
     pub exit: LeaderExit,
-    pub stop: Option<StopReason>,
-    /// SIGKILL was needed (the grace ran out, or a second cancel).
-    pub escalated_to_kill: bool,
-    /// Descendants outlived the leader (holding its pipes, or still in its group) and
-    /// were killed.
-    pub leaked: bool,
+    pub termination: Termination,
+    pub leak: Leak,
     pub stdout_bytes: u64,
-    pub stderr_bytes: u64,
     /// The last few KiB of stderr, for error messages.
     pub stderr_tail: String,
     /// Set when writing the session copy failed; the run goes on without it.
@@ -37,20 +119,9 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
-    /// A clean exit with nothing said, for tests to adjust.
-    #[cfg(test)]
-    pub(crate) fn for_tests() -> Outcome {
-        Outcome {
-            exit: LeaderExit::Exited(0),
-            stop: None,
-            escalated_to_kill: false,
-            leaked: false,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stderr_tail: String::new(),
-            session_write_error: None,
-            elapsed: Duration::from_millis(1),
-        }
+    /// Why orchestrate stopped the child, if it did.
+    pub(crate) fn stop(&self) -> Option<StopReason> {
+        self.termination.stop_reason()
     }
 }
 
@@ -70,5 +141,96 @@ impl SuperviseError {
     /// Whether the program could not be found (exit code 127 by shell convention).
     pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, SuperviseError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    #[test]
+    fn terminations_and_leaks_serialize_to_their_documented_shapes() {
+        let terminations = [
+            Termination::Exited { code: 0 },
+            Termination::Signaled { signal: 11 },
+            Termination::Terminated {
+                reason: StopReason::IdleTimeout,
+            },
+            Termination::Killed {
+                reason: StopReason::RuntimeTimeout,
+                kill: KillKind::Escalated,
+            },
+            Termination::Killed {
+                reason: StopReason::Cancelled,
+                kill: KillKind::Immediate,
+            },
+            Termination::Killed {
+                reason: StopReason::OutputCap,
+                kill: KillKind::Leftovers,
+            },
+            Termination::Terminated {
+                reason: StopReason::AfterTerminalEvent,
+            },
+        ];
+        assert_eq!(
+            serde_json::to_value(terminations).unwrap(),
+            json!([
+                {"kind": "exited", "code": 0},
+                {"kind": "signaled", "signal": 11},
+                {"kind": "terminated", "reason": "idleTimeout"},
+                {"kind": "killed", "reason": "runtimeTimeout", "kill": "escalated"},
+                {"kind": "killed", "reason": "cancelled", "kill": "immediate"},
+                {"kind": "killed", "reason": "outputCap", "kill": "leftovers"},
+                {"kind": "terminated", "reason": "afterTerminalEvent"},
+            ])
+        );
+        let leaks = [
+            Leak::None,
+            Leak::HeldPipes,
+            Leak::StayedInGroup,
+            Leak::Abandoned,
+        ];
+        assert_eq!(
+            serde_json::to_value(leaks).unwrap(),
+            json!([
+                {"kind": "none"},
+                {"kind": "heldPipes"},
+                {"kind": "stayedInGroup"},
+                {"kind": "abandoned"},
+            ])
+        );
+        // And back, as `wait` and `show` read them from result.json.
+        for t in terminations {
+            let back: Termination =
+                serde_json::from_value(serde_json::to_value(t).unwrap()).unwrap();
+            assert_eq!(back, t);
+        }
+        for l in leaks {
+            let back: Leak = serde_json::from_value(serde_json::to_value(l).unwrap()).unwrap();
+            assert_eq!(back, l);
+        }
+    }
+
+    #[test]
+    fn the_stop_reason_is_the_terminations() {
+        assert_eq!(Termination::Exited { code: 1 }.stop_reason(), None);
+        assert_eq!(Termination::Signaled { signal: 9 }.stop_reason(), None);
+        assert_eq!(
+            Termination::Terminated {
+                reason: StopReason::Cancelled
+            }
+            .stop_reason(),
+            Some(StopReason::Cancelled)
+        );
+        assert_eq!(
+            Termination::Killed {
+                reason: StopReason::OutputCap,
+                kill: KillKind::Leftovers
+            }
+            .stop_reason(),
+            Some(StopReason::OutputCap)
+        );
     }
 }

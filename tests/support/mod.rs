@@ -118,8 +118,13 @@ impl Sandbox {
     }
 
     pub fn run_args(&self, args: &[&str]) -> RunOutput {
+        self.run_command(self.command(args))
+    }
+
+    /// Runs `cmd` (from `command`, perhaps adjusted) like `run_args`.
+    pub fn run_command(&self, mut cmd: Command) -> RunOutput {
         let start = Instant::now();
-        let child = self.command(args).spawn().expect("spawn orchestrate");
+        let child = cmd.spawn().expect("spawn orchestrate");
         let pid = child.id();
         let output = wait_with_limit(child, Duration::from_secs(60));
         let elapsed = start.elapsed();

@@ -121,6 +121,10 @@ fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
     for (k, v) in fields.as_object().expect("fields").clone() {
         r[k] = v;
     }
+    // A CLI that ended on its own: its exit code is how it ended.
+    if r.get("termination").is_none() && r["exitCode"] != json!(124) {
+        r["termination"] = json!({"kind": "exited", "code": r["exitCode"]});
+    }
     r
 }
 
@@ -349,6 +353,7 @@ fn hung_stream(cli: &Cli, bin: &Path) {
             "worker",
             "Say hi.",
             json!({"exitCode": 124, "usage": no_usage(0), "error": message, "output": output,
+                   "termination": {"kind": "terminated", "reason": "idleTimeout"},
                    "displayItems": [], "timeoutReason": "idle"})
         )
     );

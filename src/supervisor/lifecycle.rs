@@ -1,0 +1,666 @@
+//! The child's lifecycle as a pure state machine: phases that hold their own deadlines and
+//! reasons, the transitions between them, and what each asks the `select!` loop to do. No
+//! I/O and no clock (the loop passes the time in), so every transition is tested without a
+//! process.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::outcome::{KillKind, Leak, StopReason, Termination};
+use crate::limits::{SupervisionLimits, KILLED_PIPE_DRAIN};
+use crate::platform::LeaderExit;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Running,
+    /// The final event arrived; the child may still exit on its own until `until`.
+    ExitGrace {
+        until: Instant,
+    },
+    /// SIGTERM sent to the group; SIGKILL at `kill_at`.
+    Terminating {
+        reason: StopReason,
+        kill_at: Instant,
+    },
+    /// SIGKILL sent to the group (`reason` is None when only descendants holding the pipes
+    /// were left). The pipes get until `give_up_at` to close; None once given up on.
+    Killed {
+        reason: Option<StopReason>,
+        kill: KillKind,
+        give_up_at: Option<Instant>,
+    },
+    /// The child exited on its own but descendants still hold a pipe; the group is killed
+    /// at `until`.
+    Draining {
+        until: Instant,
+    },
+}
+
+/// What a transition asks the loop to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    Nothing,
+    /// SIGTERM to the group.
+    Terminate,
+    /// SIGKILL to the group.
+    Kill,
+    /// Stop reading the pipes: they stayed open after SIGKILL.
+    AbandonPipes,
+}
+
+/// The waits between phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Graces {
+    /// From SIGTERM to SIGKILL.
+    pub kill: Duration,
+    /// For the child to exit on its own after its final event.
+    pub terminal_exit: Duration,
+    /// For the pipes to close after the child exited.
+    pub drain_after_exit: Duration,
+    /// For the pipes to close after SIGKILL.
+    pub killed_pipe_drain: Duration,
+}
+
+impl Graces {
+    pub(super) fn new(limits: &SupervisionLimits) -> Graces {
+        Graces {
+            kill: limits.kill_grace,
+            terminal_exit: limits.terminal_exit_grace,
+            drain_after_exit: limits.drain_after_exit,
+            killed_pipe_drain: KILLED_PIPE_DRAIN,
+        }
+    }
+}
+
+/// How the child ended, once it has, and what became of its descendants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Lifecycle {
+    graces: Graces,
+    phase: Phase,
+    ended: Option<(LeaderExit, Termination)>,
+    leak: Leak,
+}
+
+impl Lifecycle {
+    pub(super) fn new(graces: Graces) -> Lifecycle {
+        Lifecycle {
+            graces,
+            phase: Phase::Running,
+            ended: None,
+            leak: Leak::None,
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub(super) fn has_exited(&self) -> bool {
+        self.ended.is_some()
+    }
+
+    /// When the current phase ends by itself.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Running => None,
+            Phase::ExitGrace { until } | Phase::Draining { until } => Some(until),
+            Phase::Terminating { kill_at, .. } => Some(kill_at),
+            Phase::Killed { give_up_at, .. } => give_up_at,
+        }
+    }
+
+    /// Whether the runtime timeout and a graceful cancel still apply: not once a stop is
+    /// under way or the child has exited.
+    pub(super) fn counts_time(&self) -> bool {
+        matches!(self.phase, Phase::Running | Phase::ExitGrace { .. })
+    }
+
+    /// Whether the idle timeout applies: only while the child works towards its answer.
+    pub(super) fn watches_idleness(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// Whether an immediate kill still has something to do.
+    pub(super) fn accepts_kill(&self) -> bool {
+        !matches!(self.phase, Phase::Killed { .. })
+    }
+
+    /// The dialect's final event arrived: give the child a short while to exit on its own.
+    pub(super) fn terminal_event(&mut self, now: Instant) {
+        if self.phase == Phase::Running {
+            self.phase = Phase::ExitGrace {
+                until: now + self.graces.terminal_exit,
+            };
+        }
+    }
+
+    /// Stops the child gracefully (SIGTERM, SIGKILL after the grace) unless a stop is
+    /// already under way: the first reason wins.
+    pub(super) fn stop(&mut self, reason: StopReason, now: Instant, pipes_open: bool) -> Action {
+        match self.phase {
+            Phase::Terminating { .. } | Phase::Killed { .. } => Action::Nothing,
+            // Nothing is left to stop but descendants holding the pipes.
+            _ if self.has_exited() => {
+                self.kill_group(Some(reason), KillKind::Leftovers, now, pipes_open)
+            }
+            _ if self.graces.kill.is_zero() => {
+                self.kill_group(Some(reason), KillKind::Immediate, now, pipes_open)
+            }
+            _ => {
+                self.phase = Phase::Terminating {
+                    reason,
+                    kill_at: now + self.graces.kill,
+                };
+                Action::Terminate
+            }
+        }
+    }
+
+    /// Kills at once (a second cancel): keeps the reason of a stop under way, else the
+    /// cancel is the reason.
+    pub(super) fn kill(&mut self, now: Instant, pipes_open: bool) -> Action {
+        match self.phase {
+            Phase::Killed { .. } => Action::Nothing,
+            Phase::Terminating { reason, .. } => {
+                self.kill_group(Some(reason), KillKind::Immediate, now, pipes_open)
+            }
+            _ if self.has_exited() => self.kill_group(
+                Some(StopReason::Cancelled),
+                KillKind::Leftovers,
+                now,
+                pipes_open,
+            ),
+            _ => self.kill_group(
+                Some(StopReason::Cancelled),
+                KillKind::Immediate,
+                now,
+                pipes_open,
+            ),
+        }
+    }
+
+    /// The current phase's deadline passed.
+    pub(super) fn deadline_passed(&mut self, now: Instant, pipes_open: bool) -> Action {
+        match self.phase {
+            Phase::Running => Action::Nothing,
+            Phase::ExitGrace { .. } => self.stop(StopReason::AfterTerminalEvent, now, pipes_open),
+            Phase::Terminating { reason, .. } => {
+                self.kill_group(Some(reason), KillKind::Escalated, now, pipes_open)
+            }
+            Phase::Draining { .. } => self.kill_group(None, KillKind::Leftovers, now, pipes_open),
+            Phase::Killed {
+                reason,
+                kill,
+                give_up_at,
+            } => {
+                self.phase = Phase::Killed {
+                    reason,
+                    kill,
+                    give_up_at: None,
+                };
+                if give_up_at.is_some() && pipes_open {
+                    // Whatever still holds the pipes survived SIGKILL to the group: it
+                    // left the group. Stop reading rather than hang.
+                    self.leak = Leak::Abandoned;
+                    Action::AbandonPipes
+                } else {
+                    Action::Nothing
+                }
+            }
+        }
+    }
+
+    /// The child exited (seen without reaping it).
+    pub(super) fn leader_exited(&mut self, exit: LeaderExit, now: Instant, pipes_open: bool) {
+        if self.has_exited() {
+            return;
+        }
+        let termination = match self.phase {
+            Phase::Running | Phase::ExitGrace { .. } | Phase::Draining { .. } => {
+                Termination::on_its_own(exit)
+            }
+            Phase::Terminating { reason, .. } => Termination::Terminated { reason },
+            Phase::Killed {
+                reason: Some(reason),
+                kill,
+                ..
+            } => Termination::Killed { reason, kill },
+            Phase::Killed { reason: None, .. } => Termination::on_its_own(exit),
+        };
+        self.ended = Some((exit, termination));
+        if pipes_open && matches!(self.phase, Phase::Running | Phase::ExitGrace { .. }) {
+            self.phase = Phase::Draining {
+                until: now + self.graces.drain_after_exit,
+            };
+        }
+    }
+
+    /// How it all ended, once the child has exited and the pipes are closed.
+    /// `others_in_group`: whether the group still had members after the child was reaped.
+    pub(super) fn finish(&self, others_in_group: bool) -> Option<(LeaderExit, Termination, Leak)> {
+        let (exit, termination) = self.ended?;
+        // After a SIGKILL sent while the child lived, whatever is left in the group died
+        // with it rather than outliving it.
+        let leak = if self.leak.is_none()
+            && others_in_group
+            && !matches!(self.phase, Phase::Killed { .. })
+        {
+            Leak::StayedInGroup
+        } else {
+            self.leak
+        };
+        Some((exit, termination, leak))
+    }
+
+    fn kill_group(
+        &mut self,
+        reason: Option<StopReason>,
+        kill: KillKind,
+        now: Instant,
+        pipes_open: bool,
+    ) -> Action {
+        if let Some((_, termination)) = &mut self.ended {
+            if pipes_open {
+                self.leak = Leak::HeldPipes;
+            }
+            // The child had exited on its own; the stop's reason still decides the result.
+            if let (Some(reason), Termination::Exited { .. } | Termination::Signaled { .. }) =
+                (reason, *termination)
+            {
+                *termination = Termination::Killed {
+                    reason,
+                    kill: KillKind::Leftovers,
+                };
+            }
+        }
+        self.phase = Phase::Killed {
+            reason,
+            kill,
+            give_up_at: Some(now + self.graces.killed_pipe_drain),
+        };
+        Action::Kill
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    const GRACES: Graces = Graces {
+        kill: Duration::from_secs(5),
+        terminal_exit: Duration::from_secs(2),
+        drain_after_exit: Duration::from_millis(500),
+        killed_pipe_drain: Duration::from_secs(3),
+    };
+
+    fn secs(t0: Instant, s: f64) -> Instant {
+        t0 + Duration::from_secs_f64(s)
+    }
+
+    /// The state after `steps`, as (phase, actions asked for, outcome if finished).
+    struct Run {
+        t0: Instant,
+        life: Lifecycle,
+        actions: Vec<Action>,
+    }
+
+    impl Run {
+        fn new(graces: Graces) -> Run {
+            Run {
+                t0: Instant::now(),
+                life: Lifecycle::new(graces),
+                actions: Vec::new(),
+            }
+        }
+        fn at(&self, s: f64) -> Instant {
+            secs(self.t0, s)
+        }
+        fn stop(&mut self, reason: StopReason, s: f64, pipes_open: bool) -> &mut Self {
+            let a = self.life.stop(reason, self.at(s), pipes_open);
+            self.actions.push(a);
+            self
+        }
+        fn kill(&mut self, s: f64, pipes_open: bool) -> &mut Self {
+            let a = self.life.kill(self.at(s), pipes_open);
+            self.actions.push(a);
+            self
+        }
+        fn deadline(&mut self, pipes_open: bool) -> &mut Self {
+            let due = self.life.deadline().expect("a deadline is set");
+            let a = self.life.deadline_passed(due, pipes_open);
+            self.actions.push(a);
+            self
+        }
+        fn exit(&mut self, exit: LeaderExit, s: f64, pipes_open: bool) -> &mut Self {
+            self.life.leader_exited(exit, self.at(s), pipes_open);
+            self
+        }
+        fn terminal(&mut self, s: f64) -> &mut Self {
+            self.life.terminal_event(self.at(s));
+            self
+        }
+    }
+
+    #[test]
+    fn a_child_that_exits_on_its_own_is_exited_with_nothing_asked() {
+        let mut r = Run::new(GRACES);
+        r.exit(LeaderExit::Exited(3), 1.0, false);
+        assert_eq!(r.life.phase(), Phase::Running);
+        assert_eq!(r.life.deadline(), None);
+        assert_eq!(r.actions, []);
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Exited(3),
+                Termination::Exited { code: 3 },
+                Leak::None
+            ))
+        );
+    }
+
+    #[test]
+    fn a_signal_orchestrate_did_not_send_is_signaled() {
+        let mut r = Run::new(GRACES);
+        r.exit(LeaderExit::Signaled(11), 1.0, false);
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Signaled(11),
+                Termination::Signaled { signal: 11 },
+                Leak::None
+            ))
+        );
+    }
+
+    #[test]
+    fn a_stop_sends_sigterm_and_an_exit_within_the_grace_is_terminated() {
+        let mut r = Run::new(GRACES);
+        r.stop(StopReason::IdleTimeout, 1.0, true);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::IdleTimeout,
+                kill_at: r.at(6.0)
+            }
+        );
+        assert!(!r.life.counts_time());
+        r.exit(LeaderExit::Signaled(libc::SIGTERM), 1.1, false);
+        assert_eq!(r.actions, [Action::Terminate]);
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Signaled(libc::SIGTERM),
+                Termination::Terminated {
+                    reason: StopReason::IdleTimeout
+                },
+                Leak::None
+            ))
+        );
+    }
+
+    #[test]
+    fn the_first_reason_wins() {
+        let mut r = Run::new(GRACES);
+        r.stop(StopReason::RuntimeTimeout, 1.0, true)
+            .stop(StopReason::OutputCap, 1.5, true)
+            .stop(StopReason::Cancelled, 2.0, true);
+        assert_eq!(
+            r.actions,
+            [Action::Terminate, Action::Nothing, Action::Nothing]
+        );
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::RuntimeTimeout,
+                kill_at: r.at(6.0)
+            }
+        );
+    }
+
+    #[test]
+    fn sigterm_ignored_until_the_grace_ends_is_an_escalated_kill() {
+        let mut r = Run::new(GRACES);
+        r.stop(StopReason::RuntimeTimeout, 1.0, true).deadline(true);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Killed {
+                reason: Some(StopReason::RuntimeTimeout),
+                kill: KillKind::Escalated,
+                give_up_at: Some(r.at(9.0))
+            }
+        );
+        assert!(!r.life.accepts_kill());
+        r.exit(LeaderExit::Signaled(libc::SIGKILL), 6.01, false);
+        assert_eq!(r.actions, [Action::Terminate, Action::Kill]);
+        assert_eq!(
+            r.life.finish(true),
+            Some((
+                LeaderExit::Signaled(libc::SIGKILL),
+                Termination::Killed {
+                    reason: StopReason::RuntimeTimeout,
+                    kill: KillKind::Escalated
+                },
+                // Members of the group killed with the child did not outlive it.
+                Leak::None
+            ))
+        );
+    }
+
+    #[test]
+    fn a_zero_grace_kills_at_once() {
+        let mut r = Run::new(Graces {
+            kill: Duration::ZERO,
+            ..GRACES
+        });
+        r.stop(StopReason::OutputCap, 1.0, true).exit(
+            LeaderExit::Signaled(libc::SIGKILL),
+            1.01,
+            true,
+        );
+        assert_eq!(r.actions, [Action::Kill]);
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Killed {
+                reason: StopReason::OutputCap,
+                kill: KillKind::Immediate
+            }
+        );
+    }
+
+    #[test]
+    fn a_second_cancel_cuts_the_grace_short_and_keeps_the_first_reason() {
+        let mut r = Run::new(GRACES);
+        r.stop(StopReason::IdleTimeout, 1.0, true)
+            .kill(1.5, true)
+            .kill(1.6, true)
+            .exit(LeaderExit::Signaled(libc::SIGKILL), 1.7, false);
+        assert_eq!(
+            r.actions,
+            [Action::Terminate, Action::Kill, Action::Nothing]
+        );
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Killed {
+                reason: StopReason::IdleTimeout,
+                kill: KillKind::Immediate
+            }
+        );
+    }
+
+    #[test]
+    fn a_kill_without_a_stop_under_way_is_an_immediate_cancel() {
+        let mut r = Run::new(GRACES);
+        r.kill(1.0, true)
+            .exit(LeaderExit::Signaled(libc::SIGKILL), 1.01, false);
+        assert_eq!(r.actions, [Action::Kill]);
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Killed {
+                reason: StopReason::Cancelled,
+                kill: KillKind::Immediate
+            }
+        );
+    }
+
+    #[test]
+    fn after_the_final_event_the_child_may_exit_on_its_own() {
+        let mut r = Run::new(GRACES);
+        r.terminal(1.0);
+        assert_eq!(r.life.phase(), Phase::ExitGrace { until: r.at(3.0) });
+        assert!(r.life.counts_time());
+        assert!(!r.life.watches_idleness());
+        r.exit(LeaderExit::Exited(0), 1.5, false);
+        assert_eq!(r.actions, []);
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Exited { code: 0 }
+        );
+    }
+
+    #[test]
+    fn a_child_slow_to_exit_after_its_final_event_is_stopped_for_that_reason() {
+        let mut r = Run::new(GRACES);
+        r.terminal(1.0)
+            .deadline(true)
+            .exit(LeaderExit::Signaled(libc::SIGTERM), 3.1, false);
+        assert_eq!(r.actions, [Action::Terminate]);
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Terminated {
+                reason: StopReason::AfterTerminalEvent
+            }
+        );
+    }
+
+    #[test]
+    fn descendants_holding_the_pipes_are_drained_then_killed() {
+        let mut r = Run::new(GRACES);
+        r.terminal(1.0).exit(LeaderExit::Exited(0), 1.2, true);
+        assert_eq!(r.life.phase(), Phase::Draining { until: r.at(1.7) });
+        assert!(!r.life.counts_time());
+        r.deadline(true);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Killed {
+                reason: None,
+                kill: KillKind::Leftovers,
+                give_up_at: Some(r.at(4.7))
+            }
+        );
+        assert_eq!(r.actions, [Action::Kill]);
+        assert_eq!(
+            r.life.finish(true),
+            Some((
+                LeaderExit::Exited(0),
+                Termination::Exited { code: 0 },
+                Leak::HeldPipes
+            ))
+        );
+    }
+
+    #[test]
+    fn a_stop_after_the_child_exited_kills_the_leftovers_for_that_reason() {
+        let mut r = Run::new(GRACES);
+        r.exit(LeaderExit::Exited(0), 1.0, true)
+            .stop(StopReason::OutputCap, 1.2, true);
+        assert_eq!(r.actions, [Action::Kill]);
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Exited(0),
+                Termination::Killed {
+                    reason: StopReason::OutputCap,
+                    kill: KillKind::Leftovers
+                },
+                Leak::HeldPipes
+            ))
+        );
+    }
+
+    #[test]
+    fn descendants_that_ignore_sigterm_and_hold_the_pipes_after_the_child_are_a_leak() {
+        let mut r = Run::new(GRACES);
+        r.stop(StopReason::RuntimeTimeout, 1.0, true).exit(
+            LeaderExit::Signaled(libc::SIGTERM),
+            1.01,
+            true,
+        );
+        // Still terminating: the grace is for the whole group.
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::RuntimeTimeout,
+                kill_at: r.at(6.0)
+            }
+        );
+        r.deadline(true);
+        assert_eq!(r.actions, [Action::Terminate, Action::Kill]);
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Signaled(libc::SIGTERM),
+                Termination::Terminated {
+                    reason: StopReason::RuntimeTimeout
+                },
+                Leak::HeldPipes
+            ))
+        );
+    }
+
+    #[test]
+    fn pipes_open_after_sigkill_are_abandoned_once() {
+        let mut r = Run::new(GRACES);
+        r.exit(LeaderExit::Exited(0), 1.0, true)
+            .deadline(true)
+            .deadline(true);
+        assert_eq!(r.actions, [Action::Kill, Action::AbandonPipes]);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Killed {
+                reason: None,
+                kill: KillKind::Leftovers,
+                give_up_at: None
+            }
+        );
+        assert_eq!(r.life.deadline(), None, "nothing more to wait for");
+        assert_eq!(
+            r.life.finish(true).unwrap().2,
+            Leak::Abandoned,
+            "the worst leak is kept"
+        );
+    }
+
+    #[test]
+    fn the_give_up_deadline_with_the_pipes_closed_only_waits_for_the_exit() {
+        let mut r = Run::new(GRACES);
+        r.kill(1.0, false).deadline(false);
+        assert_eq!(r.actions, [Action::Kill, Action::Nothing]);
+        assert_eq!(r.life.deadline(), None);
+        r.exit(LeaderExit::Signaled(libc::SIGKILL), 10.0, false);
+        assert_eq!(r.life.finish(false).unwrap().2, Leak::None);
+    }
+
+    #[test]
+    fn members_left_in_the_group_after_an_own_exit_stayed_in_it() {
+        let mut r = Run::new(GRACES);
+        r.exit(LeaderExit::Exited(0), 1.0, false);
+        assert_eq!(
+            r.life.finish(true),
+            Some((
+                LeaderExit::Exited(0),
+                Termination::Exited { code: 0 },
+                Leak::StayedInGroup
+            ))
+        );
+    }
+
+    #[test]
+    fn nothing_is_finished_before_the_child_exits() {
+        let mut r = Run::new(GRACES);
+        r.stop(StopReason::Cancelled, 1.0, true);
+        assert_eq!(r.life.finish(false), None);
+    }
+}
