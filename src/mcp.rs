@@ -1,7 +1,7 @@
 //! `orchestrate mcp`: the same run, served as MCP tools over stdio with `rmcp`.
 //!
 //! Tools: `subagent` (one run; `content` is the result's content, `structuredContent` its
-//! details, `isError` when it failed) and `list_agents`. Progress notifications go out
+//! lean details with `output`, `isError` when it failed) and `list_agents`. Progress notifications go out
 //! while a child runs when the client sent a progress token; `notifications/cancelled`
 //! stops that child's group; calls run concurrently. On stdin EOF every running child is
 //! stopped before the server exits. stdout carries protocol only: logs go to stderr.
@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::{self, DiscoveryOptions};
-use crate::result::RunResult;
+use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{run, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
@@ -55,6 +55,9 @@ pub(crate) struct SubagentArgs {
     /// Maximum time without child output in milliseconds (default 180000).
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+    /// full: also every step of the run (large).
+    #[serde(default)]
+    pub details: Option<DetailLevel>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -120,6 +123,7 @@ impl OrchestrateServer {
         let _guard = InFlightGuard(self.in_flight.clone());
         let tasks = std::mem::take(&mut args.tasks);
         let chain = args.chain;
+        let detail = args.details.unwrap_or_default();
         let req = RunRequest {
             agent: args.agent.unwrap_or_default(),
             task: args.task.unwrap_or_default(),
@@ -138,7 +142,7 @@ impl OrchestrateServer {
         };
         let env = match RunEnv::load(&RunEnv::cwd_of(req.cwd.as_deref())) {
             Ok(env) => env,
-            Err(e) => return Ok(to_call_result(&e.to_result(None), true)),
+            Err(e) => return Ok(to_call_result(&e.to_result(None), true, detail)),
         };
         // A cancel from the client, or the client going away, stops this run's child.
         let controls = Controls::default();
@@ -172,10 +176,9 @@ impl OrchestrateServer {
                     }
                 }
             }));
-            let observer: Observer<'static> = Box::new(move |update: &RunResult| {
+            Observer::new(DetailLevel::Lean, move |update: &RunResult| {
                 let _ = tx.send(progress_message(update));
-            });
-            observer
+            })
         });
 
         let output = if tasks.is_empty() {
@@ -204,7 +207,7 @@ impl OrchestrateServer {
             let _ = f.await;
         }
         let failed = output.exit_status != 0;
-        Ok(to_call_result(&output.result, failed))
+        Ok(to_call_result(&output.result, failed, detail))
     }
 
     /// Lists the agents `subagent` can run.
@@ -239,8 +242,9 @@ impl OrchestrateServer {
 )]
 impl ServerHandler for OrchestrateServer {}
 
-/// `content` = the result's content, `structuredContent` = its details.
-fn to_call_result(result: &RunResult, failed: bool) -> CallToolResult {
+/// `content` = the result's content (the answer), `structuredContent` = its details at
+/// `detail`, lean ones with `output` (SPEC section 10).
+fn to_call_result(result: &RunResult, failed: bool, detail: DetailLevel) -> CallToolResult {
     let content = result
         .content
         .iter()
@@ -251,7 +255,7 @@ fn to_call_result(result: &RunResult, failed: bool) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     };
-    r.structured_content = serde_json::to_value(&result.details).ok();
+    r.structured_content = Some(result.details_value(detail));
     r
 }
 
@@ -260,12 +264,11 @@ fn progress_message(update: &RunResult) -> String {
     let Some(s) = update.details.streaming.as_ref() else {
         return String::new();
     };
-    let tool = match s.display_items.last() {
-        Some(crate::result::DisplayItem::ToolCall { name, .. }) => format!(", running {name}"),
-        _ => String::new(),
-    };
-    let tokens = s.usage.input + s.usage.output + s.usage.cache_read + s.usage.cache_write;
-    format!("turn {}{tool}, {tokens} tokens", s.turn_count)
+    let tool = s
+        .current_tool
+        .as_ref()
+        .map_or(String::new(), |name| format!(", running {name}"));
+    format!("turn {}{tool}, {} tokens", s.turn_count, s.usage.tokens())
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin, then stops running children.

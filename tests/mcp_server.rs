@@ -114,14 +114,29 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
         panic!("{response:?}")
     };
     assert_eq!(r.is_error, Some(false));
+    let answer = "## Answer\nAuth lives in src/auth.rs (fn login at line 42).";
+    assert_eq!(text(&r), answer);
+    // The lean details, with the output: some clients show the model only these.
     assert_eq!(
-        text(&r),
-        "## Answer\nAuth lives in src/auth.rs (fn login at line 42)."
+        support::normalized(json!({"details": structured(&r)}))["details"],
+        json!({
+            "mode": "single",
+            "runId": "RUNID",
+            "results": [{
+                "agent": "fake",
+                "task": "find auth",
+                "exitCode": 0,
+                "usage": {"input": 4500, "output": 260, "cacheRead": 2400, "cacheWrite": 60, "cost": 0.0071, "turns": 3},
+                "sessionFile": "SESSION",
+                "output": answer,
+                "backend": "pi",
+                "durationMs": 0,
+                "attempts": 1,
+                "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
+                "termination": {"kind": "exited", "code": 0}
+            }]
+        })
     );
-    let details = structured(&r);
-    assert_eq!(details["mode"], json!("single"));
-    assert_eq!(details["results"][0]["usage"]["input"], json!(4500));
-    assert_eq!(details["results"][0]["usage"]["turns"], json!(3));
     let progress = server.progress.lock().unwrap().clone();
     assert!(
         !progress.is_empty(),
@@ -279,5 +294,29 @@ async fn tasks_fan_out_through_the_tool() {
         .map(|r| r["output"].as_str().unwrap())
         .collect();
     assert_eq!(outputs, ["one", "two"]);
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn details_full_adds_the_display_items() {
+    let sb = Sandbox::new()
+        .scenario("replay")
+        .transcript("multi_turn.jsonl");
+    let server = start(&sb).await;
+    let args = json!({"agent": "fake", "task": "find auth", "details": "full"});
+    let r = server
+        .client
+        .call_tool(
+            CallToolRequestParams::new("subagent")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let details = structured(&r);
+    assert_eq!(
+        details["results"][0]["displayItems"][1],
+        json!({"type": "toolCall", "name": "read", "args": {"path": "src/auth.rs"}})
+    );
     server.client.cancel().await.unwrap();
 }

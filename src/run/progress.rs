@@ -3,7 +3,7 @@
 
 use crate::backends::Dialect;
 use crate::collector::Collector;
-use crate::result::{Details, DisplayItem, Mode, RunResult, TextContent};
+use crate::result::{DetailLevel, Details, DisplayItem, Mode, RunResult, TextContent};
 use crate::sanitize::Sanitizer;
 use crate::supervisor::LineSink;
 
@@ -14,8 +14,21 @@ pub(super) struct DialectSink<'o, 'x> {
     pub progress: Option<Progress<'o, 'x>>,
 }
 
-/// Receives streaming updates (SPEC section 1) while the child runs.
-pub(crate) type Observer<'o> = Box<dyn FnMut(&RunResult) + Send + 'o>;
+/// Receives streaming updates (SPEC section 1) while the child runs. At `detail` full they
+/// carry the display items too.
+pub(crate) struct Observer<'o> {
+    pub detail: DetailLevel,
+    pub on_update: Box<dyn FnMut(&RunResult) + Send + 'o>,
+}
+
+impl<'o> Observer<'o> {
+    pub(crate) fn new(detail: DetailLevel, on_update: impl FnMut(&RunResult) + Send + 'o) -> Self {
+        Observer {
+            detail,
+            on_update: Box::new(on_update),
+        }
+    }
+}
 
 /// Streaming updates go out at most this often.
 pub(super) const STREAMING_UPDATE_INTERVAL: std::time::Duration =
@@ -51,20 +64,23 @@ impl<'o, 'x> Progress<'o, 'x> {
         }
         self.last_revision = c.revision();
         self.last_sent = Some(now);
-        (self.observer)(&streaming_update(&self.run_id, c));
+        let update = streaming_update(&self.run_id, c, self.observer.detail);
+        (self.observer.on_update)(&update);
     }
 }
 
 /// A streaming update: what the child has said so far, sanitized like the final result.
-fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
+fn streaming_update(run_id: &str, c: &Collector, detail: DetailLevel) -> RunResult {
     let sanitizer = Sanitizer::global();
-    let mut items = c.display_items();
+    let mut items = match detail {
+        DetailLevel::Full => c.display_items(),
+        DetailLevel::Lean => Vec::new(),
+    };
     let usage = c.usage();
     sanitize_display_items(sanitizer, &mut items);
+    let text = c.latest_text();
     RunResult {
-        content: vec![TextContent::text(
-            sanitizer.sanitize(c.latest_text()).into_owned(),
-        )],
+        content: vec![TextContent::text(sanitizer.sanitize(text).into_owned())],
         details: Details {
             mode: Mode::Single,
             run_id: Some(run_id.to_string()),
@@ -74,6 +90,8 @@ fn streaming_update(run_id: &str, c: &Collector) -> RunResult {
                 display_items: items,
                 usage,
                 turn_count: usage.turns,
+                tool_calls: c.tool_calls(),
+                current_tool: c.current_tool().map(str::to_string),
             }),
             background: None,
         },
