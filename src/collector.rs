@@ -148,6 +148,12 @@ impl Collector {
         self.current_tool.as_deref()
     }
 
+    /// Whether [`Collector::latest_text`] is a message still being written (its tail may
+    /// be cut mid-word).
+    pub(crate) fn text_is_streaming(&self) -> bool {
+        !self.partial_text.is_empty()
+    }
+
     pub(crate) fn display_items(&self) -> Vec<DisplayItem> {
         self.display_items.iter().cloned().collect()
     }

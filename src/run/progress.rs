@@ -70,6 +70,7 @@ impl<'o, 'x> Progress<'o, 'x> {
 }
 
 /// A streaming update: what the child has said so far, sanitized like the final result.
+/// Of a message still being written, only its finished lines: see [`settled_text`].
 fn streaming_update(run_id: &str, c: &Collector, detail: DetailLevel) -> RunResult {
     let sanitizer = Sanitizer::global();
     let mut items = match detail {
@@ -78,7 +79,11 @@ fn streaming_update(run_id: &str, c: &Collector, detail: DetailLevel) -> RunResu
     };
     let usage = c.usage();
     sanitize_display_items(sanitizer, &mut items);
-    let text = c.latest_text();
+    let text = if c.text_is_streaming() {
+        settled_text(c.latest_text())
+    } else {
+        c.latest_text()
+    };
     RunResult {
         content: vec![TextContent::text(sanitizer.sanitize(text).into_owned())],
         details: Details {
@@ -96,6 +101,15 @@ fn streaming_update(run_id: &str, c: &Collector, detail: DetailLevel) -> RunResu
             background: None,
         },
     }
+}
+
+/// The part of a message still being written that can be shown: up to its last line
+/// break. The sanitizer recognises a secret only whole (a `ghp_` token needs its 36
+/// characters, a URL password its `@host`), so the line being written, where one may be
+/// half-way, waits until it ends. A secret that spans lines is a PEM key, whose body the
+/// sanitizer masks line by line as far as it goes.
+fn settled_text(text: &str) -> &str {
+    text.rfind('\n').map_or("", |i| &text[..=i])
 }
 
 pub(super) fn sanitize_display_items(sanitizer: &Sanitizer, items: &mut [DisplayItem]) {
