@@ -320,3 +320,302 @@ async fn details_full_adds_the_display_items() {
     );
     server.client.cancel().await.unwrap();
 }
+
+/// Calls `subagent` with `args` and returns the result.
+async fn call_with(server: &Server, args: Value) -> CallToolResult {
+    server
+        .client
+        .call_tool(
+            CallToolRequestParams::new("subagent")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn bad_arguments_are_invalid_input_results() {
+    let sb = Sandbox::new().scenario("replay");
+    let server = start(&sb).await;
+    let cases = [
+        (
+            json!({"agent": 5, "task": "x"}),
+            "invalid arguments: invalid type: integer `5`, expected a string",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "timeout": 5}),
+            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "timeoutMs": 0}),
+            "timeoutMs must be greater than zero (leave it out for the default)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "idleTimeoutMs": 0}),
+            "idleTimeoutMs must be greater than zero (leave it out for the default)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "tasks": [{"agent": "fake", "task": "y"}]}),
+            "give either agent and task, or tasks, not both",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "details": "everything"}),
+            "invalid arguments: unknown variant `everything`, expected `lean` or `full`",
+        ),
+    ];
+    for (args, why) in cases {
+        let r = call_with(&server, args.clone()).await;
+        let message = format!("Invalid input: {why}");
+        assert_eq!(r.is_error, Some(true), "{args}");
+        assert_eq!(text(&r), message, "{args}");
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "mode": "single",
+                "results": [],
+                "error": {"code": "INVALID_INPUT", "message": message}
+            })),
+            "{args}"
+        );
+    }
+    assert!(sb.pids().is_empty(), "no child was started");
+    server.client.cancel().await.unwrap();
+}
+
+/// `orchestrate mcp` spoken to line by line, for what a typed client cannot send.
+struct RawServer {
+    process: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawServer {
+    fn start(sb: &Sandbox, env: &[(&str, &str)]) -> RawServer {
+        let agents = sb.agents.to_str().unwrap().to_string();
+        let mut cmd = sb.command(&["mcp", "--agents-dir", &agents]);
+        cmd.stdin(std::process::Stdio::piped())
+            .envs(env.iter().copied());
+        let mut process = cmd.spawn().expect("spawn orchestrate mcp");
+        let stdin = process.stdin.take();
+        let stdout = process.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = RawServer {
+            process,
+            stdin,
+            lines,
+        };
+        server.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        assert_eq!(
+            server.response(0)["result"]["serverInfo"]["name"],
+            json!("orchestrate")
+        );
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_raw(&message.to_string());
+    }
+
+    /// The response to request `id` (notifications and other responses are skipped),
+    /// within a generous bound.
+    fn response(&self, id: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no response to request {id}: {e}"));
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// Closes stdin and waits (bounded) for the server to exit; returns its stderr.
+    fn close(mut self) -> String {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.process.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut err = String::new();
+        std::io::Read::read_to_string(self.process.stderr.as_mut().unwrap(), &mut err).unwrap();
+        err
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// JSON Schema 2020-12's format vocabulary.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// What strict validators reject or warn about in a schema: non-standard formats, boolean
+/// schemas (`additionalProperties: false` is a keyword, not a schema), `$ref`s.
+fn strictness_problems(schema: &Value, path: &str, problems: &mut Vec<String>) {
+    let Value::Object(o) = schema else {
+        problems.push(format!("{path}: {schema} is not a schema object"));
+        return;
+    };
+    for (key, sub) in o {
+        let here = format!("{path}/{key}");
+        match (key.as_str(), sub) {
+            ("format", Value::String(f)) if !STANDARD_FORMATS.contains(&f.as_str()) => {
+                problems.push(format!("{here}: {f}"))
+            }
+            ("$ref", _) => problems.push(format!("{here}: a reference")),
+            ("properties" | "$defs", Value::Object(props)) => {
+                for (name, s) in props {
+                    strictness_problems(s, &format!("{here}/{name}"), problems);
+                }
+            }
+            ("additionalProperties", Value::Bool(false)) => {}
+            ("items" | "additionalProperties" | "not", s) => {
+                strictness_problems(s, &here, problems)
+            }
+            ("anyOf" | "oneOf" | "allOf", Value::Array(subs)) => {
+                for (i, s) in subs.iter().enumerate() {
+                    strictness_problems(s, &format!("{here}/{i}"), problems);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// SPEC section 10: both tool definitions together.
+const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_000;
+
+#[test]
+fn the_tool_definitions_are_small_and_strict() {
+    let sb = Sandbox::new();
+    let mut server = RawServer::start(&sb, &[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let listed = server.response(1);
+    let tools = &listed["result"]["tools"];
+    let bytes = serde_json::to_string(tools).unwrap().len();
+    eprintln!("tools/list: {bytes} bytes of tool definitions");
+    assert!(
+        bytes <= MAX_TOOL_DEFINITIONS_BYTES,
+        "{bytes} bytes: {}",
+        serde_json::to_string_pretty(tools).unwrap()
+    );
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["list_agents", "subagent"]);
+    let mut problems = Vec::new();
+    for t in tools.as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        strictness_problems(
+            &t["inputSchema"],
+            &format!("{name}.inputSchema"),
+            &mut problems,
+        );
+        if let Some(out) = t.get("outputSchema") {
+            strictness_problems(out, &format!("{name}.outputSchema"), &mut problems);
+        }
+    }
+    assert_eq!(problems, Vec::<String>::new());
+    // Still says when to delegate and which agent fits what.
+    let description = tools[1]["description"].as_str().unwrap();
+    for word in [
+        "Delegate",
+        "explorer",
+        "researcher",
+        "reviewer",
+        "implementer",
+        "tester",
+        "list_agents",
+    ] {
+        assert!(description.contains(word), "{word} in {description:?}");
+    }
+    let props = tools[1]["inputSchema"]["properties"].as_object().unwrap();
+    for key in [
+        "agent",
+        "task",
+        "tasks",
+        "chain",
+        "cwd",
+        "model",
+        "timeoutMs",
+        "idleTimeoutMs",
+        "details",
+    ] {
+        assert!(props.contains_key(key), "{key}");
+    }
+    server.close();
+}
+
+#[test]
+fn a_malformed_call_is_invalid_params_and_logs_carry_no_colour() {
+    let sb = Sandbox::new();
+    // Not a terminal: stderr is a pipe here.
+    let mut server = RawServer::start(&sb, &[("ORCHESTRATE_LOG", "warn")]);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}}),
+    );
+    let r = server.response(1);
+    assert_eq!(
+        r["error"],
+        json!({"code": -32602, "message": "invalid tools/call params: missing field `name`"})
+    );
+    let stderr = server.close();
+    assert!(
+        stderr.contains("invalid tools/call params"),
+        "the error is logged: {stderr:?}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "no ANSI escapes: {stderr:?}");
+}

@@ -46,13 +46,18 @@ fn serve_mcp(agents_dir: Option<std::path::PathBuf>) -> i32 {
     }
 }
 
-/// Logs go to stderr; `ORCHESTRATE_LOG` (or `RUST_LOG`) sets the level.
+/// Logs go to stderr; `ORCHESTRATE_LOG` (or `RUST_LOG`) sets the level. Colour only on a
+/// terminal, and never with `NO_COLOR` set: a parent reading stderr gets plain text.
 pub fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = std::env::var("ORCHESTRATE_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "warn".to_string());
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_target(false)
         .without_time()
