@@ -3,10 +3,13 @@
 //! Tools: `subagent` (one run or several; `content` is the answer, `structuredContent` the
 //! lean details with `output`, `isError` when it failed) and `list_agents`. Their
 //! definitions stay small and strict ([`schema`]). Progress notifications go out while a
-//! child runs when the client sent a progress token; `notifications/cancelled` stops that
-//! call's children; calls run concurrently. On stdin EOF every running child is stopped
-//! before the server exits. stdout carries protocol only: logs go to stderr.
+//! child runs when the client sent a progress token;
+//! `notifications/cancelled` stops that call's children; calls run concurrently. When
+//! stdin closes ([`input`] notices it at once) or on SIGINT/SIGTERM/SIGHUP, every running
+//! child is stopped (a second signal kills at once) before the server exits. stdout
+//! carries protocol only: logs go to stderr.
 
+mod input;
 pub(crate) mod schema;
 
 use std::path::PathBuf;
@@ -23,6 +26,7 @@ use rmcp::schemars::{self, JsonSchema};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -168,12 +172,33 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// Requests to stop every running child: stdin closing and each signal count as one. The
+/// first stops them gracefully (SIGTERM, then SIGKILL after the grace), the second at once,
+/// as `orchestrate run` does with signals.
+#[derive(Clone, Default)]
+struct Stop {
+    graceful: CancellationToken,
+    kill: CancellationToken,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Stop {
+    fn request(&self, why: &str) {
+        if self.requests.fetch_add(1, Ordering::SeqCst) == 0 {
+            tracing::info!("{why}: stopping every running subagent");
+            self.graceful.cancel();
+        } else {
+            tracing::info!("{why} again: killing every running subagent");
+            self.kill.cancel();
+        }
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct OrchestrateServer {
     #[allow(dead_code, reason = "read by the code #[tool_handler] generates")]
     tool_router: ToolRouter<Self>,
-    /// Cancelled when the client goes away: every run stops its child.
-    shutdown: CancellationToken,
+    stop: Stop,
     in_flight: Arc<InFlight>,
     agents_dir: Option<PathBuf>,
 }
@@ -186,7 +211,7 @@ impl OrchestrateServer {
     pub(crate) fn new(agents_dir: Option<PathBuf>) -> Self {
         OrchestrateServer {
             tool_router: Self::tool_router(),
-            shutdown: CancellationToken::new(),
+            stop: Stop::default(),
             in_flight: Arc::new(InFlight::default()),
             agents_dir,
         }
@@ -222,16 +247,19 @@ impl OrchestrateServer {
             Ok(env) => env,
             Err(e) => return refused(e),
         };
-        // A cancel from the client, or the client going away, stops this call's children.
+        // A cancel from the client, the client going away or a signal stops this call's
+        // children; a second stop request kills them at once.
         let controls = Controls::default();
-        let cancel = controls.cancel.clone();
-        let (client_cancel, shutdown) = (ctx.ct.clone(), self.shutdown.clone());
+        let (cancel, kill) = (controls.cancel.clone(), controls.kill.clone());
+        let (client_cancel, stop) = (ctx.ct.clone(), self.stop.clone());
         let link = tokio::spawn(async move {
             tokio::select! {
                 _ = client_cancel.cancelled() => {}
-                _ = shutdown.cancelled() => {}
+                _ = stop.graceful.cancelled() => {}
             }
             cancel.cancel();
+            stop.kill.cancelled().await;
+            kill.cancel();
         });
 
         let progress = ctx
@@ -338,7 +366,8 @@ impl Progress {
 )]
 impl ServerHandler for OrchestrateServer {
     /// A request whose params do not fit its method reaches here (rmcp could not read it as
-    /// that method): an invalid-params error, not "method not found".
+    /// that method): an invalid-params error, not "method not found". The stand-in for an
+    /// oversized message ([`input`]) gets its answer here too.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -346,6 +375,7 @@ impl ServerHandler for OrchestrateServer {
     ) -> Result<CustomResult, ErrorData> {
         let CustomRequest { method, params, .. } = request;
         match method.as_str() {
+            input::OVERSIZED_METHOD => oversized_answer(params.unwrap_or_default()),
             "tools/call" => {
                 let why = match serde_json::from_value::<CallToolRequestParams>(
                     params.unwrap_or_default(),
@@ -386,6 +416,29 @@ const KNOWN_METHODS: &[&str] = &[
     "server/discover",
 ];
 
+/// The answer to a message over the size limit: for a tool call, an `INVALID_INPUT` tool
+/// error the model can act on; for anything else, an invalid-request error.
+fn oversized_answer(params: serde_json::Value) -> Result<CustomResult, ErrorData> {
+    let bytes = params["bytes"].as_u64().unwrap_or(0);
+    let limit = params["limit"]
+        .as_u64()
+        .unwrap_or(input::MAX_MESSAGE_BYTES as u64);
+    let message = format!(
+        "The request is {bytes} bytes, over orchestrate's limit of {limit} bytes per message: shorten the task (put long material in a file and name the file in the task)."
+    );
+    if params["method"] != "tools/call" {
+        return Err(ErrorData::invalid_request(message, None));
+    }
+    let result = to_call_result(
+        &RunError::invalid(message).to_result(None),
+        true,
+        DetailLevel::Lean,
+    );
+    serde_json::to_value(result)
+        .map(CustomResult)
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
 /// `content` = the result's content (the answer), `structuredContent` = its details at
 /// `detail`, lean ones with `output` (SPEC section 10).
 fn to_call_result(result: &RunResult, failed: bool, detail: DetailLevel) -> CallToolResult {
@@ -415,24 +468,66 @@ fn progress_message(update: &RunResult) -> String {
     format!("turn {}{tool}, {} tokens", s.turn_count, s.usage.tokens())
 }
 
-/// Serves MCP on stdin/stdout until the client closes stdin, then stops running children.
+/// First INT/TERM/HUP: stop every running child gracefully; another: kill them at once.
+fn watch_signals(stop: Stop) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            stop.request(name);
+        }
+    }))
+}
+
+/// How long shutdown waits for running calls to stop their children: the grace between
+/// SIGTERM and SIGKILL, and time to reap.
+const SHUTDOWN_WAIT: Duration =
+    Duration::from_secs(crate::limits::DEFAULT_KILL_GRACE.as_secs() + 5);
+
+/// Serves MCP on stdin/stdout until the client closes stdin or a signal comes, then stops
+/// the running children and returns once they are gone.
 pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     let server = OrchestrateServer::new(agents_dir);
-    let shutdown = server.shutdown.clone();
+    let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
+    let signals = watch_signals(stop.clone())?;
+    let eof = stop.clone();
+    let stdin = input::ClientInput::new(tokio::io::stdin(), move || {
+        eof.request("the MCP client closed stdin")
+    });
     let service = server
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, tokio::io::stdout()))
         .await
         .map_err(|e| std::io::Error::other(format!("failed to start the MCP server: {e}")))?;
-    let quit = service.waiting().await;
-    tracing::debug!(?quit, "MCP client went away; stopping running subagents");
-    shutdown.cancel();
-    // Each run stops its child's group (SIGTERM, then SIGKILL after the grace) and
-    // returns; wait for that, bounded, so nothing is left behind.
-    let _ = tokio::time::timeout(
-        crate::limits::DEFAULT_KILL_GRACE + Duration::from_secs(5),
-        in_flight.drained(),
-    )
-    .await;
+    let session = service.cancellation_token();
+    let mut waiting = tokio::spawn(service.waiting());
+    let ended_first = tokio::select! {
+        quit = &mut waiting => {
+            tracing::debug!(?quit, "the MCP session ended");
+            true
+        }
+        _ = stop.graceful.cancelled() => false,
+    };
+    // However it ended, nothing is left running.
+    stop.graceful.cancel();
+    if tokio::time::timeout(SHUTDOWN_WAIT, in_flight.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!("running subagents did not stop within {SHUTDOWN_WAIT:?}");
+    }
+    // After a signal the client may still be there: the responses of the stopped calls
+    // went out through the session, which ends now.
+    session.cancel();
+    if !ended_first {
+        let _ = tokio::time::timeout(Duration::from_secs(2), waiting).await;
+    }
+    signals.abort();
     Ok(())
 }

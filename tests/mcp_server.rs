@@ -619,3 +619,115 @@ fn a_malformed_call_is_invalid_params_and_logs_carry_no_colour() {
     );
     assert!(!stderr.contains('\u{1b}'), "no ANSI escapes: {stderr:?}");
 }
+
+#[test]
+fn a_message_over_the_size_limit_gets_an_error_answer() {
+    let sb = Sandbox::new().scenario("replay");
+    let mut server = RawServer::start(&sb, &[]);
+    // 30 MB, the id last as the TypeScript SDK writes it.
+    let task = "x".repeat(30 * 1024 * 1024);
+    let line = format!(
+        r#"{{"method":"tools/call","params":{{"name":"subagent","arguments":{{"agent":"fake","task":"{task}"}}}},"jsonrpc":"2.0","id":7}}"#
+    );
+    server.send_raw(&line);
+    let r = server.response(7);
+    let result = &r["result"];
+    assert_eq!(result["isError"], json!(true), "{r}");
+    assert_eq!(
+        result["structuredContent"]["error"]["code"],
+        json!("INVALID_INPUT")
+    );
+    let message = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "Invalid input: The request is {} bytes, over orchestrate's limit of ",
+            line.len()
+        )),
+        "{message}"
+    );
+    // The connection is still good.
+    server.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}));
+    assert!(server.response(8)["result"]["tools"].is_array());
+    // Anything else that big gets a protocol error.
+    let padding = "y".repeat(10 * 1024 * 1024);
+    server.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{{"pad":"{padding}"}}}}"#
+    ));
+    assert_eq!(server.response(9)["error"]["code"], json!(-32600));
+    assert!(sb.pids().is_empty(), "no child was started");
+    server.close();
+}
+
+/// What the TypeScript SDK's `close()` does to a stdio server: close its stdin, wait 2 s,
+/// SIGTERM, wait 2 s, SIGKILL. Returns whether the server was still there to SIGKILL.
+fn close_like_the_typescript_sdk(
+    process: &mut std::process::Child,
+    stdin: std::process::ChildStdin,
+) -> bool {
+    let exited_within = |process: &mut std::process::Child, limit: Duration| {
+        let deadline = Instant::now() + limit;
+        loop {
+            if process.try_wait().unwrap().is_some() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    drop(stdin);
+    if exited_within(process, Duration::from_secs(2)) {
+        return false;
+    }
+    unsafe { libc::kill(process.id() as i32, libc::SIGTERM) };
+    if exited_within(process, Duration::from_secs(2)) {
+        return false;
+    }
+    unsafe { libc::kill(process.id() as i32, libc::SIGKILL) };
+    let _ = process.wait();
+    true
+}
+
+#[test]
+fn a_client_closing_mid_call_leaves_nothing_running() {
+    // The child sleeps; its grandchild ignores SIGTERM and only a SIGKILL ends it.
+    let sb = Sandbox::new().scenario("grandchild-hang");
+    let mut server = RawServer::start(&sb, &[]);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "subagent", "arguments": {"agent": "fake", "task": "hang"}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sb.pids().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the child and its grandchild never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stdin = server.stdin.take().unwrap();
+    let killed = close_like_the_typescript_sdk(&mut server.process, stdin);
+    let pids = sb.pids();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alive = loop {
+        let alive: Vec<i32> = pids
+            .iter()
+            .copied()
+            .filter(|p| support::is_alive(*p))
+            .collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            break alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        alive,
+        Vec::<i32>::new(),
+        "the run's tree outlived the server (of {pids:?})"
+    );
+    assert!(
+        !killed,
+        "the server ended on its own, before the client's SIGKILL"
+    );
+}

@@ -36,7 +36,13 @@ fn serve_mcp(agents_dir: Option<std::path::PathBuf>) -> i32 {
     let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .and_then(|rt| rt.block_on(crate::mcp::serve(agents_dir)));
+        .and_then(|rt| {
+            let served = rt.block_on(crate::mcp::serve(agents_dir));
+            // A read of stdin may still be pending on a blocking thread (after a signal,
+            // with the client still there); the runtime must not wait for it.
+            rt.shutdown_background();
+            served
+        });
     match served {
         Ok(()) => 0,
         Err(e) => {
