@@ -2,8 +2,8 @@
 //!
 //! Tools: `subagent` (one run or several; `content` is the answer, `structuredContent` the
 //! lean details with `output`, `isError` when it failed) and `list_agents`. Their
-//! definitions stay small and strict ([`schema`]). Progress notifications go out while a
-//! child runs when the client sent a progress token;
+//! definitions stay small and strict ([`schema`]). Progress notifications go out while
+//! children run (per task for a fan-out) when the client sent a progress token;
 //! `notifications/cancelled` stops that call's children; calls run concurrently. When
 //! stdin closes ([`input`] notices it at once) or on SIGINT/SIGTERM/SIGHUP, every running
 //! child is stopped (a second signal kills at once) before the server exits. stdout
@@ -34,6 +34,7 @@ use crate::agents::{self, DiscoveryOptions};
 use crate::error::RunError;
 use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
+use crate::run::progress::{FanoutObserver, FanoutStatus};
 use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
 use crate::supervisor::Controls;
 
@@ -301,7 +302,7 @@ impl OrchestrateServer {
     }
 }
 
-/// Runs what the call asked for (progress for a single run only).
+/// Runs what the call asked for, with progress for each kind.
 async fn run_call(
     call: Call,
     env: &RunEnv,
@@ -311,8 +312,12 @@ async fn run_call(
     let limits = FanoutLimits::from_config(&env.config, None);
     match call {
         Call::Single(req) => run(&req, env, controls, progress.map(Progress::single)).await,
-        Call::Parallel(reqs) => run_parallel(reqs, env, controls, limits).await,
-        Call::Chain(reqs) => run_chain(reqs, env, controls, limits).await,
+        Call::Parallel(reqs) => {
+            run_parallel(reqs, env, controls, limits, progress.map(Progress::fanout)).await
+        }
+        Call::Chain(reqs) => {
+            run_chain(reqs, env, controls, limits, progress.map(Progress::fanout)).await
+        }
     }
 }
 
@@ -350,6 +355,14 @@ impl Progress {
         let tx = self.tx.clone();
         Observer::new(DetailLevel::Lean, move |update: &RunResult| {
             let _ = tx.send(progress_message(update));
+        })
+    }
+
+    /// The observer of a fan-out: every task's state in one message.
+    fn fanout(&self) -> FanoutObserver {
+        let tx = self.tx.clone();
+        Arc::new(move |status: &FanoutStatus| {
+            let _ = tx.send(status.message());
         })
     }
 

@@ -731,3 +731,59 @@ fn a_client_closing_mid_call_leaves_nothing_running() {
         "the server ended on its own, before the client's SIGKILL"
     );
 }
+
+#[tokio::test]
+async fn a_fan_out_reports_progress_for_every_task() {
+    for (chain, what) in [(false, "tasks"), (true, "steps")] {
+        let sb = Sandbox::new()
+            .scenario("slow")
+            .set("FAKE_AGENT_DELAY_MS", "20")
+            .transcript("multi_turn.jsonl");
+        let server = start(&sb).await;
+        let args = json!({"tasks": [{"agent": "fake", "task": "one"}, {"agent": "fake", "task": "two"}], "chain": chain});
+        let handle = server
+            .client
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(Request::new(
+                    CallToolRequestParams::new("subagent")
+                        .with_arguments(args.as_object().unwrap().clone()),
+                )),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        let response = handle.await_response().await.unwrap();
+        let rmcp::model::ServerResult::CallToolResult(r) = response else {
+            panic!("{response:?}")
+        };
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        let progress = server.progress.lock().unwrap().clone();
+        let messages: Vec<String> = progress
+            .iter()
+            .map(|p| p.message.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            progress.windows(2).all(|w| w[1].progress > w[0].progress),
+            "progress increases: {messages:?}"
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with(&format!("0/2 {what} done; 1. fake turn"))
+                    && m.contains(", running ")),
+            "the running task is named with its tool: {messages:?}"
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with(&format!("1/2 {what} done"))),
+            "{messages:?}"
+        );
+        assert_eq!(
+            messages.last().map(String::as_str),
+            Some(format!("2/2 {what} done; 14440 tokens").as_str()),
+            "{messages:?}"
+        );
+        server.client.cancel().await.unwrap();
+    }
+}

@@ -153,13 +153,13 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
         Plan::Single(req) => *req,
         Plan::Parallel(reqs, concurrency) => {
             let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_parallel(reqs, &env, &controls, limits).await;
+            let output = run_parallel(reqs, &env, &controls, limits, None).await;
             watcher.abort();
             return print_result_at(print, &output.result, output.exit_status);
         }
         Plan::Chain(reqs, concurrency) => {
             let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_chain(reqs, &env, &controls, limits).await;
+            let output = run_chain(reqs, &env, &controls, limits, None).await;
             watcher.abort();
             return print_result_at(print, &output.result, output.exit_status);
         }

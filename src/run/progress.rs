@@ -21,6 +21,106 @@ pub(crate) struct Observer<'o> {
     pub on_update: Box<dyn FnMut(&RunResult) + Send + 'o>,
 }
 
+/// Hears of a fan-out's progress: every task's state, whenever one changes.
+pub(crate) type FanoutObserver = std::sync::Arc<dyn Fn(&FanoutStatus) + Send + Sync>;
+
+/// Where each task of a fan-out (parallel or chain) stands.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FanoutStatus {
+    pub mode: Mode,
+    pub tasks: Vec<TaskStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TaskStatus {
+    pub agent: String,
+    pub state: TaskState,
+    pub turns: u64,
+    pub tokens: u64,
+    pub current_tool: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskState {
+    Waiting,
+    Running,
+    Done { ok: bool },
+}
+
+impl FanoutStatus {
+    pub(crate) fn new(mode: Mode, reqs: &[super::RunRequest]) -> Self {
+        FanoutStatus {
+            mode,
+            tasks: reqs
+                .iter()
+                .map(|r| TaskStatus {
+                    agent: r.agent.clone(),
+                    state: TaskState::Waiting,
+                    turns: 0,
+                    tokens: 0,
+                    current_tool: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// One line: how many tasks are done, what the running ones do, tokens in all.
+    pub(crate) fn message(&self) -> String {
+        let n = self.tasks.len();
+        let done = self
+            .tasks
+            .iter()
+            .filter(|t| matches!(t.state, TaskState::Done { .. }))
+            .count();
+        let failed = self
+            .tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Done { ok: false })
+            .count();
+        let tokens: u64 = self.tasks.iter().map(|t| t.tokens).sum();
+        let running: Vec<String> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.state == TaskState::Running)
+            .map(|(i, t)| {
+                let tool = t
+                    .current_tool
+                    .as_ref()
+                    .map_or(String::new(), |name| format!(", running {name}"));
+                format!("{}. {} turn {}{tool}", i + 1, t.agent, t.turns)
+            })
+            .collect();
+        let what = match self.mode {
+            Mode::Chain => "steps",
+            _ => "tasks",
+        };
+        let failed = if failed > 0 {
+            format!(" ({failed} failed)")
+        } else {
+            String::new()
+        };
+        let running = if running.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", running.join("; "))
+        };
+        format!("{done}/{n} {what} done{failed}{running}; {tokens} tokens")
+    }
+}
+
+impl TaskStatus {
+    /// Takes in a streaming update of this task's run.
+    pub(crate) fn follow(&mut self, update: &RunResult) {
+        self.state = TaskState::Running;
+        if let Some(s) = &update.details.streaming {
+            self.turns = s.turn_count;
+            self.tokens = s.usage.tokens();
+            self.current_tool.clone_from(&s.current_tool);
+        }
+    }
+}
+
 impl<'o> Observer<'o> {
     pub(crate) fn new(detail: DetailLevel, on_update: impl FnMut(&RunResult) + Send + 'o) -> Self {
         Observer {
