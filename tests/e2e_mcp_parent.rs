@@ -17,7 +17,8 @@
 //! `ignored` with the reason, unless `ORCHESTRATE_REQUIRE_CONTRACT=1` makes that a failure.
 //! claude runs offline with the settings of `tests/mock_llm/contract/clis/claude.rs`.
 //! Two more tests run MCP Inspector's CLI against `orchestrate mcp`: its strict schema
-//! check, and a call. claude hands its whole environment to the MCP
+//! check, and a call. `parent_bench` adds the benchmark of what the parent pays
+//! (`scripts/bench-context`), which runs only on request. claude hands its whole environment to the MCP
 //! servers it starts, plus the config's `env`; the config's `env` adds
 //! `ORCHESTRATE_E2E_MCP_SERVER=<sandbox root>`, so the server (and the child it starts)
 //! can be told apart in `/proc` from claude's own processes, which carry only the
@@ -36,6 +37,7 @@
 //! ```
 
 mod mock_llm;
+mod parent_bench;
 mod support;
 
 use std::collections::BTreeMap;
@@ -87,6 +89,7 @@ fn main() {
             on_request: false,
         },
     ]);
+    tests.extend(parent_bench::benchmarks());
     harness::main_needing(tests);
 }
 
