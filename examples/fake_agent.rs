@@ -153,6 +153,24 @@ fn main() {
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
+        // FAKE_AGENT_TEXT streamed as text deltas of FAKE_AGENT_DELTA_CHARS characters
+        // (default 3), FAKE_AGENT_DELAY_MS apart (default 5), then the whole message.
+        "stream-text" => {
+            let text = env_str("FAKE_AGENT_TEXT").unwrap_or_else(|| DEFAULT_TEXT.to_string());
+            let chars = env_num("FAKE_AGENT_DELTA_CHARS", 3).max(1) as usize;
+            emit_lines(&streamed_transcript(&text, chars), delay_ms(5));
+            process::exit(0);
+        }
+        // A long run like a real exploring agent's: FAKE_AGENT_TOOL_CALLS turns (default
+        // 40) of a sentence and a tool call each, then the final answer FAKE_AGENT_TEXT,
+        // or FAKE_AGENT_ANSWER_BYTES (default 1500) of prose.
+        "long-run" => {
+            let calls = env_num("FAKE_AGENT_TOOL_CALLS", 40);
+            let answer = env_str("FAKE_AGENT_TEXT")
+                .unwrap_or_else(|| prose(env_num("FAKE_AGENT_ANSWER_BYTES", 1500) as usize));
+            emit_lines(&long_run_transcript(calls, &answer), delay_ms(0));
+            process::exit(0);
+        }
         "echo-env" => {
             let text = match env_str("FAKE_AGENT_ECHO_VAR") {
                 Some(name) => match std::env::var_os(&name) {
@@ -490,6 +508,121 @@ fn success_transcript(text: &str) -> Vec<String> {
         format!("{{\"type\":\"agent_end\",\"messages\":[{user},{fin}]}}"),
         "{\"type\":\"agent_settled\"}".to_string(),
     ]
+}
+
+/// A pi run whose one message arrives as text deltas of `chars` characters each, as pi
+/// streams a model's answer, then ends like [`success_transcript`].
+fn streamed_transcript(text: &str, chars: usize) -> Vec<String> {
+    let full = success_transcript(text);
+    let ts = BASE_TS + 1;
+    let letters: Vec<char> = text.chars().collect();
+    let mut deltas = Vec::new();
+    let mut so_far = String::new();
+    for piece in letters.chunks(chars) {
+        let delta: String = piece.iter().collect();
+        so_far.push_str(&delta);
+        let partial = assistant_msg(&[text_block(&so_far)], &ZERO_USAGE, "stop", None, ts);
+        deltas.push(ev_update_old(&text_delta_fields(&delta), &partial));
+    }
+    // The success transcript's own two deltas (lines 7 and 8) give way to these.
+    let mut lines = full[..7].to_vec();
+    lines.extend(deltas);
+    lines.extend_from_slice(&full[9..]);
+    lines
+}
+
+/// `bytes` of plain prose (whole sentences, cut on a word), for an answer of a known size.
+fn prose(bytes: usize) -> String {
+    const SENTENCES: [&str; 4] = [
+        "Authentication lives in src/auth.rs, where login() checks the password hash with argon2 and issues a session token.",
+        "The session middleware in src/http/session.rs validates that token on every request and loads the user.",
+        "Password resets go through src/auth/reset.rs, which mails a one-time link that expires after thirty minutes.",
+        "Tests for all three are in tests/auth.rs; the login rate limit is configured in config/auth.toml.",
+    ];
+    let mut text = String::new();
+    let mut i = 0;
+    while text.len() < bytes {
+        if !text.is_empty() {
+            text.push(if i % 4 == 0 { '\n' } else { ' ' });
+        }
+        text.push_str(SENTENCES[i % SENTENCES.len()]);
+        i += 1;
+    }
+    let mut end = bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
+}
+
+/// `calls` turns of one sentence and one tool call (read, grep or bash in turn), each with
+/// its tool result, then a last turn answering `answer`. Usage per turn: input 1000,
+/// output 50, cost 0.001.
+fn long_run_transcript(calls: u64, answer: &str) -> Vec<String> {
+    let usage = Usage {
+        input: 1000,
+        output: 50,
+        cache_read: 0,
+        cache_write: 0,
+        cost: [0.0008, 0.0002, 0.0, 0.0, 0.001],
+    };
+    let user = user_msg(&prompt_text(), BASE_TS);
+    let mut lines = vec![
+        session_header(),
+        "{\"type\":\"agent_start\"}".to_string(),
+        "{\"type\":\"turn_start\"}".to_string(),
+        ev_msg("message_start", &user),
+        ev_msg("message_end", &user),
+    ];
+    let mut messages = vec![user];
+    for i in 0..calls {
+        let ts = BASE_TS + 1 + i;
+        let (name, args) = match i % 3 {
+            0 => ("read", format!("{{\"path\":\"src/module_{i}.rs\"}}")),
+            1 => (
+                "grep",
+                format!("{{\"pattern\":\"fn handler_{i}\",\"path\":\"src\"}}"),
+            ),
+            _ => (
+                "bash",
+                format!("{{\"command\":\"git log --oneline -5 -- src/module_{i}.rs\"}}"),
+            ),
+        };
+        let call = format!(
+            "{{\"type\":\"toolCall\",\"id\":\"call_{i}\",\"name\":\"{name}\",\"arguments\":{args}}}"
+        );
+        let text = text_block(&format!("Step {}: looking at module {i} next.", i + 1));
+        let msg = assistant_msg(&[text, call], &usage, "toolUse", None, ts);
+        let result = format!(
+            "{{\"role\":\"toolResult\",\"toolCallId\":\"call_{i}\",\"toolName\":\"{name}\",\"content\":[{}],\"isError\":false,\"timestamp\":{ts}}}",
+            text_block(&format!("// module {i}\nfn handler_{i}() {{}}\n"))
+        );
+        lines.push(ev_msg("message_start", &msg));
+        lines.push(ev_msg("message_end", &msg));
+        lines.push(ev_msg("message_start", &result));
+        lines.push(ev_msg("message_end", &result));
+        lines.push(format!(
+            "{{\"type\":\"turn_end\",\"message\":{msg},\"toolResults\":[{result}]}}"
+        ));
+        lines.push("{\"type\":\"turn_start\"}".to_string());
+        messages.push(msg);
+        messages.push(result);
+    }
+    let ts = BASE_TS + 1 + calls;
+    let fin = assistant_msg(&[text_block(answer)], &usage, "stop", None, ts);
+    lines.push(ev_msg("message_start", &fin));
+    lines.push(ev_msg("message_end", &fin));
+    lines.push(format!(
+        "{{\"type\":\"turn_end\",\"message\":{fin},\"toolResults\":[]}}"
+    ));
+    messages.push(fin);
+    lines.push(format!(
+        "{{\"type\":\"agent_end\",\"messages\":[{}]}}",
+        messages.join(",")
+    ));
+    lines.push("{\"type\":\"agent_settled\"}".to_string());
+    lines
 }
 
 /// pi json mode when the provider call failed: exits 0, last assistant message has

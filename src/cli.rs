@@ -12,7 +12,7 @@ use crate::backends::BackendChoice;
 use crate::commands::run::{OutputFormat, Plan};
 use crate::duration::parse_duration;
 use crate::error::RunError;
-use crate::result::exit_status;
+use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
 
 #[derive(Parser, Debug)]
@@ -163,6 +163,26 @@ pub struct RunArgs {
     /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
     pub output: Format,
+    /// How much of the result a JSON format prints: lean (the answer, usage, errors, the
+    /// session file) or full (also every step of the run, as result.json keeps it).
+    #[arg(long, value_enum, default_value = "lean")]
+    pub details: Details,
+}
+
+/// `--details`: see [`crate::result::DetailLevel`].
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Details {
+    Lean,
+    Full,
+}
+
+impl From<Details> for DetailLevel {
+    fn from(d: Details) -> Self {
+        match d {
+            Details::Lean => DetailLevel::Lean,
+            Details::Full => DetailLevel::Full,
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,6 +292,10 @@ fn wants_json(args: &[OsString]) -> bool {
 impl RunArgs {
     pub fn format(&self) -> OutputFormat {
         self.output.into()
+    }
+
+    pub fn detail(&self) -> DetailLevel {
+        self.details.into()
     }
 
     /// One run, or several from `--task AGENT=TASK` (parallel, or in order with `--chain`).

@@ -26,6 +26,10 @@ pub(crate) struct Collector {
     partial_text: String,
     display_items: VecDeque<DisplayItem>,
     dropped_display_items: u64,
+    /// Every tool call of the run, not only those still in `display_items`.
+    tool_calls: u64,
+    /// The last tool called, until text follows it.
+    current_tool: Option<String>,
     provider_error: Option<String>,
     session_id: Option<String>,
     terminal: bool,
@@ -49,6 +53,7 @@ impl Collector {
             AgentEvent::AssistantMessage(text) => {
                 self.partial_text.clear();
                 if !text.is_empty() {
+                    self.current_tool = None;
                     self.push_display(DisplayItem::Text {
                         text: cut_utf8(&text, MAX_DISPLAY_TEXT_BYTES).to_string(),
                     });
@@ -66,6 +71,8 @@ impl Collector {
             }
             AgentEvent::ToolCall { name, mut args } => {
                 cut_long_strings(&mut args, MAX_DISPLAY_ARG_BYTES);
+                self.tool_calls += 1;
+                self.current_tool = Some(name.to_string());
                 self.push_display(DisplayItem::ToolCall {
                     name: name.into_owned(),
                     args,
@@ -130,6 +137,21 @@ impl Collector {
 
     pub(crate) fn revision(&self) -> u64 {
         self.revision
+    }
+
+    pub(crate) fn tool_calls(&self) -> u64 {
+        self.tool_calls
+    }
+
+    /// The tool the child called last, while no text has come after it.
+    pub(crate) fn current_tool(&self) -> Option<&str> {
+        self.current_tool.as_deref()
+    }
+
+    /// Whether [`Collector::latest_text`] is a message still being written (its tail may
+    /// be cut mid-word).
+    pub(crate) fn text_is_streaming(&self) -> bool {
+        !self.partial_text.is_empty()
     }
 
     pub(crate) fn display_items(&self) -> Vec<DisplayItem> {

@@ -1,10 +1,16 @@
 //! `orchestrate mcp`: the same run, served as MCP tools over stdio with `rmcp`.
 //!
-//! Tools: `subagent` (one run; `content` is the result's content, `structuredContent` its
-//! details, `isError` when it failed) and `list_agents`. Progress notifications go out
-//! while a child runs when the client sent a progress token; `notifications/cancelled`
-//! stops that child's group; calls run concurrently. On stdin EOF every running child is
-//! stopped before the server exits. stdout carries protocol only: logs go to stderr.
+//! Tools: `subagent` (one run or several; `content` is the answer, `structuredContent` the
+//! lean details with `output`, `isError` when it failed) and `list_agents`. Their
+//! definitions stay small and strict ([`schema`]). Progress notifications go out while
+//! children run (per task for a fan-out) when the client sent a progress token;
+//! `notifications/cancelled` stops that call's children; calls run concurrently. When
+//! stdin closes ([`input`] notices it at once) or on SIGINT/SIGTERM/SIGHUP, every running
+//! child is stopped (a second signal kills at once) before the server exits. stdout
+//! carries protocol only: logs go to stderr.
+
+mod input;
+pub(crate) mod schema;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,49 +18,60 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, CustomRequest, CustomResult, ErrorCode,
+    JsonObject, ProgressNotificationParam,
+};
 use rmcp::schemars::{self, JsonSchema};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::{self, DiscoveryOptions};
-use crate::result::RunResult;
+use crate::error::RunError;
+use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
-use crate::run::{run, Observer, RunEnv, RunRequest};
+use crate::run::progress::{FanoutObserver, FanoutStatus};
+use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
 use crate::supervisor::Controls;
 
-/// Arguments of the `subagent` tool.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// Arguments of the `subagent` tool. Their doc comments are the schema's descriptions,
+/// loaded into every parent session: keep them short.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct SubagentArgs {
-    /// Agent name (see list_agents).
+    /// Agent name.
     #[serde(default)]
     pub agent: Option<String>,
-    /// What the agent should do; it cannot ask back, so be complete.
+    /// Complete: the agent cannot ask back.
     #[serde(default)]
     pub task: Option<String>,
-    /// Several tasks instead of agent+task: run concurrently, or in order with chain.
+    /// Instead of agent+task: several, run at once.
     #[serde(default)]
     pub tasks: Vec<TaskArg>,
-    /// Run `tasks` in order; `{previous}` in a task is the previous step's output.
+    /// Run tasks in order; {previous} = the prior output.
     #[serde(default)]
     pub chain: bool,
-    /// Working directory for the child (default: the server's).
+    /// Working directory.
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Model passed to the child CLI.
+    /// Model for the agent's CLI.
     #[serde(default)]
     pub model: Option<String>,
-    /// Maximum runtime in milliseconds (default 900000).
+    /// Runtime limit (default 900000).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
-    /// Maximum time without child output in milliseconds (default 180000).
+    /// Limit without output (default 180000).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub idle_timeout_ms: Option<u64>,
+    /// full adds every step (large).
+    #[serde(default)]
+    pub details: Option<DetailLevel>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -64,14 +81,86 @@ pub(crate) struct TaskArg {
     pub task: String,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-pub(crate) struct NoArgs {}
+/// What a `subagent` call asks for, checked.
+enum Call {
+    Single(Box<RunRequest>),
+    Parallel(Vec<RunRequest>),
+    Chain(Vec<RunRequest>),
+}
+
+impl SubagentArgs {
+    /// The arguments as the client sent them: wrong types and unknown names are
+    /// `INVALID_INPUT`, like every other bad input.
+    fn parse(args: JsonObject) -> Result<SubagentArgs, RunError> {
+        serde_json::from_value(serde_json::Value::Object(args))
+            .map_err(|e| RunError::invalid(format!("invalid arguments: {e}")))
+    }
+
+    fn into_call(self, agents_dir: Option<PathBuf>) -> Result<Call, RunError> {
+        let positive = |name: &str, ms: Option<u64>| match ms {
+            Some(0) => Err(RunError::invalid(format!(
+                "{name} must be greater than zero (leave it out for the default)"
+            ))),
+            ms => Ok(ms.map(Duration::from_millis)),
+        };
+        let base = RunRequest {
+            model: self.model,
+            cwd: self.cwd.map(PathBuf::from),
+            agents_dir,
+            runtime_timeout: positive("timeoutMs", self.timeout_ms)?,
+            idle_timeout: positive("idleTimeoutMs", self.idle_timeout_ms)?,
+            ..RunRequest::default()
+        };
+        if self.tasks.is_empty() {
+            if self.chain {
+                return Err(RunError::invalid("chain needs tasks: [{agent, task}, …]"));
+            }
+            return Ok(Call::Single(Box::new(RunRequest {
+                agent: self.agent.unwrap_or_default(),
+                task: self.task.unwrap_or_default(),
+                ..base
+            })));
+        }
+        if self.agent.is_some() || self.task.is_some() {
+            return Err(RunError::invalid(
+                "give either agent and task, or tasks, not both",
+            ));
+        }
+        let reqs = self
+            .tasks
+            .into_iter()
+            .map(|t| RunRequest {
+                agent: t.agent,
+                task: t.task,
+                ..base.clone()
+            })
+            .collect();
+        Ok(if self.chain {
+            Call::Chain(reqs)
+        } else {
+            Call::Parallel(reqs)
+        })
+    }
+}
 
 /// Runs in flight, so that shutdown can wait for their children to be stopped.
 #[derive(Default)]
 struct InFlight {
     count: AtomicUsize,
     idle: Notify,
+}
+
+impl InFlight {
+    /// Returns once no call is running.
+    async fn drained(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 struct InFlightGuard(Arc<InFlight>);
@@ -84,137 +173,117 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// Requests to stop every running child: stdin closing and each signal count as one. The
+/// first stops them gracefully (SIGTERM, then SIGKILL after the grace), the second at once,
+/// as `orchestrate run` does with signals.
+#[derive(Clone, Default)]
+struct Stop {
+    graceful: CancellationToken,
+    kill: CancellationToken,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Stop {
+    fn request(&self, why: &str) {
+        if self.requests.fetch_add(1, Ordering::SeqCst) == 0 {
+            tracing::info!("{why}: stopping every running subagent");
+            self.graceful.cancel();
+        } else {
+            tracing::info!("{why} again: killing every running subagent");
+            self.kill.cancel();
+        }
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct OrchestrateServer {
     #[allow(dead_code, reason = "read by the code #[tool_handler] generates")]
     tool_router: ToolRouter<Self>,
-    /// Cancelled when the client goes away: every run stops its child.
-    shutdown: CancellationToken,
+    stop: Stop,
     in_flight: Arc<InFlight>,
     agents_dir: Option<PathBuf>,
 }
+
+/// `subagent`'s description: when to delegate, and which built-in agent fits what.
+const SUBAGENT_DESCRIPTION: &str = "Delegate a self-contained task to a subagent, a supervised agent CLI run: its steps stay out of your context, you get its final answer. explorer: find code (read-only); researcher: history, dependencies; reviewer: review a change; implementer: make a specified change; tester: run or write tests; list_agents: all.";
 
 #[tool_router]
 impl OrchestrateServer {
     pub(crate) fn new(agents_dir: Option<PathBuf>) -> Self {
         OrchestrateServer {
             tool_router: Self::tool_router(),
-            shutdown: CancellationToken::new(),
+            stop: Stop::default(),
             in_flight: Arc::new(InFlight::default()),
             agents_dir,
         }
     }
 
-    /// Delegates a task to a named subagent (a supervised agent CLI) and returns its
-    /// final answer; details carry usage, cost, errors and the session file.
     #[tool(
-        output_schema = rmcp::handler::server::common::schema_for_output::<crate::result::Details>(),
-        description = "Delegate a task to a named subagent (a separate agent CLI run, supervised with timeouts): give agent and task, or tasks [{agent, task}] to fan out (chain: true runs them in order with {previous}). Returns the final answer; structured details carry usage, cost, exit code, errors and the session file. Use list_agents for names."
+        description = SUBAGENT_DESCRIPTION,
+        input_schema = schema::input_schema::<SubagentArgs>(),
+        output_schema = schema::subagent_output()
     )]
     async fn subagent(
         &self,
-        Parameters(mut args): Parameters<SubagentArgs>,
+        args: JsonObject,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlightGuard(self.in_flight.clone());
-        let tasks = std::mem::take(&mut args.tasks);
-        let chain = args.chain;
-        let req = RunRequest {
-            agent: args.agent.unwrap_or_default(),
-            task: args.task.unwrap_or_default(),
-            model: args.model,
-            cwd: args.cwd.map(PathBuf::from),
-            agents_dir: self.agents_dir.clone(),
-            runtime_timeout: args
-                .timeout_ms
-                .filter(|ms| *ms > 0)
-                .map(Duration::from_millis),
-            idle_timeout: args
-                .idle_timeout_ms
-                .filter(|ms| *ms > 0)
-                .map(Duration::from_millis),
-            ..RunRequest::default()
+        let refused = |e: RunError| Ok(to_call_result(&e.to_result(None), true, DetailLevel::Lean));
+        let args = match SubagentArgs::parse(args) {
+            Ok(args) => args,
+            Err(e) => return refused(e),
         };
-        let env = match RunEnv::load(&RunEnv::cwd_of(req.cwd.as_deref())) {
+        let detail = args.details.unwrap_or_default();
+        let call = match args.into_call(self.agents_dir.clone()) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        let cwd = match &call {
+            Call::Single(req) => req.cwd.clone(),
+            Call::Parallel(reqs) | Call::Chain(reqs) => reqs.first().and_then(|r| r.cwd.clone()),
+        };
+        let env = match RunEnv::load(&RunEnv::cwd_of(cwd.as_deref())) {
             Ok(env) => env,
-            Err(e) => return Ok(to_call_result(&e.to_result(None), true)),
+            Err(e) => return refused(e),
         };
-        // A cancel from the client, or the client going away, stops this run's child.
+        // A cancel from the client, the client going away or a signal stops this call's
+        // children; a second stop request kills them at once.
         let controls = Controls::default();
-        let cancel = controls.cancel.clone();
-        let (client_cancel, shutdown) = (ctx.ct.clone(), self.shutdown.clone());
+        let (cancel, kill) = (controls.cancel.clone(), controls.kill.clone());
+        let (client_cancel, stop) = (ctx.ct.clone(), self.stop.clone());
         let link = tokio::spawn(async move {
             tokio::select! {
                 _ = client_cancel.cancelled() => {}
-                _ = shutdown.cancelled() => {}
+                _ = stop.graceful.cancelled() => {}
             }
             cancel.cancel();
+            stop.kill.cancelled().await;
+            kill.cancel();
         });
 
-        let mut forwarder = None;
-        let observer = ctx.meta.get_progress_token().map(|token| {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-            let peer = ctx.peer.clone();
-            forwarder = Some(tokio::spawn(async move {
-                let mut step = 0.0;
-                let mut last = String::new();
-                while let Some(message) = rx.recv().await {
-                    if message == last {
-                        continue;
-                    }
-                    last.clone_from(&message);
-                    step += 1.0;
-                    let param =
-                        ProgressNotificationParam::new(token.clone(), step).with_message(message);
-                    if peer.notify_progress(param).await.is_err() {
-                        break;
-                    }
-                }
-            }));
-            let observer: Observer<'static> = Box::new(move |update: &RunResult| {
-                let _ = tx.send(progress_message(update));
-            });
-            observer
-        });
-
-        let output = if tasks.is_empty() {
-            run(&req, &env, &controls, observer).await
-        } else {
-            drop(observer);
-            let reqs: Vec<RunRequest> = tasks
-                .into_iter()
-                .map(|t| RunRequest {
-                    agent: t.agent,
-                    task: t.task,
-                    ..req.clone()
-                })
-                .collect();
-            let limits = FanoutLimits::from_config(&env.config, None);
-            if chain {
-                run_chain(reqs, &env, &controls, limits).await
-            } else {
-                run_parallel(reqs, &env, &controls, limits).await
-            }
-        };
+        let progress = ctx
+            .meta
+            .get_progress_token()
+            .map(|token| Progress::start(ctx.peer.clone(), token));
+        let output = run_call(call, &env, &controls, progress.as_ref()).await;
         link.abort();
-        // The observer, and with it the channel's sender, is gone now: let the forwarder send
-        // what is queued, so that no progress notification follows the response.
-        if let Some(f) = forwarder {
-            let _ = f.await;
+        // The observers, and with them the channel's senders, are gone now: let the
+        // forwarder send what is queued, so that no progress notification follows the
+        // response.
+        if let Some(p) = progress {
+            p.finish().await;
         }
         let failed = output.exit_status != 0;
-        Ok(to_call_result(&output.result, failed))
+        Ok(to_call_result(&output.result, failed, detail))
     }
 
-    /// Lists the agents `subagent` can run.
     #[tool(
-        description = "List the subagents available to the subagent tool: name, description, backend, tools, and where each is defined."
+        description = "The agents subagent can run, and what each is for.",
+        input_schema = schema::no_input()
     )]
-    async fn list_agents(
-        &self,
-        Parameters(_): Parameters<NoArgs>,
-    ) -> Result<CallToolResult, ErrorData> {
+    async fn list_agents(&self) -> Result<CallToolResult, ErrorData> {
         let cwd =
             std::env::current_dir().map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let catalog = agents::discover(&DiscoveryOptions::from_env(cwd, self.agents_dir.clone()));
@@ -233,14 +302,159 @@ impl OrchestrateServer {
     }
 }
 
+/// Runs what the call asked for, with progress for each kind.
+async fn run_call(
+    call: Call,
+    env: &RunEnv,
+    controls: &Controls,
+    progress: Option<&Progress>,
+) -> RunOutput {
+    let limits = FanoutLimits::from_config(&env.config, None);
+    match call {
+        Call::Single(req) => run(&req, env, controls, progress.map(Progress::single)).await,
+        Call::Parallel(reqs) => {
+            run_parallel(reqs, env, controls, limits, progress.map(Progress::fanout)).await
+        }
+        Call::Chain(reqs) => {
+            run_chain(reqs, env, controls, limits, progress.map(Progress::fanout)).await
+        }
+    }
+}
+
+/// Progress notifications of one call: messages go through a channel to a task that sends
+/// each new one, numbered, to the client.
+struct Progress {
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+    forwarder: tokio::task::JoinHandle<()>,
+}
+
+impl Progress {
+    fn start(peer: rmcp::Peer<RoleServer>, token: rmcp::model::ProgressToken) -> Progress {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let forwarder = tokio::spawn(async move {
+            let mut step = 0.0;
+            let mut last = String::new();
+            while let Some(message) = rx.recv().await {
+                if message == last || message.is_empty() {
+                    continue;
+                }
+                last.clone_from(&message);
+                step += 1.0;
+                let param =
+                    ProgressNotificationParam::new(token.clone(), step).with_message(message);
+                if peer.notify_progress(param).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Progress { tx, forwarder }
+    }
+
+    /// The observer of a single run.
+    fn single(&self) -> Observer<'static> {
+        let tx = self.tx.clone();
+        Observer::new(DetailLevel::Lean, move |update: &RunResult| {
+            let _ = tx.send(progress_message(update));
+        })
+    }
+
+    /// The observer of a fan-out: every task's state in one message.
+    fn fanout(&self) -> FanoutObserver {
+        let tx = self.tx.clone();
+        Arc::new(move |status: &FanoutStatus| {
+            let _ = tx.send(status.message());
+        })
+    }
+
+    /// Waits until every queued message is sent (the observers are gone by now).
+    async fn finish(self) {
+        drop(self.tx);
+        let _ = self.forwarder.await;
+    }
+}
+
 #[tool_handler(
     name = "orchestrate",
     instructions = "Delegate tasks to subagents with the subagent tool; list_agents shows which exist."
 )]
-impl ServerHandler for OrchestrateServer {}
+impl ServerHandler for OrchestrateServer {
+    /// A request whose params do not fit its method reaches here (rmcp could not read it as
+    /// that method): an invalid-params error, not "method not found". The stand-in for an
+    /// oversized message ([`input`]) gets its answer here too.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let CustomRequest { method, params, .. } = request;
+        match method.as_str() {
+            input::OVERSIZED_METHOD => oversized_answer(params.unwrap_or_default()),
+            "tools/call" => {
+                let why = match serde_json::from_value::<CallToolRequestParams>(
+                    params.unwrap_or_default(),
+                ) {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "unreadable params".to_string(),
+                };
+                Err(ErrorData::invalid_params(
+                    format!("invalid tools/call params: {why}"),
+                    None,
+                ))
+            }
+            m if KNOWN_METHODS.contains(&m) => Err(ErrorData::invalid_params(
+                format!("invalid {m} params"),
+                None,
+            )),
+            _ => Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None)),
+        }
+    }
+}
 
-/// `content` = the result's content, `structuredContent` = its details.
-fn to_call_result(result: &RunResult, failed: bool) -> CallToolResult {
+/// Methods of the protocol that rmcp reads into typed requests; one that arrives as a
+/// custom request had params that did not fit.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "server/discover",
+];
+
+/// The answer to a message over the size limit: for a tool call, an `INVALID_INPUT` tool
+/// error the model can act on; for anything else, an invalid-request error.
+fn oversized_answer(params: serde_json::Value) -> Result<CustomResult, ErrorData> {
+    let bytes = params["bytes"].as_u64().unwrap_or(0);
+    let limit = params["limit"]
+        .as_u64()
+        .unwrap_or(input::MAX_MESSAGE_BYTES as u64);
+    let message = format!(
+        "The request is {bytes} bytes, over orchestrate's limit of {limit} bytes per message: shorten the task (put long material in a file and name the file in the task)."
+    );
+    if params["method"] != "tools/call" {
+        return Err(ErrorData::invalid_request(message, None));
+    }
+    let result = to_call_result(
+        &RunError::invalid(message).to_result(None),
+        true,
+        DetailLevel::Lean,
+    );
+    serde_json::to_value(result)
+        .map(CustomResult)
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
+/// `content` = the result's content (the answer), `structuredContent` = its details at
+/// `detail`, lean ones with `output` (SPEC section 10).
+fn to_call_result(result: &RunResult, failed: bool, detail: DetailLevel) -> CallToolResult {
     let content = result
         .content
         .iter()
@@ -251,7 +465,7 @@ fn to_call_result(result: &RunResult, failed: bool) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     };
-    r.structured_content = serde_json::to_value(&result.details).ok();
+    r.structured_content = Some(result.details_value(detail));
     r
 }
 
@@ -260,41 +474,73 @@ fn progress_message(update: &RunResult) -> String {
     let Some(s) = update.details.streaming.as_ref() else {
         return String::new();
     };
-    let tool = match s.display_items.last() {
-        Some(crate::result::DisplayItem::ToolCall { name, .. }) => format!(", running {name}"),
-        _ => String::new(),
-    };
-    let tokens = s.usage.input + s.usage.output + s.usage.cache_read + s.usage.cache_write;
-    format!("turn {}{tool}, {tokens} tokens", s.turn_count)
+    let tool = s
+        .current_tool
+        .as_ref()
+        .map_or(String::new(), |name| format!(", running {name}"));
+    format!("turn {}{tool}, {} tokens", s.turn_count, s.usage.tokens())
 }
 
-/// Serves MCP on stdin/stdout until the client closes stdin, then stops running children.
+/// First INT/TERM/HUP: stop every running child gracefully; another: kill them at once.
+fn watch_signals(stop: Stop) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            stop.request(name);
+        }
+    }))
+}
+
+/// How long shutdown waits for running calls to stop their children: the grace between
+/// SIGTERM and SIGKILL, and time to reap.
+const SHUTDOWN_WAIT: Duration =
+    Duration::from_secs(crate::limits::DEFAULT_KILL_GRACE.as_secs() + 5);
+
+/// Serves MCP on stdin/stdout until the client closes stdin or a signal comes, then stops
+/// the running children and returns once they are gone.
 pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     let server = OrchestrateServer::new(agents_dir);
-    let shutdown = server.shutdown.clone();
+    let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
+    let signals = watch_signals(stop.clone())?;
+    let eof = stop.clone();
+    let stdin = input::ClientInput::new(tokio::io::stdin(), move || {
+        eof.request("the MCP client closed stdin")
+    });
     let service = server
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, tokio::io::stdout()))
         .await
         .map_err(|e| std::io::Error::other(format!("failed to start the MCP server: {e}")))?;
-    let quit = service.waiting().await;
-    tracing::debug!(?quit, "MCP client went away; stopping running subagents");
-    shutdown.cancel();
-    // Each run stops its child's group (SIGTERM, then SIGKILL after the grace) and
-    // returns; wait for that, bounded, so nothing is left behind.
-    let drained = async {
-        while in_flight.count.load(Ordering::SeqCst) > 0 {
-            let notified = in_flight.idle.notified();
-            if in_flight.count.load(Ordering::SeqCst) == 0 {
-                break;
-            }
-            notified.await;
+    let session = service.cancellation_token();
+    let mut waiting = tokio::spawn(service.waiting());
+    let ended_first = tokio::select! {
+        quit = &mut waiting => {
+            tracing::debug!(?quit, "the MCP session ended");
+            true
         }
+        _ = stop.graceful.cancelled() => false,
     };
-    let _ = tokio::time::timeout(
-        crate::limits::DEFAULT_KILL_GRACE + Duration::from_secs(5),
-        drained,
-    )
-    .await;
+    // However it ended, nothing is left running.
+    stop.graceful.cancel();
+    if tokio::time::timeout(SHUTDOWN_WAIT, in_flight.drained())
+        .await
+        .is_err()
+    {
+        tracing::warn!("running subagents did not stop within {SHUTDOWN_WAIT:?}");
+    }
+    // After a signal the client may still be there: the responses of the stopped calls
+    // went out through the session, which ends now.
+    session.cancel();
+    if !ended_first {
+        let _ = tokio::time::timeout(Duration::from_secs(2), waiting).await;
+    }
+    signals.abort();
     Ok(())
 }

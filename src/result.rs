@@ -6,6 +6,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::supervisor::{Leak, Termination};
 
+/// How much of a result goes to a parent (SPEC section 1). Lean: no `displayItems`,
+/// `task` cut to [`MAX_LEAN_TASK_CHARS`], and on stdout no `output` that `content[0].text`
+/// already holds. Full: everything, as `result.json` keeps it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DetailLevel {
+    #[default]
+    Lean,
+    Full,
+}
+
+/// A task longer than this many characters is cut (plus `…`) in a lean result.
+pub const MAX_LEAN_TASK_CHARS: usize = 200;
+
 /// Top-level result: `{content, details}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -70,12 +84,22 @@ pub struct Background {
     pub supervisor_pid: u32,
 }
 
+/// What a streaming update says about the run so far: counters and the tool running now.
+/// `displayItems` only with `--details full`: a lean update stays small however long the
+/// run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Streaming {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub display_items: Vec<DisplayItem>,
     pub usage: Usage,
     pub turn_count: u64,
+    /// Tool calls so far.
+    #[serde(default)]
+    pub tool_calls: u64,
+    /// The tool the child called last, while no text has followed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_tool: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -98,6 +122,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Every token counted: input, output and both cache counts.
+    pub fn tokens(&self) -> u64 {
+        self.input + self.output + self.cache_read + self.cache_write
+    }
+
     pub fn add(&mut self, other: &Usage) {
         self.input += other.input;
         self.output += other.output;
@@ -140,7 +169,11 @@ pub struct SingleResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub session_file: String,
+    /// Absent from a lean result on stdout when `content[0].text` holds it.
+    #[serde(default)]
     pub output: String,
+    /// Only in the full shape (`--details full`, `result.json`).
+    #[serde(default)]
     pub display_items: Vec<DisplayItem>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_reason: Option<TimeoutReason>,
@@ -280,10 +313,85 @@ impl RunResult {
         }
     }
 
-    /// Serializes to one line. Never fails in practice; if it did, a minimal valid JSON
-    /// error object is returned instead, so stdout is never invalid JSON.
+    /// Serializes the full shape to one line. Never fails in practice; if it did, a minimal
+    /// valid JSON error object is returned instead, so stdout is never invalid JSON.
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| internal_error_json(&e.to_string()))
+    }
+
+    /// One line of what a parent reading stdout gets at `level`: lean leaves out
+    /// `displayItems` and each successful result's `output` that `content[0].text`
+    /// already holds.
+    pub fn to_stdout_line(&self, level: DetailLevel) -> String {
+        if level == DetailLevel::Full {
+            return self.to_json_line();
+        }
+        match serde_json::to_value(self) {
+            Ok(mut v) => {
+                let text = self.content.first().map_or("", |c| c.text.as_str());
+                lean_details(&mut v["details"], Some(text));
+                v.to_string()
+            }
+            Err(e) => internal_error_json(&e.to_string()),
+        }
+    }
+
+    /// The details an MCP client gets as `structuredContent` at `level`: lean ones keep
+    /// `output`, since some clients show the model only `structuredContent`.
+    pub fn details_value(&self, level: DetailLevel) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.details).unwrap_or_else(|e| {
+            serde_json::json!({"mode": "single", "results": [], "error": {
+                "code": "SUBAGENT_FAILED",
+                "message": format!("orchestrate internal error: {e}")}})
+        });
+        if level == DetailLevel::Lean {
+            lean_details(&mut v, None);
+        }
+        v
+    }
+}
+
+/// Leaves out of serialized details what a parent does not act on (SPEC section 1): each
+/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], and, when `shown` (the
+/// text the parent reads) is given, the `output` of a successful result that it already
+/// holds whole (a single run's answer, a parallel task's section); a streaming update's
+/// `displayItems`.
+fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
+    let parallel = details.get("mode").and_then(serde_json::Value::as_str) == Some("parallel");
+    if let Some(results) = details
+        .get_mut("results")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for r in results
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            r.remove("displayItems");
+            // A failed result keeps its partial output (SPEC section 2), even where the
+            // content quotes it. A parallel task's answer is a section of the content; a
+            // chain's earlier steps are not the answer, whatever they have in common with it.
+            let held = match (shown, r.get("output").and_then(serde_json::Value::as_str)) {
+                (Some(text), Some(output)) if !r.contains_key("error") => {
+                    text == output || (parallel && text.contains(output))
+                }
+                _ => false,
+            };
+            if held {
+                r.remove("output");
+            }
+            if let Some(serde_json::Value::String(task)) = r.get_mut("task") {
+                if let Some((cut, _)) = task.char_indices().nth(MAX_LEAN_TASK_CHARS) {
+                    task.truncate(cut);
+                    task.push('…');
+                }
+            }
+        }
+    }
+    if let Some(s) = details
+        .get_mut("streaming")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        s.remove("displayItems");
     }
 }
 
@@ -351,6 +459,168 @@ mod tests {
                 "displayItems": [{"type": "text", "text": "hi"}, {"type": "toolCall", "name": "read", "args": {"path": "a"}}],
                 "timeoutReason": "idle", "backend": "pi", "durationMs": 1001, "attempts": 1
             })
+        );
+    }
+
+    fn single(task: &str, output: &str, error: Option<&str>) -> SingleResult {
+        SingleResult {
+            run_id: None,
+            agent: "explorer".into(),
+            task: task.into(),
+            exit_code: if error.is_some() { 1 } else { 0 },
+            usage: Usage::default(),
+            error: error.map(str::to_string),
+            session_file: "/s/session.jsonl".into(),
+            output: output.into(),
+            display_items: vec![DisplayItem::ToolCall {
+                name: "read".into(),
+                args: json!({"path": "a"}),
+            }],
+            timeout_reason: None,
+            backend: "pi".into(),
+            model: None,
+            duration_ms: 5,
+            attempts: 1,
+            skipped_lines: 0,
+            leaked_processes: false,
+            termination: None,
+            leak: Leak::None,
+            child_session_id: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn result(mode: Mode, text: &str, results: Vec<SingleResult>) -> RunResult {
+        RunResult {
+            content: vec![TextContent::text(text)],
+            details: Details {
+                mode,
+                run_id: Some("abcd1234".into()),
+                results,
+                error: None,
+                streaming: None,
+                background: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_lean_result_on_stdout_has_the_answer_once_and_no_display_items() {
+        let r = result(
+            Mode::Single,
+            "the answer",
+            vec![single("find auth", "the answer", None)],
+        );
+        let lean: serde_json::Value =
+            serde_json::from_str(&r.to_stdout_line(DetailLevel::Lean)).unwrap();
+        assert_eq!(
+            lean,
+            json!({
+                "content": [{"type": "text", "text": "the answer"}],
+                "details": {"mode": "single", "runId": "abcd1234", "results": [{
+                    "agent": "explorer", "task": "find auth", "exitCode": 0,
+                    "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                    "sessionFile": "/s/session.jsonl", "backend": "pi", "durationMs": 5, "attempts": 1
+                }]}
+            })
+        );
+        // Full is the whole record, as result.json keeps it.
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&r.to_stdout_line(DetailLevel::Full))
+                .unwrap(),
+            serde_json::to_value(&r).unwrap()
+        );
+    }
+
+    #[test]
+    fn lean_keeps_an_output_the_content_does_not_hold_and_a_failures_partial_output() {
+        let truncated = result(
+            Mode::Single,
+            "the ans",
+            vec![single("t", "the answer", None)],
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&truncated.to_stdout_line(DetailLevel::Lean)).unwrap();
+        assert_eq!(v["details"]["results"][0]["output"], json!("the answer"));
+        let failed = result(
+            Mode::Single,
+            "it broke\n\nPartial output:\npart",
+            vec![single("t", "part", Some("it broke"))],
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&failed.to_stdout_line(DetailLevel::Lean)).unwrap();
+        assert_eq!(v["details"]["results"][0]["output"], json!("part"));
+    }
+
+    #[test]
+    fn lean_parallel_results_leave_out_the_outputs_their_sections_hold() {
+        let r = result(
+            Mode::Parallel,
+            "## 1. explorer: a\n\nalpha\n\n## 2. explorer: b\n\nbeta",
+            vec![single("a", "alpha", None), single("b", "beta", None)],
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&r.to_stdout_line(DetailLevel::Lean)).unwrap();
+        let outputs: Vec<Option<&serde_json::Value>> = v["details"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.get("output"))
+            .collect();
+        assert_eq!(outputs, [None, None]);
+    }
+
+    #[test]
+    fn lean_chain_steps_keep_their_outputs_unless_one_is_the_answer() {
+        let r = result(
+            Mode::Chain,
+            "third saw [second]",
+            vec![
+                single("a", "second", None),
+                single("b", "third saw [second]", None),
+            ],
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&r.to_stdout_line(DetailLevel::Lean)).unwrap();
+        let outputs: Vec<Option<&serde_json::Value>> = v["details"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.get("output"))
+            .collect();
+        assert_eq!(outputs, [Some(&json!("second")), None]);
+    }
+
+    #[test]
+    fn lean_tasks_are_cut_to_200_characters() {
+        let task = "é".repeat(MAX_LEAN_TASK_CHARS + 1);
+        let r = result(Mode::Single, "x", vec![single(&task, "x", None)]);
+        let v = r.details_value(DetailLevel::Lean);
+        assert_eq!(
+            v["results"][0]["task"],
+            json!(format!("{}…", "é".repeat(MAX_LEAN_TASK_CHARS)))
+        );
+        let exact = "é".repeat(MAX_LEAN_TASK_CHARS);
+        let r = result(Mode::Single, "x", vec![single(&exact, "x", None)]);
+        assert_eq!(
+            r.details_value(DetailLevel::Lean)["results"][0]["task"],
+            json!(exact)
+        );
+    }
+
+    #[test]
+    fn mcp_details_keep_the_output() {
+        let r = result(
+            Mode::Single,
+            "the answer",
+            vec![single("t", "the answer", None)],
+        );
+        let lean = r.details_value(DetailLevel::Lean);
+        assert_eq!(lean["results"][0]["output"], json!("the answer"));
+        assert_eq!(lean["results"][0].get("displayItems"), None);
+        assert_eq!(
+            r.details_value(DetailLevel::Full),
+            serde_json::to_value(&r.details).unwrap()
         );
     }
 

@@ -83,10 +83,9 @@ fn a_background_run_outlives_its_caller_and_wait_prints_the_result() {
     let (status, v) = cli(&sb, &["wait", &run_id]);
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["details"]["runId"], json!(run_id));
-    assert_eq!(
-        v["details"]["results"][0]["output"],
-        json!("Hello from pi.")
-    );
+    // The lean result: the answer once, in content.
+    assert_eq!(v["content"][0]["text"], json!("Hello from pi."));
+    assert_eq!(v["details"]["results"][0].get("output"), None);
     assert_eq!(v["details"]["results"][0]["task"], json!("bg task"));
     // Waiting again gives the same answer.
     assert_eq!(cli(&sb, &["wait", &run_id]).1, v);

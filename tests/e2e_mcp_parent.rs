@@ -12,9 +12,13 @@
 //! second case does the same with the real pi as the child, on a mock of its own.
 //!
 //! claude comes from `ORCHESTRATE_CONTRACT_CLAUDE` (and pi from `ORCHESTRATE_CONTRACT_PI`),
-//! set by `scripts/install-agent-clis`' env.sh; without them each test prints why it skips
-//! and passes, unless `ORCHESTRATE_REQUIRE_CONTRACT=1` makes that a failure. claude runs
-//! offline as in `tests/contract_claude.rs`. claude hands its whole environment to the MCP
+//! set by `scripts/install-agent-clis`' env.sh. This binary has its own `main` (the
+//! contract tests' harness, libtest-mimic): without those variables each test is reported
+//! `ignored` with the reason, unless `ORCHESTRATE_REQUIRE_CONTRACT=1` makes that a failure.
+//! claude runs offline with the settings of `tests/mock_llm/contract/clis/claude.rs`.
+//! Two more tests run MCP Inspector's CLI against `orchestrate mcp`: its strict schema
+//! check, and a call. `parent_bench` adds the benchmark of what the parent pays
+//! (`scripts/bench-context`), which runs only on request. claude hands its whole environment to the MCP
 //! servers it starts, plus the config's `env`; the config's `env` adds
 //! `ORCHESTRATE_E2E_MCP_SERVER=<sandbox root>`, so the server (and the child it starts)
 //! can be told apart in `/proc` from claude's own processes, which carry only the
@@ -33,6 +37,7 @@
 //! ```
 
 mod mock_llm;
+mod parent_bench;
 mod support;
 
 use std::collections::BTreeMap;
@@ -41,6 +46,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mock_llm::contract::clis::claude::CLAUDE;
+use mock_llm::contract::harness::{self, Needing};
 use mock_llm::contract::{self, Finished, Sandbox};
 use mock_llm::{Api, MockLlm, MockUsage, Reply, Script};
 use pretty_assertions::assert_eq;
@@ -48,7 +55,122 @@ use serde_json::{json, Value};
 
 const WALL_CLOCK: Duration = Duration::from_secs(120);
 /// A model id in claude's price table.
-const MODEL: &str = "claude-sonnet-4-5";
+const MODEL: &str = CLAUDE.model;
+const NEEDS_CLAUDE: &[(&str, &str)] = &[(CLAUDE.var, "claude")];
+const NEEDS_CLAUDE_AND_PI: &[(&str, &str)] =
+    &[(CLAUDE.var, "claude"), ("ORCHESTRATE_CONTRACT_PI", "pi")];
+
+fn main() {
+    let mut tests = vec![
+        Needing {
+            name: "claude_calls_orchestrate_mcp_which_runs_the_fake_child".into(),
+            clis: NEEDS_CLAUDE,
+            run: Box::new(claude_calls_orchestrate_mcp_which_runs_the_fake_child),
+            on_request: false,
+        },
+        Needing {
+            name: "claude_calls_orchestrate_mcp_which_runs_the_real_pi".into(),
+            clis: NEEDS_CLAUDE_AND_PI,
+            run: Box::new(claude_calls_orchestrate_mcp_which_runs_the_real_pi),
+            on_request: false,
+        },
+    ];
+    tests.extend([
+        Needing {
+            name: "mcp_inspector_strict_accepts_the_tool_definitions".into(),
+            clis: NEEDS_INSPECTOR,
+            run: Box::new(mcp_inspector_strict_accepts_the_tool_definitions),
+            on_request: false,
+        },
+        Needing {
+            name: "mcp_inspector_calls_subagent".into(),
+            clis: NEEDS_INSPECTOR,
+            run: Box::new(mcp_inspector_calls_subagent),
+            on_request: false,
+        },
+    ]);
+    tests.extend(parent_bench::benchmarks());
+    harness::main_needing(tests);
+}
+
+/// MCP Inspector's CLI (`@modelcontextprotocol/inspector`, pinned by
+/// `scripts/install-agent-clis`): a client written by others, with a strict schema check.
+const NEEDS_INSPECTOR: &[(&str, &str)] = &[("ORCHESTRATE_CONTRACT_INSPECTOR", "inspector")];
+
+/// `mcp-inspector --cli ARGS… <orchestrate> mcp --agents-dir <agents>`, over the fake
+/// child, bounded.
+fn inspector(bin: &Path, sb: &support::Sandbox, args: &[&str]) -> Finished {
+    let agents = sb.agents.to_str().unwrap();
+    let orchestrate = env!("CARGO_BIN_EXE_orchestrate");
+    let env = [
+        format!("ORCHESTRATE_PI_BIN={}", support::fake_agent_bin().display()),
+        format!("ORCHESTRATE_STATE_DIR={}", sb.state.display()),
+        "FAKE_AGENT_SCENARIO=replay".to_string(),
+        format!("FAKE_AGENT_PIDFILE={}", sb.pidfile.display()),
+    ];
+    let mut all: Vec<&str> = vec!["--cli"];
+    all.extend_from_slice(args);
+    for e in &env {
+        all.extend_from_slice(&["-e", e]);
+    }
+    all.extend_from_slice(&[orchestrate, "mcp", "--agents-dir", agents]);
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(&all)
+        .env("HOME", &sb.home)
+        .env("NO_COLOR", "1")
+        .current_dir(&sb.work)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let start = Instant::now();
+    contract::wait_bounded(cmd.spawn().expect("spawn mcp-inspector"), start, WALL_CLOCK)
+}
+
+fn mcp_inspector_strict_accepts_the_tool_definitions(bin: &Path) {
+    let sb = support::Sandbox::new();
+    let out = inspector(bin, &sb, &["--strict", "--method", "tools/list"]);
+    // Exit 6 and a report on stderr for any problem; warnings are reported too.
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""), "{}", out.stdout);
+    let listed: Value = serde_json::from_str(&out.stdout).expect("the tool list as JSON");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["list_agents", "subagent"]);
+}
+
+fn mcp_inspector_calls_subagent(bin: &Path) {
+    let sb = support::Sandbox::new();
+    let out = inspector(
+        bin,
+        &sb,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "subagent",
+            "--tool-arg",
+            "agent=fake",
+            "--tool-arg",
+            "task=find auth",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).expect("the call's result as JSON");
+    assert_eq!(result["isError"], json!(false), "{result}");
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text", "text": "Hello from pi."}])
+    );
+    let details = &result["structuredContent"];
+    assert_eq!(details["mode"], json!("single"), "{result}");
+    assert_eq!(details["results"][0]["output"], json!("Hello from pi."));
+    assert_eq!(details["results"][0].get("displayItems"), None);
+    sb.assert_no_survivors();
+}
 /// How claude names orchestrate's tools: `mcp__<server>__<tool>`.
 const SUBAGENT_TOOL: &str = "mcp__orchestrate__subagent";
 const LIST_AGENTS_TOOL: &str = "mcp__orchestrate__list_agents";
@@ -60,24 +182,14 @@ const PROMPT: &str = "Ask the fake subagent where authentication lives, then tel
 /// Set in the MCP server's `env` only (value: the sandbox root).
 const SERVER_MARKER_VAR: &str = "ORCHESTRATE_E2E_MCP_SERVER";
 
-/// A sandbox whose claude talks only to `mock` (the proxy variables point at it too, so
-/// any other traffic shows up there as a `CONNECT`); None when claude is not installed.
-fn claude_sandbox(mock: &MockLlm) -> Option<Sandbox> {
-    let mut sb = Sandbox::new("ORCHESTRATE_CONTRACT_CLAUDE", "claude", MODEL)?;
-    let config = sb.home.join(".claude");
-    std::fs::create_dir_all(&config).unwrap();
-    sb.catch_outbound(mock)
-        .env("ANTHROPIC_BASE_URL", mock.base_url())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("CLAUDE_CONFIG_DIR", &config)
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        // claude refuses some permission modes as root unless told it is in a sandbox.
-        .env("IS_SANDBOX", "1");
-    Some(sb)
+/// A sandbox whose claude (at `bin`) talks only to `mock` (the proxy variables point at it
+/// too, so any other traffic shows up there as a `CONNECT`), offline as in the contract
+/// tests.
+fn claude_sandbox(bin: &Path, mock: &MockLlm) -> Sandbox {
+    let mut sb = Sandbox::with_bin(bin.to_path_buf(), "claude", MODEL);
+    sb.catch_outbound(mock);
+    (CLAUDE.configure)(&mut sb, mock);
+    sb
 }
 
 /// What claude's model does, as a real model must with claude's default settings, where
@@ -99,6 +211,11 @@ fn parent_script(args: &Value, usage: MockUsage) -> Script {
 /// `<root>/mcp.json`: one stdio server, `orchestrate mcp --agents-dir <agents>`, with
 /// `env` (plus the server marker and the sandbox's state dir).
 fn write_mcp_config(sb: &Sandbox, env: &[(&str, String)]) -> PathBuf {
+    write_mcp_config_for(Path::new(env!("CARGO_BIN_EXE_orchestrate")), sb, env)
+}
+
+/// [`write_mcp_config`] for the orchestrate at `orchestrate`.
+fn write_mcp_config_for(orchestrate: &Path, sb: &Sandbox, env: &[(&str, String)]) -> PathBuf {
     let mut server_env = serde_json::Map::new();
     server_env.insert(
         SERVER_MARKER_VAR.into(),
@@ -111,7 +228,7 @@ fn write_mcp_config(sb: &Sandbox, env: &[(&str, String)]) -> PathBuf {
     for (k, v) in env {
         server_env.insert(k.to_string(), json!(v));
     }
-    let orchestrate = env!("CARGO_BIN_EXE_orchestrate");
+    let orchestrate = orchestrate.to_str().unwrap();
     let agents = sb.agents.to_str().unwrap();
     let (command, args) = if std::env::var("ORCHESTRATE_E2E_MCP_TAP").as_deref() == Ok("1") {
         // For transcripts: the same server behind `tee`, which copies what claude sends
@@ -311,6 +428,12 @@ fn cut(s: &str, max: usize) -> String {
 /// message's blocks), claude's stream-json lines and MCP debug lines, the processes seen,
 /// and claude's stderr (shown with `--nocapture`, and on failure).
 fn report(case: &str, sb: &Sandbox, mock: &MockLlm, run: &ParentRun) {
+    use std::fmt::Write;
+    let mut out = String::new();
+    // Kept with the test (shown on failure, or with --nocapture / --show-output).
+    macro_rules! eprintln {
+        ($($arg:tt)*) => {{ let _ = writeln!(out, $($arg)*); }};
+    }
     eprintln!("=== {case}: requests to claude's mock");
     for r in mock.requests() {
         eprintln!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served);
@@ -398,6 +521,7 @@ fn report(case: &str, sb: &Sandbox, mock: &MockLlm, run: &ParentRun) {
     for l in &stderr[stderr.len().saturating_sub(10)..] {
         eprintln!("  {}", cut(l, 300));
     }
+    harness::note(out.trim_end());
 }
 
 /// The MCP client is claude, and it is connected to orchestrate: the init line lists the
@@ -431,6 +555,16 @@ fn assert_connected(run: &ParentRun) {
 fn assert_parent_exchange(mock: &MockLlm, run: &ParentRun, args: &Value, answer: &str) -> String {
     assert_eq!(run.out.status, 0, "claude failed: {}", run.out.stderr);
     assert_connected(run);
+    // orchestrate's schemas use only standard formats: claude's validator has nothing to
+    // warn about (it logged `unknown format "uint64" ignored in schema` for schemars').
+    let debug_log = std::fs::read_to_string(&run.debug_log).unwrap_or_default();
+    for (name, text) in [("stderr", &run.out.stderr), ("debug log", &debug_log)] {
+        let warned: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("unknown format"))
+            .collect();
+        assert_eq!(warned, Vec::<&str>::new(), "claude's {name}");
+    }
 
     // The model's calls, as claude ran them, and the results claude got back.
     let calls: Vec<Value> = run
@@ -561,13 +695,12 @@ fn assert_server_seen(run: &ParentRun) {
 fn note_connection_errors(run: &ParentRun) {
     for l in run.mcp_debug_lines() {
         if l.contains("Connection error") || l.contains("connection dropped") {
-            eprintln!("NOTE: claude logged: {}", cut(&l, 300));
+            harness::note(&format!("NOTE: claude logged: {}", cut(&l, 300)));
         }
     }
 }
 
-#[test]
-fn claude_calls_orchestrate_mcp_which_runs_the_fake_child() {
+fn claude_calls_orchestrate_mcp_which_runs_the_fake_child(claude: &Path) {
     let args = json!({"agent": "fake", "task": "find auth"});
     let usage = MockUsage {
         input: 300,
@@ -575,9 +708,7 @@ fn claude_calls_orchestrate_mcp_which_runs_the_fake_child() {
         cached: 0,
     };
     let mock = MockLlm::start(parent_script(&args, usage));
-    let Some(sb) = claude_sandbox(&mock) else {
-        return;
-    };
+    let sb = claude_sandbox(claude, &mock);
     std::fs::write(sb.agents.join("fake.md"), support::TEST_AGENT).unwrap();
     let pidfile = sb.root.path().join("fake-pids");
     let fake = support::fake_agent_bin();
@@ -637,12 +768,9 @@ fn pi_agent_dir(root: &Path, pi_mock: &MockLlm) -> PathBuf {
 
 const PI_AGENT: &str = "---\nname: pimock\ndescription: Finds things in the code.\ntools: read, bash\nbackend: pi\nmodel: mock/mock-1\n---\nYou are terse.\n";
 
-#[test]
-fn claude_calls_orchestrate_mcp_which_runs_the_real_pi() {
-    // pi first: skip before claude's sandbox takes the serial lock.
-    let Some(pi) = contract::cli_binary("ORCHESTRATE_CONTRACT_PI", "pi") else {
-        return;
-    };
+fn claude_calls_orchestrate_mcp_which_runs_the_real_pi(claude: &Path) {
+    let pi = contract::cli_binary("ORCHESTRATE_CONTRACT_PI", "pi")
+        .expect("the harness runs this only with pi installed");
     let args = json!({"agent": "pimock", "task": "find auth"});
     let usage = MockUsage {
         input: 300,
@@ -659,9 +787,7 @@ fn claude_calls_orchestrate_mcp_which_runs_the_real_pi() {
         ),
         Reply::text(ANSWER, usage),
     ));
-    let Some(sb) = claude_sandbox(&mock) else {
-        return;
-    };
+    let sb = claude_sandbox(claude, &mock);
     std::fs::write(sb.agents.join("pimock.md"), PI_AGENT).unwrap();
     let agent_dir = pi_agent_dir(sb.root.path(), &pi_mock);
     let config = write_mcp_config(
@@ -677,10 +803,15 @@ fn claude_calls_orchestrate_mcp_which_runs_the_real_pi() {
 
     let run = run_parent(&sb, &config);
     report("real pi", &sb, &mock, &run);
-    eprintln!("=== real pi: requests to pi's mock");
-    for r in pi_mock.requests() {
-        eprintln!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served);
-    }
+    let pi_requests: Vec<String> = pi_mock
+        .requests()
+        .iter()
+        .map(|r| format!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served))
+        .collect();
+    harness::note(&format!(
+        "=== real pi: requests to pi's mock\n{}",
+        pi_requests.join("\n")
+    ));
     note_connection_errors(&run);
 
     let run_id = assert_parent_exchange(&mock, &run, &args, ANSWER);

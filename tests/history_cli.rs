@@ -280,7 +280,8 @@ fn real_runs_appear_in_the_history_and_show_returns_their_result() {
         .scenario("replay")
         .transcript("multi_turn.jsonl")
         .set("FAKE_AGENT_STDERR", "a warning on stderr");
-    let first = sb.run("find auth", &[]);
+    // `show` gives the whole record, as `--details full` prints it.
+    let first = sb.run("find auth", &["--details", "full"]);
     assert_eq!(first.status, 0, "{}", first.stderr);
     let result = first.json();
     let run_id = result["details"]["runId"].as_str().unwrap().to_string();

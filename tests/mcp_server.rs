@@ -114,14 +114,29 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
         panic!("{response:?}")
     };
     assert_eq!(r.is_error, Some(false));
+    let answer = "## Answer\nAuth lives in src/auth.rs (fn login at line 42).";
+    assert_eq!(text(&r), answer);
+    // The lean details, with the output: some clients show the model only these.
     assert_eq!(
-        text(&r),
-        "## Answer\nAuth lives in src/auth.rs (fn login at line 42)."
+        support::normalized(json!({"details": structured(&r)}))["details"],
+        json!({
+            "mode": "single",
+            "runId": "RUNID",
+            "results": [{
+                "agent": "fake",
+                "task": "find auth",
+                "exitCode": 0,
+                "usage": {"input": 4500, "output": 260, "cacheRead": 2400, "cacheWrite": 60, "cost": 0.0071, "turns": 3},
+                "sessionFile": "SESSION",
+                "output": answer,
+                "backend": "pi",
+                "durationMs": 0,
+                "attempts": 1,
+                "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
+                "termination": {"kind": "exited", "code": 0}
+            }]
+        })
     );
-    let details = structured(&r);
-    assert_eq!(details["mode"], json!("single"));
-    assert_eq!(details["results"][0]["usage"]["input"], json!(4500));
-    assert_eq!(details["results"][0]["usage"]["turns"], json!(3));
     let progress = server.progress.lock().unwrap().clone();
     assert!(
         !progress.is_empty(),
@@ -280,4 +295,495 @@ async fn tasks_fan_out_through_the_tool() {
         .collect();
     assert_eq!(outputs, ["one", "two"]);
     server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn details_full_adds_the_display_items() {
+    let sb = Sandbox::new()
+        .scenario("replay")
+        .transcript("multi_turn.jsonl");
+    let server = start(&sb).await;
+    let args = json!({"agent": "fake", "task": "find auth", "details": "full"});
+    let r = server
+        .client
+        .call_tool(
+            CallToolRequestParams::new("subagent")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let details = structured(&r);
+    assert_eq!(
+        details["results"][0]["displayItems"][1],
+        json!({"type": "toolCall", "name": "read", "args": {"path": "src/auth.rs"}})
+    );
+    server.client.cancel().await.unwrap();
+}
+
+/// Calls `subagent` with `args` and returns the result.
+async fn call_with(server: &Server, args: Value) -> CallToolResult {
+    server
+        .client
+        .call_tool(
+            CallToolRequestParams::new("subagent")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn bad_arguments_are_invalid_input_results() {
+    let sb = Sandbox::new().scenario("replay");
+    let server = start(&sb).await;
+    let cases = [
+        (
+            json!({"agent": 5, "task": "x"}),
+            "invalid arguments: invalid type: integer `5`, expected a string",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "timeout": 5}),
+            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "timeoutMs": 0}),
+            "timeoutMs must be greater than zero (leave it out for the default)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "idleTimeoutMs": 0}),
+            "idleTimeoutMs must be greater than zero (leave it out for the default)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "tasks": [{"agent": "fake", "task": "y"}]}),
+            "give either agent and task, or tasks, not both",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "details": "everything"}),
+            "invalid arguments: unknown variant `everything`, expected `lean` or `full`",
+        ),
+    ];
+    for (args, why) in cases {
+        let r = call_with(&server, args.clone()).await;
+        let message = format!("Invalid input: {why}");
+        assert_eq!(r.is_error, Some(true), "{args}");
+        assert_eq!(text(&r), message, "{args}");
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "mode": "single",
+                "results": [],
+                "error": {"code": "INVALID_INPUT", "message": message}
+            })),
+            "{args}"
+        );
+    }
+    assert!(sb.pids().is_empty(), "no child was started");
+    server.client.cancel().await.unwrap();
+}
+
+/// `orchestrate mcp` spoken to line by line, for what a typed client cannot send.
+struct RawServer {
+    process: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawServer {
+    fn start(sb: &Sandbox, env: &[(&str, &str)]) -> RawServer {
+        let agents = sb.agents.to_str().unwrap().to_string();
+        let mut cmd = sb.command(&["mcp", "--agents-dir", &agents]);
+        cmd.stdin(std::process::Stdio::piped())
+            .envs(env.iter().copied());
+        let mut process = cmd.spawn().expect("spawn orchestrate mcp");
+        let stdin = process.stdin.take();
+        let stdout = process.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = RawServer {
+            process,
+            stdin,
+            lines,
+        };
+        server.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        assert_eq!(
+            server.response(0)["result"]["serverInfo"]["name"],
+            json!("orchestrate")
+        );
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_raw(&message.to_string());
+    }
+
+    /// The response to request `id` (notifications and other responses are skipped),
+    /// within a generous bound.
+    fn response(&self, id: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no response to request {id}: {e}"));
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// Closes stdin and waits (bounded) for the server to exit; returns its stderr.
+    fn close(mut self) -> String {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.process.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut err = String::new();
+        std::io::Read::read_to_string(self.process.stderr.as_mut().unwrap(), &mut err).unwrap();
+        err
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// JSON Schema 2020-12's format vocabulary.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// What strict validators reject or warn about in a schema: non-standard formats, boolean
+/// schemas (`additionalProperties: false` is a keyword, not a schema), `$ref`s.
+fn strictness_problems(schema: &Value, path: &str, problems: &mut Vec<String>) {
+    let Value::Object(o) = schema else {
+        problems.push(format!("{path}: {schema} is not a schema object"));
+        return;
+    };
+    for (key, sub) in o {
+        let here = format!("{path}/{key}");
+        match (key.as_str(), sub) {
+            ("format", Value::String(f)) if !STANDARD_FORMATS.contains(&f.as_str()) => {
+                problems.push(format!("{here}: {f}"))
+            }
+            ("$ref", _) => problems.push(format!("{here}: a reference")),
+            ("properties" | "$defs", Value::Object(props)) => {
+                for (name, s) in props {
+                    strictness_problems(s, &format!("{here}/{name}"), problems);
+                }
+            }
+            ("additionalProperties", Value::Bool(false)) => {}
+            ("items" | "additionalProperties" | "not", s) => {
+                strictness_problems(s, &here, problems)
+            }
+            ("anyOf" | "oneOf" | "allOf", Value::Array(subs)) => {
+                for (i, s) in subs.iter().enumerate() {
+                    strictness_problems(s, &format!("{here}/{i}"), problems);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// SPEC section 10: both tool definitions together.
+const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_000;
+
+#[test]
+fn the_tool_definitions_are_small_and_strict() {
+    let sb = Sandbox::new();
+    let mut server = RawServer::start(&sb, &[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let listed = server.response(1);
+    let tools = &listed["result"]["tools"];
+    let bytes = serde_json::to_string(tools).unwrap().len();
+    eprintln!("tools/list: {bytes} bytes of tool definitions");
+    assert!(
+        bytes <= MAX_TOOL_DEFINITIONS_BYTES,
+        "{bytes} bytes: {}",
+        serde_json::to_string_pretty(tools).unwrap()
+    );
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["list_agents", "subagent"]);
+    let mut problems = Vec::new();
+    for t in tools.as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        strictness_problems(
+            &t["inputSchema"],
+            &format!("{name}.inputSchema"),
+            &mut problems,
+        );
+        if let Some(out) = t.get("outputSchema") {
+            strictness_problems(out, &format!("{name}.outputSchema"), &mut problems);
+        }
+    }
+    assert_eq!(problems, Vec::<String>::new());
+    // Still says when to delegate and which agent fits what.
+    let description = tools[1]["description"].as_str().unwrap();
+    for word in [
+        "Delegate",
+        "explorer",
+        "researcher",
+        "reviewer",
+        "implementer",
+        "tester",
+        "list_agents",
+    ] {
+        assert!(description.contains(word), "{word} in {description:?}");
+    }
+    let props = tools[1]["inputSchema"]["properties"].as_object().unwrap();
+    for key in [
+        "agent",
+        "task",
+        "tasks",
+        "chain",
+        "cwd",
+        "model",
+        "timeoutMs",
+        "idleTimeoutMs",
+        "details",
+    ] {
+        assert!(props.contains_key(key), "{key}");
+    }
+    server.close();
+}
+
+#[test]
+fn a_malformed_call_is_invalid_params_and_logs_carry_no_colour() {
+    let sb = Sandbox::new();
+    // Not a terminal: stderr is a pipe here.
+    let mut server = RawServer::start(&sb, &[("ORCHESTRATE_LOG", "warn")]);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}}),
+    );
+    let r = server.response(1);
+    assert_eq!(
+        r["error"],
+        json!({"code": -32602, "message": "invalid tools/call params: missing field `name`"})
+    );
+    let stderr = server.close();
+    assert!(
+        stderr.contains("invalid tools/call params"),
+        "the error is logged: {stderr:?}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "no ANSI escapes: {stderr:?}");
+}
+
+#[test]
+fn a_message_over_the_size_limit_gets_an_error_answer() {
+    let sb = Sandbox::new().scenario("replay");
+    let mut server = RawServer::start(&sb, &[]);
+    // 30 MB, the id last as the TypeScript SDK writes it.
+    let task = "x".repeat(30 * 1024 * 1024);
+    let line = format!(
+        r#"{{"method":"tools/call","params":{{"name":"subagent","arguments":{{"agent":"fake","task":"{task}"}}}},"jsonrpc":"2.0","id":7}}"#
+    );
+    server.send_raw(&line);
+    let r = server.response(7);
+    let result = &r["result"];
+    assert_eq!(result["isError"], json!(true), "{r}");
+    assert_eq!(
+        result["structuredContent"]["error"]["code"],
+        json!("INVALID_INPUT")
+    );
+    let message = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "Invalid input: The request is {} bytes, over orchestrate's limit of ",
+            line.len()
+        )),
+        "{message}"
+    );
+    // The connection is still good.
+    server.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}));
+    assert!(server.response(8)["result"]["tools"].is_array());
+    // Anything else that big gets a protocol error.
+    let padding = "y".repeat(10 * 1024 * 1024);
+    server.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{{"pad":"{padding}"}}}}"#
+    ));
+    assert_eq!(server.response(9)["error"]["code"], json!(-32600));
+    assert!(sb.pids().is_empty(), "no child was started");
+    server.close();
+}
+
+/// What the TypeScript SDK's `close()` does to a stdio server: close its stdin, wait 2 s,
+/// SIGTERM, wait 2 s, SIGKILL. Returns whether the server was still there to SIGKILL.
+fn close_like_the_typescript_sdk(
+    process: &mut std::process::Child,
+    stdin: std::process::ChildStdin,
+) -> bool {
+    let exited_within = |process: &mut std::process::Child, limit: Duration| {
+        let deadline = Instant::now() + limit;
+        loop {
+            if process.try_wait().unwrap().is_some() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    drop(stdin);
+    if exited_within(process, Duration::from_secs(2)) {
+        return false;
+    }
+    unsafe { libc::kill(process.id() as i32, libc::SIGTERM) };
+    if exited_within(process, Duration::from_secs(2)) {
+        return false;
+    }
+    unsafe { libc::kill(process.id() as i32, libc::SIGKILL) };
+    let _ = process.wait();
+    true
+}
+
+#[test]
+fn a_client_closing_mid_call_leaves_nothing_running() {
+    // The child sleeps; its grandchild ignores SIGTERM and only a SIGKILL ends it.
+    let sb = Sandbox::new().scenario("grandchild-hang");
+    let mut server = RawServer::start(&sb, &[]);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "subagent", "arguments": {"agent": "fake", "task": "hang"}}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sb.pids().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the child and its grandchild never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stdin = server.stdin.take().unwrap();
+    let killed = close_like_the_typescript_sdk(&mut server.process, stdin);
+    let pids = sb.pids();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alive = loop {
+        let alive: Vec<i32> = pids
+            .iter()
+            .copied()
+            .filter(|p| support::is_alive(*p))
+            .collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            break alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        alive,
+        Vec::<i32>::new(),
+        "the run's tree outlived the server (of {pids:?})"
+    );
+    assert!(
+        !killed,
+        "the server ended on its own, before the client's SIGKILL"
+    );
+}
+
+#[tokio::test]
+async fn a_fan_out_reports_progress_for_every_task() {
+    for (chain, what) in [(false, "tasks"), (true, "steps")] {
+        let sb = Sandbox::new()
+            .scenario("slow")
+            .set("FAKE_AGENT_DELAY_MS", "20")
+            .transcript("multi_turn.jsonl");
+        let server = start(&sb).await;
+        let args = json!({"tasks": [{"agent": "fake", "task": "one"}, {"agent": "fake", "task": "two"}], "chain": chain});
+        let handle = server
+            .client
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(Request::new(
+                    CallToolRequestParams::new("subagent")
+                        .with_arguments(args.as_object().unwrap().clone()),
+                )),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        let response = handle.await_response().await.unwrap();
+        let rmcp::model::ServerResult::CallToolResult(r) = response else {
+            panic!("{response:?}")
+        };
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        let progress = server.progress.lock().unwrap().clone();
+        let messages: Vec<String> = progress
+            .iter()
+            .map(|p| p.message.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            progress.windows(2).all(|w| w[1].progress > w[0].progress),
+            "progress increases: {messages:?}"
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with(&format!("0/2 {what} done; 1. fake turn"))
+                    && m.contains(", running ")),
+            "the running task is named with its tool: {messages:?}"
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with(&format!("1/2 {what} done"))),
+            "{messages:?}"
+        );
+        assert_eq!(
+            messages.last().map(String::as_str),
+            Some(format!("2/2 {what} done; 14440 tokens").as_str()),
+            "{messages:?}"
+        );
+        server.client.cancel().await.unwrap();
+    }
 }

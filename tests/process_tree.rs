@@ -24,8 +24,7 @@ fn a_grandchild_holding_stdout_is_killed_and_the_answer_kept() {
                 "results": [{
                     "agent": "fake", "task": "x", "exitCode": 0,
                     "usage": {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "cost": 0.00012, "turns": 1},
-                    "sessionFile": "SESSION", "output": "Hello from pi.",
-                    "displayItems": [{"type": "text", "text": "Hello from pi."}],
+                    "sessionFile": "SESSION",
                     "backend": "pi", "durationMs": 0, "attempts": 1,
                     "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
                     "leakedProcesses": true,

@@ -154,7 +154,10 @@ fn depth_guard_through_a_real_nested_call() {
         .set("FAKE_AGENT_NESTED_SCENARIO", "replay");
     let out = sb.run("outer task", &[]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
-    let text = out.result()["output"].as_str().unwrap().to_string();
+    let text = out.json()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(text.starts_with("nested exit=3 stdout="), "{text}");
     let inner: serde_json::Value =
         serde_json::from_str(text.trim_start_matches("nested exit=3 stdout=")).unwrap();
@@ -170,7 +173,10 @@ fn depth_guard_through_a_real_nested_call() {
     let sb = sb.set("ORCHESTRATE_MAX_DEPTH", "2");
     std::fs::remove_file(&sb.pidfile).unwrap();
     let out = sb.run("outer task", &[]);
-    let text = out.result()["output"].as_str().unwrap().to_string();
+    let text = out.json()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(text.starts_with("nested exit=0 stdout="), "{text}");
     assert_eq!(
         runs(&sb),

@@ -24,7 +24,7 @@ fn an_overloaded_provider_is_retried_and_the_last_attempt_is_the_result() {
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
     assert_eq!(r["attempts"], json!(2));
-    assert_eq!(r["output"], json!("Hello from pi."));
+    assert_eq!(out.json()["content"][0]["text"], json!("Hello from pi."));
     assert!(out.json()["details"].get("error").is_none());
     let session = std::path::PathBuf::from(r["sessionFile"].as_str().unwrap());
     assert_eq!(session.file_name().unwrap(), "session.attempt-2.jsonl");

@@ -1,5 +1,6 @@
-//! A successful run over the fake child replaying real pi transcripts: the whole result,
-//! the session folder, the index, and the command line pi receives.
+//! A successful run over the fake child replaying real pi transcripts: the whole result
+//! (lean by default, full with `--details full` and in result.json), the session folder,
+//! the index, and the command line pi receives.
 
 mod support;
 
@@ -29,6 +30,40 @@ fn multi_turn_transcript_gives_the_whole_contract_result() {
                     "exitCode": 0,
                     "usage": {"input": 4500, "output": 260, "cacheRead": 2400, "cacheWrite": 60, "cost": 0.0071, "turns": 3},
                     "sessionFile": "SESSION",
+                    "backend": "pi",
+                    "durationMs": 0,
+                    "attempts": 1,
+                    "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
+                    "termination": {"kind": "exited", "code": 0}
+                }]
+            }
+        })
+    );
+}
+
+#[test]
+fn details_full_gives_the_whole_record_as_result_json_keeps_it() {
+    let sb = Sandbox::new()
+        .scenario("replay")
+        .transcript("multi_turn.jsonl");
+    let out = sb.run("find auth", &["--details", "full"]);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let answer = "## Answer\nAuth lives in src/auth.rs (fn login at line 42).";
+    let json = out.json();
+    let run_id = json["details"]["runId"].as_str().unwrap().to_string();
+    assert_eq!(
+        normalized(json.clone()),
+        json!({
+            "content": [{"type": "text", "text": answer}],
+            "details": {
+                "mode": "single",
+                "runId": "RUNID",
+                "results": [{
+                    "agent": "fake",
+                    "task": "find auth",
+                    "exitCode": 0,
+                    "usage": {"input": 4500, "output": 260, "cacheRead": 2400, "cacheWrite": 60, "cost": 0.0071, "turns": 3},
+                    "sessionFile": "SESSION",
                     "output": answer,
                     "displayItems": [
                         {"type": "text", "text": "I'll look for the auth code."},
@@ -45,6 +80,26 @@ fn multi_turn_transcript_gives_the_whole_contract_result() {
             }
         })
     );
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.state.join("runs").join(&run_id).join("result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved, json);
+}
+
+#[test]
+fn a_long_task_is_cut_in_the_lean_result_and_whole_in_result_json() {
+    let sb = Sandbox::new().scenario("replay");
+    let task = format!("{}tail", "a".repeat(200));
+    let out = sb.run(&task, &[]);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    assert_eq!(out.result()["task"], json!(format!("{}…", "a".repeat(200))));
+    let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.state.join("runs").join(&run_id).join("result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["details"]["results"][0]["task"], json!(task));
 }
 
 #[test]
@@ -75,12 +130,21 @@ fn the_run_folder_keeps_the_raw_stream_the_result_and_the_prompt() {
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("result.json")).unwrap())
             .unwrap();
-    assert_eq!(saved, json);
+    // result.json is the full record; stdout, the same less the display items and the
+    // output that content[0].text already holds.
+    let mut lean = saved.clone();
+    let full = lean["details"]["results"][0].as_object_mut().unwrap();
+    assert_eq!(
+        full.remove("output"),
+        Some(json["content"][0]["text"].clone())
+    );
+    assert!(full.remove("displayItems").is_some_and(|d| d.is_array()));
+    assert_eq!(lean, json);
     assert_eq!(
         std::fs::read_to_string(run_dir.join("system-prompt.md")).unwrap(),
         "You are a test agent."
     );
-    let text = json["details"]["results"][0]["output"].as_str().unwrap();
+    let text = saved["details"]["results"][0]["output"].as_str().unwrap();
     assert!(
         text.contains("漢字テスト") && text.contains('\u{2028}') && text.contains("🦀"),
         "{text}"
@@ -200,7 +264,7 @@ fn a_child_that_never_exits_after_its_final_event_still_succeeds_promptly() {
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
     assert_eq!(r["exitCode"], json!(0));
-    assert_eq!(r["output"], json!("Hello from pi."));
+    assert_eq!(out.json()["content"][0]["text"], json!("Hello from pi."));
     assert!(out.json()["details"].get("error").is_none());
     assert!(out.elapsed.as_secs_f64() < 10.0, "took {:?}", out.elapsed);
 }
@@ -211,7 +275,7 @@ fn garbage_between_events_is_counted_and_skipped() {
     let out = sb.run("x", &[]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
-    assert_eq!(r["output"], json!("survived garbage"));
+    assert_eq!(out.json()["content"][0]["text"], json!("survived garbage"));
     // The 20 MiB line, invalid UTF-8, `hello world`, `[1,2]`.
     assert_eq!(r["skippedLines"], json!(4));
     assert_eq!(r["usage"]["input"], json!(300));

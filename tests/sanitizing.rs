@@ -14,7 +14,8 @@ fn secrets_and_home_paths_never_reach_the_parent_but_stay_in_the_session() {
     let sb = Sandbox::new()
         .scenario("replay")
         .set("FAKE_AGENT_TEXT", &text);
-    let out = sb.run("x", &[]);
+    // The full shape: every field that leaves the process.
+    let out = sb.run("x", &["--details", "full"]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
     let expected =

@@ -24,7 +24,7 @@ fn a_silent_child_hits_the_idle_timeout() {
                     "agent": "fake", "task": "x", "exitCode": 124,
                     "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
                     "error": message,
-                    "sessionFile": "SESSION", "output": "", "displayItems": [],
+                    "sessionFile": "SESSION", "output": "",
                     "timeoutReason": "idle", "backend": "pi", "durationMs": 0, "attempts": 1,
                     // The child died of the SIGTERM, within the grace.
                     "termination": {"kind": "terminated", "reason": "idleTimeout"}
@@ -86,7 +86,7 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
                     "agent": "fake", "task": "x", "exitCode": 124,
                     "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
                     "error": message,
-                    "sessionFile": "SESSION", "output": "", "displayItems": [],
+                    "sessionFile": "SESSION", "output": "",
                     "timeoutReason": "runtime", "backend": "pi", "durationMs": 0, "attempts": 1,
                     "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
                     // SIGTERM alone did not end it: SIGKILL once the grace ran out.

@@ -36,7 +36,13 @@ fn serve_mcp(agents_dir: Option<std::path::PathBuf>) -> i32 {
     let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .and_then(|rt| rt.block_on(crate::mcp::serve(agents_dir)));
+        .and_then(|rt| {
+            let served = rt.block_on(crate::mcp::serve(agents_dir));
+            // A read of stdin may still be pending on a blocking thread (after a signal,
+            // with the client still there); the runtime must not wait for it.
+            rt.shutdown_background();
+            served
+        });
     match served {
         Ok(()) => 0,
         Err(e) => {
@@ -46,13 +52,18 @@ fn serve_mcp(agents_dir: Option<std::path::PathBuf>) -> i32 {
     }
 }
 
-/// Logs go to stderr; `ORCHESTRATE_LOG` (or `RUST_LOG`) sets the level.
+/// Logs go to stderr; `ORCHESTRATE_LOG` (or `RUST_LOG`) sets the level. Colour only on a
+/// terminal, and never with `NO_COLOR` set: a parent reading stderr gets plain text.
 pub fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = std::env::var("ORCHESTRATE_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "warn".to_string());
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_target(false)
         .without_time()

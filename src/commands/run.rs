@@ -7,7 +7,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::RunArgs;
 use crate::error::RunError;
-use crate::result::{internal_error_json, DisplayItem, RunResult};
+use crate::result::{internal_error_json, DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{self as pipeline, Observer, RunEnv, RunRequest};
 use crate::supervisor::Controls;
@@ -36,10 +36,10 @@ impl ProgressLine {
         let Some(s) = update.details.streaming.as_ref() else {
             return;
         };
-        let tool = match s.display_items.last() {
-            Some(DisplayItem::ToolCall { name, .. }) => format!(" · {name}"),
-            _ => String::new(),
-        };
+        let tool = s
+            .current_tool
+            .as_ref()
+            .map_or(String::new(), |name| format!(" · {name}"));
         let tokens = s.usage.input + s.usage.output + s.usage.cache_read + s.usage.cache_write;
         let line = format!(
             "[orchestrate] {} {:.1}s · turn {}{tool} · {tokens} tokens",
@@ -85,13 +85,21 @@ impl Plan {
 /// `orchestrate run …`: in the background, or here and now. Returns the exit status.
 pub fn run(args: RunArgs) -> i32 {
     let format = args.format();
+    let detail = args.detail();
     if args.background {
         return start_background(&args, format);
     }
     match args.into_plan() {
-        Ok(plan) => block_on_run(plan, format),
+        Ok(plan) => block_on_run(plan, Print { format, detail }),
         Err(e) => print_result(format, &e.to_result(None), e.exit_status()),
     }
+}
+
+/// How the result is printed: the format, and how much of it a JSON format carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Print {
+    pub format: OutputFormat,
+    pub detail: DetailLevel,
 }
 
 /// `run … --background`: the same arguments, minus the flag, run by a detached supervisor.
@@ -109,12 +117,13 @@ fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
 
 /// Runs on a current-thread runtime: the work is I/O-bound, and one thread keeps the
 /// run's cost and its memory small. A panic still prints a valid JSON result.
-fn block_on_run(plan: Plan, format: OutputFormat) -> i32 {
+fn block_on_run(plan: Plan, print: Print) -> i32 {
+    let format = print.format;
     let outcome = std::panic::catch_unwind(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        Ok::<i32, std::io::Error>(rt.block_on(run_command(plan, format)))
+        Ok::<i32, std::io::Error>(rt.block_on(run_command(plan, print)))
     });
     match outcome {
         Ok(Ok(status)) => status,
@@ -124,7 +133,8 @@ fn block_on_run(plan: Plan, format: OutputFormat) -> i32 {
 }
 
 /// Runs the plan and prints the result. Returns the process exit status.
-async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
+async fn run_command(plan: Plan, print: Print) -> i32 {
+    let Print { format, detail } = print;
     let controls = Controls::default();
     let watcher = match watch_signals(controls.clone()) {
         Ok(w) => w,
@@ -143,15 +153,15 @@ async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
         Plan::Single(req) => *req,
         Plan::Parallel(reqs, concurrency) => {
             let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_parallel(reqs, &env, &controls, limits).await;
+            let output = run_parallel(reqs, &env, &controls, limits, None).await;
             watcher.abort();
-            return print_result(format, &output.result, output.exit_status);
+            return print_result_at(print, &output.result, output.exit_status);
         }
         Plan::Chain(reqs, concurrency) => {
             let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_chain(reqs, &env, &controls, limits).await;
+            let output = run_chain(reqs, &env, &controls, limits, None).await;
             watcher.abort();
-            return print_result(format, &output.result, output.exit_status);
+            return print_result_at(print, &output.result, output.exit_status);
         }
     };
     let progress = std::sync::Mutex::new(ProgressLine {
@@ -161,7 +171,7 @@ async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
     });
     let show_progress = ProgressLine::wanted();
     let observer: Option<Observer<'_>> = if format == OutputFormat::StreamJson || show_progress {
-        Some(Box::new(|update: &RunResult| {
+        Some(Observer::new(detail, |update: &RunResult| {
             if show_progress {
                 progress.lock().expect("progress lock").draw(update);
             }
@@ -188,7 +198,7 @@ async fn run_command(plan: Plan, format: OutputFormat) -> i32 {
     }
     progress.lock().expect("progress lock").clear();
     watcher.abort();
-    print_result(format, &output.result, output.exit_status)
+    print_result_at(print, &output.result, output.exit_status)
 }
 
 /// First INT/TERM/HUP: stop the child's group gracefully. Second: kill it at once.
@@ -216,10 +226,25 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
     }))
 }
 
+/// Prints the lean result (SPEC section 1) and returns `status`.
 pub fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
+    print_result_at(
+        Print {
+            format,
+            detail: DetailLevel::Lean,
+        },
+        result,
+        status,
+    )
+}
+
+/// Prints the result with the detail asked for and returns `status`.
+pub fn print_result_at(print: Print, result: &RunResult, status: i32) -> i32 {
     let mut out = std::io::stdout().lock();
-    let written = match format {
-        OutputFormat::Json | OutputFormat::StreamJson => writeln!(out, "{}", result.to_json_line()),
+    let written = match print.format {
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            writeln!(out, "{}", result.to_stdout_line(print.detail))
+        }
         OutputFormat::Text => {
             let text = result.content.first().map_or("", |c| c.text.as_str());
             let r = writeln!(out, "{text}");

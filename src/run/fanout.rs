@@ -2,11 +2,12 @@
 //! order) and `chain` (in order, `{previous}` replaced by the previous step's output,
 //! stopping at the first failure).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
-use super::{refuse_if_not_allowed, run, truncate_limits, RunEnv, RunOutput, RunRequest};
+use super::progress::{FanoutObserver, FanoutStatus, TaskState, TaskStatus};
+use super::{refuse_if_not_allowed, run, truncate_limits, Observer, RunEnv, RunOutput, RunRequest};
 use crate::error::RunError;
 use crate::result::{
     exit_status, new_run_id, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult,
@@ -88,12 +89,14 @@ fn share(limits: TruncateLimits, n: usize) -> TruncateLimits {
     }
 }
 
-/// Runs `reqs` concurrently, at most `limits.concurrency` at once.
+/// Runs `reqs` concurrently, at most `limits.concurrency` at once. `observer`, if any, hears
+/// of every task's progress.
 pub(crate) async fn run_parallel(
     reqs: Vec<RunRequest>,
     env: &RunEnv,
     controls: &Controls,
     limits: FanoutLimits,
+    observer: Option<FanoutObserver>,
 ) -> RunOutput {
     let group_id = new_run_id();
     if let Err(e) = check_tasks(&reqs, limits, env) {
@@ -101,6 +104,7 @@ pub(crate) async fn run_parallel(
     }
     let whole = truncate_limits(&reqs[0], &env.config);
     let n = reqs.len();
+    let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
     let gate = Arc::new(Semaphore::new(limits.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for (i, mut req) in reqs.into_iter().enumerate() {
@@ -108,12 +112,17 @@ pub(crate) async fn run_parallel(
         req.max_bytes = Some(part.max_bytes);
         req.max_lines = Some(part.max_lines);
         let (env, controls, gate) = (env.clone(), controls.clone(), gate.clone());
+        let status = status.clone();
         set.spawn(async move {
             let _permit = gate
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
-            (i, run(&req, &env, &controls, None).await)
+            let out = run(&req, &env, &controls, status.as_ref().map(|s| s.task(i))).await;
+            if let Some(s) = &status {
+                s.finished(i, &out);
+            }
+            (i, out)
         });
     }
     let mut outputs: Vec<Option<RunOutput>> = (0..n).map(|_| None).collect();
@@ -139,24 +148,30 @@ pub(crate) async fn run_parallel(
 }
 
 /// Runs `reqs` one after another, each seeing the previous output in place of
-/// `{previous}`. The first failure stops the chain.
+/// `{previous}`. The first failure stops the chain. `observer`, if any, hears of each
+/// step's progress.
 pub(crate) async fn run_chain(
     reqs: Vec<RunRequest>,
     env: &RunEnv,
     controls: &Controls,
     limits: FanoutLimits,
+    observer: Option<FanoutObserver>,
 ) -> RunOutput {
     let group_id = new_run_id();
     if let Err(e) = check_tasks(&reqs, limits, env) {
         return refuse_tasks(e, &group_id);
     }
     let whole = truncate_limits(&reqs[0], &env.config);
+    let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
-        let out = run(&req, env, controls, None).await;
+        let out = run(&req, env, controls, status.as_ref().map(|s| s.task(i))).await;
+        if let Some(s) = &status {
+            s.finished(i, &out);
+        }
         let failed = out
             .result
             .details
@@ -178,6 +193,66 @@ pub(crate) async fn run_chain(
         }
     }
     combine(Mode::Chain, group_id, outputs, whole, stopped_at)
+}
+
+/// Every task's progress in one [`FanoutStatus`], reported to the observer whenever a task
+/// streams something (at most every [`FANOUT_UPDATE_INTERVAL`]) or finishes.
+#[derive(Clone)]
+struct Tracker {
+    status: Arc<Mutex<(FanoutStatus, Option<std::time::Instant>)>>,
+    observer: FanoutObserver,
+}
+
+/// A fan-out's progress goes out at most this often while its tasks stream; a task
+/// finishing always goes out.
+const FANOUT_UPDATE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl Tracker {
+    fn new(mode: Mode, reqs: &[RunRequest], observer: FanoutObserver) -> Tracker {
+        Tracker {
+            status: Arc::new(Mutex::new((FanoutStatus::new(mode, reqs), None))),
+            observer,
+        }
+    }
+
+    /// The observer of task `i`'s run: its streaming updates become its part of the status.
+    fn task(&self, i: usize) -> Observer<'static> {
+        let tracker = self.clone();
+        Observer::new(
+            crate::result::DetailLevel::Lean,
+            move |update: &RunResult| {
+                tracker.update(i, false, |t| t.follow(update));
+            },
+        )
+    }
+
+    fn finished(&self, i: usize, out: &RunOutput) {
+        let ok = out.exit_status == exit_status::SUCCESS;
+        self.update(i, true, |t| {
+            t.state = TaskState::Done { ok };
+            t.current_tool = None;
+            if let Some(r) = out.result.details.results.first() {
+                t.turns = r.usage.turns;
+                t.tokens = r.usage.tokens();
+            }
+        });
+    }
+
+    /// Edits task `i`'s status and reports the whole, under the lock so that reports go
+    /// out in the order of the edits.
+    fn update(&self, i: usize, always: bool, edit: impl FnOnce(&mut TaskStatus)) {
+        let mut guard = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let (status, last_sent) = &mut *guard;
+        if let Some(t) = status.tasks.get_mut(i) {
+            edit(t);
+        }
+        let now = std::time::Instant::now();
+        if !always && last_sent.is_some_and(|t| now.duration_since(t) < FANOUT_UPDATE_INTERVAL) {
+            return;
+        }
+        *last_sent = Some(now);
+        (self.observer)(status);
+    }
 }
 
 /// One result out of many: every task's SingleResult in order, one text with a heading per

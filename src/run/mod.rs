@@ -11,7 +11,7 @@
 
 mod attempt;
 pub(crate) mod fanout;
-mod progress;
+pub(crate) mod progress;
 mod render;
 mod resolve;
 mod resume;

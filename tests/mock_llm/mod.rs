@@ -78,6 +78,10 @@ pub enum Reply {
     /// then nothing more, and never closes the connection (until the client does or the
     /// mock is dropped).
     Hang { text_before: String },
+    /// One Responses output item as given, for what the other replies do not express
+    /// (codex's `tool_search_call`, a `function_call` in a `namespace`); `id` and `call_id`
+    /// are filled in when absent. Only for the Responses API: another API gets a 400.
+    ResponsesItem { item: Value, usage: MockUsage },
     /// A text answer quoting the request's latest tool result: `prefix` followed by the
     /// text of the last tool result the request carries (see [`tool_result_texts`]; just
     /// `prefix` when there is none). Served as [`Reply::Text`]; for end-to-end tests where
@@ -123,6 +127,10 @@ impl Reply {
         }
     }
 
+    pub fn responses_item(item: Value, usage: MockUsage) -> Reply {
+        Reply::ResponsesItem { item, usage }
+    }
+
     pub fn quote_tool_result(prefix: &str, usage: MockUsage) -> Reply {
         Reply::QuoteToolResult {
             prefix: prefix.to_string(),
@@ -156,6 +164,7 @@ impl Reply {
             Reply::Overloaded => "overloaded".into(),
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
             Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
+            Reply::ResponsesItem { item, .. } => format!("responses item {item}"),
         }
     }
 }
@@ -699,6 +708,27 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
                 let body = wire::responses_custom_tool_complete(&ctx, &name, &input, &usage);
                 http::write_json(&mut stream, 200, &[], &body).await
             }
+        }
+        Reply::ResponsesItem { item, usage } if api == Api::OpenAiResponses => {
+            let item = wire::responses_item_with_ids(&ctx, item);
+            if streaming {
+                http::start_sse(&mut stream).await?;
+                for ev in wire::responses_raw_item_stream(&ctx, &item, &usage) {
+                    http::write_chunk(&mut stream, ev.encode().as_bytes()).await?;
+                }
+                http::end_chunked(&mut stream).await
+            } else {
+                let body = wire::responses_raw_item_complete(&ctx, &item, &usage);
+                http::write_json(&mut stream, 200, &[], &body).await
+            }
+        }
+        Reply::ResponsesItem { .. } => {
+            let body = error_body(
+                api,
+                400,
+                "the mock serves a Responses item only to the Responses API",
+            );
+            http::write_json(&mut stream, 400, &[], &body).await
         }
         Reply::CustomToolCall { name, input, usage } => {
             let args = json!({ "input": input });

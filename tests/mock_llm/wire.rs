@@ -427,6 +427,57 @@ pub fn responses_custom_tool_stream(
     out
 }
 
+/// `item` with `id` and `call_id` filled in (from the request number) when absent.
+pub fn responses_item_with_ids(ctx: &Ctx<'_>, mut item: Value) -> Value {
+    if item.get("id").is_none() {
+        item["id"] = json!(format!("item_mock{}", ctx.n));
+    }
+    if item.get("call_id").is_none() {
+        item["call_id"] = json!(tool_call_id(ctx.api, ctx.n));
+    }
+    item
+}
+
+/// The event stream of a Responses reply whose one output item is `item`, as given.
+pub fn responses_raw_item_stream(ctx: &Ctx<'_>, item: &Value, u: &MockUsage) -> Vec<Sse> {
+    let mut seq = 0u64;
+    let mut ev = |event: &'static str, mut data: Value| {
+        data["type"] = json!(event);
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        Sse::named(event, data)
+    };
+    let mut added = item.clone();
+    added["status"] = json!("in_progress");
+    vec![
+        ev(
+            "response.created",
+            json!({"response": responses_object(ctx, "in_progress", json!([]), Value::Null)}),
+        ),
+        ev(
+            "response.in_progress",
+            json!({"response": responses_object(ctx, "in_progress", json!([]), Value::Null)}),
+        ),
+        ev(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": added}),
+        ),
+        ev(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        ),
+        ev(
+            "response.completed",
+            json!({"response": responses_object(ctx, "completed", json!([item]), responses_usage(u))}),
+        ),
+    ]
+}
+
+/// The JSON body of a non-streaming Responses reply whose one output item is `item`.
+pub fn responses_raw_item_complete(ctx: &Ctx<'_>, item: &Value, u: &MockUsage) -> Value {
+    responses_object(ctx, "completed", json!([item]), responses_usage(u))
+}
+
 /// The JSON body of a non-streaming Responses reply calling a freeform tool.
 pub fn responses_custom_tool_complete(
     ctx: &Ctx<'_>,

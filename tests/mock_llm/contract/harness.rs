@@ -1,6 +1,8 @@
 //! The `main` of each contract test binary (`harness = false`, libtest-mimic): one trial
 //! per scenario of the CLI, named `<cli>::<scenario>`, with libtest's command line
 //! (filters, `--exact`, `--list`, `--ignored`, `--include-ignored`, `--test-threads`).
+//! [`main_needing`] does the same for tests that need several CLIs (the end-to-end tests
+//! with a real parent agent, and the benchmark of what the parent pays).
 //!
 //! Whether the CLI is installed is only known at run time, which `#[ignore]` cannot
 //! express. So:
@@ -61,6 +63,59 @@ pub fn main(cli: &'static Cli) -> ! {
     libtest_mimic::run(&args, trials).exit()
 }
 
+/// A test that needs real CLIs, outside the table of scenarios (the end-to-end tests with a
+/// real parent): its name, the CLIs it needs as `(variable, name)`, and what it runs,
+/// given the first one's binary (the others through [`super::cli_binary`]).
+pub struct Needing {
+    pub name: String,
+    pub clis: &'static [(&'static str, &'static str)],
+    pub run: Run,
+    /// Never part of a plain run: only `--ignored` or `--include-ignored` runs it (a
+    /// benchmark), and then it fails if a CLI is missing.
+    pub on_request: bool,
+}
+
+/// Runs `tests` as [`main`] runs scenarios: each is reported `ignored (<why>)` when a CLI
+/// it needs is not installed, and fails when one is broken or
+/// `ORCHESTRATE_REQUIRE_CONTRACT=1` asks for it.
+pub fn main_needing(tests: Vec<Needing>) -> ! {
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(1);
+    install_panic_hook();
+    let trials = tests
+        .into_iter()
+        .map(|t| {
+            let install = Install::find_all(t.clis);
+            let asked_for_ignored = args.ignored || args.include_ignored;
+            if !t.on_request {
+                return trial(&args, &install, t.name, t.run);
+            }
+            if !asked_for_ignored {
+                return Trial::ignorable_test(t.name, || {
+                    Ok(Completion::ignored_with(
+                        "runs on request: --ignored (scripts/bench-context)",
+                    ))
+                });
+            }
+            match install {
+                Install::Found(bin) | Install::Defective(bin, _) => {
+                    let (show_output, capture) = (args.show_output, !args.nocapture);
+                    let run = t.run;
+                    Trial::test(t.name, move || {
+                        run_captured(capture, show_output, || run(&bin))
+                    })
+                    .with_ignored_flag(true)
+                }
+                // Asked for, but a CLI is missing: fail with the reason.
+                Install::Absent(why) | Install::Broken(why) => {
+                    Trial::test(t.name, move || Err(why.into())).with_ignored_flag(true)
+                }
+            }
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit()
+}
+
 #[derive(Clone)]
 enum Install {
     Found(PathBuf),
@@ -74,7 +129,29 @@ enum Install {
 
 impl Install {
     fn find(cli: &Cli) -> Install {
-        let var = cli.var;
+        Install::find_var(cli.var, cli.name)
+    }
+
+    /// Every CLI of `clis` installed: the first one's binary; else why not (a broken
+    /// install first).
+    fn find_all(clis: &[(&str, &str)]) -> Install {
+        let all: Vec<Install> = clis
+            .iter()
+            .map(|(var, name)| Install::find_var(var, name))
+            .collect();
+        if let Some(broken) = all.iter().find(|i| matches!(i, Install::Broken(_))) {
+            return broken.clone();
+        }
+        if let Some(absent) = all.iter().find(|i| matches!(i, Install::Absent(_))) {
+            return absent.clone();
+        }
+        // A test that needs no CLI at all runs as it is.
+        all.into_iter()
+            .next()
+            .unwrap_or_else(|| Install::Found(PathBuf::new()))
+    }
+
+    fn find_var(var: &str, name: &str) -> Install {
         let required = std::env::var("ORCHESTRATE_REQUIRE_CONTRACT").as_deref() == Ok("1");
         match std::env::var_os(var).filter(|v| !v.is_empty()) {
             Some(p) if Path::new(&p).is_file() => Install::Found(PathBuf::from(p)),
@@ -86,8 +163,7 @@ impl Install {
                 "{var} is not set but ORCHESTRATE_REQUIRE_CONTRACT=1: run scripts/install-agent-clis and source <cache>/env.sh"
             )),
             None => Install::Absent(format!(
-                "{} is not installed: {var} is not set; run scripts/install-agent-clis, then `. <cache>/env.sh`",
-                cli.name
+                "{name} is not installed: {var} is not set; run scripts/install-agent-clis, then `. <cache>/env.sh`"
             )),
         }
     }

@@ -372,10 +372,15 @@ impl Sandbox {
     }
 
     /// `orchestrate ARGS… --agents-dir D --model M` in the working directory, with the
-    /// sandbox's environment.
+    /// sandbox's environment. A `run` prints its full result (`--details full`): the
+    /// scenarios check what the CLI's stream became, display items and output included
+    /// (the lean default is tested over the fake child, in tests/run_success.rs).
     pub fn command_args(&self, args: &[&str]) -> Command {
         let agents = self.agents.to_str().unwrap();
         let mut args = args.to_vec();
+        if args.first() == Some(&"run") {
+            args.extend_from_slice(&["--details", "full"]);
+        }
         args.extend_from_slice(&["--agents-dir", agents, "--model", &self.model]);
         self.in_sandbox(orchestrate_command(&args))
     }
