@@ -180,6 +180,7 @@ pub(crate) fn families() -> Vec<(&'static str, &'static str)> {
     all.extend(structural::RULES.iter().map(|r| ("structural", r.family)));
     all.extend(pem::FAMILIES.iter().map(|f| ("structural", *f)));
     all.extend(assign::KEYWORDS.iter().map(|k| ("generic", k.family)));
+    all.extend(assign::PROSE_FAMILIES.iter().map(|f| ("generic", *f)));
     all
 }
 

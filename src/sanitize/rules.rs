@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::value::{has_digit, has_upper_and_lower, is_placeholder, looks_random, reads_as_code};
+use super::value::{
+    has_digit, has_upper_and_lower, is_filler, is_placeholder, looks_random, reads_as_code,
+};
 use super::{structural, vendor, MASK};
 
 /// One family of secrets found by a regex.
@@ -121,9 +123,11 @@ impl CompiledRule {
             };
             // Already masked by an earlier rule or an earlier round: masking again would
             // only stack masks.
+            // A run of filler (`ghp_xxxx…`, `AKIAXXXX…`) is a placeholder in any family.
             if secret.is_empty()
                 || secret.start() < copied
                 || candidate.after.starts_with(MASK)
+                || is_filler(candidate.secret)
                 || !(self.rule.accept)(&candidate)
             {
                 continue;
