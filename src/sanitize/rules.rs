@@ -96,6 +96,14 @@ impl CompiledRule {
         })
     }
 
+    /// The index of the `secret` group, which every pattern has (checked when it is built).
+    fn secret_group(&self) -> usize {
+        self.regex()
+            .capture_names()
+            .position(|n| n == Some("secret"))
+            .expect("every rule has a `secret` group")
+    }
+
     pub fn family(&self) -> &'static str {
         self.rule.family
     }
@@ -112,29 +120,48 @@ impl CompiledRule {
         }
         let mut out = String::new();
         let mut copied = 0;
-        for caps in self.regex().captures_iter(line) {
-            let Some(secret) = caps.name("secret") else {
-                continue;
-            };
+        let regex = self.regex();
+        let secret_group = self.secret_group();
+        let mask = |start: usize, end: usize, out: &mut String, copied: &mut usize| {
             let candidate = Candidate {
-                secret: secret.as_str(),
-                before: &line[..secret.start()],
-                after: &line[secret.end()..],
+                secret: &line[start..end],
+                before: &line[..start],
+                after: &line[end..],
             };
             // Already masked by an earlier rule or an earlier round: masking again would
-            // only stack masks.
-            // A run of filler (`ghp_xxxx…`, `AKIAXXXX…`) is a placeholder in any family.
-            if secret.is_empty()
-                || secret.start() < copied
+            // only stack masks. A run of filler (`ghp_xxxx…`, `AKIAXXXX…`) is a
+            // placeholder in any family.
+            if start == end
+                || start < *copied
                 || candidate.after.starts_with(MASK)
                 || is_filler(candidate.secret)
                 || !(self.rule.accept)(&candidate)
             {
+                return;
+            }
+            out.push_str(&line[*copied..start]);
+            out.push_str(MASK);
+            *copied = end;
+        };
+        // Resolving groups costs far more than finding the match, so it is skipped for a
+        // match longer than any token (a megabyte run of token characters after a prefix)
+        // and for one that ends in a mask: its secret was masked already, by another rule
+        // or an earlier round.
+        let mut groups = regex.capture_locations();
+        for found in regex.find_iter(line) {
+            if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
                 continue;
             }
-            out.push_str(&line[copied..secret.start()]);
-            out.push_str(MASK);
-            copied = secret.end();
+            // The same match, its groups resolved on its own span (the text before it still
+            // counts for look-around).
+            if regex
+                .captures_read_at(&mut groups, &line[..found.end()], found.start())
+                .is_some()
+            {
+                if let Some((start, end)) = groups.get(secret_group) {
+                    mask(start, end, &mut out, &mut copied);
+                }
+            }
         }
         if copied == 0 {
             return Cow::Borrowed(line);
@@ -143,6 +170,10 @@ impl CompiledRule {
         Cow::Owned(out)
     }
 }
+
+/// The longest match whose groups are resolved: longer than any secret a rule masks (AWS
+/// session tokens run to a few kilobytes), far shorter than the lines of a transcript.
+const MAX_CAPTURE_SPAN_BYTES: usize = 16 * 1024;
 
 /// A set of rule indices.
 #[derive(Clone, Copy, Default, Debug)]
@@ -161,8 +192,18 @@ impl RuleSet {
         }
     }
 
+    /// The indices in increasing order, a set bit at a time.
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..Self::CAPACITY).filter(|i| self.0[i / 64] & (1 << (i % 64)) != 0)
+        self.0.iter().enumerate().flat_map(|(word, &bits)| {
+            let mut bits = bits;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let bit = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    word * 64 + bit
+                })
+            })
+        })
     }
 }
 
@@ -190,8 +231,6 @@ pub(crate) struct TokenRules {
     prefilter_dfa: OnceLock<aho_corasick::AhoCorasick>,
     /// Each distinct gate literal and the rules it gates.
     gates: Vec<(&'static [u8], RuleSet)>,
-    /// Indices into `gates` by first byte, to tell which gates start at a hit.
-    by_first: Vec<Vec<usize>>,
 }
 
 impl TokenRules {
@@ -217,16 +256,11 @@ impl TokenRules {
             }
         }
         let prefilter = build_prefilter(&gates, aho_corasick::AhoCorasickKind::ContiguousNFA);
-        let mut by_first = vec![Vec::new(); 256];
-        for (i, (g, _)) in gates.iter().enumerate() {
-            by_first[usize::from(g[0])].push(i);
-        }
         TokenRules {
             rules,
             prefilter,
             prefilter_dfa: OnceLock::new(),
             gates,
-            by_first,
         }
     }
 
@@ -236,37 +270,17 @@ impl TokenRules {
         let mut copied = 0;
         // The line being collected: its bounds and the rules its gates named.
         let mut line: Option<(usize, usize, RuleSet)> = None;
-        let mut pos = 0;
-        let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
-            self.prefilter_dfa
-                .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
-        } else {
-            &self.prefilter
-        };
-        while let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..)) {
-            let p = hit.start();
-            let mut named = RuleSet::default();
-            for &g in &self.by_first[usize::from(bytes[p])] {
-                let (gate, rules) = &self.gates[g];
-                if bytes[p..].starts_with(gate) {
-                    named.union(rules);
+        self.each_gate(bytes, |p, named| match &mut line {
+            Some((_, end, set)) if p < *end => set.union(named),
+            _ => {
+                if let Some((start, end, set)) = line.take() {
+                    self.flush(text, start, end, &set, &mut out, &mut copied);
                 }
+                let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
+                let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
+                line = Some((start, end, *named));
             }
-            match &mut line {
-                Some((_, end, set)) if p < *end => set.union(&named),
-                _ => {
-                    if let Some((start, end, set)) = line.take() {
-                        self.flush(text, start, end, &set, &mut out, &mut copied);
-                    }
-                    let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
-                    let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
-                    line = Some((start, end, named));
-                }
-            }
-            // From the next byte rather than the end of the hit, so that a gate that starts
-            // inside another one's hit is seen too.
-            pos = p + 1;
-        }
+        });
         if let Some((start, end, set)) = line {
             self.flush(text, start, end, &set, &mut out, &mut copied);
         }
@@ -275,6 +289,30 @@ impl TokenRules {
         }
         out.push_str(&text[copied..]);
         Cow::Owned(out)
+    }
+
+    /// Calls `each` with the start of every gate occurrence and the rules its gate names,
+    /// in the order the occurrences end. Overlapping occurrences all count: a gate inside
+    /// a longer one (`ecurity-token` in `security-token=`) ends first, and a search that
+    /// went on after it would never see the longer one start.
+    fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet)) {
+        let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
+            self.prefilter_dfa
+                .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
+        } else {
+            &self.prefilter
+        };
+        for hit in prefilter.find_overlapping_iter(bytes) {
+            each(hit.start(), &self.gates[hit.pattern().as_usize()].1);
+        }
+    }
+
+    /// The rules that the gates on a one-line text name (tests).
+    #[cfg(test)]
+    fn rules_named_on(&self, line: &str) -> RuleSet {
+        let mut named = RuleSet::default();
+        self.each_gate(line.as_bytes(), |_, set| named.union(set));
+        named
     }
 
     /// Runs the named rules, in table order, on the line `start..end`.
@@ -474,6 +512,20 @@ mod tests {
         let rules = TokenRules::new();
         let key = concat!("sk-ant-oat01-", "Hs8Dj3Fg6Kl1Zx4Cv7Bn0Mq2We5Rt9Yu");
         assert_eq!(rules.apply(key), "sk-ant-oat01-[REDACTED]");
+    }
+
+    #[test]
+    fn a_gate_inside_a_longer_one_does_not_hide_it() {
+        // `security-token=` (pre-signed URLs) holds `ecurity-token` (AWS session tokens)
+        // and `-token` (API-key headers), which end before it: every gate on the line
+        // must still name its rules.
+        let rules = TokenRules::new();
+        let line = "https://b.oss-cn-hangzhou.aliyuncs.com/o?security-token=q7VbN2xK9mPzR4tLw8Yc";
+        let set = rules.rules_named_on(line);
+        let names: Vec<&str> = set.iter().map(|i| rules.rules[i].family()).collect();
+        assert!(names.contains(&"presigned-url-credential"), "{names:?}");
+        assert!(names.contains(&"aws-session-token"), "{names:?}");
+        assert!(names.contains(&"api-key-header"), "{names:?}");
     }
 
     #[test]
