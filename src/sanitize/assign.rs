@@ -15,9 +15,12 @@
 //! search over the keywords' three spellings finds the candidates.
 
 use std::borrow::Cow;
+use std::cell::Cell;
+use std::sync::LazyLock;
 
 use memchr::memmem;
 
+use super::literals::Literals;
 use super::value::{
     ends_with_ignore_ascii_case, is_hex_or_uuid, is_label, is_path, is_placeholder, is_prose_value,
     is_prose_word, literal_reads_as_code, looks_like_random_token, looks_random,
@@ -468,19 +471,16 @@ const MAX_PROSE_WORDS: usize = 5;
 #[derive(Debug)]
 pub(crate) struct Assignments {
     /// Built directly rather than through `regex`, whose meta engine cost about a
-    /// million instructions to build: a sixth of a whole trivial run. Leftmost-first, so
-    /// that the automaton gets its SIMD prefilter (Teddy): the names' keywords are common
-    /// words (`token`, `auth`), and the prefilter cut this scan to a quarter.
-    anchors: aho_corasick::AhoCorasick,
+    /// million instructions to build: a sixth of a whole trivial run. The names' keywords
+    /// are common words (`token`, `auth`), so the search is called once per word: the
+    /// SIMD searcher made this scan four times faster than a standard automaton.
+    anchors: Literals,
 }
 
 impl Assignments {
     pub fn new() -> Assignments {
         Assignments {
-            anchors: aho_corasick::AhoCorasick::builder()
-                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-                .build(ANCHORS)
-                .expect("a set of literals builds"),
+            anchors: Literals::new(ANCHORS),
         }
     }
 
@@ -489,12 +489,11 @@ impl Assignments {
         let mut out = String::new();
         let mut copied = 0;
         let mut pos = 0;
-        while let Some(hit) = self
-            .anchors
-            .find(aho_corasick::Input::new(bytes).range(pos..))
-        {
-            pos = hit.end();
-            let Some((start, end)) = name_around(bytes, hit.start(), hit.len()) else {
+        let ends = ValueEnds::new();
+        let mut last_name: Option<(&[u8], Option<Strength>)> = None;
+        while let Some((hit_start, hit_end, _)) = self.anchors.find(bytes, pos) {
+            pos = hit_end;
+            let Some((start, end)) = name_around(bytes, hit_start, hit_end - hit_start) else {
                 continue;
             };
             // The rest of this name holds no other candidate.
@@ -502,12 +501,22 @@ impl Assignments {
             if start < copied || inside_arn(bytes, start) {
                 continue;
             }
+            // Names repeat (a JSON stream's keys, a file of settings): the last one's
+            // strength is kept.
+            let mut strength = |name: &'a [u8]| match last_name {
+                Some((last, strength)) if last == name => strength,
+                _ => {
+                    let strength = strength_of(name);
+                    last_name = Some((name, strength));
+                    strength
+                }
+            };
             let found = if separator_follows(bytes, end) {
-                strength_of(&bytes[start..end])
-                    .and_then(|strength| secret_value(text, start, end, strength))
+                strength(&bytes[start..end])
+                    .and_then(|strength| secret_value(text, start, end, strength, &ends))
             } else if let Some(vs) = encoded_value_start(bytes, start, end) {
-                strength_of(&bytes[start..end])
-                    .and_then(|strength| encoded_value(text, start, end, vs, strength))
+                strength(&bytes[start..end])
+                    .and_then(|strength| encoded_value(text, start, end, vs, strength, &ends))
             } else {
                 // Most candidates are words in prose or code (`the token is`, `auth(req)`):
                 // only a sentence that gives the value is worth a closer look.
@@ -545,26 +554,29 @@ fn separator_follows(b: &[u8], end: usize) -> bool {
 
 /// The strength of a secret's name, or `None` for any other name.
 fn strength_of(name: &[u8]) -> Option<Strength> {
-    let ends = |s: &&str| ends_with_ignore_ascii_case(name, s);
-    if NOT_SECRETS.iter().any(ends) {
-        // PagerDuty's routing key is its integration secret; a queue's is a topic.
-        let routed = ["routing_key", "routingkey"].iter().any(ends);
-        return (routed && names_a_vendor(name)).then_some(Strength::VendorKey);
+    // The suffix tables as one automaton over reversed suffixes, matched at the start of
+    // the reversed name: one pass over the name instead of a comparison per suffix.
+    let mut reversed = [0u8; 2 * MAX_NAME + 16];
+    let n = name.len().min(reversed.len());
+    for (slot, &c) in reversed.iter_mut().zip(name.iter().rev().take(n)) {
+        *slot = c;
     }
-    for keyword in KEYWORDS
-        .iter()
-        .filter(|k| !matches!(k.strength, Strength::Key | Strength::VendorKey))
-    {
-        if keyword.suffixes.iter().any(ends) {
-            return Some(keyword.strength);
-        }
+    let input = aho_corasick::Input::new(&reversed[..n]).anchored(aho_corasick::Anchored::Yes);
+    if let Some(found) = SUFFIXES.automaton.find(input) {
+        let (suffix, strength) = SUFFIXES.entries[found.pattern().as_usize()];
+        return match strength {
+            Some(strength) => Some(strength),
+            // PagerDuty's routing key is its integration secret; a queue's is a topic.
+            None => (["routing_key", "routingkey"].contains(&suffix) && names_a_vendor(name))
+                .then_some(Strength::VendorKey),
+        };
     }
     // `STRIPE_KEY`, `license-key`, `encryptionKey`, but not `monkey` or `hotkey`.
     let camel_key =
         name.len() > 3 && name.ends_with(b"Key") && name[name.len() - 4].is_ascii_lowercase();
-    let separated = [b'_', b'-', b'.']
-        .iter()
-        .any(|&sep| name.len() > 4 && name[name.len() - 4] == sep && ends(&"key"));
+    let separated = name.len() > 4
+        && matches!(name[name.len() - 4], b'_' | b'-' | b'.')
+        && ends_with_ignore_ascii_case(name, "key");
     if !(camel_key || separated) {
         return None;
     }
@@ -574,6 +586,37 @@ fn strength_of(name: &[u8]) -> Option<Strength> {
         Strength::Key
     })
 }
+
+/// [`NOT_SECRETS`] (as `None`), then the suffixes of the keyword families other than the
+/// `*_KEY` ones in table order: the first that ends a name decides.
+struct Suffixes {
+    entries: Vec<(&'static str, Option<Strength>)>,
+    /// The entries reversed, leftmost-first, anchored, ASCII case-insensitive.
+    automaton: aho_corasick::AhoCorasick,
+}
+
+static SUFFIXES: LazyLock<Suffixes> = LazyLock::new(|| {
+    let keywords = KEYWORDS
+        .iter()
+        .filter(|k| !matches!(k.strength, Strength::Key | Strength::VendorKey))
+        .flat_map(|k| k.suffixes.iter().map(|s| (*s, Some(k.strength))));
+    let entries: Vec<_> = NOT_SECRETS
+        .iter()
+        .map(|s| (*s, None))
+        .chain(keywords)
+        .collect();
+    let automaton = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .start_kind(aho_corasick::StartKind::Anchored)
+        .ascii_case_insensitive(true)
+        .build(
+            entries
+                .iter()
+                .map(|(s, _)| s.bytes().rev().collect::<Vec<u8>>()),
+        )
+        .expect("a set of literals builds");
+    Suffixes { entries, automaton }
+});
 
 /// The words of a name, lowercased: split at `_`, `-`, `.` and lower-to-upper case changes
 /// (`algoliaAdminKey` → `algolia`, `admin`, `key`).
@@ -665,13 +708,13 @@ fn inside_arn(b: &[u8], start: usize) -> bool {
         return false;
     }
     let lo = start.saturating_sub(MAX_ARN_BYTES);
-    let run = b[lo..start]
-        .iter()
-        .rposition(|c| {
-            c.is_ascii_whitespace() || matches!(c, b'"' | b'\'' | b'`' | b'=' | b',' | b'(')
-        })
-        .map_or(lo, |i| lo + i + 1);
-    b[run..start].starts_with(b"arn:")
+    let Some(arn) = memmem::rfind(&b[lo..start], b"arn:").map(|i| lo + i) else {
+        return false;
+    };
+    let breaks_run =
+        |c: &u8| c.is_ascii_whitespace() || matches!(c, b'"' | b'\'' | b'`' | b'=' | b',' | b'(');
+    (arn == 0 || breaks_run(&b[arn - 1]) || !is_name_byte(b[arn - 1]))
+        && !b[arn..start].iter().any(breaks_run)
 }
 
 /// Skips one SGR colour code, raw (`ESC[1;31m`) or JSON-escaped (`\u001b[0m`).
@@ -711,19 +754,43 @@ fn quote_at(b: &[u8], i: usize) -> Option<&[u8]> {
     }
 }
 
-/// Bytes that end an unquoted value. `<` and `{` are here so that `<YOUR_KEY>` and
-/// `{{ secrets.X }}` give an empty value; `(` so that a call is recognised. `&` ends a
-/// value in a URL query; a password elsewhere may hold one. `]` ends a value in a printed
-/// Go map (`map[password:x]`).
-fn ends_unquoted(b: u8, key: &Key) -> bool {
-    b.is_ascii_whitespace()
-        || b.is_ascii_control()
-        || (b == b'&' && (key.in_query || key.strength != Strength::Password))
-        || (b == b']' && key.dump)
+/// Bytes that end any unquoted value. `<` and `{` are here so that `<YOUR_KEY>` and
+/// `{{ secrets.X }}` give an empty value; `(` so that a call is recognised. Besides these,
+/// `&` ends a value in a URL query (a password elsewhere may hold one), and `]` ends a
+/// value in a printed Go map (`map[password:x]`): see [`unquoted_end`].
+fn ends_any_value(c: u8) -> bool {
+    c.is_ascii_whitespace()
+        || c.is_ascii_control()
         || matches!(
-            b,
+            c,
             b'"' | b'\'' | b'`' | b'\\' | b',' | b';' | b'|' | b'(' | b')' | b'{' | b'}' | b'<'
         )
+}
+
+/// The next byte at or after a value's start that [`ends_any_value`], remembered between
+/// the candidates of one text. Their values start further and further on, so each byte is
+/// looked at about once however many names a stretch holds: `token=token=…` looked a
+/// kilobyte ahead from every name before.
+struct ValueEnds(Cell<(usize, usize)>);
+
+impl ValueEnds {
+    fn new() -> ValueEnds {
+        // `from > end`: nothing known yet.
+        ValueEnds(Cell::new((1, 0)))
+    }
+
+    fn from(&self, b: &[u8], i: usize) -> usize {
+        let (from, end) = self.0.get();
+        if from <= i && i <= end {
+            return end;
+        }
+        let end = b[i..]
+            .iter()
+            .position(|&c| ends_any_value(c))
+            .map_or(b.len(), |n| i + n);
+        self.0.set((i, end));
+        end
+    }
 }
 
 /// The byte range of the value assigned to the name at `start..end`, if it is a secret.
@@ -732,6 +799,7 @@ fn secret_value(
     start: usize,
     end: usize,
     strength: Strength,
+    ends: &ValueEnds,
 ) -> Option<(usize, usize)> {
     let b = text.as_bytes();
     let mut i = end;
@@ -748,7 +816,8 @@ fn secret_value(
         in_query: start > 0 && matches!(b[start - 1], b'?' | b'&'),
         spaced: sep == Sep::Other,
         property: is_property_key(b, start, end, name, sep),
-        dump: sep == Sep::Colon && b.get(end) == Some(&b':') && in_dump(b, start, end),
+        dump: sep == Sep::Colon && b.get(end) == Some(&b':') && in_dump(b, start, end, ends),
+        ends,
     };
     value_at(text, i, &key, sep == Sep::Colon && !key.dump)
 }
@@ -801,6 +870,7 @@ struct Key<'a> {
     property: bool,
     /// `Name:value` in a printed struct or map (`&{User:app Password:…}`): a literal.
     dump: bool,
+    ends: &'a ValueEnds,
 }
 
 /// Where and how a value was written.
@@ -823,8 +893,7 @@ fn value_at(text: &str, i: usize, key: &Key, may_be_typed: bool) -> Option<(usiz
     let (vs, ve, context) = if let Some(q) = quote_at(b, i) {
         let vs = i + q.len();
         let window = &b[vs..b.len().min(vs + MAX_VALUE)];
-        let line = &window[..memchr::memchr(b'\n', window).unwrap_or(window.len())];
-        match memmem::find(line, q) {
+        match closing_quote(window, q) {
             Some(n) => {
                 let literal = key.dump || (key.property && ends_line(b, vs + n + q.len()));
                 let context = if literal {
@@ -869,6 +938,24 @@ fn value_at(text: &str, i: usize, key: &Key, may_be_typed: bool) -> Option<(usiz
     judge(&text[vs..ve], key, context).then_some((vs, ve))
 }
 
+/// Where the quote `q` (`"`, `'`, `` ` `` or JSON's `\"`) closes in `window`, if it does
+/// before the line ends. Looks only as far as the first of the two.
+fn closing_quote(window: &[u8], q: &[u8]) -> Option<usize> {
+    let last = q[q.len() - 1];
+    let mut from = 0;
+    while let Some(n) = memchr::memchr2(last, b'\n', &window[from..]) {
+        let at = from + n;
+        if window[at] == b'\n' {
+            return None;
+        }
+        if q.len() == 1 || (at >= 1 && window[at - 1] == q[0]) {
+            return Some(at + 1 - q.len());
+        }
+        from = at + 1;
+    }
+    None
+}
+
 /// Whether the value is a secret, given its key and context.
 fn judge(value: &str, key: &Key, context: Context) -> bool {
     // A URL is where a secret is used, not the secret; its password is the URL rule's.
@@ -878,11 +965,13 @@ fn judge(value: &str, key: &Key, context: Context) -> bool {
         (Strength::Password, _) => 4,
         _ => 8,
     };
-    if value.chars().count() < min_chars
-        || is_placeholder(value)
+    // Cheapest first: most candidates fail the first checks.
+    if value.len() < min_chars
+        || (!value.is_ascii() && value.chars().count() < min_chars)
+        || (key.strength != Strength::Password && value.contains(char::is_whitespace))
         || is_label(value, key.name)
         || is_path(value)
-        || (key.strength != Strength::Password && value.contains(char::is_whitespace))
+        || is_placeholder(value)
     {
         return false;
     }
@@ -957,10 +1046,16 @@ fn starts_line(b: &[u8], i: usize) -> bool {
 /// to be a secret.
 fn unquoted_end(b: &[u8], i: usize, key: &Key) -> Option<usize> {
     let limit = b.len().min(i + MAX_VALUE);
-    let mut j = i;
-    while j < limit && !ends_unquoted(b[j], key) {
-        j += 1;
-    }
+    let end = key.ends.from(b, i).min(limit);
+    let window = &b[i..end];
+    let amp = key.in_query || key.strength != Strength::Password;
+    let soft = match (amp, key.dump) {
+        (true, true) => memchr::memchr2(b'&', b']', window),
+        (true, false) => memchr::memchr(b'&', window),
+        (false, true) => memchr::memchr(b']', window),
+        (false, false) => None,
+    };
+    let j = soft.map_or(end, |n| i + n);
     (j > i && (j < limit || limit == b.len())).then_some(j)
 }
 
@@ -987,14 +1082,13 @@ const CODE_OBJECTS: &[&str] = &[
 /// fields the same way (`self.password = …`, `    creds.access_key = …`), so a `=` line
 /// must not be indented, and `self.`, `this.` and their kin are code.
 fn is_property_key(b: &[u8], start: usize, end: usize, name: &str, sep: Sep) -> bool {
-    let words = name_words(name.as_bytes());
-    let secretish = match words.as_slice() {
-        [.., last] if ["password", "passwd", "passphrase", "secret"].contains(&last.as_str()) => {
-            true
-        }
-        [.., secret, key] => secret == "secret" && key == "key",
-        _ => false,
-    };
+    if !name.contains('.') {
+        return false;
+    }
+    let secretish = ["password", "passwd", "passphrase", "secret"]
+        .iter()
+        .chain(&["secret-key", "secret_key", "secretkey"])
+        .any(|s| ends_with_ignore_ascii_case(name.as_bytes(), s));
     if !secretish {
         return false;
     }
@@ -1019,38 +1113,43 @@ fn is_property_key(b: &[u8], start: usize, end: usize, name: &str, sep: Sep) -> 
 /// sides, the value ends at a space, `}` or `]`, and an unclosed `map[`, or `{` before an
 /// exported (capitalised) field name, comes before it on its line. Minified JavaScript
 /// writes objects the same way (`{credentials:credential}`), with lowercase keys.
-fn in_dump(b: &[u8], start: usize, colon: usize) -> bool {
+fn in_dump(b: &[u8], start: usize, colon: usize, ends: &ValueEnds) -> bool {
     if start == 0 || !matches!(b[start - 1], b'{' | b'[' | b' ') {
         return false;
     }
     if b.get(colon + 1)
-        .is_none_or(|c| c.is_ascii_whitespace() || matches!(c, b'"' | b'\''))
+        .is_none_or(|c| c.is_ascii_whitespace() || matches!(c, b'"' | b'\'' | b'{' | b'['))
     {
-        return false;
-    }
-    let limit = b.len().min(colon + 1 + MAX_VALUE);
-    let value_end = b[colon + 1..limit]
-        .iter()
-        .position(|&c| {
-            c.is_ascii_whitespace() || matches!(c, b'}' | b']' | b',' | b';' | b'"' | b'\\')
-        })
-        .map_or(limit, |n| colon + 1 + n);
-    if !(value_end == b.len() || matches!(b[value_end], b' ' | b'\t' | b'}' | b']' | b'"')) {
         return false;
     }
     let lo = start.saturating_sub(MAX_DUMP_LOOKBACK_BYTES);
     let mut depth = 0usize;
+    let mut opened = false;
     for i in (lo..start).rev() {
         match b[i] {
             b'\n' => return false,
             b'}' | b']' => depth += 1,
             b'{' | b'[' if depth > 0 => depth -= 1,
-            b'{' => return b[start].is_ascii_uppercase(),
-            b'[' => return i >= 3 && &b[i - 3..i] == b"map",
+            b'{' => {
+                opened = b[start].is_ascii_uppercase();
+                break;
+            }
+            b'[' => {
+                opened = i >= 3 && &b[i - 3..i] == b"map";
+                break;
+            }
             _ => {}
         }
     }
-    false
+    if !opened {
+        return false;
+    }
+    // The value ends where an unquoted value ends, and that must be where a printed field
+    // ends.
+    let v = colon + 1;
+    let end = ends.from(b, v).min(b.len().min(v + MAX_VALUE));
+    let value_end = memchr::memchr2(b']', b'[', &b[v..end]).map_or(end, |n| v + n);
+    value_end == b.len() || matches!(b[value_end], b' ' | b'\t' | b'}' | b']' | b'"')
 }
 
 /// Where the value starts after `%3D` (`=` percent-encoded), for a name that is a
@@ -1075,6 +1174,7 @@ fn encoded_value(
     end: usize,
     vs: usize,
     strength: Strength,
+    ends: &ValueEnds,
 ) -> Option<(usize, usize)> {
     let b = text.as_bytes();
     let limit = b.len().min(vs + MAX_VALUE);
@@ -1105,6 +1205,7 @@ fn encoded_value(
         spaced: false,
         property: false,
         dump: false,
+        ends,
     };
     let value = percent_decode(&text[vs..ve]);
     judge(&value, &key, Context::Unquoted { line_end: false }).then_some((vs, ve))
@@ -1115,8 +1216,13 @@ fn encoded_value(
 /// `start..end`, if it looks like that kind of secret.
 fn prose_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
     let b = text.as_bytes();
-    // The first look is one byte: prose has a space after the name.
-    if b.get(end) != Some(&b' ') {
+    // The first look is two bytes: prose has a space after the name, then `is`, `was`,
+    // `for`, `of`, `on`, `in` or `to`. Most names in text are followed by neither.
+    if b.get(end) != Some(&b' ')
+        || !b
+            .get(end + 1)
+            .is_some_and(|c| matches!(c.to_ascii_lowercase(), b'i' | b'w' | b'f' | b'o' | b't'))
+    {
         return None;
     }
     let name = &b[start..end];
@@ -1126,13 +1232,12 @@ fn prose_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
     let strength = prose_strength(b, start, name)?;
     let mut words = Words { b, at: end };
     let mut word = words.next()?;
-    let lower = |w: &[u8]| w.to_ascii_lowercase();
-    if matches!(lower(word).as_slice(), b"for" | b"of" | b"on" | b"in") {
+    if is_one_of(word, &["for", "of", "on", "in"]) {
         // `password for the admin account is`
         let mut found = false;
         for _ in 0..MAX_PROSE_WORDS {
             word = words.next()?;
-            if matches!(lower(word).as_slice(), b"is" | b"was") {
+            if is_one_of(word, &["is", "was"]) {
                 found = true;
                 break;
             }
@@ -1141,27 +1246,24 @@ fn prose_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
             return None;
         }
     }
-    match lower(word).as_slice() {
-        b"is" | b"was" => {
-            let mark = words.at;
-            match words.next().map(lower).as_deref() {
-                Some(b"now" | b"still" | b"currently" | b"just" | b"also") => {}
-                _ => words.at = mark,
-            }
-            let mark = words.at;
-            let verb = words.next().map(lower);
-            let to = words.next().map(lower);
-            let set_to = matches!(
-                verb.as_deref(),
-                Some(b"set" | b"changed" | b"reset" | b"updated")
-            ) && to.as_deref() == Some(b"to");
-            if !set_to {
-                words.at = mark;
-            }
+    if is_one_of(word, &["is", "was"]) {
+        let mark = words.at;
+        if !words
+            .next()
+            .is_some_and(|w| is_one_of(w, &["now", "still", "currently", "just", "also"]))
+        {
+            words.at = mark;
         }
+        let mark = words.at;
+        let set = words
+            .next()
+            .is_some_and(|w| is_one_of(w, &["set", "changed", "reset", "updated"]));
+        if !(set && words.next().is_some_and(|w| is_one_of(w, &["to"]))) {
+            words.at = mark;
+        }
+    } else if !(is_one_of(word, &["to"]) && set_before(b, start)) {
         // `set the password to …`: only after a verb that sets it.
-        b"to" if set_before(b, start) => {}
-        _ => return None,
+        return None;
     }
     let vs = skip_blanks(b, words.at);
     if vs == words.at && vs < b.len() {
@@ -1208,33 +1310,39 @@ fn is_word_gap(c: u8) -> bool {
 
 /// The kind of secret a word of a sentence names: passwords, or keys, tokens and secrets.
 fn prose_strength(b: &[u8], start: usize, name: &[u8]) -> Option<Strength> {
-    let lower = name.to_ascii_lowercase();
-    match lower.as_slice() {
-        b"password" | b"passwd" | b"passphrase" => Some(Strength::Password),
-        b"secret" | b"token" => Some(Strength::Secret),
+    if is_one_of(name, &["password", "passwd", "passphrase"]) {
+        Some(Strength::Password)
+    } else if is_one_of(name, &["secret", "token"]) {
+        Some(Strength::Secret)
+    } else if is_one_of(name, &["key"]) {
         // `API key`, `access key`, `secret key`: a key is a secret only with its kind.
-        b"key" => {
-            let before = &b[..start.saturating_sub(1)];
-            let word_start = before
-                .iter()
-                .rposition(|c| !c.is_ascii_alphabetic())
-                .map_or(0, |i| i + 1);
-            let qualifier = before[word_start..].to_ascii_lowercase();
-            matches!(
-                qualifier.as_slice(),
-                b"api"
-                    | b"access"
-                    | b"secret"
-                    | b"private"
-                    | b"license"
-                    | b"encryption"
-                    | b"signing"
-                    | b"master"
-            )
-            .then_some(Strength::Secret)
-        }
-        _ => None,
+        let before = &b[..start.saturating_sub(1)];
+        let word_start = before
+            .iter()
+            .rposition(|c| !c.is_ascii_alphabetic())
+            .map_or(0, |i| i + 1);
+        let qualifier = &before[word_start..];
+        let kinds = [
+            "api",
+            "access",
+            "secret",
+            "private",
+            "license",
+            "encryption",
+            "signing",
+            "master",
+        ];
+        is_one_of(qualifier, &kinds).then_some(Strength::Secret)
+    } else {
+        None
     }
+}
+
+/// `word` is one of `words`, ASCII case-insensitively.
+fn is_one_of(word: &[u8], words: &[&str]) -> bool {
+    words
+        .iter()
+        .any(|w| word.eq_ignore_ascii_case(w.as_bytes()))
 }
 
 /// A verb that sets a password among the few words before the name (`I set the password
@@ -1247,9 +1355,9 @@ fn set_before(b: &[u8], start: usize) -> bool {
         .rev()
         .take(MAX_PROSE_WORDS)
         .any(|w| {
-            matches!(
-                w.to_ascii_lowercase().as_slice(),
-                b"set" | b"change" | b"changed" | b"reset" | b"update" | b"updated"
+            is_one_of(
+                w,
+                &["set", "change", "changed", "reset", "update", "updated"],
             )
         })
 }
@@ -1285,44 +1393,28 @@ impl<'a> Words<'a> {
 /// A value that a sentence gives for a password (people's choice: a digit or a symbol in
 /// it, or quotes around it) or for a key or token (random).
 fn judge_prose(value: &str, strength: Strength, quoted: bool) -> bool {
-    let common = !value.is_empty()
-        && !is_placeholder(value)
-        && !is_path(value)
-        && !value.contains("://")
-        && !is_prose_word(value);
-    if !common {
-        return false;
-    }
-    match strength {
+    // What a value of its kind must have first, then what rules it out: most sentences
+    // fail the first checks.
+    let shaped = match strength {
         Strength::Password if quoted => value.chars().count() >= 4 && !reads_as_code(value),
         Strength::Password => {
-            let symbol = value.bytes().any(|c| {
-                matches!(
-                    c,
-                    b'!' | b'@'
-                        | b'#'
-                        | b'$'
-                        | b'%'
-                        | b'^'
-                        | b'&'
-                        | b'*'
-                        | b'+'
-                        | b'='
-                        | b'?'
-                        | b'~'
-                )
-            });
+            let symbol = value.bytes().any(|c| b"!@#$%^&*+=?~".contains(&c));
             value.chars().count() >= 6
                 && (value.bytes().any(|c| c.is_ascii_digit()) || symbol)
-                && !password_reads_as_code(value)
                 && !is_prose_value(value)
+                && !password_reads_as_code(value)
         }
         _ => {
             value.len() >= if quoted { 8 } else { 16 }
                 && !value.contains(char::is_whitespace)
                 && looks_random(value)
         }
-    }
+    };
+    shaped
+        && !value.contains("://")
+        && !is_prose_word(value)
+        && !is_path(value)
+        && !is_placeholder(value)
 }
 
 #[cfg(test)]

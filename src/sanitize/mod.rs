@@ -23,6 +23,7 @@
 
 mod assign;
 mod gated;
+mod literals;
 mod paths;
 mod pem;
 mod rules;
@@ -111,12 +112,23 @@ impl Sanitizer {
     /// `None` when nothing changed.
     fn touch_up(&self, text: &str) -> Option<String> {
         let b = text.as_bytes();
-        let mut starts: Vec<usize> = memchr::memmem::find_iter(b, MASK.as_bytes())
+        let mut marks: Vec<usize> = memchr::memmem::find_iter(b, MASK.as_bytes())
             .chain(memchr::memchr_iter(b'~', b))
-            .map(|p| memchr::memrchr(b'\n', &b[..p]).map_or(0, |i| i + 1))
             .collect();
-        starts.sort_unstable();
-        starts.dedup();
+        marks.sort_unstable();
+        // Each mark's line start, searched back only to the previous mark: a long line
+        // with many masks would otherwise be scanned back once per mask.
+        let mut starts: Vec<usize> = Vec::new();
+        let (mut scanned, mut start) = (0, 0);
+        for p in marks {
+            if let Some(i) = memchr::memrchr(b'\n', &b[scanned..p]) {
+                start = scanned + i + 1;
+            }
+            scanned = p;
+            if starts.last() != Some(&start) {
+                starts.push(start);
+            }
+        }
         let lines: Vec<(usize, usize)> = starts
             .into_iter()
             .map(|s| (s, memchr::memchr(b'\n', &b[s..]).map_or(b.len(), |i| s + i)))

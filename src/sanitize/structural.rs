@@ -35,12 +35,13 @@ pub(crate) const RULES: &[TokenRule] = &[
         accept: scheme_credential,
     },
     // A header value without a scheme; it must look like a credential, since
-    // "Authorization: required" is prose.
+    // "Authorization: required" is prose. Eight characters at least, in the pattern
+    // itself: a shorter value (`= headers`) then costs no capture.
     TokenRule {
         family: "authorization-raw",
         gates: AUTHORIZATION_GATES,
         requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/)+)"#,
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/){8,})"#,
         accept: raw_credential,
     },
     // A bearer token anywhere (SDK debug logs print it without the header name).

@@ -1,6 +1,8 @@
 //! What a candidate value looks like: random, a placeholder, code, or a label. Shared by the
 //! rules that find values (`rules`, `assign`), which decide with these whether to mask.
 
+use std::sync::LazyLock;
+
 use super::MASK;
 
 /// A randomness test that needs no entropy tables: random strings from a mixed alphabet
@@ -76,10 +78,7 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     let Some(&first) = v.as_bytes().first() else {
         return true;
     };
-    if v.contains(MASK)
-        || matches!(first, b'$' | b'<' | b'{' | b'%' | b'[' | b'(')
-        || v.starts_with("#{")
-    {
+    if matches!(first, b'$' | b'<' | b'{' | b'%' | b'[' | b'(') || v.starts_with("#{") {
         return true;
     }
     if v.chars()
@@ -87,48 +86,18 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     {
         return true;
     }
-    // A prefix and a mask or an ellipsis (`sk-...`, `ghp_***`, `sk-proj-...a1B2`, `hf_…`):
-    // how docs and other tools write a token they do not show. No real token holds an
-    // ellipsis or a run of masking characters.
-    if ["...", "…", "***", "•"].iter().any(|m| v.contains(m)) || is_filler(v) {
-        return true;
-    }
-    if is_secret_reference(v) {
+    // One character repeated (`aaaaaaaa`, `00000000`) is filler, and so is a run of
+    // masking characters after a prefix (`ghp_xxxx…`).
+    if (v.len() >= 4 && v.bytes().all(|c| c == v.as_bytes()[0])) || is_filler(v) {
         return true;
     }
     // Build-time filter tokens (Maven's `@@db.password@@`, Gradle's `@token@`).
     if v.len() > 2 && v.starts_with('@') && v.ends_with('@') {
         return true;
     }
-    // One character repeated (`aaaaaaaa`, `00000000`) is filler.
-    if v.len() >= 4 && v.bytes().all(|c| c == v.as_bytes()[0]) {
+    if is_secret_reference(v) {
         return true;
     }
-    const WORDS: &[&str] = &[
-        "changeme",
-        "change_me",
-        "change-me",
-        "placeholder",
-        "example",
-        "your_",
-        "your-",
-        "redacted",
-        "process.env",
-        "os.environ",
-        "getenv",
-        "import.meta.env",
-        "secrets.",
-        "xxxx",
-        "****",
-        "dummy",
-        "notasecret",
-        "not-a-secret",
-        "insert_",
-        "insert-",
-        "replace_",
-        "replace-",
-        "replaceme",
-    ];
     const WHOLE: &[&str] = &[
         "null",
         "none",
@@ -163,9 +132,51 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
         "masked",
     ];
     starts_with_ignore_ascii_case(v, "your")
-        || WORDS.iter().any(|w| contains_ignore_ascii_case(v, w))
         || WHOLE.iter().any(|w| w.eq_ignore_ascii_case(v))
+        || PLACEHOLDER_PARTS.is_match(v)
 }
+
+/// What a placeholder holds anywhere in it, in one case-insensitive search: our mask and
+/// other tools' (an ellipsis or a run of asterisks after a prefix: `sk-...`, `ghp_***`,
+/// `sk-proj-...a1B2`), references to the environment or to templates, and the words docs
+/// put in place of a secret. No real token holds any of them.
+static PLACEHOLDER_PARTS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+    aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([
+            MASK,
+            "...",
+            "…",
+            "***",
+            "•",
+            "changeme",
+            "change_me",
+            "change-me",
+            "placeholder",
+            "example",
+            "your_",
+            "your-",
+            "redacted",
+            "process.env",
+            "os.environ",
+            "getenv",
+            "import.meta.env",
+            "secrets.",
+            "xxxx",
+            "****",
+            "dummy",
+            "notasecret",
+            "not-a-secret",
+            "insert_",
+            "insert-",
+            "replace_",
+            "replace-",
+            "replaceme",
+            ".vault.azure.net/secrets/",
+            ".vault.azure.net/keys/",
+        ])
+        .expect("a set of literals builds")
+});
 
 /// The run of masking characters that docs and other tools print in place of a token, or
 /// put after its public prefix (`ghp_xxxxxxxx…`, `AKIAXXXXXXXXXXXXXXXX`, Slack's
@@ -194,7 +205,8 @@ pub(crate) fn is_filler(s: &str) -> bool {
 }
 
 /// Where a secret is kept rather than the secret: secret-manager ARNs and resource names,
-/// 1Password, Vault and Key Vault references, files (`classpath:`, `file:`).
+/// 1Password and Vault references, files (`classpath:`, `file:`). Key Vault URIs are in
+/// [`PLACEHOLDER_PARTS`].
 pub(crate) fn is_secret_reference(v: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "arn:",
@@ -225,8 +237,6 @@ pub(crate) fn is_secret_reference(v: &str) -> bool {
             && ["/secrets/", "/keyRings/", "/cryptoKeys/"]
                 .iter()
                 .any(|part| v.contains(part)))
-        || contains_ignore_ascii_case(v, ".vault.azure.net/secrets/")
-        || contains_ignore_ascii_case(v, ".vault.azure.net/keys/")
 }
 
 /// A file system path (`/run/secrets/db_password`, `~/.ssh/id_ed25519`,
@@ -401,16 +411,31 @@ fn is_dotted_path(value: &str) -> bool {
 /// constant (`"AWS_SECRET_ACCESS_KEY"`), or the key's own name spelled again
 /// (`PASSWORD: "PASSWORD"`, `X_AWS_EC2_METADATA_TOKEN = "x-aws-ec2-metadata-token"`).
 pub(crate) fn is_label(value: &str, name: &str) -> bool {
-    let squash = |s: &str| -> Vec<u8> {
-        s.bytes()
-            .filter(u8::is_ascii_alphanumeric)
-            .map(|b| b.to_ascii_lowercase())
-            .collect()
-    };
-    let (value_key, name_key) = (squash(value), squash(name));
-    is_constant_name(value)
-        || (value_key.len() >= 4
-            && (name_key.ends_with(&value_key) || value_key.ends_with(&name_key)))
+    if is_constant_name(value) {
+        return true;
+    }
+    // The letters and digits of both, lowercased, compared from the end: one must end
+    // the other, and the value must have four of them.
+    let (v, n) = (value.as_bytes(), name.as_bytes());
+    let (mut i, mut j, mut matched) = (v.len(), n.len(), 0);
+    loop {
+        while i > 0 && !v[i - 1].is_ascii_alphanumeric() {
+            i -= 1;
+        }
+        while j > 0 && !n[j - 1].is_ascii_alphanumeric() {
+            j -= 1;
+        }
+        if i == 0 || j == 0 {
+            break;
+        }
+        if !v[i - 1].eq_ignore_ascii_case(&n[j - 1]) {
+            return false;
+        }
+        matched += 1;
+        i -= 1;
+        j -= 1;
+    }
+    matched >= 4 || matched + v[..i].iter().filter(|c| c.is_ascii_alphanumeric()).count() >= 4
 }
 
 /// Everyday words that follow a password's name in prose or docs, never as its value.
@@ -528,13 +553,13 @@ pub(crate) fn starts_with_ignore_ascii_case(s: &str, prefix: &str) -> bool {
 }
 
 pub(crate) fn ends_with_ignore_ascii_case(s: &[u8], suffix: &str) -> bool {
-    s.len() >= suffix.len() && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
-}
-
-pub(crate) fn contains_ignore_ascii_case(s: &str, needle: &str) -> bool {
-    s.as_bytes()
-        .windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+    // The last byte first: most suffixes a name is checked against end differently.
+    let (Some(&last), Some(&want)) = (s.last(), suffix.as_bytes().last()) else {
+        return suffix.is_empty();
+    };
+    last.eq_ignore_ascii_case(&want)
+        && s.len() >= suffix.len()
+        && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
 }
 
 #[cfg(test)]
