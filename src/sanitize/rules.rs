@@ -231,6 +231,12 @@ pub(crate) struct TokenRules {
     prefilter_dfa: OnceLock<aho_corasick::AhoCorasick>,
     /// Each distinct gate literal and the rules it gates.
     gates: Vec<(&'static [u8], RuleSet)>,
+    /// For each gate, its rules and those of every gate it holds: all are on the line
+    /// when it is.
+    within: Vec<RuleSet>,
+    /// For each gate, the other gates that hold it or start with it, and where it starts
+    /// in them.
+    around: Vec<Vec<(usize, usize)>>,
 }
 
 impl TokenRules {
@@ -256,11 +262,27 @@ impl TokenRules {
             }
         }
         let prefilter = build_prefilter(&gates, aho_corasick::AhoCorasickKind::ContiguousNFA);
+        // The automaton itself, run over each gate, finds the gates inside it: a few
+        // thousand bytes, where comparing every pair cost millions of instructions.
+        let mut within: Vec<RuleSet> = gates.iter().map(|(_, set)| *set).collect();
+        let mut around: Vec<Vec<(usize, usize)>> = vec![Vec::new(); gates.len()];
+        for (outer, (gate, _)) in gates.iter().enumerate() {
+            for inner in prefilter.find_overlapping_iter(*gate) {
+                let i = inner.pattern().as_usize();
+                if i != outer {
+                    let rules = gates[i].1;
+                    within[outer].union(&rules);
+                    around[i].push((outer, inner.start()));
+                }
+            }
+        }
         TokenRules {
             rules,
             prefilter,
             prefilter_dfa: OnceLock::new(),
             gates,
+            within,
+            around,
         }
     }
 
@@ -291,10 +313,12 @@ impl TokenRules {
         Cow::Owned(out)
     }
 
-    /// Calls `each` with the start of every gate occurrence and the rules its gate names,
-    /// in the order the occurrences end. Overlapping occurrences all count: a gate inside
-    /// a longer one (`ecurity-token` in `security-token=`) ends first, and a search that
-    /// went on after it would never see the longer one start.
+    /// Calls `each` with the start of every gate hit and the rules of every gate found
+    /// there. The search reports the gate that ends first and goes on from the next byte,
+    /// so a longer gate around it (`security-token=` around `ecurity-token`) is never
+    /// reported itself: each hit also counts the gates it holds, and those around it that
+    /// the text holds too. An overlapping search would report them all, at a tenth of the
+    /// sanitizer's time on ordinary text.
     fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet)) {
         let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
             self.prefilter_dfa
@@ -302,8 +326,17 @@ impl TokenRules {
         } else {
             &self.prefilter
         };
-        for hit in prefilter.find_overlapping_iter(bytes) {
-            each(hit.start(), &self.gates[hit.pattern().as_usize()].1);
+        let mut pos = 0;
+        while let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..)) {
+            let (p, g) = (hit.start(), hit.pattern().as_usize());
+            let mut named = self.within[g];
+            for &(h, offset) in &self.around[g] {
+                if p >= offset && bytes[p - offset..].starts_with(self.gates[h].0) {
+                    named.union(&self.gates[h].1);
+                }
+            }
+            each(p, &named);
+            pos = p + 1;
         }
     }
 
