@@ -122,7 +122,26 @@ impl CompiledRule {
         let mut copied = 0;
         let regex = self.regex();
         let secret_group = self.secret_group();
-        let mask = |start: usize, end: usize, out: &mut String, copied: &mut usize| {
+        let mut groups = regex.capture_locations();
+        for found in regex.find_iter(line) {
+            // Resolving groups costs far more than finding the match, so it is skipped for
+            // a match longer than any token (a megabyte run of token characters after a
+            // prefix) and for one that ends in a mask: its secret was masked already, by
+            // another rule or an earlier round.
+            if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
+                continue;
+            }
+            // The same match, its groups resolved on its own span (the text before it still
+            // counts for look-around).
+            if regex
+                .captures_read_at(&mut groups, &line[..found.end()], found.start())
+                .is_none()
+            {
+                continue;
+            }
+            let Some((start, end)) = groups.get(secret_group) else {
+                continue;
+            };
             let candidate = Candidate {
                 secret: &line[start..end],
                 before: &line[..start],
@@ -132,36 +151,16 @@ impl CompiledRule {
             // only stack masks. A run of filler (`ghp_xxxx…`, `AKIAXXXX…`) is a
             // placeholder in any family.
             if start == end
-                || start < *copied
+                || start < copied
                 || candidate.after.starts_with(MASK)
                 || is_filler(candidate.secret)
                 || !(self.rule.accept)(&candidate)
             {
-                return;
-            }
-            out.push_str(&line[*copied..start]);
-            out.push_str(MASK);
-            *copied = end;
-        };
-        // Resolving groups costs far more than finding the match, so it is skipped for a
-        // match longer than any token (a megabyte run of token characters after a prefix)
-        // and for one that ends in a mask: its secret was masked already, by another rule
-        // or an earlier round.
-        let mut groups = regex.capture_locations();
-        for found in regex.find_iter(line) {
-            if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
                 continue;
             }
-            // The same match, its groups resolved on its own span (the text before it still
-            // counts for look-around).
-            if regex
-                .captures_read_at(&mut groups, &line[..found.end()], found.start())
-                .is_some()
-            {
-                if let Some((start, end)) = groups.get(secret_group) {
-                    mask(start, end, &mut out, &mut copied);
-                }
-            }
+            out.push_str(&line[copied..start]);
+            out.push_str(MASK);
+            copied = end;
         }
         if copied == 0 {
             return Cow::Borrowed(line);

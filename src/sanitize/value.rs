@@ -307,7 +307,11 @@ pub(crate) fn is_path(v: &str) -> bool {
         dot > 0 && (1..=8).contains(&ext.len()) && ext.bytes().all(|x| x.is_ascii_alphanumeric())
     });
     let plain = components.len() >= 3 && components.iter().all(|c| !looks_random(c));
-    known_root || extension || plain
+    // `./x`, `../x`, `~/x` are paths whatever their names hold, if nothing in them is
+    // random.
+    let relative = ["./", "../", "~/"].iter().any(|r| v.starts_with(r))
+        && components.iter().all(|c| !looks_random(c));
+    known_root || extension || plain || relative
 }
 
 /// A value that a sentence puts after "password is" without it being a password: a
