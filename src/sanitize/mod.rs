@@ -23,6 +23,7 @@
 
 mod assign;
 mod gated;
+mod literals;
 mod paths;
 mod pem;
 mod rules;
@@ -111,12 +112,23 @@ impl Sanitizer {
     /// `None` when nothing changed.
     fn touch_up(&self, text: &str) -> Option<String> {
         let b = text.as_bytes();
-        let mut starts: Vec<usize> = memchr::memmem::find_iter(b, MASK.as_bytes())
+        let mut marks: Vec<usize> = memchr::memmem::find_iter(b, MASK.as_bytes())
             .chain(memchr::memchr_iter(b'~', b))
-            .map(|p| memchr::memrchr(b'\n', &b[..p]).map_or(0, |i| i + 1))
             .collect();
-        starts.sort_unstable();
-        starts.dedup();
+        marks.sort_unstable();
+        // Each mark's line start, searched back only to the previous mark: a long line
+        // with many masks would otherwise be scanned back once per mask.
+        let mut starts: Vec<usize> = Vec::new();
+        let (mut scanned, mut start) = (0, 0);
+        for p in marks {
+            if let Some(i) = memchr::memrchr(b'\n', &b[scanned..p]) {
+                start = scanned + i + 1;
+            }
+            scanned = p;
+            if starts.last() != Some(&start) {
+                starts.push(start);
+            }
+        }
         let lines: Vec<(usize, usize)> = starts
             .into_iter()
             .map(|s| (s, memchr::memchr(b'\n', &b[s..]).map_or(b.len(), |i| s + i)))
@@ -180,6 +192,7 @@ pub(crate) fn families() -> Vec<(&'static str, &'static str)> {
     all.extend(structural::RULES.iter().map(|r| ("structural", r.family)));
     all.extend(pem::FAMILIES.iter().map(|f| ("structural", *f)));
     all.extend(assign::KEYWORDS.iter().map(|k| ("generic", k.family)));
+    all.extend(assign::PROSE_FAMILIES.iter().map(|f| ("generic", *f)));
     all
 }
 
@@ -667,6 +680,91 @@ mod tests {
                 .prop_map(|((prefix, body), b, a)| (format!("{b}{prefix}{body}{a}"), prefix, body))
         }
 
+        /// A random secret of 24+ characters with digits and both cases, in one of the
+        /// contexts that the second round of rules reads: a property key, a printed
+        /// struct, a sentence, a header map, a pre-signed URL, a percent-encoded query, an
+        /// SDK constructor, an encryption key's name. Returns the text and the secret.
+        fn secret_in_new_context() -> impl Strategy<Value = (String, String)> {
+            let secret = "[a-z]{4}[0-9]{2}[A-Z]{4}[0-9]{2}[A-Za-z0-9]{12,30}";
+            let context = prop::sample::select(vec![
+                "spring.datasource.password={}",
+                "app.jwt.secret: {}",
+                "java -Dapp.jwt.secret={} -jar a.jar",
+                "&{Host:db Password:{} DB:0}",
+                "map[client_secret:{} user:app]",
+                "The staging password is {} for now.",
+                "My API key is {}.",
+                "headers[\"Authorization\"] = \"Basic {}\"",
+                "xhr.setRequestHeader('Authorization', 'Bearer {}');",
+                "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={}&x=1",
+                "?next=https%3A%2F%2Fx.io%2Fcb%3Ftoken%3D{}%26v%3D2",
+                "ENCRYPTION_KEY={}",
+                "ALGOLIA_ADMIN_KEY={}",
+                "\"SecretString\": \"{}\"",
+            ]);
+            (secret, context).prop_map(|(secret, context)| (context.replace("{}", &secret), secret))
+        }
+
+        /// Look-alikes that the second round must leave byte for byte: placeholders after
+        /// a vendor prefix, paths to credentials, references to secret managers.
+        fn look_alike() -> impl Strategy<Value = String> {
+            let prefix = prop::sample::select(vec![
+                "sk-",
+                "sk-ant-api03-",
+                "sk-proj-",
+                "ghp_",
+                "github_pat_",
+                "xoxb-",
+                "glpat-",
+                "hf_",
+                "npm_",
+                "AKIA",
+                "AIza",
+                "gsk_",
+                "sk_live_",
+            ]);
+            let filler = prop::sample::select(vec![
+                "...",
+                "…",
+                "***",
+                "xxxxxxxxxxxxxxxxxxxx",
+                "XXXXXXXXXXXXXXXXXXXX",
+            ]);
+            let name = prop::sample::select(vec![
+                "OPENAI_API_KEY",
+                "GITHUB_TOKEN",
+                "DB_PASSWORD",
+                "CLIENT_SECRET",
+                "API_TOKEN",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "TLS_PRIVATE_KEY",
+                "ENCRYPTION_KEY",
+            ]);
+            let placeholder =
+                (name.clone(), prefix, filler).prop_map(|(n, p, f)| format!("{n}={p}{f}"));
+            let root = prop::sample::select(vec![
+                "/etc/",
+                "/run/secrets/",
+                "/var/secrets/",
+                "~/.config/",
+                "./",
+                "/opt/app/",
+            ]);
+            let path = (
+                name.clone(),
+                root,
+                "[a-z][a-z_-]{1,12}",
+                prop::sample::select(vec![".json", ".pem", ".key", ""]),
+            )
+                .prop_map(|(n, r, file, ext)| format!("{n}={r}{file}{ext}"));
+            let arn = (name, "[0-9]{12}", "[a-z]{2,8}/[a-z]{2,8}", "[A-Za-z0-9]{6}").prop_map(
+                |(n, account, path, suffix)| {
+                    format!("{n}=arn:aws:secretsmanager:us-east-1:{account}:secret:{path}-{suffix}")
+                },
+            );
+            prop_oneof![placeholder, path, arn]
+        }
+
         proptest! {
             // PROPTEST_CASES raises the count for a longer search.
             #![proptest_config(ProptestConfig {
@@ -693,6 +791,22 @@ mod tests {
             fn clean_text_is_borrowed(input in clean_text()) {
                 let out = SANITIZER.sanitize(&input);
                 prop_assert!(matches!(out, Cow::Borrowed(_)), "changed: {:?}", out);
+            }
+
+            #[test]
+            fn a_secret_in_a_new_context_never_survives((input, secret) in secret_in_new_context()) {
+                let out = SANITIZER.sanitize(&input);
+                prop_assert!(!out.contains(&secret), "{:?} -> {:?}", input, out);
+                prop_assert!(!out.contains(&secret[secret.len() - 6..]), "{:?} -> {:?}", input, out);
+                prop_assert_eq!(SANITIZER.sanitize(&out).into_owned(), out.into_owned());
+            }
+
+            #[test]
+            fn look_alikes_are_left_alone(input in look_alike(), (before, after) in (clean_text(), clean_text())) {
+                for text in [input.clone(), format!("{before}\n{input}\n{after}")] {
+                    let out = SANITIZER.sanitize(&text);
+                    prop_assert!(matches!(out, Cow::Borrowed(_)), "{:?} -> {:?}", text, out);
+                }
             }
 
             #[test]

@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::value::{has_digit, has_upper_and_lower, is_placeholder, looks_random, reads_as_code};
+use super::value::{
+    has_digit, has_upper_and_lower, is_filler, is_placeholder, looks_random, reads_as_code,
+};
 use super::{structural, vendor, MASK};
 
 /// One family of secrets found by a regex.
@@ -94,6 +96,14 @@ impl CompiledRule {
         })
     }
 
+    /// The index of the `secret` group, which every pattern has (checked when it is built).
+    fn secret_group(&self) -> usize {
+        self.regex()
+            .capture_names()
+            .position(|n| n == Some("secret"))
+            .expect("every rule has a `secret` group")
+    }
+
     pub(super) fn family(&self) -> &'static str {
         self.rule.family
     }
@@ -110,27 +120,47 @@ impl CompiledRule {
         }
         let mut out = String::new();
         let mut copied = 0;
-        for caps in self.regex().captures_iter(line) {
-            let Some(secret) = caps.name("secret") else {
+        let regex = self.regex();
+        let secret_group = self.secret_group();
+        let mut groups = regex.capture_locations();
+        for found in regex.find_iter(line) {
+            // Resolving groups costs far more than finding the match, so it is skipped for
+            // a match longer than any token (a megabyte run of token characters after a
+            // prefix) and for one that ends in a mask: its secret was masked already, by
+            // another rule or an earlier round.
+            if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
+                continue;
+            }
+            // The same match, its groups resolved on its own span (the text before it still
+            // counts for look-around).
+            if regex
+                .captures_read_at(&mut groups, &line[..found.end()], found.start())
+                .is_none()
+            {
+                continue;
+            }
+            let Some((start, end)) = groups.get(secret_group) else {
                 continue;
             };
             let candidate = Candidate {
-                secret: secret.as_str(),
-                before: &line[..secret.start()],
-                after: &line[secret.end()..],
+                secret: &line[start..end],
+                before: &line[..start],
+                after: &line[end..],
             };
             // Already masked by an earlier rule or an earlier round: masking again would
-            // only stack masks.
-            if secret.is_empty()
-                || secret.start() < copied
+            // only stack masks. A run of filler (`ghp_xxxx…`, `AKIAXXXX…`) is a
+            // placeholder in any family.
+            if start == end
+                || start < copied
                 || candidate.after.starts_with(MASK)
+                || is_filler(candidate.secret)
                 || !(self.rule.accept)(&candidate)
             {
                 continue;
             }
-            out.push_str(&line[copied..secret.start()]);
+            out.push_str(&line[copied..start]);
             out.push_str(MASK);
-            copied = secret.end();
+            copied = end;
         }
         if copied == 0 {
             return Cow::Borrowed(line);
@@ -139,6 +169,10 @@ impl CompiledRule {
         Cow::Owned(out)
     }
 }
+
+/// The longest match whose groups are resolved: longer than any secret a rule masks (AWS
+/// session tokens run to a few kilobytes), far shorter than the lines of a transcript.
+const MAX_CAPTURE_SPAN_BYTES: usize = 16 * 1024;
 
 /// A set of rule indices.
 #[derive(Clone, Copy, Default, Debug)]
@@ -157,8 +191,18 @@ impl RuleSet {
         }
     }
 
+    /// The indices in increasing order, a set bit at a time.
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..Self::CAPACITY).filter(|i| self.0[i / 64] & (1 << (i % 64)) != 0)
+        self.0.iter().enumerate().flat_map(|(word, &bits)| {
+            let mut bits = bits;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let bit = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    word * 64 + bit
+                })
+            })
+        })
     }
 }
 
@@ -186,8 +230,12 @@ pub(crate) struct TokenRules {
     prefilter_dfa: OnceLock<aho_corasick::AhoCorasick>,
     /// Each distinct gate literal and the rules it gates.
     gates: Vec<(&'static [u8], RuleSet)>,
-    /// Indices into `gates` by first byte, to tell which gates start at a hit.
-    by_first: Vec<Vec<usize>>,
+    /// For each gate, its rules and those of every gate it holds: all are on the line
+    /// when it is.
+    within: Vec<RuleSet>,
+    /// For each gate, the other gates that hold it or start with it, and where it starts
+    /// in them.
+    around: Vec<Vec<(usize, usize)>>,
 }
 
 impl TokenRules {
@@ -213,16 +261,27 @@ impl TokenRules {
             }
         }
         let prefilter = build_prefilter(&gates, aho_corasick::AhoCorasickKind::ContiguousNFA);
-        let mut by_first = vec![Vec::new(); 256];
-        for (i, (g, _)) in gates.iter().enumerate() {
-            by_first[usize::from(g[0])].push(i);
+        // The automaton itself, run over each gate, finds the gates inside it: a few
+        // thousand bytes, where comparing every pair cost millions of instructions.
+        let mut within: Vec<RuleSet> = gates.iter().map(|(_, set)| *set).collect();
+        let mut around: Vec<Vec<(usize, usize)>> = vec![Vec::new(); gates.len()];
+        for (outer, (gate, _)) in gates.iter().enumerate() {
+            for inner in prefilter.find_overlapping_iter(*gate) {
+                let i = inner.pattern().as_usize();
+                if i != outer {
+                    let rules = gates[i].1;
+                    within[outer].union(&rules);
+                    around[i].push((outer, inner.start()));
+                }
+            }
         }
         TokenRules {
             rules,
             prefilter,
             prefilter_dfa: OnceLock::new(),
             gates,
-            by_first,
+            within,
+            around,
         }
     }
 
@@ -232,37 +291,17 @@ impl TokenRules {
         let mut copied = 0;
         // The line being collected: its bounds and the rules its gates named.
         let mut line: Option<(usize, usize, RuleSet)> = None;
-        let mut pos = 0;
-        let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
-            self.prefilter_dfa
-                .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
-        } else {
-            &self.prefilter
-        };
-        while let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..)) {
-            let p = hit.start();
-            let mut named = RuleSet::default();
-            for &g in &self.by_first[usize::from(bytes[p])] {
-                let (gate, rules) = &self.gates[g];
-                if bytes[p..].starts_with(gate) {
-                    named.union(rules);
+        self.each_gate(bytes, |p, named| match &mut line {
+            Some((_, end, set)) if p < *end => set.union(named),
+            _ => {
+                if let Some((start, end, set)) = line.take() {
+                    self.flush(text, start, end, &set, &mut out, &mut copied);
                 }
+                let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
+                let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
+                line = Some((start, end, *named));
             }
-            match &mut line {
-                Some((_, end, set)) if p < *end => set.union(&named),
-                _ => {
-                    if let Some((start, end, set)) = line.take() {
-                        self.flush(text, start, end, &set, &mut out, &mut copied);
-                    }
-                    let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
-                    let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
-                    line = Some((start, end, named));
-                }
-            }
-            // From the next byte rather than the end of the hit, so that a gate that starts
-            // inside another one's hit is seen too.
-            pos = p + 1;
-        }
+        });
         if let Some((start, end, set)) = line {
             self.flush(text, start, end, &set, &mut out, &mut copied);
         }
@@ -271,6 +310,41 @@ impl TokenRules {
         }
         out.push_str(&text[copied..]);
         Cow::Owned(out)
+    }
+
+    /// Calls `each` with the start of every gate hit and the rules of every gate found
+    /// there. The search reports the gate that ends first and goes on from the next byte,
+    /// so a longer gate around it (`security-token=` around `ecurity-token`) is never
+    /// reported itself: each hit also counts the gates it holds, and those around it that
+    /// the text holds too. An overlapping search would report them all, at a tenth of the
+    /// sanitizer's time on ordinary text.
+    fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet)) {
+        let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
+            self.prefilter_dfa
+                .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
+        } else {
+            &self.prefilter
+        };
+        let mut pos = 0;
+        while let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..)) {
+            let (p, g) = (hit.start(), hit.pattern().as_usize());
+            let mut named = self.within[g];
+            for &(h, offset) in &self.around[g] {
+                if p >= offset && bytes[p - offset..].starts_with(self.gates[h].0) {
+                    named.union(&self.gates[h].1);
+                }
+            }
+            each(p, &named);
+            pos = p + 1;
+        }
+    }
+
+    /// The rules that the gates on a one-line text name (tests).
+    #[cfg(test)]
+    fn rules_named_on(&self, line: &str) -> RuleSet {
+        let mut named = RuleSet::default();
+        self.each_gate(line.as_bytes(), |_, set| named.union(set));
+        named
     }
 
     /// Runs the named rules, in table order, on the line `start..end`.
@@ -475,6 +549,20 @@ mod tests {
         let rules = TokenRules::new();
         let key = concat!("sk-ant-oat01-", "Hs8Dj3Fg6Kl1Zx4Cv7Bn0Mq2We5Rt9Yu");
         assert_eq!(rules.apply(key), "sk-ant-oat01-[REDACTED]");
+    }
+
+    #[test]
+    fn a_gate_inside_a_longer_one_does_not_hide_it() {
+        // `security-token=` (pre-signed URLs) holds `ecurity-token` (AWS session tokens)
+        // and `-token` (API-key headers), which end before it: every gate on the line
+        // must still name its rules.
+        let rules = TokenRules::new();
+        let line = "https://b.oss-cn-hangzhou.aliyuncs.com/o?security-token=q7VbN2xK9mPzR4tLw8Yc";
+        let set = rules.rules_named_on(line);
+        let names: Vec<&str> = set.iter().map(|i| rules.rules[i].family()).collect();
+        assert!(names.contains(&"presigned-url-credential"), "{names:?}");
+        assert!(names.contains(&"aws-session-token"), "{names:?}");
+        assert!(names.contains(&"api-key-header"), "{names:?}");
     }
 
     #[test]

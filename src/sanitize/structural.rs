@@ -9,7 +9,8 @@
 use super::rules::{
     always, not_placeholder, random_not_placeholder, raw_credential, Candidate, TokenRule,
 };
-use super::value::{is_placeholder, is_prose_word, looks_random};
+use super::value::{is_placeholder, is_prose_word, looks_random, percent_decode};
+use super::MASK;
 
 pub(crate) const RULES: &[TokenRule] = &[
     // JSON Web Tokens, header and payload both `eyJ` (base64 of `{"`). Vendors whose
@@ -23,47 +24,24 @@ pub(crate) const RULES: &[TokenRule] = &[
     },
     // `Authorization` and `Proxy-Authorization` with a scheme, in every dress: HTTP dumps,
     // `curl -H`, JSON and Python dicts, Go's `map[Authorization:[Bearer …]]`, CGI's
-    // `HTTP_AUTHORIZATION`, percent-encoded.
+    // `HTTP_AUTHORIZATION`, percent-encoded, and in source code a header map's entry
+    // (`headers["Authorization"] = "Basic …"`, `'Authorization' => 'Basic …'`) or a
+    // setter's arguments (`setRequestHeader("Authorization", "Basic …")`).
     TokenRule {
         family: "authorization-scheme",
-        gates: &[
-            "uthorization:",
-            "uthorization=",
-            "uthorization\"",
-            "uthorization'",
-            "uthorization\\",
-            "uthorization%3",
-            "UTHORIZATION:",
-            "UTHORIZATION=",
-            "UTHORIZATION\"",
-            "UTHORIZATION'",
-            "UTHORIZATION\\",
-            "UTHORIZATION%3",
-        ],
+        gates: AUTHORIZATION_GATES,
         requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?:[:=]|%3a)[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#,
-        accept: not_placeholder,
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#,
+        accept: scheme_credential,
     },
     // A header value without a scheme; it must look like a credential, since
-    // "Authorization: required" is prose.
+    // "Authorization: required" is prose. Eight characters at least, in the pattern
+    // itself: a shorter value (`= headers`) then costs no capture.
     TokenRule {
         family: "authorization-raw",
-        gates: &[
-            "uthorization:",
-            "uthorization=",
-            "uthorization\"",
-            "uthorization'",
-            "uthorization\\",
-            "uthorization%3",
-            "UTHORIZATION:",
-            "UTHORIZATION=",
-            "UTHORIZATION\"",
-            "UTHORIZATION'",
-            "UTHORIZATION\\",
-            "UTHORIZATION%3",
-        ],
+        gates: AUTHORIZATION_GATES,
         requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["'])?[ \t]*(?:[:=]|%3a)[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/)+)"#,
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/){8,})"#,
         accept: raw_credential,
     },
     // A bearer token anywhere (SDK debug logs print it without the header name).
@@ -100,16 +78,17 @@ pub(crate) const RULES: &[TokenRule] = &[
             "UNCTIONS-KEY",
         ],
         requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+-)*(?:api-?key|(?:auth|access|api|vault|private|session|security|server|gitlab|figma|job)-token|subscription-key|functions-key))(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'\[])?(?P<secret>(?:[A-Za-z0-9._~+/=-]|\\/)+)"#,
+        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+-)*(?:api-?key|(?:auth|access|api|vault|private|session|security|server|gitlab|figma|job)-token|subscription-key|functions-key))(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'\[])?(?P<secret>(?:[A-Za-z0-9._~+/=-]|\\/|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f]))+)"#,
         accept: random_not_placeholder,
     },
     // `scheme://user:password@host` for any scheme; the scheme stays outside the match so
     // that the regex starts at the literal `:`. `\/` for JSON writers that escape slashes.
+    // A password may hold a raw `#`, which people write though it should be encoded.
     TokenRule {
         family: "url-password",
         gates: &["://", r":\/\/"],
         requires: &["@"],
-        pattern: r#":(?:\\?/){2}[^\s:/?#@"'<>\\]*:(?P<secret>[^\s/?#@"'<>\\]+)@"#,
+        pattern: r#":(?:\\?/){2}[^\s:/?#@"'<>\\]*:(?P<secret>[^\s/?@"'<>\\]+)@"#,
         accept: not_placeholder,
     },
     // The same, percent-encoded inside another URL (`redirect=https%3A%2F%2Fu%3Ap%40h`).
@@ -275,7 +254,110 @@ pub(crate) const RULES: &[TokenRule] = &[
         pattern: r#"redis-cli(?-u:\b)[^\n]*?[ \t](?:-a|--pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
         accept: cli_password,
     },
+    // The credential, security-token and signature parameters of pre-signed cloud storage
+    // URLs (S3 and its kin, GCS, OSS, CloudFront, S3 and GCS v2): whoever holds the URL
+    // holds the access until it expires. The whole value goes, with the access key id that
+    // a vendor rule may have masked inside it already.
+    TokenRule {
+        family: "presigned-url-credential",
+        gates: &[
+            "X-Amz-",
+            "x-amz-",
+            "X-AMZ-",
+            "X-Goog-",
+            "x-goog-",
+            "X-GOOG-",
+            "x-oss-",
+            "Signature=",
+            "signature=",
+            "security-token=",
+        ],
+        requires: &["="],
+        pattern: r"(?:[?&;]|\\u0026|&amp;)(?i-u:x-(?:amz|goog|oss)-(?:credential|security-token|signature)|security-token|signature)=(?P<secret>(?:[A-Za-z0-9._~+/=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f])|\\/|\[REDACTED\])+)",
+        accept: presigned_param,
+    },
+    // A secret passed positionally to an SDK constructor right after the id that names its
+    // vendor: Twilio's account SID (`Client("AC…", "<auth token>")`), an AWS access key id
+    // (`new BasicAWSCredentials("AKIA…", "<secret key>")`), an Alibaba Cloud one
+    // (`AcsClient("LTAI…", "<secret>")`). The id stays (AWS's and Alibaba's are masked by
+    // their own families).
+    TokenRule {
+        family: "sdk-positional-secret",
+        gates: &["\"AC", "'AC", "AKIA", "ASIA", "LTAI"],
+        requires: &[","],
+        pattern: r#"(?-u:\b)(?:AC[0-9a-f]{32}|(?:AKIA|ASIA)(?:[A-Z0-9]{16}|\[REDACTED\])|LTAI(?:[A-Za-z0-9]{20}|\[REDACTED\]))\\?["'][ \t]*,[ \t]*\\?["'](?P<secret>[A-Za-z0-9/+=]{30,40})\\?["']"#,
+        accept: sdk_positional,
+    },
 ];
+
+/// The gates of the two `Authorization` rules: the header's name and what may follow it.
+const AUTHORIZATION_GATES: &[&str] = &[
+    "uthorization:",
+    "uthorization=",
+    "uthorization\"",
+    "uthorization'",
+    "uthorization\\",
+    "uthorization%3",
+    "uthorization]",
+    "UTHORIZATION:",
+    "UTHORIZATION=",
+    "UTHORIZATION\"",
+    "UTHORIZATION'",
+    "UTHORIZATION\\",
+    "UTHORIZATION%3",
+    "UTHORIZATION]",
+];
+
+/// A credential after an `Authorization` scheme, unless it is a placeholder or the prefix
+/// of a masked token (`Bearer ghp_****`, `Bearer sk-<key>`).
+fn scheme_credential(c: &Candidate) -> bool {
+    !is_placeholder(c.secret) && !c.after.starts_with(['*', '•', '…', '<', '{', '$'])
+}
+
+/// A pre-signed URL's parameter: 16+ characters besides any mask already in it, not a
+/// placeholder (AWS's documentation credential holds `EXAMPLE`).
+fn presigned_param(c: &Candidate) -> bool {
+    let rest = c.secret.replace(MASK, "");
+    rest.len() >= 16 && !is_placeholder(&percent_decode(&rest))
+}
+
+/// The secret that the id before it calls for: Twilio's auth token is 32 hex digits, an
+/// AWS secret access key 40 base64 characters, an Alibaba Cloud secret 30 letters and
+/// digits.
+fn sdk_positional(c: &Candidate) -> bool {
+    let head = c
+        .before
+        .trim_end_matches(['"', '\'', '\\', ',', ' ', '\t'])
+        .as_bytes();
+    // The id ends `head`: its prefix and `body` characters, or its prefix and a mask.
+    let id = |prefixes: &[&str], body: usize| {
+        let (h, n) = match head.strip_suffix(MASK.as_bytes()) {
+            Some(h) => (h, 0),
+            None => (head, body),
+        };
+        h.len() >= n + 4
+            && prefixes
+                .iter()
+                .any(|p| h[h.len() - n - 4..].starts_with(p.as_bytes()))
+    };
+    let s = c.secret;
+    let twilio = head.len() >= 34
+        && head[head.len() - 34..].starts_with(b"AC")
+        && head[head.len() - 32..]
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+    if twilio {
+        s.len() == 32
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    } else if id(&["AKIA", "ASIA"], 16) {
+        s.len() == 40 && looks_random(s) && !s.contains("EXAMPLE")
+    } else if id(&["LTAI"], 20) {
+        s.len() == 30 && s.bytes().all(|b| b.is_ascii_alphanumeric()) && looks_random(s)
+    } else {
+        false
+    }
+}
 
 /// `Password=` in a connection string: a `;` before the name, or a `;` and another
 /// `Key=` pair after the value (`let pwd = f();` is code, not a connection string).
@@ -383,6 +465,13 @@ mod tests {
     const SESSION: &str = concat!("WaGqgjMUZXq4l0bO", "zuxuuZmvea0iLbAh");
     const API_KEY: &str = concat!("zYlqDvi4i5C3", "2SSyAJ9Tlxqn");
     const BASIC: &str = concat!("dXNlcjpwYXN", "zUDFepeI7==");
+    const AWS_ID: &str = concat!("AKIA", "EPVYF3EDFEAWDKVD");
+    const HEX64: &str = concat!(
+        "4b66bae803a181ec0f62d963eac18b96",
+        "d9fe23e31a9515b769a045f52d802762"
+    );
+    const HEX32: &str = concat!("672005ed217a33c1", "13ddd3cab40fbbef");
+    const HEX32B: &str = concat!("90d024bb94ab1246", "db5c63c112fdbf3d");
 
     fn cases() -> Vec<Case> {
         vec![
@@ -514,6 +603,27 @@ mod tests {
                 "openssl pkcs12 -passin pass:$P12_PASS -in a.p12",
             ),
             case(
+                "presigned-url-credential",
+                format!(
+                    "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=\
+                     {AWS_ID}%2F20240501%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires=900&X-Amz-Signature=\
+                     {HEX64}"
+                ),
+                "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=\
+                 [REDACTED]&X-Amz-Expires=900&X-Amz-Signature=[REDACTED]",
+                "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=900&X-Amz-SignedHeaders=host\n\
+                 ?X-Amz-Signature=<signature>&signature_version=4\n\
+                 ?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request",
+            ),
+            case(
+                "sdk-positional-secret",
+                format!("client = Client(\"AC{HEX32}\", \"{HEX32B}\")"),
+                &format!("client = Client(\"AC{HEX32}\", \"[REDACTED]\")"),
+                "client = Client(\"AC0123456789abcdef0123456789abcdef\", auth_token)\n\
+                 lookup(\"AC0123456789abcdef0123456789abcdef\", \"MG0123456789abcdef0123456789abcdef\")\n\
+                 new BasicAWSCredentials(\"AKIAIOSFODNN7EXAMPLE\", \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\")",
+            ),
+            case(
                 "redis-cli-password",
                 "redis-cli -h cache -a hunter2 ping".to_string(),
                 "redis-cli -h cache -a [REDACTED] ping",
@@ -574,6 +684,38 @@ mod tests {
             (
                 "\x1b[1mAuthorization\x1b[0m: x",
                 "\x1b[1mAuthorization\x1b[0m: x",
+            ),
+            (
+                "headers[\"Authorization\"] = \"Basic Zm9vOmJhcg==\"",
+                "headers[\"Authorization\"] = \"Basic [REDACTED]\"",
+            ),
+            (
+                "xhr.setRequestHeader('Authorization', 'Basic Zm9vOmJhcg==');",
+                "xhr.setRequestHeader('Authorization', 'Basic [REDACTED]');",
+            ),
+            (
+                "$h = ['Authorization' => 'Bearer x7Kq2'];",
+                "$h = ['Authorization' => 'Bearer [REDACTED]'];",
+            ),
+            (
+                "request.headers[:authorization] = \"Basic Zm9vOmJhcg==\"",
+                "request.headers[:authorization] = \"Basic [REDACTED]\"",
+            ),
+            (
+                "req.Header.Set(\"Authorization\", \"Basic \"+basicAuth(u, p))",
+                "req.Header.Set(\"Authorization\", \"Basic \"+basicAuth(u, p))",
+            ),
+            (
+                "headers.set(\"Authorization\", authHeader)",
+                "headers.set(\"Authorization\", authHeader)",
+            ),
+            (
+                "Authorization: Bearer ghp_****",
+                "Authorization: Bearer ghp_****",
+            ),
+            (
+                "Authorization: Bearer sk-...",
+                "Authorization: Bearer sk-...",
             ),
         ];
         for (input, expected) in cases {

@@ -1,6 +1,8 @@
 //! What a candidate value looks like: random, a placeholder, code, or a label. Shared by the
 //! rules that find values (`rules`, `assign`), which decide with these whether to mask.
 
+use std::sync::LazyLock;
+
 use super::MASK;
 
 /// A randomness test that needs no entropy tables: random strings from a mixed alphabet
@@ -76,10 +78,7 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     let Some(&first) = v.as_bytes().first() else {
         return true;
     };
-    if v.contains(MASK)
-        || matches!(first, b'$' | b'<' | b'{' | b'%' | b'[' | b'(')
-        || v.starts_with("#{")
-    {
+    if matches!(first, b'$' | b'<' | b'{' | b'%' | b'[' | b'(') || v.starts_with("#{") {
         return true;
     }
     if v.chars()
@@ -87,35 +86,18 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     {
         return true;
     }
-    // One character repeated (`aaaaaaaa`, `00000000`) is filler.
-    if v.len() >= 4 && v.bytes().all(|c| c == v.as_bytes()[0]) {
+    // One character repeated (`aaaaaaaa`, `00000000`) is filler, and so is a run of
+    // masking characters after a prefix (`ghp_xxxx…`).
+    if (v.len() >= 4 && v.bytes().all(|c| c == v.as_bytes()[0])) || is_filler(v) {
         return true;
     }
-    const WORDS: &[&str] = &[
-        "changeme",
-        "change_me",
-        "change-me",
-        "placeholder",
-        "example",
-        "your_",
-        "your-",
-        "redacted",
-        "process.env",
-        "os.environ",
-        "getenv",
-        "import.meta.env",
-        "secrets.",
-        "xxxx",
-        "****",
-        "dummy",
-        "notasecret",
-        "not-a-secret",
-        "insert_",
-        "insert-",
-        "replace_",
-        "replace-",
-        "replaceme",
-    ];
+    // Build-time filter tokens (Maven's `@@db.password@@`, Gradle's `@token@`).
+    if v.len() > 2 && v.starts_with('@') && v.ends_with('@') {
+        return true;
+    }
+    if is_secret_reference(v) {
+        return true;
+    }
     const WHOLE: &[&str] = &[
         "null",
         "none",
@@ -150,8 +132,238 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
         "masked",
     ];
     starts_with_ignore_ascii_case(v, "your")
-        || WORDS.iter().any(|w| contains_ignore_ascii_case(v, w))
         || WHOLE.iter().any(|w| w.eq_ignore_ascii_case(v))
+        || PLACEHOLDER_PARTS.is_match(v)
+}
+
+/// What a placeholder holds anywhere in it, in one case-insensitive search: our mask and
+/// other tools' (an ellipsis or a run of asterisks after a prefix: `sk-...`, `ghp_***`,
+/// `sk-proj-...a1B2`), references to the environment or to templates, and the words docs
+/// put in place of a secret. No real token holds any of them.
+static PLACEHOLDER_PARTS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+    aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([
+            MASK,
+            "...",
+            "…",
+            "***",
+            "•",
+            "changeme",
+            "change_me",
+            "change-me",
+            "placeholder",
+            "example",
+            "your_",
+            "your-",
+            "redacted",
+            "process.env",
+            "os.environ",
+            "getenv",
+            "import.meta.env",
+            "secrets.",
+            "xxxx",
+            "****",
+            "dummy",
+            "notasecret",
+            "not-a-secret",
+            "insert_",
+            "insert-",
+            "replace_",
+            "replace-",
+            "replaceme",
+            ".vault.azure.net/secrets/",
+            ".vault.azure.net/keys/",
+        ])
+        .expect("a set of literals builds")
+});
+
+/// The run of masking characters that docs and other tools print in place of a token, or
+/// put after its public prefix (`ghp_xxxxxxxx…`, `AKIAXXXXXXXXXXXXXXXX`, Slack's
+/// `T00000000/B00000000/XXXXXXXX…`): six of `x`, `X`, `*`, `#` or `0` in a row, or `x`s
+/// ending the value after its prefix's separator (`sk-xxx`). A random token has six equal
+/// characters in a row too rarely to matter.
+pub(crate) fn is_filler(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut run = 1;
+    for w in b.windows(2) {
+        if w[0] == w[1] && matches!(w[0], b'x' | b'X' | b'*' | b'#' | b'0') {
+            run += 1;
+            if run >= 6 {
+                return true;
+            }
+        } else {
+            run = 1;
+        }
+    }
+    let x_tail = b
+        .iter()
+        .rev()
+        .take_while(|c| matches!(c, b'x' | b'X'))
+        .count();
+    x_tail >= 3 && b.len() > x_tail && matches!(b[b.len() - x_tail - 1], b'-' | b'_' | b'.')
+}
+
+/// Where a secret is kept rather than the secret: secret-manager ARNs and resource names,
+/// 1Password and Vault references, files (`classpath:`, `file:`). Key Vault URIs are in
+/// [`PLACEHOLDER_PARTS`].
+pub(crate) fn is_secret_reference(v: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "arn:",
+        "op://",
+        "vault:",
+        "vault://",
+        "sm://",
+        "gcpsm://",
+        "awssm:",
+        "awssm://",
+        "ssm:",
+        "ssm://",
+        "secretsmanager:",
+        "gcp:secretmanager:",
+        "azurekeyvault:",
+        "azurekeyvault://",
+        "keyvault:",
+        "keyvault://",
+        "akv://",
+        "doppler://",
+        "infisical://",
+        "@microsoft.keyvault(",
+        "classpath:",
+        "file:",
+    ];
+    PREFIXES.iter().any(|p| starts_with_ignore_ascii_case(v, p))
+        || (starts_with_ignore_ascii_case(v, "projects/")
+            && ["/secrets/", "/keyRings/", "/cryptoKeys/"]
+                .iter()
+                .any(|part| v.contains(part)))
+}
+
+/// A file system path (`/run/secrets/db_password`, `~/.ssh/id_ed25519`,
+/// `C:\keys\sa.json`, `./certs/key.pem`): where a credential is kept. Base64 can start
+/// with `/` too, so a path must also read as one: components of file name characters, none
+/// a long random run, and a known root, a dot folder, a file extension or three plain
+/// components.
+pub(crate) fn is_path(v: &str) -> bool {
+    let b = v.as_bytes();
+    let rest = if let Some(r) = ["~/", "./", "../", "\\\\", "\\", "/"]
+        .iter()
+        .find_map(|root| v.strip_prefix(root))
+    {
+        r
+    } else if b.len() > 3
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && matches!(b[2], b'\\' | b'/')
+    {
+        &v[3..]
+    } else {
+        return false;
+    };
+    let components: Vec<&str> = rest.split(['/', '\\']).filter(|c| !c.is_empty()).collect();
+    let Some(first) = components.first() else {
+        return false;
+    };
+    let file_name_chars = |c: &str| {
+        c.bytes()
+            .all(|x| x.is_ascii_alphanumeric() || matches!(x, b'.' | b'_' | b'-' | b'@' | b'~'))
+    };
+    let random_run = |c: &str| c.len() >= 16 && !c.contains('.') && looks_random(c);
+    if !components
+        .iter()
+        .all(|c| file_name_chars(c) && !random_run(c))
+    {
+        return false;
+    }
+    const ROOTS: &[&str] = &[
+        "etc",
+        "run",
+        "var",
+        "home",
+        "users",
+        "opt",
+        "usr",
+        "tmp",
+        "srv",
+        "mnt",
+        "secrets",
+        "root",
+        "app",
+        "data",
+        "certs",
+        "keys",
+        "config",
+        "workspace",
+        "private",
+        "media",
+        "volumes",
+        "proc",
+        "dev",
+    ];
+    let known_root = first.starts_with('.') || ROOTS.iter().any(|r| r.eq_ignore_ascii_case(first));
+    let last = components[components.len() - 1];
+    let extension = last.rfind('.').is_some_and(|dot| {
+        let ext = &last[dot + 1..];
+        dot > 0 && (1..=8).contains(&ext.len()) && ext.bytes().all(|x| x.is_ascii_alphanumeric())
+    });
+    let plain = components.len() >= 3 && components.iter().all(|c| !looks_random(c));
+    // `./x`, `../x`, `~/x` are paths whatever their names hold, if nothing in them is
+    // random.
+    let relative = ["./", "../", "~/"].iter().any(|r| v.starts_with(r))
+        && components.iter().all(|c| !looks_random(c));
+    known_root || extension || plain || relative
+}
+
+/// A value that a sentence puts after "password is" without it being a password: a
+/// compound (`SHA256-hashed`, `AES-256-encrypted`), a date, a time or a version.
+pub(crate) fn is_prose_value(v: &str) -> bool {
+    let lower = v.to_ascii_lowercase();
+    let compound = lower.rsplit_once('-').is_some_and(|(_, last)| {
+        last.len() >= 4
+            && last.bytes().all(|c| c.is_ascii_lowercase())
+            && [
+                "ed", "ing", "based", "only", "like", "safe", "free", "length",
+            ]
+            .iter()
+            .any(|s| last.ends_with(s))
+    });
+    let numeric = v
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b':' | b'/'))
+        && v.bytes().any(|c| !c.is_ascii_digit());
+    compound || numeric
+}
+
+/// Decodes `%XX` escapes (twice-encoded `%25XX` too); anything else stays.
+pub(crate) fn percent_decode(s: &str) -> String {
+    let mut s = s.to_string();
+    for _ in 0..2 {
+        if !s.contains('%') {
+            break;
+        }
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hex = |c: u8| char::from(c).to_digit(16);
+            match (
+                b[i],
+                b.get(i + 1).and_then(|&c| hex(c)),
+                b.get(i + 2).and_then(|&c| hex(c)),
+            ) {
+                (b'%', Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                }
+                (c, _, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        s = String::from_utf8_lossy(&out).into_owned();
+    }
+    s
 }
 
 /// Values that read as code rather than data: `settings.SECRET_KEY`, `os.environ["X"]`,
@@ -188,6 +400,12 @@ pub(crate) fn password_reads_as_code(value: &str) -> bool {
             && (camel || value.contains('_') || upper >= 2))
 }
 
+/// Code where a value is otherwise a literal (a property file, a printed struct): a call,
+/// an index, a path to a field, a type. A plain identifier is data there.
+pub(crate) fn literal_reads_as_code(value: &str) -> bool {
+    value.contains(['[', ']', '(', ')']) || value.contains("::") || is_dotted_path(value)
+}
+
 /// `a.b.c` where every part is an identifier: a field path, not a secret.
 fn is_dotted_path(value: &str) -> bool {
     value.contains('.') && value.split('.').all(|s| s.len() <= 32 && is_identifier(s))
@@ -197,16 +415,31 @@ fn is_dotted_path(value: &str) -> bool {
 /// constant (`"AWS_SECRET_ACCESS_KEY"`), or the key's own name spelled again
 /// (`PASSWORD: "PASSWORD"`, `X_AWS_EC2_METADATA_TOKEN = "x-aws-ec2-metadata-token"`).
 pub(crate) fn is_label(value: &str, name: &str) -> bool {
-    let squash = |s: &str| -> Vec<u8> {
-        s.bytes()
-            .filter(u8::is_ascii_alphanumeric)
-            .map(|b| b.to_ascii_lowercase())
-            .collect()
-    };
-    let (value_key, name_key) = (squash(value), squash(name));
-    is_constant_name(value)
-        || (value_key.len() >= 4
-            && (name_key.ends_with(&value_key) || value_key.ends_with(&name_key)))
+    if is_constant_name(value) {
+        return true;
+    }
+    // The letters and digits of both, lowercased, compared from the end: one must end
+    // the other, and the value must have four of them.
+    let (v, n) = (value.as_bytes(), name.as_bytes());
+    let (mut i, mut j, mut matched) = (v.len(), n.len(), 0);
+    loop {
+        while i > 0 && !v[i - 1].is_ascii_alphanumeric() {
+            i -= 1;
+        }
+        while j > 0 && !n[j - 1].is_ascii_alphanumeric() {
+            j -= 1;
+        }
+        if i == 0 || j == 0 {
+            break;
+        }
+        if !v[i - 1].eq_ignore_ascii_case(&n[j - 1]) {
+            return false;
+        }
+        matched += 1;
+        i -= 1;
+        j -= 1;
+    }
+    matched >= 4 || matched + v[..i].iter().filter(|c| c.is_ascii_alphanumeric()).count() >= 4
 }
 
 /// Everyday words that follow a password's name in prose or docs, never as its value.
@@ -324,13 +557,13 @@ pub(crate) fn starts_with_ignore_ascii_case(s: &str, prefix: &str) -> bool {
 }
 
 pub(crate) fn ends_with_ignore_ascii_case(s: &[u8], suffix: &str) -> bool {
-    s.len() >= suffix.len() && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
-}
-
-pub(crate) fn contains_ignore_ascii_case(s: &str, needle: &str) -> bool {
-    s.as_bytes()
-        .windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+    // The last byte first: most suffixes a name is checked against end differently.
+    let (Some(&last), Some(&want)) = (s.last(), suffix.as_bytes().last()) else {
+        return suffix.is_empty();
+    };
+    last.eq_ignore_ascii_case(&want)
+        && s.len() >= suffix.len()
+        && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
 }
 
 #[cfg(test)]

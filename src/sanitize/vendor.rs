@@ -9,7 +9,7 @@
 use super::rules::{
     alnum, always, ends_here, mixed_alnum, not_placeholder, random, Candidate, TokenRule,
 };
-use super::value::{has_digit, has_upper_and_lower, is_hex_or_uuid};
+use super::value::{has_digit, has_upper_and_lower, is_filler, is_hex_or_uuid};
 
 pub(crate) const RULES: &[TokenRule] = &[
     // Anthropic API keys, `sk-ant-api03-…`.
@@ -139,7 +139,7 @@ pub(crate) const RULES: &[TokenRule] = &[
         family: "aws-sts-session-token",
         gates: &["IQoJb3JpZ2lu", "FwoGZXIvYXdz"],
         requires: &[],
-        pattern: r"{LEAD}(?P<secret>(?:IQoJb3JpZ2lu|FwoGZXIvYXdz)(?:[A-Za-z0-9+/=]|\\/){40,})",
+        pattern: r"{LEAD}(?P<secret>(?:IQoJb3JpZ2lu|FwoGZXIvYXdz)(?:[A-Za-z0-9+/=]|\\/|%2[bBfF]|%3[dD]){40,})",
         accept: always,
     },
     // GitHub classic personal access tokens, `ghp_…`.
@@ -240,32 +240,32 @@ pub(crate) const RULES: &[TokenRule] = &[
         family: "slack-webhook",
         gates: &["hooks.slack.com"],
         requires: &[],
-        pattern: r"https?:(?:\\?/){2}hooks\.slack\.com(?:\\?/)(?:services|workflows|triggers)(?:\\?/)(?P<secret>(?:[A-Za-z0-9_-]|\\?/){8,})",
-        accept: always,
+        pattern: r"hooks\.slack\.com(?:\\?/|%2[fF]|%252[fF])(?:services|workflows|triggers)(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){8,})",
+        accept: webhook,
     },
     // Discord webhooks (id and token).
     TokenRule {
         family: "discord-webhook",
         gates: &["discord.com", "discordapp.com"],
         requires: &[],
-        pattern: r"discord(?:app)?\.com(?:\\?/)api(?:\\?/)(?:v\d+(?:\\?/))?webhooks(?:\\?/)(?P<secret>(?:[A-Za-z0-9_-]|\\?/){20,})",
-        accept: always,
+        pattern: r"discord(?:app)?\.com(?:\\?/|%2[fF]|%252[fF])api(?:\\?/|%2[fF]|%252[fF])(?:v\d+(?:\\?/|%2[fF]|%252[fF]))?webhooks(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){20,})",
+        accept: webhook,
     },
     // Microsoft Teams incoming webhooks.
     TokenRule {
         family: "microsoft-teams-webhook",
         gates: &["webhook.office.com"],
         requires: &[],
-        pattern: r"webhook\.office\.com(?:\\?/)webhookb2(?:\\?/)(?P<secret>(?:[A-Za-z0-9@_-]|\\?/){20,})",
-        accept: always,
+        pattern: r"webhook\.office\.com(?:\\?/|%2[fF]|%252[fF])webhookb2(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9@_-]|\\?/|%2[fF]|%252[fF]|%40|%2540){20,})",
+        accept: webhook,
     },
     // Zapier catch hooks.
     TokenRule {
         family: "zapier-webhook",
         gates: &["hooks.zapier.com"],
         requires: &[],
-        pattern: r"hooks\.zapier\.com(?:\\?/)hooks(?:\\?/)catch(?:\\?/)(?P<secret>(?:[A-Za-z0-9_-]|\\?/){6,})",
-        accept: always,
+        pattern: r"hooks\.zapier\.com(?:\\?/|%2[fF]|%252[fF])hooks(?:\\?/|%2[fF]|%252[fF])catch(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){6,})",
+        accept: webhook,
     },
     // Stripe secret keys, live and test; publishable `pk_` keys are public and left alone.
     TokenRule {
@@ -808,6 +808,12 @@ fn alnum_or_mixed(c: &Candidate) -> bool {
     alnum(c) || mixed_case(c)
 }
 
+/// A webhook's path, unless it is the documentation's filler
+/// (`T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX`).
+fn webhook(c: &Candidate) -> bool {
+    !is_filler(c.secret)
+}
+
 /// AWS documentation's ids end in `EXAMPLE` (`AKIAIOSFODNN7EXAMPLE`).
 fn not_example(c: &Candidate) -> bool {
     !c.secret.ends_with("EXAMPLE")
@@ -1159,14 +1165,23 @@ mod tests {
             ),
             case(
                 "slack-webhook",
-                format!("post to {SLACK_HOOK}."),
-                "post to https://hooks.slack.com/services/[REDACTED].",
-                "https://hooks.slack.com/ and https://api.slack.com/apps",
+                format!(
+                    "post to {SLACK_HOOK}.\n?url={}&x=1",
+                    SLACK_HOOK.replace(':', "%3A").replace('/', "%2F")
+                ),
+                "post to https://hooks.slack.com/services/[REDACTED].\n\
+                 ?url=https%3A%2F%2Fhooks.slack.com%2Fservices%2F[REDACTED]&x=1",
+                "https://hooks.slack.com/ and https://api.slack.com/apps\n\
+                 https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
             ),
             case(
                 "discord-webhook",
-                format!("{DISCORD_HOOK}?wait=true"),
-                "https://discord.com/api/webhooks/[REDACTED]?wait=true",
+                format!(
+                    "{DISCORD_HOOK}?wait=true\n?to={}",
+                    DISCORD_HOOK.replace(':', "%253A").replace('/', "%252F")
+                ),
+                "https://discord.com/api/webhooks/[REDACTED]?wait=true\n\
+                 ?to=https%253A%252F%252Fdiscord.com%252Fapi%252Fwebhooks%252F[REDACTED]",
                 "https://discord.com/api/webhooks and https://discord.com/developers/docs",
             ),
             case(
