@@ -416,6 +416,30 @@ impl Sandbox {
         wait_bounded(child, start, limit)
     }
 
+    /// As [`Sandbox::run`], with the agent and task after `--` (every flag before it):
+    /// for a task that starts with `-`.
+    pub fn run_after_dashes(&self, agent: &str, task: &str, limit: Duration) -> Finished {
+        let agents = self.agents.to_str().unwrap();
+        let args = [
+            "run",
+            "--backend",
+            self.backend,
+            "--agents-dir",
+            agents,
+            "--model",
+            &self.model,
+            "--",
+            agent,
+            task,
+        ];
+        let start = Instant::now();
+        let child = self
+            .in_sandbox(orchestrate_command(&args))
+            .spawn()
+            .expect("spawn orchestrate");
+        wait_bounded(child, start, limit)
+    }
+
     /// `ORCHESTRATE_CONTRACT_SANDBOX=<root>`.
     pub fn marker(&self) -> String {
         format!(
