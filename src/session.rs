@@ -16,6 +16,43 @@ pub(crate) const STDERR_FILE: &str = "stderr.log";
 pub(crate) const RESULT_FILE: &str = "result.json";
 pub(crate) const INDEX_FILE: &str = "runs.jsonl";
 
+/// A run's id, as [`crate::result::new_run_id`] makes them: 8 lower-case hex digits. Every
+/// id a user or a file gives (`wait`, `stop`, `show`, `--resume`, a background run's
+/// `--run-id`) is checked here, so that none can name a path outside `runs/`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunId(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid run id {0:?}: expected 8 hex digits, as `orchestrate runs` prints them")]
+pub struct InvalidRunId(pub String);
+
+impl RunId {
+    /// A new, random id.
+    pub fn new() -> RunId {
+        RunId(crate::result::new_run_id())
+    }
+
+    /// Upper-case digits and surrounding blanks are accepted, as a user may copy them.
+    pub fn parse(id: &str) -> Result<RunId, InvalidRunId> {
+        let trimmed = id.trim();
+        if trimmed.len() == 8 && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(RunId(trimmed.to_ascii_lowercase()))
+        } else {
+            Err(InvalidRunId(id.to_string()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
     pub root: PathBuf,
@@ -48,14 +85,14 @@ impl StateDir {
         self.root.join("runs")
     }
 
-    pub fn run_dir(&self, run_id: &str) -> RunDir {
+    pub fn run_dir(&self, run_id: &RunId) -> RunDir {
         RunDir {
-            path: self.runs_dir().join(run_id),
+            path: self.runs_dir().join(run_id.as_str()),
         }
     }
 
     /// Creates `runs/<runId>/` (and its parents) with owner-only permissions.
-    pub fn create_run(&self, run_id: &str) -> io::Result<RunDir> {
+    pub fn create_run(&self, run_id: &RunId) -> io::Result<RunDir> {
         create_private_dir_all(&self.runs_dir())?;
         let dir = self.run_dir(run_id);
         DirBuilder::new()
@@ -190,7 +227,8 @@ mod tests {
         let state = StateDir {
             root: tmp.path().join("state"),
         };
-        let run = state.create_run("abcd1234").unwrap();
+        let id = RunId::parse("abcd1234").unwrap();
+        let run = state.create_run(&id).unwrap();
         run.create_file(SESSION_FILE).unwrap();
         run.write_result(&RunResult::refusal(
             crate::result::ErrorCode::SubagentFailed,
@@ -204,7 +242,31 @@ mod tests {
         assert_eq!(mode(&run.result_file()), 0o600);
         assert!(!run.path.join(".result.json.tmp").exists());
         // The same id twice is refused rather than mixing two runs in one folder.
-        assert!(state.create_run("abcd1234").is_err());
+        assert!(state.create_run(&id).is_err());
+    }
+
+    #[test]
+    fn run_ids_are_eight_hex_digits() {
+        assert_eq!(RunId::parse(" ABCDef01\n").unwrap().as_str(), "abcdef01");
+        for bad in [
+            "",
+            "abc",
+            "abcdef012",
+            "../../x",
+            "abcdefgh",
+            "abcd/f01",
+            "/tmp/run",
+            "..",
+            "abcd ef0",
+        ] {
+            assert_eq!(
+                RunId::parse(bad),
+                Err(InvalidRunId(bad.to_string())),
+                "{bad}"
+            );
+        }
+        let new = RunId::new();
+        assert_eq!(RunId::parse(new.as_str()), Ok(new));
     }
 
     #[test]
