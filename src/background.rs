@@ -214,9 +214,7 @@ pub(crate) fn signal_supervisor(record: &SupervisorRecord, signal: Signal) -> io
 }
 
 fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = run_dir.path.join(format!(".{name}.tmp"));
-    session::write_private_file(&tmp, bytes)?;
-    std::fs::rename(&tmp, run_dir.path.join(name))
+    run_dir.write_atomic(name, bytes)
 }
 
 #[cfg(test)]
