@@ -35,7 +35,7 @@ pub enum Command {
     /// Serve MCP on stdio: tools `subagent` and `list_agents`.
     Mcp {
         /// A folder of agent files that takes precedence over every other scope.
-        #[arg(long)]
+        #[arg(long, value_parser = agents_dir)]
         agents_dir: Option<PathBuf>,
     },
     /// Wait for a background run and print its result (exit status as in the foreground;
@@ -94,7 +94,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// A folder of agent files that takes precedence over every other scope.
-        #[arg(long)]
+        #[arg(long, value_parser = agents_dir)]
         agents_dir: Option<PathBuf>,
     },
 }
@@ -125,7 +125,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub cwd: Option<PathBuf>,
     /// A folder of agent files that takes precedence over every other scope.
-    #[arg(long)]
+    #[arg(long, value_parser = agents_dir)]
     pub agents_dir: Option<PathBuf>,
     /// Maximum runtime (90s, 15m, 1h30m or milliseconds). Default 15m.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
@@ -211,6 +211,17 @@ fn concurrency(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| (1..=crate::config::MAX_CONCURRENCY as usize).contains(n))
         .ok_or_else(|| format!("{s:?} is not a number from 1 to 64"))
+}
+
+/// `--agents-dir` names a folder the caller expects agents in: one that is not there is a
+/// mistake to report, not a folder to skip.
+fn agents_dir(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => Ok(path),
+        Ok(_) => Err(format!("{s} is not a folder")),
+        Err(e) => Err(format!("cannot use agents folder {s}: {e}")),
+    }
 }
 
 fn run_id(s: &str) -> Result<RunId, String> {

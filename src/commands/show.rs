@@ -20,11 +20,18 @@ pub fn show(run_id: &RunId, json: bool) -> i32 {
     let id = run_id.as_str();
     let state = match StateDir::from_env() {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("orchestrate: {e}");
-            return exit_status::FAILURE;
-        }
+        Err(e) => return super::refuse_listing(json, &e.to_string()),
     };
+    // A state directory that is no folder can hold no run (and says why).
+    if let Err(e) = std::fs::read_dir(&state.root) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            let why = format!(
+                "cannot read the state directory {}: {e}",
+                state.root.display()
+            );
+            return super::refuse_listing(json, &why);
+        }
+    }
     // The index only adds a status line here; its skipped lines are `runs`'s to report,
     // and an unreadable index must not hide a run folder that is there.
     let index = history::read_index(&state).unwrap_or_else(|e| {
@@ -33,8 +40,7 @@ pub fn show(run_id: &RunId, json: bool) -> i32 {
     });
     let run = state.run_dir(run_id);
     if !run.path.is_dir() {
-        eprintln!("orchestrate: {}", unknown_run_message(id, &index, &state));
-        return exit_status::USAGE;
+        return super::refuse_listing(json, &unknown_run_message(id, &index, &state));
     }
     let result = read_result(&run);
     let stderr_tail =
