@@ -20,6 +20,7 @@
 
 pub mod contract;
 mod http;
+pub mod program;
 mod wire;
 
 use std::collections::BTreeMap;

@@ -54,7 +54,11 @@ pub fn cli_binary(var: &str, cli: &str) -> Option<PathBuf> {
 }
 
 pub fn orchestrate_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_orchestrate"))
+    // Set for test binaries only; the mock's program (an example) never runs orchestrate.
+    match option_env!("CARGO_BIN_EXE_orchestrate") {
+        Some(path) => PathBuf::from(path),
+        None => panic!("orchestrate_bin is for test binaries"),
+    }
 }
 
 /// `orchestrate` with a clean environment: stdin null, output piped, its own process

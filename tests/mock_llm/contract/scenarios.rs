@@ -108,6 +108,12 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin| option_like_task(cli, task, sent, bin)),
         ));
     }
+    if cli.name == "pi" {
+        out.push((
+            "scripts_demo_shows_a_real_run_through_pi_and_the_scripted_mock".into(),
+            Box::new(scripts_demo),
+        ));
+    }
     if cli.tool_never_returns {
         out.push((
             "a_tool_that_never_returns_times_out_and_its_shell_dies_too".into(),
@@ -604,4 +610,66 @@ fn option_like_task(cli: &Cli, task: &str, sent_as: Sent, bin: &Path) {
             "{agent}: a user message ends with the task {task:?}: {sent:#?}"
         );
     }
+}
+
+/// `scripts/demo`, with the binaries this test run built and the pinned pi: the result of
+/// `orchestrate run explorer "find auth"` through the real pi, whose answer quotes what
+/// pi's own read tool returned from the demo's repository.
+fn scripts_demo(bin: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = std::env::current_exe().unwrap();
+    let mock = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/mock_llm");
+    assert!(
+        mock.exists(),
+        "{} is not built: plain `cargo test` builds it, or `cargo build --example mock_llm`",
+        mock.display()
+    );
+    let start = std::time::Instant::now();
+    let mut cmd = std::process::Command::new(root.join("scripts/demo"));
+    cmd.env("ORCHESTRATE_CONTRACT_PI", bin)
+        .env("DEMO_ORCHESTRATE", super::orchestrate_bin())
+        .env("DEMO_MOCK_LLM", &mock)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let out = super::wait_bounded(cmd.spawn().unwrap(), start, WALL_CLOCK);
+    note(&format!("=== scripts/demo\n{}\n{}", out.stderr, out.stdout));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let r = out.result();
+    let answer = format!(
+        "{}/// Checks a user's password against the stored hash.\n",
+        mock_llm::program::DEMO_PREFIX
+    );
+    assert!(
+        r["output"].as_str().unwrap().starts_with(&answer),
+        "{}",
+        r["output"]
+    );
+    assert_eq!(
+        (
+            &r["model"],
+            &r["usage"]["turns"],
+            &r["displayItems"][0],
+            &r["displayItems"][1]
+        ),
+        (
+            &json!("mock/scripted-mock"),
+            &json!(3),
+            &json!({"type": "toolCall", "name": "ls", "args": {"path": "src"}}),
+            &json!({"type": "toolCall", "name": "read", "args": {"path": "src/auth.rs"}})
+        )
+    );
+    assert!(
+        out.stderr.contains("the mock LLM answered 3 requests"),
+        "{}",
+        out.stderr
+    );
 }
