@@ -8,11 +8,13 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{self, StartTime};
-use crate::result::{new_run_id, ErrorCode, RunResult};
-use crate::session::{self, RunDir, StateDir};
+use crate::result::{ErrorCode, RunResult};
+use crate::session::{self, RunDir, RunId, StateDir};
 
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
 pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
@@ -47,13 +49,13 @@ pub(crate) enum RunState {
 /// Starts `orchestrate <run_args> --run-id <id>` detached, and returns the new run's id and
 /// folder and the supervisor's pid.
 pub(crate) fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, RunDir, u32)> {
-    let run_id = new_run_id();
+    let run_id = RunId::new();
     let run_dir = state.create_run(&run_id)?;
     let log = run_dir.create_file(SUPERVISOR_LOG)?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(run_args)
         .arg("--run-id")
-        .arg(&run_id)
+        .arg(run_id.as_str())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log));
@@ -82,7 +84,7 @@ pub(crate) fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(Stri
         SUPERVISOR_FILE,
         &serde_json::to_vec(&record).map_err(io::Error::other)?,
     )?;
-    Ok((run_id, run_dir, pid))
+    Ok((run_id.to_string(), run_dir, pid))
 }
 
 /// Written by the supervisor after `result.json`: the exit status the run maps to (130
@@ -143,7 +145,7 @@ fn read_exit_status(run_dir: &RunDir) -> Option<i32> {
 /// Records the failure of a run whose supervisor died, so that every later look agrees.
 pub(crate) fn mark_dead(
     run_dir: &RunDir,
-    run_id: &str,
+    run_id: &RunId,
     record: &SupervisorRecord,
 ) -> io::Result<(RunResult, i32)> {
     let result = RunResult::refusal(
@@ -169,12 +171,13 @@ pub(crate) fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
     let mut out: Vec<(String, RunState)> = entries
         .flatten()
         .filter_map(|e| {
-            let id = e.file_name().to_string_lossy().into_owned();
+            // Only folders named as runs are: anything else there is not ours to read.
+            let id = RunId::parse(e.file_name().to_str()?).ok()?;
             let dir = state.run_dir(&id);
             if !dir.path.join(SUPERVISOR_FILE).exists() || dir.result_file().exists() {
                 return None;
             }
-            self::state(&dir).ok().map(|s| (id, s))
+            self::state(&dir).ok().map(|s| (id.to_string(), s))
         })
         .collect();
     out.sort_by_key(|(_, s)| match s {
@@ -185,18 +188,33 @@ pub(crate) fn unfinished(state: &StateDir) -> Vec<(String, RunState)> {
 }
 
 /// Whether the recorded supervisor is alive: its pid is a live process that started when
-/// the record says.
+/// the record says. A record without a start time (of an older version, or whose start
+/// time could not be read) proves nothing: the pid may be anyone's by now.
 pub(crate) fn is_same_process(record: &SupervisorRecord) -> bool {
-    match platform::process_start_time(record.pid) {
-        Some(started) => record.start_time.as_ref().is_none_or(|r| *r == started),
-        None => false,
+    let Some(recorded) = &record.start_time else {
+        return false;
+    };
+    // Only a pid that names one process: 0 and -1 (u32::MAX) would signal groups or all.
+    if record.pid < 2 || record.pid > i32::MAX as u32 {
+        return false;
     }
+    platform::process_start_time(record.pid).is_some_and(|started| started == *recorded)
+}
+
+/// Sends `signal` to the recorded supervisor, only when its start time (checked again
+/// just before) is the recorded one.
+pub(crate) fn signal_supervisor(record: &SupervisorRecord, signal: Signal) -> io::Result<()> {
+    if !is_same_process(record) {
+        return Err(io::Error::other(format!(
+            "pid {} is not the supervisor the record names",
+            record.pid
+        )));
+    }
+    kill(Pid::from_raw(record.pid as i32), signal).map_err(io::Error::from)
 }
 
 fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = run_dir.path.join(format!(".{name}.tmp"));
-    session::write_private_file(&tmp, bytes)?;
-    std::fs::rename(&tmp, run_dir.path.join(name))
+    run_dir.write_atomic(name, bytes)
 }
 
 #[cfg(test)]
@@ -227,9 +245,16 @@ mod tests {
             ..live.clone()
         };
         assert!(
-            is_same_process(&unknown),
-            "without a start time the pid decides"
+            !is_same_process(&unknown),
+            "without a start time nothing proves the pid is the supervisor"
         );
+        for pid in [0, 1, u32::MAX, i32::MAX as u32 + 1] {
+            let group = SupervisorRecord {
+                pid,
+                ..live.clone()
+            };
+            assert!(!is_same_process(&group), "pid {pid}");
+        }
         let gone = SupervisorRecord {
             pid: u32::MAX - 1,
             ..live

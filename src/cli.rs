@@ -14,6 +14,7 @@ use crate::duration::parse_duration;
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
+use crate::session::RunId;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -34,13 +35,14 @@ pub enum Command {
     /// Serve MCP on stdio: tools `subagent` and `list_agents`.
     Mcp {
         /// A folder of agent files that takes precedence over every other scope.
-        #[arg(long)]
+        #[arg(long, value_parser = agents_dir)]
         agents_dir: Option<PathBuf>,
     },
     /// Wait for a background run and print its result (exit status as in the foreground;
     /// 124 if --timeout passes first).
     Wait {
-        run_id: String,
+        #[arg(value_parser = run_id)]
+        run_id: RunId,
         /// Give up after this long (90s, 15m, …), printing that it still runs.
         #[arg(long, value_parser = duration)]
         timeout: Option<Duration>,
@@ -49,7 +51,8 @@ pub enum Command {
     },
     /// Stop a background run (its whole process tree) and print its result.
     Stop {
-        run_id: String,
+        #[arg(value_parser = run_id)]
+        run_id: RunId,
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: Format,
     },
@@ -68,7 +71,8 @@ pub enum Command {
     /// One run: its result, its session file and the last lines of its stderr.
     Show {
         /// The run's id: 8 hex digits, as `orchestrate runs` prints it.
-        run_id: String,
+        #[arg(value_parser = run_id)]
+        run_id: RunId,
         /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
         #[arg(long)]
         json: bool,
@@ -90,7 +94,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// A folder of agent files that takes precedence over every other scope.
-        #[arg(long)]
+        #[arg(long, value_parser = agents_dir)]
         agents_dir: Option<PathBuf>,
     },
 }
@@ -121,7 +125,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub cwd: Option<PathBuf>,
     /// A folder of agent files that takes precedence over every other scope.
-    #[arg(long)]
+    #[arg(long, value_parser = agents_dir)]
     pub agents_dir: Option<PathBuf>,
     /// Maximum runtime (90s, 15m, 1h30m or milliseconds). Default 15m.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
@@ -157,8 +161,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub background: bool,
     /// The run id of a background run (set by `--background` for the detached supervisor).
-    #[arg(long, hide = true)]
-    pub run_id: Option<String>,
+    #[arg(long, hide = true, value_parser = run_id)]
+    pub run_id: Option<RunId>,
     /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
     /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
@@ -227,6 +231,21 @@ fn concurrency(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| (1..=crate::config::MAX_CONCURRENCY as usize).contains(n))
         .ok_or_else(|| format!("{s:?} is not a number from 1 to 64"))
+}
+
+/// `--agents-dir` names a folder the caller expects agents in: one that is not there is a
+/// mistake to report, not a folder to skip.
+fn agents_dir(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_dir() => Ok(path),
+        Ok(_) => Err(format!("{s} is not a folder")),
+        Err(e) => Err(format!("cannot use agents folder {s}: {e}")),
+    }
+}
+
+fn run_id(s: &str) -> Result<RunId, String> {
+    RunId::parse(s).map_err(|e| e.to_string())
 }
 
 fn backend(s: &str) -> Result<BackendChoice, String> {
@@ -354,7 +373,7 @@ impl RunArgs {
             kill_grace: self.kill_grace,
             terminal_exit_grace: self.exit_grace,
             max_output_bytes: self.max_output_bytes,
-            run_id: self.run_id,
+            run_id: self.run_id.map(|id| id.to_string()),
             resume: self.resume,
             attempts: self.attempts.map(|n| n.min(u64::from(u32::MAX)) as u32),
             max_bytes: usize_of(self.max_bytes),

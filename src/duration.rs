@@ -10,7 +10,8 @@ pub(crate) struct DurationError {
 }
 
 /// Parses a duration. A bare number is milliseconds, because that is what the
-/// `timeoutMs`-style fields of the result contract and the MCP tool use.
+/// `timeoutMs`-style fields of the result contract and the MCP tool use. A number with a
+/// unit may have a decimal part (`1.5m`, `0.5s`).
 pub(crate) fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let err = |reason| DurationError {
         input: input.to_string(),
@@ -24,19 +25,39 @@ pub(crate) fn parse_duration(input: &str) -> Result<Duration, DurationError> {
         let ms: u64 = s.parse().map_err(|_| err("number too large"))?;
         return Ok(Duration::from_millis(ms));
     }
-    let mut total_ms: u64 = 0;
+    if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(err(
+            "a number without a unit is whole milliseconds (add a unit: 1.5s)",
+        ));
+    }
+    const NANOS_PER_MS: u128 = 1_000_000;
+    let mut total_ns: u128 = 0;
     let mut rest = s;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
         if digits == 0 {
             return Err(err("each unit needs a number before it"));
         }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| err("number too large"))?;
+        let whole = u128::from(
+            rest[..digits]
+                .parse::<u64>()
+                .map_err(|_| err("number too large"))?,
+        );
         rest = &rest[digits..];
+        // The decimal part, as digits and their count (`.25` is 25 and 2).
+        let mut fraction: (u128, u32) = (0, 0);
+        if let Some(after) = rest.strip_prefix('.') {
+            let n = after.bytes().take_while(|b| b.is_ascii_digit()).count();
+            if n == 0 {
+                return Err(err("a decimal point needs digits after it"));
+            }
+            // Past nanoseconds, further digits change nothing.
+            let kept = &after[..n.min(12)];
+            fraction = (kept.parse().expect("digits"), kept.len() as u32);
+            rest = &after[n..];
+        }
         let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
-        let unit_ms: u64 = match &rest[..unit_len] {
+        let unit_ms: u128 = match &rest[..unit_len] {
             "ms" => 1,
             "s" => 1_000,
             "m" => 60_000,
@@ -46,12 +67,18 @@ pub(crate) fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             _ => return Err(err("unknown unit (use ms, s, m, h or d)")),
         };
         rest = &rest[unit_len..];
-        total_ms = n
-            .checked_mul(unit_ms)
-            .and_then(|v| total_ms.checked_add(v))
+        let unit_ns = unit_ms * NANOS_PER_MS;
+        let part = whole
+            .checked_mul(unit_ns)
+            .map(|w| w + fraction.0 * unit_ns / 10u128.pow(fraction.1))
+            .ok_or_else(|| err("duration too large"))?;
+        total_ns = total_ns
+            .checked_add(part)
+            .filter(|ns| *ns <= u128::from(u64::MAX) * NANOS_PER_MS)
             .ok_or_else(|| err("duration too large"))?;
     }
-    Ok(Duration::from_millis(total_ms))
+    let secs = u64::try_from(total_ns / 1_000_000_000).map_err(|_| err("duration too large"))?;
+    Ok(Duration::new(secs, (total_ns % 1_000_000_000) as u32))
 }
 
 #[cfg(test)]
@@ -70,7 +97,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage_with_a_reason() {
-        for bad in ["", "abc", "10x", "s", "1h30", "-5s", "1.5s"] {
+        for bad in ["", "abc", "10x", "s", "1h30", "-5s", ".5s", "1.s", "1.5.5s"] {
             let e = parse_duration(bad).unwrap_err();
             assert_eq!(e.input, bad);
             assert!(e.to_string().contains("invalid duration"), "{e}");
@@ -78,6 +105,19 @@ mod tests {
         assert_eq!(
             parse_duration("99999999999999999999s").unwrap_err().reason,
             "number too large"
+        );
+    }
+
+    #[test]
+    fn decimals_are_accepted_with_a_unit() {
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.25h"), Ok(Duration::from_secs(4500)));
+        assert_eq!(parse_duration("1h0.5m"), Ok(Duration::from_secs(3630)));
+        assert_eq!(parse_duration("2.5ms"), Ok(Duration::from_micros(2500)));
+        assert_eq!(
+            parse_duration("1.5").unwrap_err().reason,
+            "a number without a unit is whole milliseconds (add a unit: 1.5s)"
         );
     }
 }

@@ -159,13 +159,6 @@ pub(crate) fn newest_first(entries: &[IndexEntry]) -> Vec<&IndexEntry> {
     sorted
 }
 
-/// A run id is what `new_run_id` makes: 8 hex digits. Checking it also keeps a user's
-/// argument from naming any path outside `runs/`.
-pub(crate) fn normalize_run_id(id: &str) -> Option<String> {
-    let id = id.trim();
-    (id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_ascii_lowercase())
-}
-
 /// The last `lines` lines of a text file, reading at most its last `max_bytes` so that a
 /// child that flooded stderr does not cost a full read. Missing file → `None`.
 pub(crate) fn tail_lines(path: &Path, lines: usize, max_bytes: u64) -> io::Result<Option<String>> {
@@ -411,14 +404,6 @@ mod tests {
             .map(|e| e.run_id.as_str())
             .collect();
         assert_eq!(ids, ["b", "c", "a", "d"]);
-    }
-
-    #[test]
-    fn run_ids_are_eight_hex_digits() {
-        assert_eq!(normalize_run_id("ABCDef01"), Some("abcdef01".to_string()));
-        for bad in ["", "abc", "abcdef012", "../../x", "abcdefgh", "abcd/f01"] {
-            assert_eq!(normalize_run_id(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +15,43 @@ pub(crate) const SESSION_FILE: &str = "session.jsonl";
 pub(crate) const STDERR_FILE: &str = "stderr.log";
 pub(crate) const RESULT_FILE: &str = "result.json";
 pub(crate) const INDEX_FILE: &str = "runs.jsonl";
+
+/// A run's id, as [`crate::result::new_run_id`] makes them: 8 lower-case hex digits. Every
+/// id a user or a file gives (`wait`, `stop`, `show`, `--resume`, a background run's
+/// `--run-id`) is checked here, so that none can name a path outside `runs/`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunId(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid run id {0:?}: expected 8 hex digits, as `orchestrate runs` prints them")]
+pub struct InvalidRunId(pub String);
+
+impl RunId {
+    /// A new, random id.
+    pub fn new() -> RunId {
+        RunId(crate::result::new_run_id())
+    }
+
+    /// Upper-case digits and surrounding blanks are accepted, as a user may copy them.
+    pub fn parse(id: &str) -> Result<RunId, InvalidRunId> {
+        let trimmed = id.trim();
+        if trimmed.len() == 8 && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(RunId(trimmed.to_ascii_lowercase()))
+        } else {
+            Err(InvalidRunId(id.to_string()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
@@ -41,22 +78,48 @@ impl StateDir {
                 "cannot choose a state directory: set ORCHESTRATE_STATE_DIR, XDG_STATE_HOME or HOME",
             ));
         };
+        // Relative to where orchestrate started, once: every path a result names (the
+        // session file) must hold wherever its reader is.
+        let root = std::path::absolute(&root).map_err(|e| {
+            io::Error::new(e.kind(), format!("state directory {}: {e}", root.display()))
+        })?;
         Ok(StateDir { root })
+    }
+
+    /// Makes sure the state directory and its `runs/` are orchestrate's own before
+    /// anything is written there: created 0700 when missing; a folder of another user, or
+    /// a `runs/` that is a symbolic link, is refused; one that others may read or write is
+    /// made 0700, with a warning that says so. The root itself may be a symbolic link (a
+    /// user's choice of disk); nothing inside it is followed.
+    pub fn prepare(&self) -> io::Result<()> {
+        create_private_dir_all(&self.root)?;
+        secure_dir(&self.root, fs::metadata(&self.root)?)?;
+        let runs = self.runs_dir();
+        match DirBuilder::new().mode(0o700).create(&runs) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                secure_dir(&runs, fs::symlink_metadata(&runs)?)
+            }
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("failed to create {}: {e}", runs.display()),
+            )),
+        }
     }
 
     pub fn runs_dir(&self) -> PathBuf {
         self.root.join("runs")
     }
 
-    pub fn run_dir(&self, run_id: &str) -> RunDir {
+    pub fn run_dir(&self, run_id: &RunId) -> RunDir {
         RunDir {
-            path: self.runs_dir().join(run_id),
+            path: self.runs_dir().join(run_id.as_str()),
         }
     }
 
     /// Creates `runs/<runId>/` (and its parents) with owner-only permissions.
-    pub fn create_run(&self, run_id: &str) -> io::Result<RunDir> {
-        create_private_dir_all(&self.runs_dir())?;
+    pub fn create_run(&self, run_id: &RunId) -> io::Result<RunDir> {
+        self.prepare()?;
         let dir = self.run_dir(run_id);
         DirBuilder::new()
             .mode(0o700)
@@ -71,16 +134,26 @@ impl StateDir {
     }
 
     /// Appends one line to `runs.jsonl`. The line goes out in one `write` on an
-    /// `O_APPEND` file, so lines of concurrent runs never interleave.
+    /// `O_APPEND` file, so lines of concurrent runs never interleave; when the file does
+    /// not end with a newline (a crash or a full disk cut its last line short), the line
+    /// starts with one, so that only the torn line is lost.
     pub fn append_index(&self, entry: &IndexEntry) -> io::Result<()> {
-        create_private_dir_all(&self.root)?;
+        self.prepare()?;
+        let path = self.root.join(INDEX_FILE);
         let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
         line.push(b'\n');
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(self.root.join(INDEX_FILE))?;
+        let mut f = open_private(
+            &path,
+            OpenOptions::new().read(true).create(true).append(true),
+        )?;
+        let len = f.metadata()?.len();
+        if len > 0 {
+            let mut last = [0u8];
+            f.read_exact_at(&mut last, len - 1)?;
+            if last[0] != b'\n' {
+                line.insert(0, b'\n');
+            }
+        }
         f.write_all(&line)
     }
 }
@@ -110,11 +183,28 @@ impl RunDir {
     /// Writes `result.json` atomically (a temporary file renamed over it), so a reader
     /// never sees half a result.
     pub fn write_result(&self, result: &RunResult) -> io::Result<()> {
-        let tmp = self.path.join(".result.json.tmp");
         let mut bytes = serde_json::to_vec_pretty(result).map_err(io::Error::other)?;
         bytes.push(b'\n');
-        write_private_file(&tmp, &bytes)?;
-        fs::rename(&tmp, self.result_file())
+        self.write_atomic(RESULT_FILE, &bytes)
+    }
+
+    /// Writes `name` in the run folder atomically: a new temporary file, renamed over it.
+    /// The temporary file never outlives a failure (a full disk left an empty one).
+    pub(crate) fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = self.path.join(format!(".{name}.tmp"));
+        // Whatever is there (a leftover, or a link planted to redirect the write) goes;
+        // the new file must not exist yet, so no link is followed.
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let written = open_private(&tmp, OpenOptions::new().write(true).create_new(true))
+            .and_then(|mut f| f.write_all(bytes))
+            .and_then(|()| fs::rename(&tmp, self.path.join(name)));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written
     }
 }
 
@@ -151,18 +241,106 @@ pub(crate) fn create_private_dir_all(path: &Path) -> io::Result<()> {
 }
 
 pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
+    open_private(
+        path,
+        OpenOptions::new().write(true).create(true).truncate(true),
+    )
+}
+
+/// Opens `path` with `options` as a private file of the state directory: created 0600; a
+/// symbolic link is never followed, and anything but a regular file (a FIFO that would
+/// block) is refused; an existing file that others may read is made 0600.
+fn open_private(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    let failed = |e: io::Error| {
+        let why = if e.raw_os_error() == Some(libc::ELOOP) {
+            "it is a symbolic link, and orchestrate follows none in its state directory".to_string()
+        } else {
+            e.to_string()
+        };
+        io::Error::new(
+            e.kind(),
+            format!("failed to open {}: {why}", path.display()),
+        )
+    };
+    let f = options
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("failed to create {}: {e}", path.display()),
-            )
-        })
+        .map_err(failed)?;
+    let meta = f.metadata().map_err(failed)?;
+    if !meta.is_file() {
+        return Err(failed(io::Error::other("not a regular file")));
+    }
+    if meta.mode() & 0o077 != 0 {
+        f.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(failed)?;
+    }
+    Ok(f)
+}
+
+/// What to do with a folder of the state directory, from its mode, its owner and who we
+/// are.
+#[derive(Debug, PartialEq, Eq)]
+enum DirVerdict {
+    Fine,
+    /// Others may read or write it: make it 0700.
+    Repair {
+        mode: u32,
+    },
+    Refuse(String),
+}
+
+fn judge_dir(meta: &fs::Metadata, me: u32) -> DirVerdict {
+    if meta.file_type().is_symlink() {
+        return DirVerdict::Refuse(
+            "it is a symbolic link, and orchestrate follows none in its state directory".into(),
+        );
+    }
+    if !meta.is_dir() {
+        return DirVerdict::Refuse("it is not a directory".into());
+    }
+    judge_mode(meta.mode() & 0o7777, meta.uid(), me)
+}
+
+fn judge_mode(mode: u32, owner: u32, me: u32) -> DirVerdict {
+    if owner != me {
+        return DirVerdict::Refuse(format!(
+            "it belongs to user {owner}, not to this user ({me}): another user could read \
+             or replace the sessions kept there"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        return DirVerdict::Repair { mode };
+    }
+    DirVerdict::Fine
+}
+
+fn secure_dir(path: &Path, meta: fs::Metadata) -> io::Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    match judge_dir(&meta, me) {
+        DirVerdict::Fine => Ok(()),
+        DirVerdict::Repair { mode } => {
+            fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{} is mode {mode:04o}, open to other users, and could not be made 0700: {e}",
+                        path.display()
+                    ),
+                )
+            })?;
+            tracing::warn!(
+                "{} was mode {mode:04o}, open to other users; it is now 0700",
+                path.display()
+            );
+            Ok(())
+        }
+        DirVerdict::Refuse(why) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("refusing to use {}: {why}", path.display()),
+        )),
+    }
 }
 
 pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -190,7 +368,8 @@ mod tests {
         let state = StateDir {
             root: tmp.path().join("state"),
         };
-        let run = state.create_run("abcd1234").unwrap();
+        let id = RunId::parse("abcd1234").unwrap();
+        let run = state.create_run(&id).unwrap();
         run.create_file(SESSION_FILE).unwrap();
         run.write_result(&RunResult::refusal(
             crate::result::ErrorCode::SubagentFailed,
@@ -204,7 +383,48 @@ mod tests {
         assert_eq!(mode(&run.result_file()), 0o600);
         assert!(!run.path.join(".result.json.tmp").exists());
         // The same id twice is refused rather than mixing two runs in one folder.
-        assert!(state.create_run("abcd1234").is_err());
+        assert!(state.create_run(&id).is_err());
+    }
+
+    #[test]
+    fn a_folder_of_another_user_is_refused_and_an_open_one_repaired() {
+        assert_eq!(judge_mode(0o700, 1000, 1000), DirVerdict::Fine);
+        assert_eq!(
+            judge_mode(0o777, 1000, 1000),
+            DirVerdict::Repair { mode: 0o777 }
+        );
+        assert_eq!(
+            judge_mode(0o750, 1000, 1000),
+            DirVerdict::Repair { mode: 0o750 }
+        );
+        assert!(matches!(
+            judge_mode(0o700, 0, 1000),
+            DirVerdict::Refuse(why) if why.contains("belongs to user 0, not to this user (1000)")
+        ));
+    }
+
+    #[test]
+    fn run_ids_are_eight_hex_digits() {
+        assert_eq!(RunId::parse(" ABCDef01\n").unwrap().as_str(), "abcdef01");
+        for bad in [
+            "",
+            "abc",
+            "abcdef012",
+            "../../x",
+            "abcdefgh",
+            "abcd/f01",
+            "/tmp/run",
+            "..",
+            "abcd ef0",
+        ] {
+            assert_eq!(
+                RunId::parse(bad),
+                Err(InvalidRunId(bad.to_string())),
+                "{bad}"
+            );
+        }
+        let new = RunId::new();
+        assert_eq!(RunId::parse(new.as_str()), Ok(new));
     }
 
     #[test]

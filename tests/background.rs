@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
@@ -99,9 +100,16 @@ fn wait_with_a_timeout_reports_still_running() {
     let (status, v) = cli(&sb, &["wait", &run_id, "--timeout", "300ms"]);
     assert_eq!(status, 124);
     assert_eq!(v["details"]["background"]["status"], json!("running"));
-    let (status, _) = cli(&sb, &["stop", &run_id]);
-    assert_eq!(status, 130);
+    // `stop` did what it was asked: exit 0; the stopped run's own status is in its result.
+    let (status, v) = cli(&sb, &["stop", &run_id]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
     sb.assert_no_survivors();
+    // Stopping a run that has ended stops nothing and says how it ended: exit 0 again.
+    let (status, again) = cli(&sb, &["stop", &run_id]);
+    assert_eq!((status, &again), (0, &v));
+    // `wait` still exits as the run did: cancelled.
+    assert_eq!(cli(&sb, &["wait", &run_id]).0, 130);
 }
 
 #[test]
@@ -110,7 +118,7 @@ fn stop_ends_the_whole_tree() {
     let (run_id, supervisor) = start(&sb);
     wait_for_pids(&sb, 2);
     let (status, v) = cli(&sb, &["stop", &run_id]);
-    assert_eq!(status, 130, "{v}");
+    assert_eq!(status, 0, "{v}");
     assert_eq!(v["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
     assert!(v["details"]["error"]["message"]
         .as_str()
@@ -154,4 +162,88 @@ fn a_killed_supervisor_is_reported_as_failed_not_running() {
     );
     // Recorded: no longer listed as unfinished.
     assert_eq!(cli(&sb, &["runs", "--json"]).1["unfinished"], json!([]));
+}
+
+/// A supervisor record naming `pid`, as a forged or stale `supervisor.json` would.
+fn write_record(dir: &std::path::Path, record: Value) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("supervisor.json"), record.to_string()).unwrap();
+}
+
+/// A pid that no process has: a child that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn wait_and_stop_take_only_run_ids_never_paths() {
+    let sb = Sandbox::new();
+    let outside = sb.root.path().join("outside");
+    // `<state>/runs/../../outside` is the same folder.
+    let relative = "../../outside";
+    let record = json!({"pid": dead_pid(), "startTime": "1", "startedAtMs": 0});
+    write_record(&outside, record);
+    for cmd in ["wait", "stop"] {
+        for id in [outside.to_str().unwrap(), relative, "abc", "abcdef0g"] {
+            let (status, v) = cli(&sb, &[cmd, id]);
+            assert_eq!(
+                (status, &v["details"]["error"]["code"]),
+                (2, &json!("INVALID_INPUT")),
+                "{cmd} {id}: {v}"
+            );
+            let mut left: Vec<String> = std::fs::read_dir(&outside)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            left.sort();
+            assert_eq!(left, ["supervisor.json"], "{cmd} {id} wrote there");
+        }
+    }
+}
+
+#[test]
+fn stop_signals_no_process_whose_start_time_is_not_the_recorded_one() {
+    let sb = Sandbox::new();
+    // An unrelated process, in a group of its own so that nothing here can reach ours.
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = bystander.id();
+    // A record of an older version (`startTicks`), and one whose start time is no real
+    // one: neither is proof that the pid is the supervisor.
+    let records = [
+        (
+            "abcdef01",
+            json!({"pid": pid, "startTicks": 0, "startedAtMs": 0}),
+        ),
+        (
+            "abcdef02",
+            json!({"pid": pid, "startTime": "0", "startedAtMs": 0}),
+        ),
+    ];
+    for (id, record) in records {
+        write_record(&sb.state.join("runs").join(id), record);
+        let (status, v) = cli(&sb, &["stop", id]);
+        std::thread::sleep(Duration::from_millis(300));
+        let alive = bystander.try_wait().unwrap().is_none();
+        if !alive {
+            panic!("stop {id} signalled pid {pid}, which is not its supervisor: {v}");
+        }
+        // The run's supervisor is gone: the run had ended (failed), and stop says so.
+        assert_eq!(status, 0, "{v}");
+        assert!(
+            v["details"]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("died before the run finished"),
+            "{v}"
+        );
+    }
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
 }

@@ -136,3 +136,79 @@ fn no_cli_installed_is_a_recorded_run_with_exit_code_127_and_an_install_hint() {
         json!(127)
     );
 }
+
+#[test]
+fn an_agents_dir_that_does_not_exist_is_invalid_input_naming_it() {
+    let sb = Sandbox::new();
+    let missing = sb.root.path().join("no-such-agents");
+    let missing = missing.to_str().unwrap();
+    for args in [
+        &["run", "fake", "x", "--agents-dir", missing][..],
+        &["agents", "--json", "--agents-dir", missing][..],
+    ] {
+        assert_invalid_input(&run(&sb, args), missing);
+    }
+    let out = run(&sb, &["agents", "--agents-dir", missing]);
+    assert_eq!((out.status, out.stdout.as_str()), (2, ""));
+    assert!(out.stderr.contains(missing), "{}", out.stderr);
+}
+
+#[test]
+fn runs_and_show_on_a_bad_state_dir_print_an_invalid_input_result_in_json_mode() {
+    let sb = Sandbox::new();
+    // A file where the state directory should be.
+    let file = sb.root.path().join("state-file");
+    std::fs::write(&file, "not a folder").unwrap();
+    let path = file.to_str().unwrap();
+    for args in [&["runs", "--json"][..], &["show", "abcdef01", "--json"][..]] {
+        let mut cmd = sb.command(args);
+        cmd.env("ORCHESTRATE_STATE_DIR", &file);
+        let out = sb.run_command(cmd);
+        assert_eq!(out.status, 2, "{args:?}: {out:?}");
+        let v = out.json();
+        assert_eq!(v["details"]["error"]["code"], json!("INVALID_INPUT"), "{v}");
+        let message = v["details"]["error"]["message"].as_str().unwrap();
+        assert!(message.contains(path), "{args:?}: {message}");
+    }
+    // Without --json: the same words on stderr, nothing on stdout.
+    let mut cmd = sb.command(&["runs"]);
+    cmd.env("ORCHESTRATE_STATE_DIR", &file);
+    let out = sb.run_command(cmd);
+    assert_eq!((out.status, out.stdout.as_str()), (2, ""));
+    assert!(out.stderr.contains(path), "{}", out.stderr);
+}
+
+#[test]
+fn show_json_of_an_unknown_run_is_an_invalid_input_result() {
+    let sb = Sandbox::new();
+    let out = run(&sb, &["show", "deadbeef", "--json"]);
+    assert_eq!(out.status, 2, "{out:?}");
+    let v = out.json();
+    assert_eq!(v["details"]["error"]["code"], json!("INVALID_INPUT"));
+    assert!(
+        v["details"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown run id: deadbeef"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_decimal_duration_is_accepted() {
+    let sb = Sandbox::new();
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let out = run(
+        &sb,
+        &[
+            "run",
+            "fake",
+            "x",
+            "--agents-dir",
+            &agents,
+            "--timeout",
+            "1.5m",
+        ],
+    );
+    assert_eq!(out.status, 0, "{out:?}");
+}

@@ -174,3 +174,127 @@ fn a_chain_stops_at_a_failed_step_and_keeps_the_earlier_results() {
     );
     assert_eq!(sb.pids().len(), 2);
 }
+
+#[test]
+fn a_task_refused_before_it_ran_has_its_result_in_place_and_the_status_says_why() {
+    let sb = Sandbox::new().scenario("echo-task");
+    // The whole record of each task, its output included.
+    let out = run_tasks(
+        &sb,
+        &["fake=alpha", "nope=beta", "fake=gamma"],
+        &["--details", "full"],
+    );
+    // An unknown agent is the caller's mistake, as for a single run: 2.
+    assert_eq!(out.status, 2, "stderr: {}", out.stderr);
+    let json = out.json();
+    let results = json["details"]["results"].as_array().unwrap();
+    let who: Vec<(&Value, &Value)> = results.iter().map(|r| (&r["agent"], &r["task"])).collect();
+    assert_eq!(
+        who,
+        [
+            (&json!("fake"), &json!("alpha")),
+            (&json!("nope"), &json!("beta")),
+            (&json!("fake"), &json!("gamma"))
+        ],
+        "one result per task, in order: {json}"
+    );
+    let refused = &results[1];
+    let message = "Unknown agent: nope. Available agents: explorer, fake, implementer, researcher, reviewer, tester";
+    assert_eq!(
+        refused,
+        &json!({
+            "agent": "nope", "task": "beta", "exitCode": 2,
+            "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+            "error": message, "sessionFile": "", "output": "", "displayItems": [],
+            "backend": "", "durationMs": 0, "attempts": 0
+        })
+    );
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "UNKNOWN_AGENT", "message": "1 of 3 tasks failed: task 2 (UNKNOWN_AGENT)"})
+    );
+    assert_eq!(results[2]["output"], json!("gamma"));
+}
+
+#[test]
+fn tasks_failing_differently_exit_1_and_a_chain_exits_as_its_stopped_step() {
+    let sb = Sandbox::new().scenario("echo-task");
+    let out = run_tasks(&sb, &["fake=@scenario:fail", "nope=beta"], &[]);
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    assert_eq!(
+        out.json()["details"]["error"],
+        json!({"code": "SUBAGENT_FAILED", "message": "2 of 2 tasks failed: task 1 (SUBAGENT_FAILED), task 2 (UNKNOWN_AGENT)"})
+    );
+
+    let out = run_tasks(
+        &sb,
+        &["fake=first", "nope={previous}", "fake=third"],
+        &["--chain"],
+    );
+    assert_eq!(out.status, 2, "stderr: {}", out.stderr);
+    let json = out.json();
+    let tasks: Vec<&Value> = json["details"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["task"])
+        .collect();
+    assert_eq!(tasks, [&json!("first"), &json!("first")], "{json}");
+    assert_eq!(json["details"]["error"]["code"], json!("UNKNOWN_AGENT"));
+}
+
+#[test]
+fn after_sigterm_queued_tasks_do_not_start() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let child = sb
+        .command(&[
+            "run",
+            "--agents-dir",
+            &agents,
+            "--concurrency",
+            "1",
+            "--task",
+            "fake=one",
+            "--task",
+            "fake=two",
+            "--task",
+            "fake=three",
+        ])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while sb.pids().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first task never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    // Let a task that was wrongly started record its pid.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sb.assert_no_survivors();
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(sb.pids().len(), 1, "only the first task started");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = json["details"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "{json}");
+    assert_eq!(
+        results[0]["termination"],
+        json!({"kind": "terminated", "reason": "cancelled"})
+    );
+    for r in &results[1..] {
+        assert_eq!(
+            (&r["error"], &r["attempts"], r.get("termination")),
+            (
+                &json!("Not started: orchestrate was cancelled before this task's turn."),
+                &json!(0),
+                None
+            ),
+            "{r}"
+        );
+    }
+}

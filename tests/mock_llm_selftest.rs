@@ -14,7 +14,7 @@
 mod mock_llm;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use mock_llm::{Api, MockLlm, MockUsage, Reply, Script};
@@ -95,7 +95,11 @@ fn dechunk(mut raw: &[u8]) -> Vec<u8> {
 }
 
 fn raw_request(mock: &MockLlm, method: &str, path: &str, body: &Value) -> TcpStream {
-    let mut s = TcpStream::connect(mock.addr()).unwrap();
+    raw_request_at(mock.addr(), method, path, body)
+}
+
+fn raw_request_at(addr: SocketAddr, method: &str, path: &str, body: &Value) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let body = if body.is_null() {
         String::new()
@@ -104,8 +108,7 @@ fn raw_request(mock: &MockLlm, method: &str, path: &str, body: &Value) -> TcpStr
     };
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nX-Api-Key: k\r\nContent-Length: {}\r\n\r\n{body}",
-        mock.addr(),
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nX-Api-Key: k\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -113,7 +116,11 @@ fn raw_request(mock: &MockLlm, method: &str, path: &str, body: &Value) -> TcpStr
 }
 
 fn call(mock: &MockLlm, path: &str, body: Value) -> Response {
-    let mut s = raw_request(mock, "POST", path, &body);
+    call_at(mock.addr(), path, body)
+}
+
+fn call_at(addr: SocketAddr, path: &str, body: Value) -> Response {
+    let mut s = raw_request_at(addr, "POST", path, &body);
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("read to close");
     let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
@@ -597,44 +604,68 @@ fn side_requests_that_ask_for_json_get_a_minimal_instance_of_their_schema() {
     assert_eq!(mock.conversation().len(), 0);
 }
 
+/// The mock as a program (`examples/mock_llm.rs`, which `scripts/demo` runs): it says
+/// where it listens and answers as its script says.
+#[test]
+fn the_mock_program_announces_its_url_and_answers() {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().unwrap();
+    let program = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("examples/mock_llm");
+    assert!(program.exists(), "not built: {}", program.display());
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("url");
+    let mut child = std::process::Command::new(&program)
+        .args(["--script", "text", "--seconds", "60", "--url-file"])
+        .arg(&url_file)
+        .stdout(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let url = loop {
+        if let Ok(url) = std::fs::read_to_string(&url_file) {
+            break url;
+        }
+        assert!(Instant::now() < deadline, "no URL written");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let addr: SocketAddr = url.strip_prefix("http://").unwrap().parse().unwrap();
+    let r = call_at(
+        addr,
+        "/v1/chat/completions",
+        json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(r.status, 200);
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        json!("Hello from mock.")
+    );
+}
+
 /// Runs the mock by hand (see the file's doc comment).
 #[test]
 #[ignore]
 fn serve() {
-    let usage = MockUsage {
-        input: 200,
-        output: 14,
-        cached: 40,
-    };
     let tool_name = std::env::var("MOCK_LLM_TOOL").unwrap_or_else(|_| "bash".into());
     let tool_args: Value = std::env::var("MOCK_LLM_TOOL_ARGS")
         .ok()
         .map(|s| serde_json::from_str(&s).expect("MOCK_LLM_TOOL_ARGS is JSON"))
         .unwrap_or_else(|| json!({"command": "echo hi-from-tool"}));
-    let tool = Reply::tool(&tool_name, tool_args, usage);
-    let text = Reply::text("Hello from mock.", usage);
-    let script = match std::env::var("MOCK_LLM_SCRIPT").as_deref() {
-        Ok("text") => Script::always(text),
-        Ok("401") => Script::always(Reply::unauthorized()),
-        Ok("overloaded") => Script::always(Reply::Overloaded),
-        Ok("hang") => Script::always(Reply::hang("Partial ")),
-        // `http:STATUS:MESSAGE`: that status with the API's error shape carrying MESSAGE.
-        Ok(s) if s.starts_with("http:") => {
-            let mut parts = s.splitn(3, ':').skip(1);
-            let status: u16 = parts.next().unwrap().parse().expect("http:STATUS:MESSAGE");
-            let message = parts.next().unwrap_or("mock error").to_string();
-            let api = match std::env::var("MOCK_LLM_API").as_deref() {
-                Ok("anthropic") => Api::Anthropic,
-                Ok("gemini") => Api::Gemini,
-                _ => Api::OpenAiChat,
-            };
-            Script::always(Reply::HttpError {
-                status,
-                body: mock_llm::error_body(api, status, &message),
-            })
-        }
-        _ => Script::tool_then_text(tool, text),
+    let api = match std::env::var("MOCK_LLM_API").as_deref() {
+        Ok("anthropic") => Api::Anthropic,
+        Ok("gemini") => Api::Gemini,
+        _ => Api::OpenAiChat,
     };
+    let name = std::env::var("MOCK_LLM_SCRIPT").unwrap_or_else(|_| "tool_then_text".into());
+    let script =
+        mock_llm::program::script_named(&name, (&tool_name, tool_args), api).expect("script");
     let mock = MockLlm::start(script);
     println!("mock LLM at {}", mock.base_url());
     if let Ok(f) = std::env::var("MOCK_LLM_URL_FILE") {
@@ -644,26 +675,10 @@ fn serve() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
-    let log = std::env::var("MOCK_LLM_LOG").ok();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut seen = 0;
-    while Instant::now() < deadline {
-        let reqs = mock.requests();
-        for r in &reqs[seen..] {
-            let line = json!({"method": r.method, "path": r.path, "headers": r.headers,
-                              "api": r.api.map(|a| format!("{a:?}")), "side": r.side,
-                              "served": r.served, "body": r.body});
-            println!("{} {} side={} -> {}", r.method, r.path, r.side, r.served);
-            if let Some(log) = &log {
-                let mut f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(log)
-                    .unwrap();
-                writeln!(f, "{line}").unwrap();
-            }
-        }
-        seen = reqs.len();
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let log = std::env::var_os("MOCK_LLM_LOG").map(std::path::PathBuf::from);
+    mock_llm::program::report_requests(
+        &mock,
+        Some(Instant::now() + Duration::from_secs(secs)),
+        log.as_deref(),
+    );
 }

@@ -104,7 +104,7 @@ fn resume_errors_say_what_is_missing() {
     assert!(out.json()["details"]["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("is not a run id"));
+        .contains("--resume: invalid run id \"not-an-id\": expected 8 hex digits"));
 
     let first = sb.run("first", &[]);
     let id = first.json()["details"]["runId"]

@@ -18,6 +18,15 @@ const FIRST_FRONT_LINE: usize = 2;
 
 const MISSING_FRONT_MATTER: &str = "missing front matter: the file must start with a --- line";
 
+/// The most front matter read as YAML. Real agent files have a few hundred bytes of keys;
+/// the YAML parser's cost grows faster than the text (200 KB of `[` took 40 s), so more
+/// is a problem with the file, found before any parsing.
+pub(crate) const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
+/// The deepest nesting of flow collections (`[`, `{`) and block sequences (`- - -`) read
+/// as YAML. The keys orchestrate reads are flat; the parser gives up at 128 levels anyway,
+/// but only after scanning the whole text.
+pub(crate) const MAX_FRONT_MATTER_NESTING: usize = 32;
+
 /// Parses one agent file. `path` is only recorded (in the source and in problems); nothing
 /// is read from disk. With `Scope::Builtin` the source is [`AgentSource::Builtin`].
 pub(crate) fn parse_agent_file(
@@ -48,6 +57,7 @@ pub(super) fn parse_detailed(
         reason,
     };
     let doc = split(text).map_err(problem)?;
+    check_bounds(&doc.front).map_err(problem)?;
     let map = read_yaml(&doc.front).map_err(problem)?;
     let fields = Fields {
         front: &doc.front,
@@ -185,6 +195,72 @@ fn split(text: &str) -> Result<Document<'_>, Located> {
         _ => String::new(),
     };
     Ok(Document { front, body })
+}
+
+/// Refuses front matter larger than [`MAX_FRONT_MATTER_BYTES`] or nested deeper than
+/// [`MAX_FRONT_MATTER_NESTING`], in one pass over the text. The nesting is counted the
+/// way YAML opens it: `[`/`{` outside quotes and comments, and the `- ` items that open a
+/// sequence on a line; closing brackets end their levels. A plain scalar holding `[` may
+/// count a level it does not open, which only matters past the limit.
+fn check_bounds(front: &[&str]) -> Result<(), Located> {
+    let bytes: usize = front.iter().map(|l| l.len() + 1).sum();
+    if bytes > MAX_FRONT_MATTER_BYTES {
+        return Err((
+            Some(FIRST_FRONT_LINE),
+            format!(
+                "front matter is {bytes} bytes, more than the {MAX_FRONT_MATTER_BYTES} allowed"
+            ),
+        ));
+    }
+    let too_deep = |i: usize| {
+        Err((
+            Some(i + FIRST_FRONT_LINE),
+            format!(
+                "front matter nests deeper than {MAX_FRONT_MATTER_NESTING} levels; \
+                 agent keys are flat"
+            ),
+        ))
+    };
+    let mut flow: usize = 0;
+    let mut quote: Option<char> = None;
+    for (i, line) in front.iter().enumerate() {
+        if flow == 0 && quote.is_none() {
+            let mut rest = line.trim_start_matches([' ', '\t']);
+            let mut items = 0;
+            while let Some(r) = rest
+                .strip_prefix('-')
+                .filter(|r| r.starts_with([' ', '\t']))
+            {
+                items += 1;
+                rest = r.trim_start_matches([' ', '\t']);
+            }
+            if items > MAX_FRONT_MATTER_NESTING {
+                return too_deep(i);
+            }
+        }
+        let mut prev = ' ';
+        for c in line.chars() {
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None => match c {
+                    '#' if prev.is_whitespace() => break,
+                    '"' | '\'' if prev.is_whitespace() || "[{,:".contains(prev) => quote = Some(c),
+                    '[' | '{' => {
+                        flow += 1;
+                        if flow > MAX_FRONT_MATTER_NESTING {
+                            return too_deep(i);
+                        }
+                    }
+                    ']' | '}' => flow = flow.saturating_sub(1),
+                    _ => {}
+                },
+            }
+            prev = c;
+        }
+        // A single-quoted scalar may span lines; a double-quoted one too.
+    }
+    Ok(())
 }
 
 fn read_yaml(front: &[&str]) -> Result<Mapping, Located> {
@@ -891,5 +967,54 @@ You are a senior code reviewer.
                 Some(DialectKind::Codex)
             )
         );
+    }
+
+    /// A hostile agent file must cost milliseconds, not the 40 s (release; minutes in a
+    /// debug build) that YAML parsing of 200 KB of `[` took. The bound is generous; the
+    /// speed itself is measured in `scripts/bench`.
+    #[test]
+    fn hostile_front_matter_is_a_problem_found_at_once() {
+        let cases = [
+            // The reported file: 200 KB of `[`.
+            (
+                format!("extra: {}", "[".repeat(200_000)),
+                "front matter is 200016 bytes, more than the 65536 allowed",
+            ),
+            // Within the size bound, each way of nesting.
+            (
+                format!("extra: {}", "[".repeat(60_000)),
+                "nests deeper than 32",
+            ),
+            (
+                format!("extra: {}", "{a: ".repeat(15_000)),
+                "nests deeper than 32",
+            ),
+            (
+                format!("extra:\n  {}x", "- ".repeat(30_000)),
+                "nests deeper than 32",
+            ),
+        ];
+        for (front, why) in cases {
+            let text = format!("---\nname: x\n{front}\n---\nBody.\n");
+            let started = std::time::Instant::now();
+            let err = parse(&text).unwrap_err();
+            let took = started.elapsed();
+            assert!(err.reason.contains(why), "{}", err.reason);
+            assert!(
+                took < std::time::Duration::from_secs(5),
+                "{why}: took {took:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn brackets_in_quotes_and_comments_and_shallow_nesting_are_fine() {
+        let deep_ok = format!("{}x{}", "[".repeat(32), "]".repeat(32));
+        let text = format!(
+            "---\nname: x\ndescription: \"see [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ here\" # [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n\
+             tools: [read, grep]\nextra: {deep_ok}\nlist:\n  - - - a\n---\nBody.\n"
+        );
+        let def = parse(&text).unwrap();
+        assert_eq!(def.tools.len(), 2);
     }
 }

@@ -59,10 +59,7 @@ pub(crate) fn build(
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, DialectKind::Claude);
-    // The prompt comes first: `--tools` and `--allowedTools` take several values and would
-    // swallow a prompt placed after them.
     inv.arg("-p")
-        .arg(input.task)
         .arg("--output-format")
         .arg("stream-json")
         .arg("--verbose");
@@ -92,6 +89,10 @@ pub(crate) fn build(
     for rule in allowed {
         inv.arg(rule);
     }
+    // The task last, after `--`: it ends the variadic `--allowedTools`, and a task that
+    // starts with `-` (a bullet list, `--version`) is the prompt, never an option. Checked
+    // against claude 2.1.332: after `--` even a subcommand's name (`doctor`) is the prompt.
+    inv.arg("--").arg(input.task);
     Ok(inv)
 }
 
@@ -360,7 +361,6 @@ mod tests {
         let prompt = dir.path().join("system-prompt.md");
         let mut want = vec![
             "-p",
-            "audit",
             "--output-format",
             "stream-json",
             "--verbose",
@@ -378,6 +378,7 @@ mod tests {
             "Glob",
         ];
         want.extend(READONLY_BASH_RULES);
+        want.extend(["--", "audit"]);
         assert_eq!(args(&inv), want);
         assert_eq!(inv.warnings.len(), 1);
     }
@@ -402,7 +403,6 @@ mod tests {
             args(&inv),
             [
                 "-p",
-                "fix",
                 "--output-format",
                 "stream-json",
                 "--verbose",
@@ -417,8 +417,31 @@ mod tests {
                 "Edit",
                 "Write",
                 "Bash",
+                "--",
+                "fix",
             ]
         );
         assert!(inv.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_task_that_starts_with_a_dash_is_never_an_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        for task in ["--version", "- find auth\n- check tests", "-"] {
+            let inv = build(
+                "claude".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task,
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                },
+            )
+            .unwrap();
+            let got = args(&inv);
+            assert_eq!(got[got.len() - 2..], ["--", task], "{got:?}");
+        }
     }
 }

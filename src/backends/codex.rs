@@ -81,11 +81,25 @@ pub(crate) fn build(
             inv.prompt_files.push(path);
         }
     }
+    // The positionals after `--`, so that a task that starts with `-` is the prompt and
+    // never an option (clap, checked against codex 0.171.0: after `--` not even
+    // `resume` or `review` is a subcommand).
+    inv.arg("--");
     if let Some(from) = input.resume {
         inv.arg(from.session_id("codex")?);
     }
-    inv.arg(input.task);
+    inv.arg(prompt_arg(input.task).as_ref());
     Ok(inv)
+}
+
+/// codex reads its prompt from stdin when the argument is `-`; a task that is just `-`
+/// gets a newline so that it is the prompt itself.
+fn prompt_arg(task: &str) -> Cow<'_, str> {
+    if task == "-" {
+        Cow::Owned(format!("{task}\n"))
+    } else {
+        Cow::Borrowed(task)
+    }
 }
 
 #[derive(Deserialize)]
@@ -296,6 +310,7 @@ impl Dialect for CodexDialect {
 mod tests {
     use super::*;
     use crate::backends::test_support::{agent, args};
+    use crate::backends::ResumeFrom;
 
     use pretty_assertions::assert_eq;
 
@@ -326,6 +341,7 @@ mod tests {
                 "read-only",
                 "-c",
                 "developer_instructions=\"Say \\\"hi\\\"\\nthen stop.\"",
+                "--",
                 "look",
             ]
         );
@@ -350,9 +366,62 @@ mod tests {
                 "--skip-git-repo-check",
                 "-s",
                 "workspace-write",
+                "--",
                 "fix"
             ]
         );
         assert!(inv.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_task_that_starts_with_a_dash_is_never_an_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        for (task, sent) in [
+            ("--version", "--version"),
+            (
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ),
+            ("- find auth\n- check tests", "- find auth\n- check tests"),
+            // codex reads its prompt from stdin when it is `-`.
+            ("-", "-\n"),
+        ] {
+            let inv = build(
+                "codex".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task,
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                },
+            )
+            .unwrap();
+            let got = args(&inv);
+            assert_eq!(got[got.len() - 2..], ["--", sent], "{got:?}");
+        }
+        let from = ResumeFrom {
+            run_id: "r1".into(),
+            session_id: Some("0199-thread".into()),
+            run_dir: dir.path().to_path_buf(),
+        };
+        let inv = build(
+            "codex".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "--version",
+                model: None,
+                run_dir: dir.path(),
+                resume: Some(&from),
+            },
+        )
+        .unwrap();
+        let got = args(&inv);
+        assert_eq!(
+            got[got.len() - 3..],
+            ["--", "0199-thread", "--version"],
+            "{got:?}"
+        );
     }
 }

@@ -76,15 +76,15 @@ fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, 
             "a model: the template uses {model}; pass --model or set `model:`".to_string(),
         ));
     }
-    let mut args = words.into_iter().map(|w| {
-        let mut w = w
-            .replace("{task}", input.task)
-            .replace("{model}", model.unwrap_or_default());
-        if let Some(p) = &prompt_file {
-            w = w.replace("{system_prompt_file}", &p.to_string_lossy());
-        }
-        OsString::from(w)
-    });
+    let prompt_path = prompt_file.as_ref().map(|p| p.to_string_lossy());
+    let values = [
+        ("{task}", Some(input.task)),
+        ("{model}", model),
+        ("{system_prompt_file}", prompt_path.as_deref()),
+    ];
+    let mut args = words
+        .into_iter()
+        .map(|w| OsString::from(fill_placeholders(&w, &values)));
     let program = args.next().expect("non-empty template");
     let mut inv = Invocation::new(program, dialect);
     inv.args = args.collect();
@@ -94,6 +94,33 @@ fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, 
             .push("the command template has no {task}: the task was not passed".to_string());
     }
     Ok(inv)
+}
+
+/// `word` with each placeholder of the template replaced by its value, in one pass from
+/// left to right: a value is never searched again, so a `{model}` inside the task stays
+/// as it is. A placeholder without a value (none here) is left as written.
+fn fill_placeholders(word: &str, values: &[(&str, Option<&str>)]) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        rest = &rest[open..];
+        match values
+            .iter()
+            .find(|(name, value)| value.is_some() && rest.starts_with(name))
+        {
+            Some((name, Some(value))) => {
+                out.push_str(value);
+                rest = &rest[name.len()..];
+            }
+            _ => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -168,5 +195,30 @@ mod tests {
         assert!(input(&a).contains("a model"));
         a.command = Some("x 'unclosed".into());
         assert!(input(&a).contains("parses"));
+    }
+
+    #[test]
+    fn placeholders_in_the_task_or_the_model_stay_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = agent(&[], false, "");
+        a.command = Some("cli --model {model} --sys {system_prompt_file} {task}".into());
+        a.dialect = Some(DialectKind::Pi);
+        let task = "explain {model}, {system_prompt_file} and {task} in the template";
+        let inv = build(
+            OsString::new(),
+            &InvocationInput {
+                agent: &a,
+                task,
+                model: Some("{task}"),
+                run_dir: dir.path(),
+                resume: None,
+            },
+        )
+        .unwrap();
+        let prompt = dir.path().join("system-prompt.md");
+        assert_eq!(
+            args(&inv),
+            ["--model", "{task}", "--sys", prompt.to_str().unwrap(), task]
+        );
     }
 }

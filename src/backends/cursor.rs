@@ -68,8 +68,11 @@ pub(crate) fn build(
         inv.warnings
             .push("cursor has no turn limit: max_turns is not enforced".to_string());
     }
-    // No system prompt flag: the agent's prompt goes first in the message.
-    inv.arg(input.task_with_instructions());
+    // No system prompt flag: the agent's prompt goes first in the message. After `--`, so
+    // that a task that starts with `-` is never an option (cursor-agent's parser is
+    // commander's, as claude's; it cannot be installed offline, so this is unproven
+    // against the real CLI).
+    inv.arg("--").arg(input.task_with_instructions());
     Ok(inv)
 }
 
@@ -259,9 +262,31 @@ mod tests {
                 "--trust",
                 "--mode",
                 "ask",
+                "--",
                 "why"
             ]
         );
         assert_eq!(inv.warnings.len(), 1);
+    }
+
+    #[test]
+    fn a_task_that_starts_with_a_dash_is_never_an_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        for task in ["--version", "- find auth\n- check tests", "-"] {
+            let inv = build(
+                "cursor-agent".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task,
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                },
+            )
+            .unwrap();
+            let got = args(&inv);
+            assert_eq!(got[got.len() - 2..], ["--", task], "{got:?}");
+        }
     }
 }

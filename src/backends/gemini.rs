@@ -39,7 +39,15 @@ pub(crate) fn build(
     // Gemini has no flag to append to its system prompt, and replacing it
     // (GEMINI_SYSTEM_MD) would drop its tool instructions: the agent's prompt goes first
     // in the message instead.
-    inv.arg("-p").arg(input.task_with_instructions());
+    let prompt = input.task_with_instructions();
+    // gemini's parser (yargs) gives `-p` no value that starts with `-`: such a task would
+    // be options. `--prompt=VALUE` takes any value, but strips quotes around one (`"x"`
+    // becomes `x`), which a value that starts with `-` cannot have.
+    if prompt.starts_with('-') {
+        inv.arg(format!("--prompt={prompt}"));
+    } else {
+        inv.arg("-p").arg(prompt);
+    }
     inv.arg("--output-format").arg("stream-json");
     if let Some(model) = input.model() {
         inv.arg("-m").arg(model);
@@ -392,5 +400,34 @@ mod tests {
         assert_eq!(args(&inv)[5..], ["--approval-mode", "yolo"]);
         assert!(inv.prompt_files.is_empty());
         assert!(inv.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_task_that_starts_with_a_dash_is_never_an_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        for task in ["--version", "- find auth\n- check tests", "-"] {
+            let inv = build(
+                "gemini".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task,
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                },
+            )
+            .unwrap();
+            let got = args(&inv);
+            // `-p VALUE` takes no value that starts with `-`; `--prompt=VALUE` takes any.
+            let prompt_arg = |t: &str| {
+                if t.starts_with('-') {
+                    vec![format!("--prompt={t}")]
+                } else {
+                    vec!["-p".to_string(), t.to_string()]
+                }
+            };
+            assert_eq!(got[..prompt_arg(task).len()], prompt_arg(task), "{got:?}");
+        }
     }
 }

@@ -99,8 +99,73 @@ pub(crate) fn build(
         // Without it, a headless run rejects every permission that would ask.
         inv.arg("--auto");
     }
-    inv.arg(input.task);
+    // After `--`: a task that starts with `-` is the message, never an option.
+    inv.arg("--");
+    for word in message_words(input.task) {
+        inv.arg(word);
+    }
     Ok(inv)
+}
+
+/// The task as `opencode run`'s message words. opencode (1.18.33) joins its words with
+/// spaces, wrapping each word that has a space in double quotes and escaping the quotes
+/// inside (one argument `find auth` reaches the model as `"find auth"`); and its parser
+/// (yargs) turns a word that looks like a number into one, on which opencode crashes
+/// (`G.includes is not a function`). Words cut at every space join back into the task
+/// exactly, runs of spaces included; a word that looks like a number is kept with a
+/// neighbour instead, and only that pair reaches the model in quotes.
+fn message_words(task: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut words = task.split(' ');
+    while let Some(word) = words.next() {
+        if !yargs_number(word) {
+            out.push(word.to_string());
+        } else if let Some(next) = words.next() {
+            out.push(format!("{word} {next}"));
+        } else if let Some(prev) = out.last_mut() {
+            prev.push(' ');
+            prev.push_str(word);
+        } else {
+            out.push(format!("{word} "));
+        }
+    }
+    out
+}
+
+/// Whether yargs-parser reads `word` as a number (its `looksLikeNumber`).
+fn yargs_number(word: &str) -> bool {
+    let hex = word
+        .strip_prefix("0x")
+        .or_else(|| word.strip_prefix("0X"))
+        .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    if hex {
+        return true;
+    }
+    let b = word.as_bytes();
+    if b.len() >= 2 && b[0] == b'0' && b[1] != b'.' {
+        return false;
+    }
+    // ^-?(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?$
+    let rest = word.strip_prefix('-').unwrap_or(word);
+    let (mantissa, exponent) = match rest.find('e') {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        None => digits(mantissa),
+        Some((int, frac)) => {
+            (digits(int) && (frac.is_empty() || digits(frac))) || (int.is_empty() && digits(frac))
+        }
+    };
+    let exponent_ok = exponent.is_none_or(|e| {
+        digits(
+            e.strip_prefix('-')
+                .or_else(|| e.strip_prefix('+'))
+                .unwrap_or(e),
+        )
+    });
+    mantissa_ok && exponent_ok
 }
 
 /// `{"bash": false, …}` for the known tools the agent did not list.
@@ -259,6 +324,7 @@ mod tests {
                 "mock/m",
                 "--agent",
                 "orchestrate",
+                "--",
                 "look"
             ]
         );
@@ -314,8 +380,60 @@ mod tests {
                 "--agent",
                 "orchestrate",
                 "--auto",
+                "--",
                 "fix"
             ]
         );
+    }
+
+    #[test]
+    fn a_task_that_starts_with_a_dash_is_never_an_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        for task in [
+            "--version",
+            "- find auth\n- check tests",
+            "-",
+            " two  spaces ",
+        ] {
+            let inv = build(
+                "opencode".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task,
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                },
+            )
+            .unwrap();
+            let got = args(&inv);
+            let dashes = got.iter().position(|a| a == "--").expect("--");
+            assert_eq!(got[dashes + 1..].join(" "), task, "{got:?}");
+            assert!(
+                !got[dashes + 1..].iter().any(|w| w.contains(' ')),
+                "{got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn words_that_look_like_numbers_keep_a_neighbour() {
+        let words = |t: &str| message_words(t);
+        assert_eq!(words("fix issue 42 now"), ["fix", "issue", "42 now"]);
+        assert_eq!(words("bump to 1.5"), ["bump", "to 1.5"]);
+        assert_eq!(words("0x10  \"q\""), ["0x10 ", "\"q\""]);
+        assert_eq!(words("42"), ["42 "]);
+        assert_eq!(words("v1.5 007 1e3x"), ["v1.5", "007", "1e3x"]);
+        for n in [
+            "42", "-5", "3.", ".5", "1e3", "2e-4", "0X1F", "0.5", "1.5e+2",
+        ] {
+            assert!(yargs_number(n), "{n}");
+        }
+        for n in [
+            "", "-", ".", "e3", "1e", "0x", "007", "1.2.3", "1,000", "--5", "0xg", "2E-4",
+        ] {
+            assert!(!yargs_number(n), "{n}");
+        }
     }
 }

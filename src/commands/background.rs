@@ -3,14 +3,13 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
 use super::run::{print_result, OutputFormat};
 use crate::background::{self, RunState};
 use crate::error::RunError;
 use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
-use crate::session::StateDir;
+use crate::session::{RunId, StateDir};
 
 /// How often `wait` looks for the result.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -60,16 +59,16 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
     }
 }
 
-fn unknown_run(run_id: &str, format: OutputFormat) -> i32 {
+fn unknown_run(run_id: &RunId, format: OutputFormat) -> i32 {
     refuse(
         format,
         RunError::invalid(format!(
-            "no background run {run_id:?} (see `orchestrate runs`)"
+            "no background run {run_id} (see `orchestrate runs`)"
         )),
     )
 }
 
-fn running(run_id: &str, record: &background::SupervisorRecord, session: String) -> RunResult {
+fn running(run_id: &RunId, record: &background::SupervisorRecord, session: String) -> RunResult {
     RunResult {
         content: vec![TextContent::text(format!("Run {run_id} is still running."))],
         details: Details {
@@ -87,61 +86,99 @@ fn running(run_id: &str, record: &background::SupervisorRecord, session: String)
     }
 }
 
-/// Waits for a background run and prints its result, exiting as the run would have in the
-/// foreground. With a timeout that passes first: prints that it is still running, exit 124.
-pub fn wait(run_id: &str, timeout: Option<Duration>, format: OutputFormat) -> i32 {
-    let state = match state_dir(format) {
-        Ok(s) => s,
-        Err(status) => return status,
-    };
+/// How a background run ended, or that it still runs after `timeout`.
+enum Waited {
+    Ended(Box<RunResult>, i32),
+    StillRunning(Box<RunResult>),
+}
+
+/// Waits for a background run to end, at most `timeout`. A supervisor that died is
+/// recorded as the run's failure.
+fn wait_for_end(
+    state: &StateDir,
+    run_id: &RunId,
+    timeout: Option<Duration>,
+    format: OutputFormat,
+) -> Result<Waited, i32> {
     let run_dir = state.run_dir(run_id);
     let started = Instant::now();
     loop {
         match background::state(&run_dir) {
-            Ok(RunState::Finished(result, status)) => return print_result(format, &result, status),
+            Ok(RunState::Finished(result, status)) => return Ok(Waited::Ended(result, status)),
             Ok(RunState::Dead(record)) => {
                 return match background::mark_dead(&run_dir, run_id, &record) {
-                    Ok((result, status)) => print_result(format, &result, status),
-                    Err(e) => super::run::print_internal_error(format, &e.to_string()),
+                    Ok((result, status)) => Ok(Waited::Ended(Box::new(result), status)),
+                    Err(e) => Err(super::run::print_internal_error(format, &e.to_string())),
                 };
             }
-            Ok(RunState::Unknown) => return unknown_run(run_id, format),
+            Ok(RunState::Unknown) => return Err(unknown_run(run_id, format)),
             Ok(RunState::Running(record)) => {
                 if timeout.is_some_and(|t| started.elapsed() >= t) {
                     let session = run_dir.session_file().to_string_lossy().into_owned();
-                    return print_result(format, &running(run_id, &record, session), 124);
+                    return Ok(Waited::StillRunning(Box::new(running(
+                        run_id, &record, session,
+                    ))));
                 }
             }
             Err(e) => {
-                return super::run::print_internal_error(
+                return Err(super::run::print_internal_error(
                     format,
                     &format!("cannot read run {run_id}: {e}"),
-                )
+                ))
             }
         }
         std::thread::sleep(POLL_INTERVAL);
     }
 }
 
+/// Waits for a background run and prints its result, exiting as the run would have in the
+/// foreground. With a timeout that passes first: prints that it is still running, exit 124.
+pub fn wait(run_id: &RunId, timeout: Option<Duration>, format: OutputFormat) -> i32 {
+    let state = match state_dir(format) {
+        Ok(s) => s,
+        Err(status) => return status,
+    };
+    match wait_for_end(&state, run_id, timeout, format) {
+        Ok(Waited::Ended(result, status)) => print_result(format, &result, status),
+        Ok(Waited::StillRunning(result)) => print_result(format, &result, exit_status::TIMEOUT),
+        Err(status) => status,
+    }
+}
+
 /// Stops a background run: SIGTERM to its supervisor, which stops the child's whole group
-/// and writes a cancelled result; then prints that result.
-pub fn stop(run_id: &str, format: OutputFormat) -> i32 {
+/// and writes a cancelled result; then prints the run's result. Exit 0 once the run has
+/// ended (stopped now, or earlier on its own: its own status is in the result); 1 when it
+/// still runs after [`STOP_WAIT`].
+pub fn stop(run_id: &RunId, format: OutputFormat) -> i32 {
     let state = match state_dir(format) {
         Ok(s) => s,
         Err(status) => return status,
     };
     let run_dir = state.run_dir(run_id);
-    match background::state(&run_dir) {
+    let wait_limit = match background::state(&run_dir) {
         Ok(RunState::Running(record)) => {
-            // The record was just checked against the pid's start time: this is our process.
-            if let Err(e) = kill(Pid::from_raw(record.pid as i32), Signal::SIGTERM) {
+            if let Err(e) = background::signal_supervisor(&record, Signal::SIGTERM) {
                 tracing::warn!("failed to signal the supervisor (pid {}): {e}", record.pid);
             }
-            wait(run_id, Some(STOP_WAIT), format)
+            STOP_WAIT
         }
-        Ok(_) => wait(run_id, Some(Duration::ZERO), format),
+        Ok(_) => Duration::ZERO,
         Err(e) => {
-            super::run::print_internal_error(format, &format!("cannot read run {run_id}: {e}"))
+            return super::run::print_internal_error(
+                format,
+                &format!("cannot read run {run_id}: {e}"),
+            )
         }
+    };
+    match wait_for_end(&state, run_id, Some(wait_limit), format) {
+        Ok(Waited::Ended(result, _)) => print_result(format, &result, exit_status::SUCCESS),
+        Ok(Waited::StillRunning(mut result)) => {
+            result.content = vec![TextContent::text(format!(
+                "Run {run_id} did not stop within {}s of SIGTERM to its supervisor; it is still running.",
+                STOP_WAIT.as_secs()
+            ))];
+            print_result(format, &result, exit_status::FAILURE)
+        }
+        Err(status) => status,
     }
 }

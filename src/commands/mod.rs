@@ -32,6 +32,19 @@ pub fn dispatch(cli: Cli) -> i32 {
     }
 }
 
+/// A command that lists what orchestrate recorded (`runs`, `show`) could not: with
+/// `--json`, an `INVALID_INPUT` result on stdout, so that a parent parsing stdout never
+/// meets plain text; else the message on stderr. Exit 2 either way.
+pub(crate) fn refuse_listing(json: bool, message: &str) -> i32 {
+    let refusal = crate::error::RunError::invalid(message);
+    if json {
+        println!("{}", refusal.to_result(None).to_json_line());
+    } else {
+        eprintln!("orchestrate: {message}");
+    }
+    refusal.exit_status()
+}
+
 fn serve_mcp(agents_dir: Option<std::path::PathBuf>) -> i32 {
     let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()

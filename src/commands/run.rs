@@ -10,6 +10,7 @@ use crate::error::RunError;
 use crate::result::{internal_error_json, DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{self as pipeline, Observer, RunEnv, RunRequest};
+use crate::session::RunId;
 use crate::supervisor::Controls;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,10 +186,10 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
         None
     };
     let output = pipeline::run(&req, &env, &controls, observer).await;
-    if let Some(id) = &req.run_id {
-        // A background run: whoever waits for it reads these, even for a refusal that
-        // never reached the child.
-        let dir = env.state.run_dir(id);
+    // A background run (its id was checked as `--run-id` was parsed): whoever waits for it
+    // reads these, even for a refusal that never reached the child.
+    if let Some(id) = req.run_id.as_deref().and_then(|id| RunId::parse(id).ok()) {
+        let dir = env.state.run_dir(&id);
         if let Err(e) = dir
             .write_result(&output.result)
             .and_then(|()| crate::background::record_exit_status(&dir, output.exit_status))

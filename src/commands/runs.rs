@@ -17,17 +17,11 @@ pub const DEFAULT_LIMIT: usize = 20;
 pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
     let state = match StateDir::from_env() {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("orchestrate: {e}");
-            return exit_status::FAILURE;
-        }
+        Err(e) => return super::refuse_listing(json, &e.to_string()),
     };
     let index = match history::read_index(&state) {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("orchestrate: {e}");
-            return exit_status::FAILURE;
-        }
+        Err(e) => return super::refuse_listing(json, &e.to_string()),
     };
     let index_path = state.root.join(INDEX_FILE);
     for (line, why) in &index.skipped {

@@ -9,37 +9,38 @@ use crate::commands::runs::{cost, human_duration, thousands};
 use crate::history::{self, Index};
 use crate::result::exit_status;
 use crate::sanitize::Sanitizer;
-use crate::session::{IndexEntry, RunDir, StateDir};
+use crate::session::{IndexEntry, RunDir, RunId, StateDir};
 
 pub const STDERR_TAIL_LINES: usize = 20;
 /// Enough for 20 long lines; a flooded stderr.log is never read whole.
 const STDERR_TAIL_BYTES: u64 = 64 * 1024;
 const RECENT_IDS_IN_ERROR: usize = 5;
 
-pub fn show(run_id: &str, json: bool) -> i32 {
-    let Some(id) = history::normalize_run_id(run_id) else {
-        eprintln!(
-            "orchestrate: invalid run id {run_id:?}: expected 8 hex digits, as `orchestrate runs` prints them"
-        );
-        return exit_status::USAGE;
-    };
+pub fn show(run_id: &RunId, json: bool) -> i32 {
+    let id = run_id.as_str();
     let state = match StateDir::from_env() {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("orchestrate: {e}");
-            return exit_status::FAILURE;
-        }
+        Err(e) => return super::refuse_listing(json, &e.to_string()),
     };
+    // A state directory that is no folder can hold no run (and says why).
+    if let Err(e) = std::fs::read_dir(&state.root) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            let why = format!(
+                "cannot read the state directory {}: {e}",
+                state.root.display()
+            );
+            return super::refuse_listing(json, &why);
+        }
+    }
     // The index only adds a status line here; its skipped lines are `runs`'s to report,
     // and an unreadable index must not hide a run folder that is there.
     let index = history::read_index(&state).unwrap_or_else(|e| {
         tracing::warn!("{e}");
         Index::default()
     });
-    let run = state.run_dir(&id);
+    let run = state.run_dir(run_id);
     if !run.path.is_dir() {
-        eprintln!("orchestrate: {}", unknown_run_message(&id, &index, &state));
-        return exit_status::USAGE;
+        return super::refuse_listing(json, &unknown_run_message(id, &index, &state));
     }
     let result = read_result(&run);
     let stderr_tail =
@@ -64,7 +65,7 @@ pub fn show(run_id: &str, json: bool) -> i32 {
         });
         format!("{value}\n")
     } else {
-        render_text(&id, &run, entry, result.as_ref(), &stderr_tail)
+        render_text(id, &run, entry, result.as_ref(), &stderr_tail)
     };
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => exit_status::SUCCESS,

@@ -105,6 +105,7 @@ pub(crate) async fn run_parallel(
     let whole = truncate_limits(&reqs[0], &env.config);
     let n = reqs.len();
     let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
+    let asked: Vec<Asked> = reqs.iter().map(Asked::of).collect();
     let gate = Arc::new(Semaphore::new(limits.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for (i, mut req) in reqs.into_iter().enumerate() {
@@ -118,6 +119,10 @@ pub(crate) async fn run_parallel(
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
+            // A task still queued when orchestrate was told to stop never starts.
+            if controls.cancel.is_cancelled() {
+                return (i, not_started());
+            }
             let out = run(&req, &env, &controls, status.as_ref().map(|s| s.task(i))).await;
             if let Some(s) = &status {
                 s.finished(i, &out);
@@ -144,7 +149,7 @@ pub(crate) async fn run_parallel(
             })
         })
         .collect();
-    combine(Mode::Parallel, group_id, outputs, whole, None)
+    combine(Mode::Parallel, group_id, &asked, outputs, whole, None)
 }
 
 /// Runs `reqs` one after another, each seeing the previous output in place of
@@ -163,12 +168,18 @@ pub(crate) async fn run_chain(
     }
     let whole = truncate_limits(&reqs[0], &env.config);
     let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
+    let mut asked: Vec<Asked> = Vec::new();
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
-        let out = run(&req, env, controls, status.as_ref().map(|s| s.task(i))).await;
+        asked.push(Asked::of(&req));
+        let out = if controls.cancel.is_cancelled() {
+            not_started()
+        } else {
+            run(&req, env, controls, status.as_ref().map(|s| s.task(i))).await
+        };
         if let Some(s) = &status {
             s.finished(i, &out);
         }
@@ -192,7 +203,68 @@ pub(crate) async fn run_chain(
             break;
         }
     }
-    combine(Mode::Chain, group_id, outputs, whole, stopped_at)
+    combine(Mode::Chain, group_id, &asked, outputs, whole, stopped_at)
+}
+
+/// What one task asked for, for its result when it never ran.
+struct Asked {
+    agent: String,
+    task: String,
+}
+
+impl Asked {
+    fn of(req: &RunRequest) -> Asked {
+        Asked {
+            agent: req.agent.clone(),
+            task: req.task.clone(),
+        }
+    }
+}
+
+const NOT_STARTED: &str = "Not started: orchestrate was cancelled before this task's turn.";
+
+/// A queued task's output once orchestrate was cancelled.
+fn not_started() -> RunOutput {
+    RunOutput {
+        result: RunResult::refusal(ErrorCode::SubagentFailed, NOT_STARTED, None),
+        exit_status: exit_status::CANCELLED,
+    }
+}
+
+/// The result of a task that never ran (refused, or cancelled before its turn): what it
+/// asked for, why it did not run, and the status a single run would have ended with.
+fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
+    let message = out.result.details.error.as_ref().map_or_else(
+        || {
+            out.result
+                .content
+                .first()
+                .map_or(String::new(), |c| c.text.clone())
+        },
+        |e| e.message.clone(),
+    );
+    SingleResult {
+        run_id: None,
+        agent: asked.agent.clone(),
+        task: asked.task.clone(),
+        exit_code: out.exit_status,
+        usage: Default::default(),
+        error: Some(message),
+        session_file: String::new(),
+        output: String::new(),
+        display_items: Vec::new(),
+        timeout_reason: None,
+        backend: String::new(),
+        model: None,
+        duration_ms: 0,
+        attempts: 0,
+        skipped_lines: 0,
+        leaked_processes: false,
+        termination: None,
+        leak: Default::default(),
+        child_session_id: None,
+        warnings: Vec::new(),
+    }
 }
 
 /// Every task's progress in one [`FanoutStatus`], reported to the observer whenever a task
@@ -260,11 +332,12 @@ impl Tracker {
 fn combine(
     mode: Mode,
     group_id: String,
+    asked: &[Asked],
     outputs: Vec<RunOutput>,
     whole: TruncateLimits,
     chain_stopped_at: Option<usize>,
 ) -> RunOutput {
-    let (results, sections) = results_and_sections(&outputs);
+    let (results, sections) = results_and_sections(asked, &outputs);
     let error = match chain_stopped_at {
         Some(step) => Some(chain_error(&outputs[step], step)),
         None => parallel_error(&outputs),
@@ -278,8 +351,10 @@ fn combine(
         _ => sections.join("\n\n"),
     };
     let session = results
-        .first()
-        .map_or(String::new(), |r| r.session_file.clone());
+        .iter()
+        .map(|r| r.session_file.clone())
+        .find(|f| !f.is_empty())
+        .unwrap_or_default();
     let (text, _) = truncate_head(&text, whole, &session);
     let exit = combined_exit_status(&outputs, error.as_ref());
     RunOutput {
@@ -298,42 +373,62 @@ fn combine(
     }
 }
 
-/// Each task's result, with its own run id, and a section of the combined answer for it.
-fn results_and_sections(outputs: &[RunOutput]) -> (Vec<SingleResult>, Vec<String>) {
+/// Each task's result, with its own run id, and a section of the combined answer for it:
+/// one per task, in order, whether it ran or not.
+fn results_and_sections(
+    asked: &[Asked],
+    outputs: &[RunOutput],
+) -> (Vec<SingleResult>, Vec<String>) {
     let mut results: Vec<SingleResult> = Vec::new();
     let mut sections = Vec::new();
-    for (i, out) in outputs.iter().enumerate() {
+    for (i, (asked, out)) in asked.iter().zip(outputs).enumerate() {
         let text = out.result.content.first().map_or("", |c| c.text.as_str());
-        match out.result.details.results.first() {
+        let single = match out.result.details.results.first() {
             Some(single) => {
                 let mut single = single.clone();
                 single.run_id = out.result.details.run_id.clone();
-                sections.push(format!(
-                    "## {}. {}: {}\n\n{}",
-                    i + 1,
-                    single.agent,
-                    headline(&single.task),
-                    text
-                ));
-                results.push(single);
+                single
             }
-            // Refused before it ran (unknown agent, bad input): the message is the answer.
-            None => sections.push(format!("## {}. (not run)\n\n{}", i + 1, text)),
-        }
+            // Refused before it ran (unknown agent, disabled agent), or cancelled before
+            // its turn: the message is the answer.
+            None => unrun_result(asked, out),
+        };
+        sections.push(format!(
+            "## {}. {}: {}\n\n{}",
+            i + 1,
+            single.agent,
+            headline(&single.task),
+            text
+        ));
+        results.push(single);
     }
     (results, sections)
 }
 
+/// 130 when orchestrate was cancelled; else 0 when nothing failed (a truncated answer is
+/// no failure); else the status the failed tasks share (2 for an unknown agent, 124 for
+/// timeouts, …), or 1 when they failed differently.
 fn combined_exit_status(outputs: &[RunOutput], error: Option<&ErrorInfo>) -> i32 {
     if outputs
         .iter()
         .any(|o| o.exit_status == exit_status::CANCELLED)
     {
-        exit_status::CANCELLED
-    } else if error.is_some_and(|e| e.code != ErrorCode::SubagentOutputTruncated) {
-        exit_status::FAILURE
-    } else {
-        exit_status::SUCCESS
+        return exit_status::CANCELLED;
+    }
+    if error.is_none_or(|e| e.code == ErrorCode::SubagentOutputTruncated)
+        && outputs
+            .iter()
+            .all(|o| o.exit_status == exit_status::SUCCESS)
+    {
+        return exit_status::SUCCESS;
+    }
+    let mut failed = outputs
+        .iter()
+        .map(|o| o.exit_status)
+        .filter(|s| *s != exit_status::SUCCESS);
+    match failed.next() {
+        Some(first) if failed.all(|s| s == first) => first,
+        _ => exit_status::FAILURE,
     }
 }
 
@@ -364,7 +459,7 @@ fn parallel_error(outputs: &[RunOutput]) -> Option<ErrorInfo> {
     }
     if !failures.is_empty() {
         return Some(ErrorInfo {
-            code: ErrorCode::SubagentFailed,
+            code: shared_code(outputs).unwrap_or(ErrorCode::SubagentFailed),
             message: format!(
                 "{} of {} tasks failed: {}",
                 failures.len(),
@@ -377,6 +472,16 @@ fn parallel_error(outputs: &[RunOutput]) -> Option<ErrorInfo> {
         code: ErrorCode::SubagentOutputTruncated,
         message: "Output truncated in one or more tasks".to_string(),
     })
+}
+
+/// The error code every failed task has, when they all have the same one.
+fn shared_code(outputs: &[RunOutput]) -> Option<ErrorCode> {
+    let mut codes = outputs
+        .iter()
+        .filter(|o| o.exit_status != exit_status::SUCCESS)
+        .filter_map(|o| o.result.details.error.as_ref().map(|e| e.code));
+    let first = codes.next()?;
+    codes.all(|c| c == first).then_some(first)
 }
 
 fn headline(task: &str) -> String {

@@ -27,7 +27,7 @@ use crate::backends::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::result::{exit_status, new_run_id, ErrorCode, RunResult};
-use crate::session::{self, IndexEntry, RunDir, StateDir};
+use crate::session::{self, IndexEntry, RunDir, RunId, StateDir};
 use crate::supervisor::Controls;
 
 use attempt::Attempt;
@@ -161,16 +161,15 @@ pub(crate) async fn run(
 
 /// A background run's folder was made by whoever chose its id; any other run makes its own.
 fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
+    let id = RunId::parse(&run.run_id).map_err(|e| RunError::invalid(e.to_string()))?;
     if run.preset_dir {
-        return Ok(env.state.run_dir(&run.run_id));
+        return Ok(env.state.run_dir(&id));
     }
-    env.state
-        .create_run(&run.run_id)
-        .map_err(|source| RunError::Io {
-            action: "create the run folder",
-            path: env.state.run_dir(&run.run_id).path,
-            source,
-        })
+    env.state.create_run(&id).map_err(|source| RunError::Io {
+        action: "create the run folder",
+        path: env.state.run_dir(&id).path,
+        source,
+    })
 }
 
 /// Runs attempts until one is not worth repeating: a success, a failure a retry cannot

@@ -6,6 +6,7 @@ use super::{RunEnv, RunRequest};
 use crate::backends::{BackendChoice, ResumeFrom};
 use crate::history;
 use crate::result::RunResult;
+use crate::session::RunId;
 
 /// The request with the earlier run's agent, backend and working directory filled in where
 /// the caller gave none, and what the backend needs to continue the child's session.
@@ -14,9 +15,9 @@ pub(super) fn load(
     run_id: &str,
     req: &RunRequest,
 ) -> Result<(RunRequest, ResumeFrom), String> {
-    let id = history::normalize_run_id(run_id)
-        .ok_or_else(|| format!("--resume {run_id:?} is not a run id (8 hex digits)"))?;
-    let run_dir = env.state.run_dir(&id);
+    let run_id = RunId::parse(run_id).map_err(|e| format!("--resume: {e}"))?;
+    let run_dir = env.state.run_dir(&run_id);
+    let id = run_id.as_str();
     let bytes = std::fs::read(run_dir.result_file()).map_err(|e| {
         format!(
             "run {id} has no result to continue ({}: {e})",
@@ -46,7 +47,7 @@ pub(super) fn load(
             .map(|e| PathBuf::from(e.cwd));
     }
     let from = ResumeFrom {
-        run_id: id,
+        run_id: run_id.to_string(),
         session_id: single.child_session_id.clone(),
         run_dir: run_dir.path,
     };

@@ -20,6 +20,7 @@
 
 pub mod contract;
 mod http;
+pub mod program;
 mod wire;
 
 use std::collections::BTreeMap;
@@ -521,6 +522,43 @@ pub fn first_message_text(api: Api, body: &Value) -> String {
         .find(|m| !matches!(m["role"].as_str(), Some("system" | "developer")))
         .map(Value::to_string)
         .unwrap_or_default()
+}
+
+/// The text parts of the user's messages in a request, each on its own, whatever the API:
+/// Anthropic `messages[role=user].content` (a string or text blocks), OpenAI Chat
+/// `messages[role=user].content`, Responses `input[role=user].content[].text`, Gemini
+/// `contents[role=user].parts[].text`. Tool results are not text parts.
+pub fn user_texts(api: Api, body: &Value) -> Vec<String> {
+    let list = match api {
+        Api::Anthropic | Api::OpenAiChat => &body["messages"],
+        Api::OpenAiResponses => &body["input"],
+        Api::Gemini => &body["contents"],
+    };
+    let mut out = Vec::new();
+    for m in list.as_array().into_iter().flatten() {
+        if m["role"].as_str() != Some("user") {
+            continue;
+        }
+        let parts = if api == Api::Gemini {
+            &m["parts"]
+        } else {
+            &m["content"]
+        };
+        match parts {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => out.extend(
+                items
+                    .iter()
+                    .filter(|i| {
+                        i.get("type")
+                            .is_none_or(|t| matches!(t.as_str(), Some("text" | "input_text")))
+                    })
+                    .filter_map(|i| i["text"].as_str().map(str::to_string)),
+            ),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The system prompt text of a request, whatever the API.

@@ -54,7 +54,11 @@ pub fn cli_binary(var: &str, cli: &str) -> Option<PathBuf> {
 }
 
 pub fn orchestrate_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_orchestrate"))
+    // Set for test binaries only; the mock's program (an example) never runs orchestrate.
+    match option_env!("CARGO_BIN_EXE_orchestrate") {
+        Some(path) => PathBuf::from(path),
+        None => panic!("orchestrate_bin is for test binaries"),
+    }
 }
 
 /// `orchestrate` with a clean environment: stdin null, output piped, its own process
@@ -418,6 +422,32 @@ impl Sandbox {
     pub fn run_args(&self, args: &[&str], limit: Duration) -> Finished {
         let start = Instant::now();
         let child = self.command_args(args).spawn().expect("spawn orchestrate");
+        wait_bounded(child, start, limit)
+    }
+
+    /// As [`Sandbox::run`], with the agent and task after `--` (every flag before it):
+    /// for a task that starts with `-`.
+    pub fn run_after_dashes(&self, agent: &str, task: &str, limit: Duration) -> Finished {
+        let agents = self.agents.to_str().unwrap();
+        let args = [
+            "run",
+            "--backend",
+            self.backend,
+            "--agents-dir",
+            agents,
+            "--model",
+            &self.model,
+            "--details",
+            "full",
+            "--",
+            agent,
+            task,
+        ];
+        let start = Instant::now();
+        let child = self
+            .in_sandbox(orchestrate_command(&args))
+            .spawn()
+            .expect("spawn orchestrate");
         wait_bounded(child, start, limit)
     }
 

@@ -34,6 +34,54 @@ const KILL_GRACE: &str = "2s";
 /// Long enough for a write scenario's turns; a permission prompt would still hit it.
 const WRITE_FLAGS: [&str; 2] = ["--idle-timeout", "30s"];
 
+/// An agent without a system prompt: gemini and cursor then get the task alone, as the
+/// message.
+const BARE: &str = "---\nname: bare\ndescription: d\ntools: read\n---\n";
+
+/// Tasks a CLI's own argument parser could read as its options, or rewrite: each must
+/// reach the model as the user's prompt, whatever it starts with. `(test name, task,
+/// how exactly)`.
+const OPTION_LIKE_TASKS: [(&str, &str, Sent); 5] = [
+    (
+        "a_task_of_version_reaches_the_model_as_the_prompt",
+        "--version",
+        Sent::Exactly,
+    ),
+    (
+        "a_bullet_list_task_reaches_the_model_as_the_prompt",
+        "- find auth\n- check tests",
+        Sent::Exactly,
+    ),
+    // codex reads its prompt from stdin when the argument is `-`.
+    (
+        "a_lone_dash_task_reaches_the_model_as_the_prompt",
+        "-",
+        Sent::Exactly,
+    ),
+    // yargs (gemini, opencode) strips the quotes around `--opt="x"`; opencode quotes
+    // words with spaces.
+    (
+        "a_task_with_quotes_and_runs_of_spaces_reaches_the_model_unchanged",
+        "\"quoted\"  'too'   ",
+        Sent::Exactly,
+    ),
+    // yargs turns a word that looks like a number into one (opencode then crashes);
+    // opencode keeps it with a neighbour, in quotes.
+    (
+        "a_task_with_a_number_reaches_the_model",
+        "Fix issue 42",
+        Sent::QuotesAside,
+    ),
+];
+
+/// How a task must reach the model: the end of a user message is the task.
+#[derive(Clone, Copy)]
+enum Sent {
+    Exactly,
+    /// Once double quotes are taken out.
+    QuotesAside,
+}
+
 /// Every scenario that applies to `cli`, by test name (the harness adds `<cli>::`).
 pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
     let mut out: Vec<(String, Run)> = vec![
@@ -54,6 +102,18 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin| implementer_writes(cli, bin)),
         ),
     ];
+    for (test, task, sent) in OPTION_LIKE_TASKS {
+        out.push((
+            test.to_string(),
+            Box::new(move |bin| option_like_task(cli, task, sent, bin)),
+        ));
+    }
+    if cli.name == "pi" {
+        out.push((
+            "scripts_demo_shows_a_real_run_through_pi_and_the_scripted_mock".into(),
+            Box::new(scripts_demo),
+        ));
+    }
     if cli.tool_never_returns {
         out.push((
             "a_tool_that_never_returns_times_out_and_its_shell_dies_too".into(),
@@ -87,6 +147,7 @@ fn setup(cli: &Cli, bin: &Path, script: impl FnOnce(&Sandbox) -> Script) -> (Moc
         ("reader", READER),
         ("editor", EDITOR),
         ("implementer", IMPLEMENTER),
+        ("bare", BARE),
     ] {
         sb.agent(name, text);
     }
@@ -500,4 +561,117 @@ fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
     for (a, o) in attempts.iter().zip(&outputs) {
         assert!(o.contains(&a.refusal), "{:?} in {outputs:#?}", a.refusal);
     }
+}
+
+/// A task that starts with `-` (see [`OPTION_LIKE_TASKS`]), given to an agent with a
+/// system prompt and to one without: the CLI sends it to the model as the user's prompt
+/// (instead of printing its version, or refusing an unknown option), and the run is an
+/// ordinary success.
+fn option_like_task(cli: &Cli, task: &str, sent_as: Sent, bin: &Path) {
+    let answer = "Done.";
+    let usage = MockUsage {
+        input: 10,
+        output: 2,
+        cached: 0,
+    };
+    let (mock, sb) = setup(cli, bin, |_| Script::always(Reply::text(answer, usage)));
+    for (n, agent) in ["worker", "bare"].into_iter().enumerate() {
+        let out = sb.run_after_dashes(agent, task, WALL_CLOCK);
+        report(
+            &format!("{agent}: task {task:?}"),
+            &mock,
+            &out,
+            REPORT_LINE_CHARS,
+        );
+        assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+        let r = out.result();
+        assert_eq!(
+            (&r["task"], &r["output"], &r["exitCode"]),
+            (&json!(task), &json!(answer), &json!(0)),
+            "{r}"
+        );
+        let reqs = mock.conversation();
+        assert_eq!(
+            reqs.len(),
+            n + 1,
+            "one request per run: {:#?}",
+            mock.requests()
+        );
+        let sent = mock_llm::user_texts(cli.wire.api, &reqs[n].body);
+        // Every backend puts the task at the end of the message (after the agent's
+        // prompt, or pi's `Task: `).
+        let seen = |t: &str| match sent_as {
+            Sent::Exactly => t.to_string(),
+            Sent::QuotesAside => t.replace('"', ""),
+        };
+        assert!(
+            sent.iter()
+                .any(|t| seen(t).trim_end().ends_with(task.trim_end())),
+            "{agent}: a user message ends with the task {task:?}: {sent:#?}"
+        );
+    }
+}
+
+/// `scripts/demo`, with the binaries this test run built and the pinned pi: the result of
+/// `orchestrate run explorer "find auth"` through the real pi, whose answer quotes what
+/// pi's own read tool returned from the demo's repository.
+fn scripts_demo(bin: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = std::env::current_exe().unwrap();
+    let mock = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/mock_llm");
+    assert!(
+        mock.exists(),
+        "{} is not built: plain `cargo test` builds it, or `cargo build --example mock_llm`",
+        mock.display()
+    );
+    let start = std::time::Instant::now();
+    let mut cmd = std::process::Command::new(root.join("scripts/demo"));
+    // The whole result (display items included); the demo prints the lean one by default.
+    cmd.args(["--details", "full"])
+        .env("ORCHESTRATE_CONTRACT_PI", bin)
+        .env("DEMO_ORCHESTRATE", super::orchestrate_bin())
+        .env("DEMO_MOCK_LLM", &mock)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let out = super::wait_bounded(cmd.spawn().unwrap(), start, WALL_CLOCK);
+    note(&format!("=== scripts/demo\n{}\n{}", out.stderr, out.stdout));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let r = out.result();
+    let answer = format!(
+        "{}/// Checks a user's password against the stored hash.\n",
+        mock_llm::program::DEMO_PREFIX
+    );
+    assert!(
+        r["output"].as_str().unwrap().starts_with(&answer),
+        "{}",
+        r["output"]
+    );
+    assert_eq!(
+        (
+            &r["model"],
+            &r["usage"]["turns"],
+            &r["displayItems"][0],
+            &r["displayItems"][1]
+        ),
+        (
+            &json!("mock/scripted-mock"),
+            &json!(3),
+            &json!({"type": "toolCall", "name": "ls", "args": {"path": "src"}}),
+            &json!({"type": "toolCall", "name": "read", "args": {"path": "src/auth.rs"}})
+        )
+    );
+    assert!(
+        out.stderr.contains("the mock LLM answered 3 requests"),
+        "{}",
+        out.stderr
+    );
 }

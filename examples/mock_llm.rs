@@ -1,0 +1,78 @@
+//! The project's scripted mock LLM (`tests/mock_llm/`) as a program, for `scripts/demo` and
+//! for trying a CLI against it by hand. It serves Anthropic Messages, OpenAI Chat
+//! Completions and Responses, and Gemini on 127.0.0.1 (see `tests/mock_llm/mod.rs`); it is
+//! no model: every answer comes from the script.
+//!
+//! ```text
+//! mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]
+//! ```
+//! - `--script`: `tool_then_text` (default), `text`, `demo`, `401`, `overloaded`, `hang`,
+//!   `http:STATUS:MESSAGE` (see `tests/mock_llm/program.rs`).
+//! - `--url-file`: where to write its URL (`http://127.0.0.1:PORT`) once it listens.
+//! - `--log`: every request as a JSON line.
+//! - `--seconds`: stop after this long (default: run until stopped).
+//!
+//! It prints its URL, then one line per request.
+
+#[path = "../tests/mock_llm/mod.rs"]
+mod mock_llm;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mock_llm::{Api, MockLlm};
+
+fn main() {
+    let mut script = "tool_then_text".to_string();
+    let mut url_file: Option<PathBuf> = None;
+    let mut log: Option<PathBuf> = None;
+    let mut seconds: Option<u64> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || {
+            args.next().unwrap_or_else(|| {
+                eprintln!("mock_llm: {flag} needs a value");
+                std::process::exit(2)
+            })
+        };
+        match flag.as_str() {
+            "--script" => script = value(),
+            "--url-file" => url_file = Some(value().into()),
+            "--log" => log = Some(value().into()),
+            "--seconds" => {
+                seconds = Some(value().parse().unwrap_or_else(|e| {
+                    eprintln!("mock_llm: --seconds: {e}");
+                    std::process::exit(2)
+                }))
+            }
+            "-h" | "--help" => {
+                println!("mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]");
+                return;
+            }
+            other => {
+                eprintln!("mock_llm: unknown argument {other:?} (see --help)");
+                std::process::exit(2)
+            }
+        }
+    }
+    let tool = ("bash", serde_json::json!({"command": "echo hi-from-tool"}));
+    let script =
+        mock_llm::program::script_named(&script, tool, Api::OpenAiChat).unwrap_or_else(|e| {
+            eprintln!("mock_llm: {e}");
+            std::process::exit(2)
+        });
+    let mock = MockLlm::start(script);
+    println!("mock LLM at {}", mock.base_url());
+    if let Some(path) = &url_file {
+        // Whole or not at all: a reader polling for the file never sees half a URL.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, mock.base_url())
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .unwrap_or_else(|e| {
+                eprintln!("mock_llm: cannot write {}: {e}", path.display());
+                std::process::exit(1)
+            });
+    }
+    let deadline = seconds.map(|s| Instant::now() + Duration::from_secs(s));
+    mock_llm::program::report_requests(&mock, deadline, log.as_deref());
+}
