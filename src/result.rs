@@ -149,7 +149,7 @@ pub struct SingleResult {
     pub model: Option<String>,
     pub duration_ms: u64,
     pub attempts: u32,
-    /// Lines of the child's stdout that were not usable events (non-JSON, invalid UTF-8,
+    /// Lines of the child's stdout that were not usable events (non-JSON, not an event,
     /// over the line limit). Counted so that a child printing garbage is visible, not fatal.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped_lines: u64,

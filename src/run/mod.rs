@@ -5,11 +5,13 @@
 //! --`verdict`--> `Verdict` --`render`--> result (wording, sanitizing, truncation)
 //! --`retry`--> another attempt when the failure was transient --> `result.json` + index.
 //!
-//! - `progress`: the line sink feeding the dialect, and streaming updates.
+//! - `progress`: the line sink feeding the dialect, and streaming updates; `decode`: a
+//!   line's bytes as text, damaged characters replaced rather than the line dropped.
 //! - `fanout`: several tasks at once, in parallel or as a chain.
 //! - `resume`: what an earlier run left that its CLI can continue.
 
 mod attempt;
+mod decode;
 pub(crate) mod fanout;
 mod progress;
 mod render;

@@ -99,10 +99,8 @@ impl LineSink for DialectSink<'_, '_> {
             return;
         }
         let collector = &mut self.collector;
-        let ok = match simdutf8::basic::from_utf8(line) {
-            Ok(text) => self.dialect.parse_line(text, &mut |e| collector.apply(e)),
-            Err(_) => false,
-        };
+        let text = super::decode::decode_line(line);
+        let ok = self.dialect.parse_line(&text, &mut |e| collector.apply(e));
         if !ok {
             self.collector.note_skipped_line();
         }
