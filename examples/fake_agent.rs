@@ -103,6 +103,11 @@ fn main() {
             }
             flood(libc::STDOUT_FILENO);
         }
+        // Memory floods: endless text deltas of FAKE_AGENT_DELTA_BYTES (default 1000) each,
+        // or endless tool calls whose arguments are FAKE_AGENT_ARGS_BYTES (default 1 MiB) of
+        // small JSON values, until the reader stops reading.
+        "flood-deltas" => flood_deltas(),
+        "flood-tool-args" => flood_tool_args(),
         "flood-stderr" => {
             if env_os("FAKE_AGENT_TRANSCRIPT").is_some() {
                 print_transcript(0);
@@ -678,6 +683,46 @@ fn flood(fd: libc::c_int) -> ! {
         if f.write_all(&block).is_err() {
             process::exit(1);
         }
+    }
+}
+
+fn flood_deltas() -> ! {
+    let size = env_num("FAKE_AGENT_DELTA_BYTES", 1000) as usize;
+    // Escapes make the parser build each delta rather than borrow it.
+    let piece = r#"word \"quoted\"\n "#;
+    let delta: String = piece.repeat(size / piece.len() + 1)[..size].to_string();
+    let delta = delta.trim_end_matches('\\').to_string();
+    out_line(&session_header());
+    out_line(&ev_msg(
+        "message_start",
+        &assistant_msg(&[], &ZERO_USAGE, "stop", None, BASE_TS + 1),
+    ));
+    let line = format!(
+        "{{\"type\":\"message_update\",\"assistantMessageEvent\":{{\"type\":\"text_delta\",\"contentIndex\":0,\"delta\":\"{delta}\"}}}}\n"
+    );
+    let block = line.repeat((BLOCK / line.len()).max(1));
+    loop {
+        out_bytes(block.as_bytes());
+    }
+}
+
+fn flood_tool_args() -> ! {
+    let size = env_num("FAKE_AGENT_ARGS_BYTES", 1 << 20) as usize;
+    let items = vec!["1"; size / 2].join(",");
+    let call = format!(
+        "{{\"type\":\"toolCall\",\"id\":\"c1\",\"name\":\"write\",\"arguments\":{{\"path\":\"a\",\"items\":[{items}]}}}}"
+    );
+    let usage = Usage {
+        input: 1,
+        ..ZERO_USAGE
+    };
+    let line = ev_msg(
+        "message_end",
+        &assistant_msg(&[call], &usage, "toolUse", None, BASE_TS + 1),
+    );
+    out_line(&session_header());
+    loop {
+        out_line(&line);
     }
 }
 

@@ -1,7 +1,12 @@
 //! Folds normalized events into what a result needs: usage, turns, the final and partial
-//! text, display items and the child's error. Memory stays bounded however long the run.
+//! text, display items and the child's error. Memory stays bounded however long the run
+//! and whatever the child prints: texts keep their head (see [`KeptText`]), display items
+//! and their arguments are cut, errors and ids are cut.
 
 use std::collections::VecDeque;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 use crate::events::AgentEvent;
 use crate::result::{DisplayItem, Usage};
@@ -12,18 +17,99 @@ pub(crate) const MAX_DISPLAY_ITEMS: usize = 100;
 pub(crate) const MAX_DISPLAY_TEXT_BYTES: usize = 8 * 1024;
 /// A string value inside a tool call's args is cut to this many bytes.
 pub(crate) const MAX_DISPLAY_ARG_BYTES: usize = 1024;
+/// Tool arguments whose JSON is longer than this are not built whole (a megabyte array of
+/// small numbers would take thirty times its size as values): their top-level keys are
+/// kept, each value only when it is this small or a string (which is cut anyway).
+pub(crate) const MAX_ARGS_JSON_BYTES: usize = 64 * 1024;
+/// Top-level keys of oversized tool arguments that are shown.
+const MAX_ARG_KEYS: usize = 100;
+/// Bytes kept of an answer text (its head; the rest is counted). No model writes a
+/// megabyte in one answer; the session file has everything.
+pub(crate) const DEFAULT_KEPT_TEXT_BYTES: usize = 1024 * 1024;
+/// Bytes kept of the child's own error message.
+const MAX_ERROR_BYTES: usize = 64 * 1024;
+/// Bytes kept of the child's session id.
+const MAX_SESSION_ID_BYTES: usize = 1024;
 
-#[derive(Debug, Default)]
+/// The head of a text that may grow without bound: at most the collector's limit is kept,
+/// cut on a character boundary; the whole is only counted (bytes and lines), so that a
+/// truncation marker can still say how long it was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeptText {
+    head: String,
+    total_bytes: u64,
+    newlines: u64,
+    ends_with_newline: bool,
+    cut: bool,
+}
+
+impl KeptText {
+    pub(crate) fn of(text: &str, limit: usize) -> KeptText {
+        let mut k = KeptText::default();
+        k.push(text, limit);
+        k
+    }
+
+    pub(crate) fn push(&mut self, text: &str, limit: usize) {
+        if text.is_empty() {
+            return;
+        }
+        self.total_bytes += text.len() as u64;
+        self.newlines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64;
+        self.ends_with_newline = text.ends_with('\n');
+        if self.cut {
+            return;
+        }
+        let room = limit.saturating_sub(self.head.len());
+        let kept = cut_utf8(text, room);
+        self.head.push_str(kept);
+        // Once a piece did not fit, nothing after it may be appended: the head stays a
+        // prefix of the text.
+        self.cut = kept.len() < text.len();
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.head
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.total_bytes == 0
+    }
+
+    /// Whether only the head was kept.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// Bytes and lines (as `str::lines` counts them) of the whole text.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        let partial_last_line = u64::from(self.total_bytes > 0 && !self.ends_with_newline);
+        (self.total_bytes, self.newlines + partial_last_line)
+    }
+
+    fn clear(&mut self) {
+        self.head.clear();
+        self.total_bytes = 0;
+        self.newlines = 0;
+        self.ends_with_newline = false;
+        self.cut = false;
+    }
+}
+
+#[derive(Debug)]
 pub(crate) struct Collector {
     usage: Usage,
     usage_total: Option<Usage>,
     turns: u64,
+    /// Bytes kept of each text.
+    text_limit: usize,
     /// Text of the last complete assistant message.
-    final_text: Option<String>,
-    /// The most recent non-empty complete text, kept for partial results.
-    last_nonempty_text: Option<String>,
+    final_text: Option<KeptText>,
+    /// The most recent non-empty complete text when the last one was empty, kept for
+    /// partial results.
+    last_nonempty_text: Option<KeptText>,
     /// Text streamed since the current message began.
-    partial_text: String,
+    partial_text: KeptText,
     display_items: VecDeque<DisplayItem>,
     dropped_display_items: u64,
     provider_error: Option<String>,
@@ -34,35 +120,56 @@ pub(crate) struct Collector {
     revision: u64,
 }
 
+impl Default for Collector {
+    fn default() -> Self {
+        Collector::with_text_limit(DEFAULT_KEPT_TEXT_BYTES)
+    }
+}
+
 impl Collector {
     pub(crate) fn new() -> Self {
         Self::default()
+    }
+
+    /// A collector keeping at most `text_limit` bytes of each text.
+    pub(crate) fn with_text_limit(text_limit: usize) -> Self {
+        Collector {
+            usage: Usage::default(),
+            usage_total: None,
+            turns: 0,
+            text_limit,
+            final_text: None,
+            last_nonempty_text: None,
+            partial_text: KeptText::default(),
+            display_items: VecDeque::new(),
+            dropped_display_items: 0,
+            provider_error: None,
+            session_id: None,
+            terminal: false,
+            skipped_lines: 0,
+            revision: 0,
+        }
     }
 
     pub(crate) fn apply(&mut self, event: AgentEvent<'_>) {
         match event {
             AgentEvent::MessageStart => self.partial_text.clear(),
             AgentEvent::TextDelta(t) => {
-                self.partial_text.push_str(&t);
+                self.partial_text.push(&t, self.text_limit);
                 self.revision += 1;
             }
             AgentEvent::AssistantMessage(text) => {
                 self.partial_text.clear();
-                if !text.is_empty() {
-                    self.push_display(DisplayItem::Text {
-                        text: cut_utf8(&text, MAX_DISPLAY_TEXT_BYTES).to_string(),
-                    });
-                    self.last_nonempty_text = Some(text.to_string());
-                }
-                self.final_text = Some(text.into_owned());
-                self.revision += 1;
+                let kept = KeptText::of(&text, self.text_limit);
+                self.complete_message(kept, true);
+            }
+            AgentEvent::StreamedMessageEnd => {
+                let kept = std::mem::take(&mut self.partial_text);
+                self.complete_message(kept, true);
             }
             AgentEvent::FinalText(text) => {
-                if !text.is_empty() {
-                    self.last_nonempty_text = Some(text.to_string());
-                }
-                self.final_text = Some(text.into_owned());
-                self.revision += 1;
+                let kept = KeptText::of(&text, self.text_limit);
+                self.complete_message(kept, false);
             }
             AgentEvent::ToolCall { name, mut args } => {
                 cut_long_strings(&mut args, MAX_DISPLAY_ARG_BYTES);
@@ -81,11 +188,35 @@ impl Collector {
                 self.turns += 1;
                 self.revision += 1;
             }
-            AgentEvent::ProviderError(e) => self.provider_error = Some(e.into_owned()),
+            AgentEvent::ProviderError(e) => {
+                self.provider_error = Some(cut_utf8(&e, MAX_ERROR_BYTES).to_string())
+            }
             AgentEvent::Recovered => self.provider_error = None,
-            AgentEvent::SessionId(id) => self.session_id = Some(id.into_owned()),
+            AgentEvent::SessionId(id) => {
+                self.session_id = Some(cut_utf8(&id, MAX_SESSION_ID_BYTES).to_string())
+            }
             AgentEvent::Terminal => self.terminal = true,
         }
+    }
+
+    /// A complete message's text becomes the final text (shown as a display item unless
+    /// it is the CLI's restatement of the answer). The last non-empty text is moved aside,
+    /// never copied, for a run whose last message is empty.
+    fn complete_message(&mut self, kept: KeptText, shown: bool) {
+        if shown && !kept.is_empty() {
+            self.push_display(DisplayItem::Text {
+                text: cut_utf8(kept.as_str(), MAX_DISPLAY_TEXT_BYTES).to_string(),
+            });
+        }
+        if kept.is_empty() {
+            if let Some(previous) = self.final_text.take().filter(|t| !t.is_empty()) {
+                self.last_nonempty_text = Some(previous);
+            }
+        } else {
+            self.last_nonempty_text = None;
+        }
+        self.final_text = Some(kept);
+        self.revision += 1;
     }
 
     pub(crate) fn note_skipped_line(&mut self) {
@@ -138,19 +269,28 @@ impl Collector {
 
     /// The final text of a run that completed: the last complete assistant message.
     pub(crate) fn final_text(&self) -> Option<&str> {
-        self.final_text.as_deref()
+        self.final_text.as_ref().map(KeptText::as_str)
+    }
+
+    /// The final text with its whole length.
+    pub(crate) fn final_kept(&self) -> Option<&KeptText> {
+        self.final_text.as_ref()
     }
 
     /// The best text to return from a run that did not complete: text still streaming,
     /// else the last complete message, else the last non-empty one.
-    pub(crate) fn partial_text(&self) -> &str {
+    pub(crate) fn partial_kept(&self) -> Option<&KeptText> {
         if !self.partial_text.is_empty() {
-            return &self.partial_text;
+            return Some(&self.partial_text);
         }
-        match self.final_text.as_deref() {
-            Some(t) if !t.is_empty() => t,
-            _ => self.last_nonempty_text.as_deref().unwrap_or(""),
+        match &self.final_text {
+            Some(t) if !t.is_empty() => Some(t),
+            _ => self.last_nonempty_text.as_ref(),
         }
+    }
+
+    pub(crate) fn partial_text(&self) -> &str {
+        self.partial_kept().map_or("", KeptText::as_str)
     }
 
     /// The text a streaming view shows: what is being written now, or the last message.
@@ -169,6 +309,46 @@ pub(crate) fn cut_utf8(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// A tool call's arguments as a display item shows them, built without ever holding more
+/// than about [`MAX_ARGS_JSON_BYTES`] of values: small arguments whole; larger ones as
+/// their first [`MAX_ARG_KEYS`] top-level keys, each value whole when small, cut when a
+/// string, and otherwise said to be too long.
+pub(crate) fn display_args(raw: Option<&RawValue>) -> Value {
+    let Some(raw) = raw else {
+        return Value::Null;
+    };
+    let text = raw.get();
+    if text.len() <= MAX_ARGS_JSON_BYTES {
+        return serde_json::from_str(text).unwrap_or(Value::Null);
+    }
+    let too_long = |json: &str| Value::String(format!("[{} bytes of JSON not shown]", json.len()));
+    let Ok(fields) = serde_json::from_str::<
+        std::collections::BTreeMap<std::borrow::Cow<'_, str>, &RawValue>,
+    >(text) else {
+        return too_long(text);
+    };
+    let mut shown = serde_json::Map::new();
+    for (key, value) in fields.iter().take(MAX_ARG_KEYS) {
+        let json = value.get();
+        let v = if json.len() <= MAX_ARGS_JSON_BYTES / MAX_ARG_KEYS.min(fields.len()) {
+            serde_json::from_str(json).unwrap_or(Value::Null)
+        } else if json.starts_with('"') {
+            serde_json::from_str::<std::borrow::Cow<'_, str>>(json)
+                .map_or(Value::Null, |s| Value::String(s.into_owned()))
+        } else {
+            too_long(json)
+        };
+        shown.insert(key.to_string(), v);
+    }
+    if fields.len() > MAX_ARG_KEYS {
+        shown.insert(
+            "…".to_string(),
+            Value::String(format!("{} more keys", fields.len() - MAX_ARG_KEYS)),
+        );
+    }
+    Value::Object(shown)
 }
 
 fn cut_long_strings(v: &mut serde_json::Value, max: usize) {
@@ -282,6 +462,74 @@ mod tests {
         let content = args["content"].as_str().unwrap();
         assert!(content.ends_with(&format!("… [{} bytes cut]", MAX_DISPLAY_ARG_BYTES)));
         assert!(content.len() < MAX_DISPLAY_ARG_BYTES + 40);
+    }
+
+    #[test]
+    fn streamed_text_keeps_its_head_and_counts_the_rest() {
+        let mut c = Collector::with_text_limit(10);
+        c.apply(AgentEvent::MessageStart);
+        for _ in 0..1000 {
+            c.apply(AgentEvent::TextDelta(Cow::Borrowed("abcé\n")));
+        }
+        // 10 bytes fit "abcé\nabc"; the next "é" would be split, and nothing after it may
+        // be appended.
+        assert_eq!(c.partial_text(), "abcé\nabc");
+        let kept = c.partial_kept().unwrap();
+        assert!(kept.is_cut());
+        assert_eq!(kept.totals(), (6000, 1000));
+        c.apply(AgentEvent::StreamedMessageEnd);
+        assert_eq!(c.final_text(), Some("abcé\nabc"));
+        assert_eq!(c.final_kept().unwrap().totals(), (6000, 1000));
+        assert_eq!(
+            c.display_items(),
+            vec![DisplayItem::Text {
+                text: "abcé\nabc".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_complete_message_keeps_its_head_and_an_empty_one_keeps_the_last_text() {
+        let mut c = Collector::with_text_limit(4);
+        c.apply(AgentEvent::AssistantMessage(Cow::Borrowed("one two")));
+        assert_eq!(c.final_text(), Some("one "));
+        assert_eq!(c.final_kept().unwrap().totals(), (7, 1));
+        c.apply(AgentEvent::AssistantMessage(Cow::Borrowed("")));
+        assert_eq!(c.final_text(), Some(""));
+        assert_eq!(c.partial_text(), "one ");
+    }
+
+    #[test]
+    fn huge_tool_arguments_are_shown_by_their_keys_without_being_built() {
+        let items = vec!["1"; MAX_ARGS_JSON_BYTES].join(",");
+        let text = "x".repeat(MAX_ARGS_JSON_BYTES);
+        let json = format!(r#"{{"path":"a.rs","content":"{text}","items":[{items}]}}"#);
+        let raw: Box<RawValue> = serde_json::from_str(&json).unwrap();
+        let mut c = Collector::new();
+        c.apply(AgentEvent::ToolCall {
+            name: Cow::Borrowed("write"),
+            args: display_args(Some(&raw)),
+        });
+        assert_eq!(
+            c.display_items(),
+            vec![DisplayItem::ToolCall {
+                name: "write".into(),
+                args: json!({
+                    "path": "a.rs",
+                    "content": format!("{}… [{} bytes cut]", "x".repeat(MAX_DISPLAY_ARG_BYTES), MAX_ARGS_JSON_BYTES - MAX_DISPLAY_ARG_BYTES),
+                    "items": format!("[{} bytes of JSON not shown]", items.len() + 2),
+                })
+            }]
+        );
+        // Small arguments are shown whole; an array that is too long says so.
+        let small: Box<RawValue> = serde_json::from_str(r#"{"a":[1,2]}"#).unwrap();
+        assert_eq!(display_args(Some(&small)), json!({"a": [1, 2]}));
+        let array: Box<RawValue> = serde_json::from_str(&format!("[{items}]")).unwrap();
+        assert_eq!(
+            display_args(Some(&array)),
+            json!(format!("[{} bytes of JSON not shown]", items.len() + 2))
+        );
+        assert_eq!(display_args(None), Value::Null);
     }
 
     #[test]

@@ -13,6 +13,9 @@ pub enum AgentEvent<'a> {
     /// A complete assistant message's text (its text blocks joined). The last one is the
     /// run's final text. Empty for a message that only called tools.
     AssistantMessage(Cow<'a, str>),
+    /// The text streamed since `MessageStart` is a complete assistant message (for CLIs
+    /// that send the text only as deltas): as `AssistantMessage` with that text.
+    StreamedMessageEnd,
     /// The CLI's own statement of the final answer (a `result` line). It overrides the last
     /// message's text but adds no display item.
     FinalText(Cow<'a, str>),

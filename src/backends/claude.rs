@@ -16,6 +16,7 @@ use super::tools::{Permissions, Tool};
 use super::{
     parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
 };
+use crate::collector::display_args;
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
@@ -191,23 +192,18 @@ struct Message<'a> {
     content: Vec<Block<'a>>,
 }
 
+/// A content block: `text` or `tool_use` (others are skipped). A flat struct rather than
+/// a tagged enum, so that the tool's input stays raw JSON until it is shown.
 #[derive(Deserialize)]
-#[serde(tag = "type")]
-enum Block<'a> {
-    #[serde(rename = "text")]
-    Text {
-        #[serde(borrow, default)]
-        text: Cow<'a, str>,
-    },
-    #[serde(rename = "tool_use")]
-    ToolUse {
-        #[serde(borrow, default)]
-        name: Cow<'a, str>,
-        #[serde(default)]
-        input: serde_json::Value,
-    },
-    #[serde(other)]
-    Other,
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
 }
 
 /// A raw Anthropic SSE event inside a `stream_event` line (`--include-partial-messages`).
@@ -257,10 +253,8 @@ impl Dialect for ClaudeDialect {
                     let text: String = m
                         .content
                         .into_iter()
-                        .filter_map(|b| match b {
-                            Block::Text { text } => Some(text),
-                            _ => None,
-                        })
+                        .filter(|b| b.kind == "text")
+                        .filter_map(|b| b.text)
                         .collect();
                     if !text.is_empty() {
                         emit(AgentEvent::ProviderError(Cow::Owned(text)));
@@ -275,10 +269,12 @@ impl Dialect for ClaudeDialect {
                 let mut text = String::new();
                 let mut calls = Vec::new();
                 for b in m.content {
-                    match b {
-                        Block::Text { text: t } => text.push_str(&t),
-                        Block::ToolUse { name, input } => calls.push((name, input)),
-                        Block::Other => {}
+                    match b.kind.as_ref() {
+                        "text" => text.push_str(&b.text.unwrap_or_default()),
+                        "tool_use" => {
+                            calls.push((b.name.unwrap_or_default(), display_args(b.input)))
+                        }
+                        _ => {}
                     }
                 }
                 if !text.is_empty() {

@@ -7,16 +7,18 @@
 //! retrying on its own.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 
 use serde::Deserialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
 };
+use crate::collector::display_args;
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
@@ -120,14 +122,14 @@ struct Item<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     command: Option<Cow<'a, str>>,
-    #[serde(default)]
-    changes: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    changes: Option<&'a RawValue>,
     #[serde(borrow, default)]
     server: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool: Option<Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
     #[serde(borrow, default)]
     query: Option<Cow<'a, str>>,
 }
@@ -141,10 +143,38 @@ struct CodexUsage {
     output_tokens: u64,
 }
 
+/// Item ids remembered to show each item once; an item's events come close together, so
+/// the most recent ones suffice, and a flood of items cannot grow the set.
+const MAX_SEEN_ITEMS: usize = 1024;
+
+/// The ids of the most recent items, at most [`MAX_SEEN_ITEMS`].
+#[derive(Debug, Default)]
+struct RecentIds {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+impl RecentIds {
+    /// Whether `id` is new (and now remembered).
+    fn insert(&mut self, id: &str) -> bool {
+        if self.set.contains(id) {
+            return false;
+        }
+        if self.order.len() == MAX_SEEN_ITEMS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.set.remove(&oldest);
+            }
+        }
+        self.set.insert(id.to_string());
+        self.order.push_back(id.to_string());
+        true
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct CodexDialect {
     /// Items already shown: a command appears as started, updated and completed.
-    seen_items: HashSet<String>,
+    seen_items: RecentIds,
     /// An item of a model response arrived since the last tool finished. codex reports
     /// one `turn.completed` for the whole exec, not one per model request; a response
     /// ends where its tools finish (the next request carries their output), so that is
@@ -205,7 +235,7 @@ impl CodexDialect {
             )),
             "file_change" if phase == "item.completed" => Some((
                 "edit".into(),
-                json!({"changes": item.changes.unwrap_or_default()}),
+                json!({"changes": display_args(item.changes)}),
             )),
             "mcp_tool_call" => Some((
                 format!(
@@ -213,7 +243,7 @@ impl CodexDialect {
                     item.server.as_deref().unwrap_or("mcp"),
                     item.tool.as_deref().unwrap_or("tool")
                 ),
-                item.arguments.unwrap_or_default(),
+                display_args(item.arguments),
             )),
             "web_search" => Some((
                 "web_search".into(),
@@ -223,7 +253,7 @@ impl CodexDialect {
         };
         let Some((name, args)) = call else { return };
         if let Some(id) = item.id {
-            if !self.seen_items.insert(id.into_owned()) {
+            if !self.seen_items.insert(&id) {
                 return;
             }
         }

@@ -21,6 +21,7 @@ use super::tools::Permissions;
 use super::{
     parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
 };
+use crate::collector::display_args;
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
@@ -87,8 +88,8 @@ struct Line<'a> {
     timestamp_ms: Option<Value>,
     #[serde(default)]
     model_call_id: Option<Value>,
-    #[serde(default)]
-    tool_call: Option<serde_json::Map<String, Value>>,
+    #[serde(borrow, default)]
+    tool_call: Option<&'a RawValue>,
     #[serde(default)]
     is_error: bool,
     #[serde(borrow, default)]
@@ -127,21 +128,43 @@ struct Block<'a> {
 
 #[derive(Debug, Default)]
 pub(crate) struct CursorDialect {
-    /// Text streamed as deltas in the current segment.
-    streamed: String,
-    /// Text of the last complete segment.
-    last_segment: Option<String>,
+    /// Text of the current segment is being streamed as deltas (the collector keeps it).
+    streaming: bool,
+    /// A segment was complete.
+    segment_seen: bool,
+}
+
+/// A tool call's body, `{"args": {…}, "result": {…}}`; the result is skipped unbuilt.
+#[derive(Deserialize)]
+struct ToolBody<'a> {
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
 }
 
 impl CursorDialect {
     fn close_segment(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-        if !self.streamed.is_empty() {
-            let text = std::mem::take(&mut self.streamed);
-            self.last_segment = Some(text.clone());
-            emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+        if std::mem::take(&mut self.streaming) {
+            self.segment_seen = true;
+            emit(AgentEvent::StreamedMessageEnd);
             emit(AgentEvent::TurnEnd);
         }
     }
+}
+
+/// The tool a `tool_call` names (the key ending in `ToolCall`, e.g. `readToolCall`) and
+/// its arguments.
+fn tool_of(raw: &RawValue) -> Option<(String, Value)> {
+    let fields: std::collections::BTreeMap<Cow<'_, str>, &RawValue> =
+        serde_json::from_str(raw.get()).ok()?;
+    let (key, body) = fields
+        .iter()
+        .find(|(k, _)| k.ends_with("ToolCall"))
+        .or_else(|| fields.iter().next())?;
+    let name = key.strip_suffix("ToolCall").unwrap_or(key).to_string();
+    let args = serde_json::from_str::<ToolBody<'_>>(body.get())
+        .ok()
+        .map_or(Value::Null, |b| display_args(b.args));
+    Some((name, args))
 }
 
 impl Dialect for CursorDialect {
@@ -169,18 +192,18 @@ impl Dialect for CursorDialect {
                     .unwrap_or_default();
                 match (ev.timestamp_ms.is_some(), ev.model_call_id.is_some()) {
                     (true, false) => {
-                        if self.streamed.is_empty() {
+                        if !self.streaming {
                             emit(AgentEvent::MessageStart);
                         }
-                        self.streamed.push_str(&text);
+                        self.streaming |= !text.is_empty();
                         emit(AgentEvent::TextDelta(Cow::Owned(text)));
                     }
                     // A flush of text already streamed: it closes the segment.
                     (true, true) => self.close_segment(emit),
-                    (false, _) if !self.streamed.is_empty() => self.close_segment(emit),
+                    (false, _) if self.streaming => self.close_segment(emit),
                     // Without partial output every assistant event is a whole segment.
                     (false, _) => {
-                        self.last_segment = Some(text.clone());
+                        self.segment_seen = true;
                         emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
                         emit(AgentEvent::TurnEnd);
                     }
@@ -188,9 +211,7 @@ impl Dialect for CursorDialect {
             }
             ("tool_call", Some("started")) => {
                 self.close_segment(emit);
-                if let Some((key, body)) = ev.tool_call.and_then(|m| m.into_iter().next()) {
-                    let name = key.strip_suffix("ToolCall").unwrap_or(&key).to_string();
-                    let args = body.get("args").cloned().unwrap_or_default();
+                if let Some((name, args)) = ev.tool_call.and_then(tool_of) {
                     emit(AgentEvent::ToolCall {
                         name: Cow::Owned(name),
                         args,
@@ -213,7 +234,7 @@ impl Dialect for CursorDialect {
                         .result
                         .unwrap_or(Cow::Borrowed("cursor reported an error result"));
                     emit(AgentEvent::ProviderError(message));
-                } else if self.last_segment.is_none() {
+                } else if !self.segment_seen {
                     if let Some(r) = ev.result {
                         emit(AgentEvent::FinalText(r));
                     }

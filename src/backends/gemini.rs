@@ -11,11 +11,13 @@ use std::borrow::Cow;
 use std::ffi::OsString;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::tools::Permissions;
 use super::{
     parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
 };
+use crate::collector::display_args;
 use crate::events::{AgentEvent, Transient};
 use crate::result::Usage;
 
@@ -173,8 +175,8 @@ struct Line<'a> {
     delta: bool,
     #[serde(borrow, default)]
     tool_name: Option<Cow<'a, str>>,
-    #[serde(default)]
-    parameters: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -204,18 +206,16 @@ struct Stats {
 
 #[derive(Debug, Default)]
 pub(crate) struct GeminiDialect {
-    /// Deltas of the assistant message being written.
-    text: String,
+    /// Deltas of an assistant message are being written (the collector keeps the text).
+    streaming: bool,
     /// A model response is under way (text or tool calls since the last tool result).
     responding: bool,
 }
 
 impl GeminiDialect {
     fn close_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-        if !self.text.is_empty() {
-            emit(AgentEvent::AssistantMessage(Cow::Owned(std::mem::take(
-                &mut self.text,
-            ))));
+        if std::mem::take(&mut self.streaming) {
+            emit(AgentEvent::StreamedMessageEnd);
         }
     }
 
@@ -244,10 +244,10 @@ impl Dialect for GeminiDialect {
                 }
                 self.responding = true;
                 if ev.delta {
-                    self.text.push_str(&content);
+                    self.streaming |= !content.is_empty();
                     emit(AgentEvent::TextDelta(content));
                 } else {
-                    self.text.clear();
+                    self.streaming = false;
                     emit(AgentEvent::AssistantMessage(content));
                 }
             }
@@ -256,7 +256,7 @@ impl Dialect for GeminiDialect {
                 self.responding = true;
                 emit(AgentEvent::ToolCall {
                     name: ev.tool_name.unwrap_or(Cow::Borrowed("tool")),
-                    args: ev.parameters.unwrap_or_default(),
+                    args: display_args(ev.parameters),
                 });
             }
             "tool_result" => self.close_turn(emit),

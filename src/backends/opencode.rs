@@ -10,12 +10,14 @@ use std::borrow::Cow;
 use std::ffi::OsString;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
 };
+use crate::collector::display_args;
 use crate::events::AgentEvent;
 use crate::result::Usage;
 
@@ -132,8 +134,25 @@ struct Line<'a> {
     session_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     part: Option<Part<'a>>,
-    #[serde(default)]
-    error: Option<Value>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// `{"name": …, "data": {"message": …}}` or `{"message": …}`; the rest is skipped unbuilt.
+#[derive(Deserialize, Default)]
+struct ErrorBody<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    data: Option<ErrorData<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct ErrorData<'a> {
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -142,8 +161,8 @@ struct Part<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool: Option<Cow<'a, str>>,
-    #[serde(default)]
-    state: Option<ToolState>,
+    #[serde(borrow, default)]
+    state: Option<ToolState<'a>>,
     #[serde(default)]
     tokens: Option<Tokens>,
     #[serde(default)]
@@ -151,9 +170,9 @@ struct Part<'a> {
 }
 
 #[derive(Deserialize)]
-struct ToolState {
-    #[serde(default)]
-    input: Value,
+struct ToolState<'a> {
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -196,7 +215,7 @@ impl Dialect for OpencodeDialect {
             }
             ("tool_use", Some(part)) => emit(AgentEvent::ToolCall {
                 name: part.tool.unwrap_or(Cow::Borrowed("tool")),
-                args: part.state.map(|s| s.input).unwrap_or_default(),
+                args: display_args(part.state.and_then(|s| s.input)),
             }),
             ("step_finish", Some(part)) => {
                 let t = part.tokens.unwrap_or_default();
@@ -212,14 +231,17 @@ impl Dialect for OpencodeDialect {
                 emit(AgentEvent::Recovered);
             }
             ("error", _) => {
-                let e = ev.error.unwrap_or_default();
-                let message = e["data"]["message"]
-                    .as_str()
-                    .or_else(|| e["message"].as_str())
-                    .or_else(|| e["name"].as_str())
-                    .unwrap_or("opencode reported an error")
-                    .to_string();
-                emit(AgentEvent::ProviderError(Cow::Owned(message)));
+                let e: ErrorBody<'_> = ev
+                    .error
+                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                    .unwrap_or_default();
+                let message = e
+                    .data
+                    .and_then(|d| d.message)
+                    .or(e.message)
+                    .or(e.name)
+                    .unwrap_or(Cow::Borrowed("opencode reported an error"));
+                emit(AgentEvent::ProviderError(message));
             }
             _ => {}
         }

@@ -16,6 +16,7 @@ use super::tools::{Permissions, Tool};
 use super::{
     write_prompt_file, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
 };
+use crate::collector::display_args;
 use crate::events::AgentEvent;
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
@@ -154,23 +155,19 @@ struct Message<'a> {
     error_message: Option<Cow<'a, str>>,
 }
 
+/// A content block: `text` or `toolCall` (others are skipped). A flat struct rather than
+/// a tagged enum, so that the arguments stay raw JSON until they are shown (a tagged enum
+/// would buffer the whole block first).
 #[derive(Deserialize)]
-#[serde(tag = "type")]
-enum Block<'a> {
-    #[serde(rename = "text")]
-    Text {
-        #[serde(borrow, default)]
-        text: Cow<'a, str>,
-    },
-    #[serde(rename = "toolCall")]
-    ToolCall {
-        #[serde(borrow, default)]
-        name: Cow<'a, str>,
-        #[serde(default)]
-        arguments: serde_json::Value,
-    },
-    #[serde(other)]
-    Other,
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -259,15 +256,19 @@ fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) 
     let mut text = String::new();
     let mut calls = Vec::new();
     for block in m.content {
-        match block {
-            Block::Text { text: t } => {
+        match block.kind.as_ref() {
+            "text" => {
+                let t = block.text.unwrap_or_default();
                 if !text.is_empty() && !t.is_empty() {
                     text.push('\n');
                 }
                 text.push_str(&t);
             }
-            Block::ToolCall { name, arguments } => calls.push((name, arguments)),
-            Block::Other => {}
+            "toolCall" => calls.push((
+                block.name.unwrap_or_default(),
+                display_args(block.arguments),
+            )),
+            _ => {}
         }
     }
     emit(AgentEvent::AssistantMessage(Cow::Owned(text)));

@@ -56,7 +56,11 @@ impl Attempt<'_> {
         };
         let mut sink = DialectSink {
             dialect: invocation.dialect.parser(),
-            collector: Collector::new(),
+            // What a result can show: the kept head of the answer, and no less than the
+            // content it may carry.
+            collector: Collector::with_text_limit(
+                crate::collector::DEFAULT_KEPT_TEXT_BYTES.max(run.truncate.max_bytes),
+            ),
             progress: observer.map(|observer| Progress::new(observer, &run.run_id)),
         };
         let outcome = supervisor::supervise(

@@ -8,14 +8,14 @@ use super::resolve::ResolvedRun;
 use super::verdict::Verdict;
 use super::RunOutput;
 use crate::backends::Backend;
-use crate::collector::Collector;
+use crate::collector::{Collector, KeptText};
 use crate::result::{
     exit_status, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult, TextContent,
     TimeoutReason,
 };
 use crate::sanitize::Sanitizer;
 use crate::supervisor::{Outcome, SuperviseError};
-use crate::truncate::truncate_head;
+use crate::truncate::{truncate_head_of_longer, Missing, TruncateLimits};
 
 /// What the renderer needs besides the verdict.
 pub(crate) struct Context<'a> {
@@ -39,22 +39,44 @@ pub(crate) fn render(
     if let Verdict::Timeout(reason) = verdict {
         single.timeout_reason = Some(*reason);
     }
-    let raw_text = if verdict.is_success() {
-        collected.final_text().unwrap_or_default()
+    let answer = if verdict.is_success() {
+        collected.final_kept()
     } else {
-        collected.partial_text()
+        collected.partial_kept()
     };
-    single.output = sanitizer.sanitize(raw_text).into_owned();
+    let raw_text = answer.map_or("", KeptText::as_str);
+    // Of an answer longer than orchestrate keeps, the rest is only counted: the marker
+    // says how long it was and where it is whole.
+    let missing = answer
+        .filter(|a| a.is_cut())
+        .map_or(Missing::default(), |a| {
+            let (bytes, lines) = a.totals();
+            Missing {
+                bytes: (bytes as usize).saturating_sub(raw_text.len()),
+                lines: (lines as usize).saturating_sub(raw_text.lines().count()),
+            }
+        });
+    let body = sanitizer.sanitize(raw_text).into_owned();
     sanitize_display_items(sanitizer, &mut single.display_items);
     let failure = failure(verdict, outcome, collected, ctx)
         .map(|(code, message)| (code, sanitizer.sanitize(&message).into_owned()));
     single.error = failure.as_ref().map(|(_, message)| message.clone());
     let content = match &failure {
-        None => single.output.clone(),
-        Some((_, message)) if single.output.is_empty() => message.clone(),
-        Some((_, message)) => format!("{message}\n\nPartial output:\n{}", single.output),
+        None => body.clone(),
+        Some((_, message)) if body.is_empty() => message.clone(),
+        Some((_, message)) => format!("{message}\n\nPartial output:\n{body}"),
     };
-    let (text, truncation) = truncate_head(&content, ctx.run.truncate, &ctx.session_file);
+    let (text, truncation) =
+        truncate_head_of_longer(&content, missing, ctx.run.truncate, &ctx.session_file);
+    single.output = if missing == Missing::default() {
+        body
+    } else {
+        let whole = TruncateLimits {
+            max_bytes: usize::MAX,
+            max_lines: usize::MAX,
+        };
+        truncate_head_of_longer(&body, missing, whole, &ctx.session_file).0
+    };
     let error = match failure {
         Some((code, message)) => Some(ErrorInfo { code, message }),
         None => truncation.map(|t| ErrorInfo {
