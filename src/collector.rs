@@ -9,7 +9,8 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::events::AgentEvent;
-use crate::result::{DisplayItem, Usage};
+use crate::limits::Budgets;
+use crate::result::{DisplayItem, Limit, Usage};
 
 /// Display items kept (the most recent ones); older ones are counted and dropped.
 pub(crate) const MAX_DISPLAY_ITEMS: usize = 100;
@@ -30,6 +31,11 @@ pub(crate) const DEFAULT_KEPT_TEXT_BYTES: usize = 1024 * 1024;
 const MAX_ERROR_BYTES: usize = 64 * 1024;
 /// Bytes kept of the child's session id.
 const MAX_SESSION_ID_BYTES: usize = 1024;
+/// Bytes kept of the child's last retry notice.
+const MAX_RETRY_WORDS_BYTES: usize = 2 * 1024;
+/// Tool calls tracked as in flight; past this the oldest are forgotten (a CLI that never
+/// reports their ends cannot grow the list).
+const MAX_TOOLS_IN_FLIGHT: usize = 64;
 
 /// The head of a text that may grow without bound: at most the collector's limit is kept,
 /// cut on a character boundary; the whole is only counted (bytes and lines), so that a
@@ -110,6 +116,23 @@ pub(crate) struct Collector {
     last_nonempty_text: Option<KeptText>,
     /// Text streamed since the current message began.
     partial_text: KeptText,
+    /// Budgets checked whenever the child goes on to more work.
+    budgets: Budgets,
+    /// The budget reached, once one is, and whether it was a fan-out's total.
+    limit: Option<Limit>,
+    limit_is_total: bool,
+    /// Progress events so far (see [`AgentEvent`]).
+    progress: u64,
+    /// Ids of the tool calls started and not finished, oldest first.
+    tools_in_flight: VecDeque<Option<String>>,
+    tools_ended: u64,
+    /// The turn under way called a tool: it will go on to another turn.
+    tools_in_turn: bool,
+    /// Retry or reconnect notices so far, those since the last progress, and the last
+    /// one's words.
+    retries: u64,
+    retries_since_progress: u32,
+    last_retry: Option<String>,
     display_items: VecDeque<DisplayItem>,
     dropped_display_items: u64,
     provider_error: Option<String>,
@@ -141,6 +164,16 @@ impl Collector {
             final_text: None,
             last_nonempty_text: None,
             partial_text: KeptText::default(),
+            budgets: Budgets::default(),
+            limit: None,
+            limit_is_total: false,
+            progress: 0,
+            tools_in_flight: VecDeque::new(),
+            tools_ended: 0,
+            tools_in_turn: false,
+            retries: 0,
+            retries_since_progress: 0,
+            last_retry: None,
             display_items: VecDeque::new(),
             dropped_display_items: 0,
             provider_error: None,
@@ -151,9 +184,52 @@ impl Collector {
         }
     }
 
-    pub(crate) fn apply(&mut self, event: AgentEvent<'_>) {
+    /// Checks `budgets` whenever the child goes on to more work (see [`Collector::apply`]).
+    pub(crate) fn with_budgets(mut self, budgets: Budgets) -> Self {
+        self.budgets = budgets;
+        self
+    }
+
+    /// Folds in one event, and returns whether it shows the child going on to more work:
+    /// a turn that called tools ended (another will follow), or anything of a new turn
+    /// arrived. Budgets are checked there, so a run's final turn, which ends it, is never
+    /// cut short.
+    pub(crate) fn apply(&mut self, event: AgentEvent<'_>) -> bool {
+        let progress = is_progress(&event);
+        let goes_on = match &event {
+            AgentEvent::TurnEnd => self.tools_in_turn,
+            AgentEvent::MessageStart
+            | AgentEvent::TextDelta(_)
+            | AgentEvent::AssistantMessage(_)
+            | AgentEvent::StreamedMessageEnd
+            | AgentEvent::ToolCall { .. }
+            | AgentEvent::ToolStart { .. }
+            | AgentEvent::Working => true,
+            // The CLI stopped itself at its budget: check what it reported against ours.
+            AgentEvent::CostBudgetReached => true,
+            _ => false,
+        };
+        self.fold(event);
+        if progress {
+            self.progress += 1;
+            self.retries_since_progress = 0;
+        }
+        if goes_on && self.limit.is_none() && !self.terminal && !self.budgets.is_empty() {
+            self.limit = self.budgets.reached(&self.usage());
+            if self.limit.is_some() {
+                self.revision += 1;
+            }
+        }
+        goes_on
+    }
+
+    fn fold(&mut self, event: AgentEvent<'_>) {
         match event {
-            AgentEvent::MessageStart => self.partial_text.clear(),
+            AgentEvent::MessageStart => {
+                self.partial_text.clear();
+                // The model answers again: the tools it called have finished.
+                self.tools_in_flight.clear();
+            }
             AgentEvent::TextDelta(t) => {
                 self.partial_text.push(&t, self.text_limit);
                 self.revision += 1;
@@ -172,12 +248,40 @@ impl Collector {
                 self.complete_message(kept, false);
             }
             AgentEvent::ToolCall { name, mut args } => {
+                self.tools_in_turn = true;
                 cut_long_strings(&mut args, MAX_DISPLAY_ARG_BYTES);
                 self.push_display(DisplayItem::ToolCall {
                     name: name.into_owned(),
                     args,
                 });
                 self.revision += 1;
+            }
+            AgentEvent::ToolStart { id } => {
+                if self.tools_in_flight.len() == MAX_TOOLS_IN_FLIGHT {
+                    self.tools_in_flight.pop_front();
+                }
+                let id = id.map(|id| cut_utf8(&id, MAX_SESSION_ID_BYTES).to_string());
+                self.tools_in_flight.push_back(id);
+            }
+            AgentEvent::ToolEnd { id } => {
+                self.tools_ended += 1;
+                // Without an id the oldest ends; an id that was never started ends nothing.
+                let at = match id {
+                    Some(id) => self
+                        .tools_in_flight
+                        .iter()
+                        .position(|t| t.as_deref() == Some(&id)),
+                    None => (!self.tools_in_flight.is_empty()).then_some(0),
+                };
+                if let Some(at) = at {
+                    self.tools_in_flight.remove(at);
+                }
+            }
+            AgentEvent::Working | AgentEvent::CostBudgetReached => {}
+            AgentEvent::Retry(words) => {
+                self.retries += 1;
+                self.retries_since_progress = self.retries_since_progress.saturating_add(1);
+                self.last_retry = Some(cut_utf8(&words, MAX_RETRY_WORDS_BYTES).to_string());
             }
             AgentEvent::Usage(u) => {
                 self.usage.add(&u);
@@ -186,6 +290,7 @@ impl Collector {
             AgentEvent::UsageTotal(u) => self.usage_total = Some(u),
             AgentEvent::TurnEnd => {
                 self.turns += 1;
+                self.tools_in_turn = false;
                 self.revision += 1;
             }
             AgentEvent::ProviderError(e) => {
@@ -247,6 +352,53 @@ impl Collector {
         self.terminal
     }
 
+    /// The budget the child reached, if it did.
+    pub(crate) fn limit(&self) -> Option<Limit> {
+        self.limit
+    }
+
+    /// Records a budget reached outside this run (a fan-out's total), unless one was.
+    pub(crate) fn note_limit(&mut self, limit: Limit) {
+        if self.limit.is_none() {
+            self.limit = Some(limit);
+            self.limit_is_total = true;
+            self.revision += 1;
+        }
+    }
+
+    /// Whether the budget reached was a fan-out's total rather than this run's own.
+    pub(crate) fn limit_is_total(&self) -> bool {
+        self.limit_is_total
+    }
+
+    /// Progress events so far.
+    pub(crate) fn progress(&self) -> u64 {
+        self.progress
+    }
+
+    pub(crate) fn tools_in_flight(&self) -> usize {
+        self.tools_in_flight.len()
+    }
+
+    pub(crate) fn tools_ended(&self) -> u64 {
+        self.tools_ended
+    }
+
+    /// Retry or reconnect notices so far.
+    pub(crate) fn retries(&self) -> u64 {
+        self.retries
+    }
+
+    /// Retry or reconnect notices since the last progress.
+    pub(crate) fn retries_since_progress(&self) -> u32 {
+        self.retries_since_progress
+    }
+
+    /// The child's words in its last retry or reconnect notice.
+    pub(crate) fn last_retry(&self) -> Option<&str> {
+        self.last_retry.as_deref()
+    }
+
     pub(crate) fn provider_error(&self) -> Option<&str> {
         self.provider_error.as_deref()
     }
@@ -296,6 +448,30 @@ impl Collector {
     /// The text a streaming view shows: what is being written now, or the last message.
     pub(crate) fn latest_text(&self) -> &str {
         self.partial_text()
+    }
+}
+
+/// Whether an event is progress: the model or a tool produced something. Empty messages,
+/// zero usage, turn ends, errors, retries and the CLI's bookkeeping are not.
+fn is_progress(event: &AgentEvent<'_>) -> bool {
+    match event {
+        AgentEvent::TextDelta(t) | AgentEvent::AssistantMessage(t) | AgentEvent::FinalText(t) => {
+            !t.is_empty()
+        }
+        AgentEvent::StreamedMessageEnd
+        | AgentEvent::ToolCall { .. }
+        | AgentEvent::ToolStart { .. }
+        | AgentEvent::ToolEnd { .. }
+        | AgentEvent::Working => true,
+        AgentEvent::Usage(u) | AgentEvent::UsageTotal(u) => *u != Usage::default(),
+        AgentEvent::MessageStart
+        | AgentEvent::TurnEnd
+        | AgentEvent::ProviderError(_)
+        | AgentEvent::Retry(_)
+        | AgentEvent::CostBudgetReached
+        | AgentEvent::Recovered
+        | AgentEvent::SessionId(_)
+        | AgentEvent::Terminal => false,
     }
 }
 
@@ -530,6 +706,137 @@ mod tests {
             json!(format!("[{} bytes of JSON not shown]", items.len() + 2))
         );
         assert_eq!(display_args(None), Value::Null);
+    }
+
+    /// One pi-style turn: its text, its tool calls (if any), its usage, its end.
+    fn turn(c: &mut Collector, text: &str, tools: bool, cost: f64) {
+        c.apply(AgentEvent::MessageStart);
+        c.apply(AgentEvent::AssistantMessage(Cow::Owned(text.to_string())));
+        if tools {
+            c.apply(AgentEvent::ToolCall {
+                name: Cow::Borrowed("read"),
+                args: json!({}),
+            });
+        }
+        c.apply(AgentEvent::Usage(usage(100, 10, cost)));
+        c.apply(AgentEvent::TurnEnd);
+    }
+
+    #[test]
+    fn a_turn_budget_is_reached_when_the_child_goes_on_past_it() {
+        let budgets = Budgets {
+            max_turns: Some(2),
+            ..Budgets::default()
+        };
+        let mut c = Collector::new().with_budgets(budgets);
+        turn(&mut c, "one", true, 0.0);
+        assert_eq!(c.limit(), None);
+        // Turn 2 called a tool: a third turn would follow.
+        turn(&mut c, "two", true, 0.0);
+        assert_eq!(c.limit(), Some(Limit::Turns { limit: 2, used: 2 }));
+        assert_eq!(c.partial_text(), "two");
+
+        // A final answer in the last allowed turn ends the run within its budget.
+        let mut c = Collector::new().with_budgets(budgets);
+        turn(&mut c, "one", true, 0.0);
+        turn(&mut c, "answer", false, 0.0);
+        c.apply(AgentEvent::Terminal);
+        assert_eq!(c.limit(), None);
+
+        // Unless the child goes on anyway (a retry after a failed turn).
+        let mut c = Collector::new().with_budgets(budgets);
+        turn(&mut c, "one", true, 0.0);
+        turn(&mut c, "", false, 0.0);
+        c.apply(AgentEvent::MessageStart);
+        assert_eq!(c.limit(), Some(Limit::Turns { limit: 2, used: 2 }));
+    }
+
+    #[test]
+    fn a_cost_budget_is_reached_by_the_turn_that_passes_it_and_goes_on() {
+        let mut c = Collector::new().with_budgets(Budgets {
+            max_cost: Some(0.5),
+            ..Budgets::default()
+        });
+        for n in 1..=2 {
+            turn(&mut c, &format!("turn {n}"), true, 0.2);
+            assert_eq!(c.limit(), None, "after turn {n}");
+        }
+        turn(&mut c, "turn 3", true, 0.2);
+        assert_eq!(
+            c.limit(),
+            Some(Limit::Cost {
+                limit: 0.5,
+                used: 0.6
+            })
+        );
+        // The first budget reached stays the reason.
+        turn(&mut c, "turn 4", true, 0.2);
+        assert_eq!(
+            c.limit(),
+            Some(Limit::Cost {
+                limit: 0.5,
+                used: 0.6
+            })
+        );
+    }
+
+    #[test]
+    fn a_cli_stopping_at_its_own_cost_budget_reports_ours() {
+        let mut c = Collector::new().with_budgets(Budgets {
+            max_cost: Some(0.5),
+            ..Budgets::default()
+        });
+        turn(&mut c, "one", true, 0.0);
+        c.apply(AgentEvent::UsageTotal(Usage {
+            cost: 0.52,
+            turns: 2,
+            ..Usage::default()
+        }));
+        c.apply(AgentEvent::CostBudgetReached);
+        c.apply(AgentEvent::Terminal);
+        assert_eq!(
+            c.limit(),
+            Some(Limit::Cost {
+                limit: 0.5,
+                used: 0.52
+            })
+        );
+    }
+
+    #[test]
+    fn progress_tools_in_flight_and_retries_are_tracked() {
+        let mut c = Collector::new();
+        c.apply(AgentEvent::SessionId(Cow::Borrowed("s")));
+        c.apply(AgentEvent::MessageStart);
+        c.apply(AgentEvent::AssistantMessage(Cow::Borrowed("")));
+        c.apply(AgentEvent::Usage(Usage::default()));
+        assert_eq!(
+            c.progress(),
+            0,
+            "bookkeeping, empty text and zero usage are not"
+        );
+        c.apply(AgentEvent::Retry(Cow::Borrowed("retry 1/3: 503")));
+        c.apply(AgentEvent::Retry(Cow::Borrowed("retry 2/3: 503")));
+        assert_eq!((c.retries(), c.retries_since_progress()), (2, 2));
+        assert_eq!(c.last_retry(), Some("retry 2/3: 503"));
+        c.apply(AgentEvent::ToolStart {
+            id: Some(Cow::Borrowed("a")),
+        });
+        c.apply(AgentEvent::ToolStart {
+            id: Some(Cow::Borrowed("b")),
+        });
+        assert_eq!((c.progress(), c.retries_since_progress()), (2, 0));
+        c.apply(AgentEvent::ToolEnd {
+            id: Some(Cow::Borrowed("never started")),
+        });
+        assert_eq!(c.tools_in_flight(), 2);
+        c.apply(AgentEvent::ToolEnd {
+            id: Some(Cow::Borrowed("b")),
+        });
+        assert_eq!((c.tools_in_flight(), c.tools_ended()), (1, 2));
+        // The model answering again means its tools are done.
+        c.apply(AgentEvent::MessageStart);
+        assert_eq!(c.tools_in_flight(), 0);
     }
 
     #[test]

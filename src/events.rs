@@ -1,4 +1,10 @@
 //! The normalized events every dialect parser produces, whatever the child CLI was.
+//!
+//! Each event is progress or not, and that is what keeps a child alive (the idle timer
+//! counts progress only): the model's text, tool calls, tools starting, running and
+//! finishing, usage, and other work it shows without content (`Working`). A CLI retrying
+//! or reconnecting to its provider (`Retry`) is noise, and so are its own bookkeeping,
+//! errors, empty messages and heartbeats.
 
 use std::borrow::Cow;
 
@@ -23,6 +29,20 @@ pub enum AgentEvent<'a> {
         name: Cow<'a, str>,
         args: serde_json::Value,
     },
+    /// A tool began to run. `id` pairs it with its end; a CLI that gives none ends the
+    /// oldest.
+    ToolStart { id: Option<Cow<'a, str>> },
+    /// A tool finished (successfully or not).
+    ToolEnd { id: Option<Cow<'a, str>> },
+    /// The model or a tool produced something that is not shown (thinking, a tool's
+    /// partial output, an item update): progress without content.
+    Working,
+    /// The CLI is retrying or reconnecting to its provider, in its own words: noise, not
+    /// progress.
+    Retry(Cow<'a, str>),
+    /// The CLI stopped itself at the cost budget orchestrate passed it (claude's
+    /// `--max-budget-usd`), its cost total already reported.
+    CostBudgetReached,
     /// Usage of one request or turn, added to the run's sum.
     Usage(Usage),
     /// The CLI's own total for the whole run; replaces the sum (Claude's `result` line).

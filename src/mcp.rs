@@ -55,6 +55,19 @@ pub(crate) struct SubagentArgs {
     /// Maximum time without child output in milliseconds (default 180000).
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+    /// Stop the child once it goes on past this many turns; its partial answer is kept.
+    #[serde(default)]
+    pub max_turns: Option<u64>,
+    /// Stop the child once it has used this many input + output + cache-write tokens.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Stop the child once it has cost this many US dollars.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+    /// Models to run in turn when the model fails with a quota, rate-limit, overload or
+    /// unknown-model error.
+    #[serde(default)]
+    pub fallback_models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -134,6 +147,10 @@ impl OrchestrateServer {
                 .idle_timeout_ms
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            max_turns: args.max_turns.filter(|n| *n > 0),
+            max_tokens: args.max_tokens.filter(|n| *n > 0),
+            max_cost: args.max_cost_usd.filter(|c| c.is_finite() && *c > 0.0),
+            fallback_models: args.fallback_models,
             ..RunRequest::default()
         };
         let env = match RunEnv::load(&RunEnv::cwd_of(req.cwd.as_deref())) {

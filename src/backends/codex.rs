@@ -70,10 +70,6 @@ pub(crate) fn build(
         inv.warnings
             .push("codex ignores tool names it does not know".to_string());
     }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("codex has no turn limit: max_turns is not enforced".to_string());
-    }
     if !input.agent.system_prompt.trim().is_empty() {
         // `-c key=value` parses the value as TOML; a JSON string literal is a valid TOML
         // basic string, escapes included.
@@ -207,11 +203,20 @@ impl CodexDialect {
         if item.kind == "error" {
             return;
         }
-        let tool_done = phase == "item.completed" && TOOL_ITEMS.contains(&item.kind.as_ref());
+        let tool = TOOL_ITEMS.contains(&item.kind.as_ref());
+        let tool_done = phase == "item.completed" && tool;
         if !tool_done {
             self.responding = true;
         }
+        let id = item.id.clone();
         self.show_item(phase, item, emit);
+        match (phase, tool) {
+            ("item.started", true) => emit(AgentEvent::ToolStart { id }),
+            ("item.completed", true) => emit(AgentEvent::ToolEnd { id }),
+            // A tool's output so far, reasoning, a plan: work that shows no answer yet.
+            ("item.started" | "item.updated", _) => emit(AgentEvent::Working),
+            _ => {}
+        }
         // When one response called several tools, the first to finish ends it; the
         // others find no response under way.
         if tool_done {
@@ -311,7 +316,9 @@ impl Dialect for CodexDialect {
             }
             "error" => {
                 if let Some(m) = ev.message {
-                    if !m.starts_with("Reconnecting") {
+                    if m.starts_with("Reconnecting") {
+                        emit(AgentEvent::Retry(m));
+                    } else {
                         emit(AgentEvent::ProviderError(m));
                     }
                 }
@@ -341,6 +348,7 @@ mod tests {
                 model: Some("gpt-5.5"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -369,6 +377,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

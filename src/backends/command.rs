@@ -120,6 +120,7 @@ mod tests {
                 model: Some("m1"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -154,6 +155,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .map(|_| ())

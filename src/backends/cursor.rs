@@ -65,10 +65,6 @@ pub(crate) fn build(
             }
         ));
     }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("cursor has no turn limit: max_turns is not enforced".to_string());
-    }
     // No system prompt flag: the agent's prompt goes first in the message.
     inv.arg(input.task_with_instructions());
     Ok(inv)
@@ -88,6 +84,8 @@ struct Line<'a> {
     timestamp_ms: Option<Value>,
     #[serde(default)]
     model_call_id: Option<Value>,
+    #[serde(borrow, default)]
+    call_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_call: Option<&'a RawValue>,
     #[serde(default)]
@@ -132,6 +130,8 @@ pub(crate) struct CursorDialect {
     streaming: bool,
     /// A segment was complete.
     segment_seen: bool,
+    /// A segment's turn has not ended yet: the tool calls that follow it are its own.
+    turn_open: bool,
 }
 
 /// A tool call's body, `{"args": {…}, "result": {…}}`; the result is skipped unbuilt.
@@ -142,10 +142,17 @@ struct ToolBody<'a> {
 }
 
 impl CursorDialect {
+    /// The streamed text of the segment is complete; its turn stays open for its tools.
     fn close_segment(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         if std::mem::take(&mut self.streaming) {
             self.segment_seen = true;
+            self.turn_open = true;
             emit(AgentEvent::StreamedMessageEnd);
+        }
+    }
+
+    fn close_turn(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if std::mem::take(&mut self.turn_open) {
             emit(AgentEvent::TurnEnd);
         }
     }
@@ -193,6 +200,7 @@ impl Dialect for CursorDialect {
                 match (ev.timestamp_ms.is_some(), ev.model_call_id.is_some()) {
                     (true, false) => {
                         if !self.streaming {
+                            self.close_turn(emit);
                             emit(AgentEvent::MessageStart);
                         }
                         self.streaming |= !text.is_empty();
@@ -203,9 +211,10 @@ impl Dialect for CursorDialect {
                     (false, _) if self.streaming => self.close_segment(emit),
                     // Without partial output every assistant event is a whole segment.
                     (false, _) => {
+                        self.close_turn(emit);
                         self.segment_seen = true;
+                        self.turn_open = true;
                         emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
-                        emit(AgentEvent::TurnEnd);
                     }
                 }
             }
@@ -217,9 +226,21 @@ impl Dialect for CursorDialect {
                         args,
                     });
                 }
+                emit(AgentEvent::ToolStart { id: ev.call_id });
+                // The segment that called the tool ends with it: the next is a new turn.
+                self.close_turn(emit);
             }
+            ("tool_call", Some("completed")) => emit(AgentEvent::ToolEnd { id: ev.call_id }),
+            ("thinking", _) => emit(AgentEvent::Working),
+            // Seen in captures: the CLI losing its connection and trying again.
+            ("connection" | "retry", subtype) => emit(AgentEvent::Retry(Cow::Owned(format!(
+                "{} {}",
+                ev.kind,
+                subtype.unwrap_or_default()
+            )))),
             ("result", _) => {
                 self.close_segment(emit);
+                self.close_turn(emit);
                 let u = ev.usage.unwrap_or_default();
                 emit(AgentEvent::Usage(Usage {
                     input: ev.input_tokens.unwrap_or(u.input_tokens),
@@ -266,6 +287,7 @@ mod tests {
                 model: Some("gpt-5"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

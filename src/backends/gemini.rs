@@ -86,10 +86,6 @@ pub(crate) fn build(
             }
         ));
     }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("gemini has no per-run turn limit flag: max_turns is not enforced".to_string());
-    }
     Ok(inv)
 }
 
@@ -176,6 +172,8 @@ struct Line<'a> {
     #[serde(borrow, default)]
     tool_name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    tool_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     parameters: Option<&'a RawValue>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
@@ -258,8 +256,12 @@ impl Dialect for GeminiDialect {
                     name: ev.tool_name.unwrap_or(Cow::Borrowed("tool")),
                     args: display_args(ev.parameters),
                 });
+                emit(AgentEvent::ToolStart { id: ev.tool_id });
             }
-            "tool_result" => self.close_turn(emit),
+            "tool_result" => {
+                emit(AgentEvent::ToolEnd { id: ev.tool_id });
+                self.close_turn(emit);
+            }
             "error" if ev.severity.as_deref() != Some("warning") => {
                 if let Some(m) = ev.message {
                     emit(AgentEvent::ProviderError(m));
@@ -314,6 +316,7 @@ mod tests {
                 model: Some("gemini-2.5-pro"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -360,6 +363,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -386,6 +390,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

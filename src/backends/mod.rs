@@ -32,6 +32,9 @@ pub struct InvocationInput<'a> {
     pub run_dir: &'a Path,
     /// Continue the child's own session from an earlier run instead of starting anew.
     pub resume: Option<&'a ResumeFrom>,
+    /// The run's cost budget (USD), for a CLI that reports its cost only when it finishes
+    /// and so must be told the budget itself (claude).
+    pub max_cost: Option<f64>,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -169,6 +172,32 @@ impl DialectKind {
             .into_iter()
             .find(|d| d.name() == name)
             .ok_or_else(|| BackendError::UnknownDialect(name.to_string()))
+    }
+
+    /// Budgets this dialect's stream cannot enforce, said out loud in the result: a CLI
+    /// that reports no cost cannot be held to a cost budget, and one that reports its usage
+    /// only when it finishes cannot be stopped early by a token budget (turns are counted
+    /// from every stream).
+    pub(crate) fn budget_warnings(self, budgets: &crate::limits::Budgets) -> Vec<String> {
+        let (reports_cost, usage_while_running) = match self {
+            DialectKind::Pi | DialectKind::Opencode => (true, true),
+            // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message
+            // usage counts the input while it runs.
+            DialectKind::Claude => (true, true),
+            DialectKind::Codex | DialectKind::Gemini | DialectKind::Cursor => (false, false),
+        };
+        let mut out = Vec::new();
+        if budgets.max_cost.is_some() && !reports_cost {
+            out.push(format!(
+                "{self} reports no cost: the cost budget cannot be enforced"
+            ));
+        }
+        if budgets.max_tokens.is_some() && !usage_while_running {
+            out.push(format!(
+                "{self} reports its token usage only when it finishes: the token budget cannot stop it early"
+            ));
+        }
+        out
     }
 
     pub fn parser(self) -> Box<dyn Dialect> {
@@ -458,7 +487,9 @@ pub(crate) mod test_support {
         let mut c = Collector::new();
         let mut skipped = 0;
         for l in lines {
-            if !d.parse_line(l, &mut |e| c.apply(e)) {
+            if !d.parse_line(l, &mut |e| {
+                c.apply(e);
+            }) {
                 skipped += 1;
             }
         }
@@ -477,6 +508,13 @@ pub(crate) mod test_support {
             "providerError": c.provider_error(),
             "displayItems": c.display_items(),
             "skippedLines": skipped,
+            // How the supervisor reads the stream: progress keeps the child alive, tools in
+            // flight suspend the idle limit, retries are noise.
+            "progress": c.progress(),
+            "toolsInFlight": c.tools_in_flight(),
+            "toolsEnded": c.tools_ended(),
+            "retries": c.retries(),
+            "lastRetry": c.last_retry(),
         })
     }
 
@@ -517,6 +555,61 @@ pub(crate) mod test_support {
             }
         }
         assert!(checked >= 18, "only {checked} fixtures found");
+    }
+
+    /// In every dialect a turn budget is reached where the child goes on past it, never by
+    /// its final answer: each fixture of a successful run of several turns stays within a
+    /// budget of its turns, and passes one of a turn fewer.
+    #[test]
+    fn every_dialect_reaches_a_turn_budget_only_when_the_child_goes_on() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut checked = Vec::new();
+        for kind in DialectKind::ALL {
+            let Ok(entries) = std::fs::read_dir(root.join(kind.name())) else {
+                continue;
+            };
+            for file in entries.map(|e| e.unwrap().path()) {
+                if file.extension().is_none_or(|e| e != "jsonl") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&file).unwrap();
+                let lines: Vec<&str> = text.lines().collect();
+                let (whole, _) = collect(kind, &lines);
+                let turns = whole.usage().turns;
+                if whole.provider_error().is_some() || !whole.terminal_seen() || turns < 2 {
+                    continue;
+                }
+                let run = |max_turns: u64| {
+                    let mut d = kind.parser();
+                    let mut c = Collector::new().with_budgets(crate::limits::Budgets {
+                        max_turns: Some(max_turns),
+                        ..Default::default()
+                    });
+                    for l in &lines {
+                        d.parse_line(l, &mut |e| {
+                            c.apply(e);
+                        });
+                    }
+                    c.limit()
+                };
+                let name = file.display().to_string();
+                assert_eq!(
+                    run(turns),
+                    None,
+                    "{name}: the final answer is not cut short"
+                );
+                assert_eq!(
+                    run(turns - 1),
+                    Some(crate::result::Limit::Turns {
+                        limit: turns - 1,
+                        used: turns - 1
+                    }),
+                    "{name}: going on past the budget reaches it"
+                );
+                checked.push(name);
+            }
+        }
+        assert!(checked.len() >= 7, "{checked:#?}");
     }
 
     pub(crate) fn args(inv: &Invocation) -> Vec<String> {

@@ -58,9 +58,6 @@ pub(crate) fn build(
         "description".into(),
         json!(format!("orchestrate agent {}", input.agent.name)),
     );
-    if let Some(n) = input.agent.max_turns {
-        agent.insert("steps".into(), json!(n));
-    }
     let tools = opencode_tools(&p);
     if !tools.is_empty() {
         agent.insert("tools".into(), Value::Object(tools));
@@ -208,6 +205,8 @@ impl Dialect for OpencodeDialect {
         }
         match (ev.kind.as_ref(), ev.part) {
             ("step_start", _) => emit(AgentEvent::MessageStart),
+            // Thinking (with --thinking): work that shows no answer yet.
+            ("reasoning", _) => emit(AgentEvent::Working),
             ("text", Some(part)) => {
                 if let Some(text) = part.text {
                     emit(AgentEvent::AssistantMessage(text));
@@ -268,6 +267,7 @@ mod tests {
                 model: Some("mock/m"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -324,6 +324,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

@@ -72,10 +72,6 @@ pub(crate) fn build(
     if !tools.is_empty() {
         inv.arg("--tools").arg(tools.join(","));
     }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("pi has no turn limit: max_turns is not enforced".to_string());
-    }
     if let Some(path) = input.write_system_prompt()? {
         inv.arg("--append-system-prompt").arg(&path);
         inv.prompt_files.push(path);
@@ -139,6 +135,15 @@ struct Line<'a> {
     will_retry: bool,
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
+    #[serde(rename = "toolCallId", borrow, default)]
+    tool_call_id: Option<Cow<'a, str>>,
+    /// `auto_retry_start`: which attempt, of how many, after what.
+    #[serde(default)]
+    attempt: Option<u64>,
+    #[serde(rename = "maxAttempts", default)]
+    max_attempts: Option<u64>,
+    #[serde(rename = "errorMessage", borrow, default)]
+    error_message: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -220,18 +225,40 @@ impl Dialect for PiDialect {
                 }
             }
             "message_update" => {
-                let delta = ev
+                let update = ev
                     .assistant_message_event
                     .and_then(|raw| serde_json::from_str::<MessageEvent<'_>>(raw.get()).ok());
-                if let Some(MessageEvent {
-                    kind,
-                    delta: Some(delta),
-                }) = delta
-                {
-                    if kind == "text_delta" {
-                        emit(AgentEvent::TextDelta(delta));
-                    }
+                match update {
+                    Some(MessageEvent {
+                        kind,
+                        delta: Some(delta),
+                    }) if kind == "text_delta" => emit(AgentEvent::TextDelta(delta)),
+                    // The model streams thinking or a tool call's arguments.
+                    Some(MessageEvent { kind, .. }) if kind != "error" => emit(AgentEvent::Working),
+                    _ => {}
                 }
+            }
+            "tool_execution_start" => emit(AgentEvent::ToolStart {
+                id: ev.tool_call_id,
+            }),
+            "tool_execution_end" => emit(AgentEvent::ToolEnd {
+                id: ev.tool_call_id,
+            }),
+            "tool_execution_update"
+            | "auto_compaction_start"
+            | "auto_compaction_end"
+            | "compaction_start"
+            | "compaction_end" => emit(AgentEvent::Working),
+            "auto_retry_start" => {
+                let attempt = match (ev.attempt, ev.max_attempts) {
+                    (Some(a), Some(m)) => format!(" {a}/{m}"),
+                    (Some(a), None) => format!(" {a}"),
+                    _ => String::new(),
+                };
+                let why = ev.error_message.unwrap_or_default();
+                emit(AgentEvent::Retry(Cow::Owned(format!(
+                    "retry{attempt}: {why}"
+                ))));
             }
             "message_end" => {
                 if let Some(m) = ev.message.and_then(parse_message) {
@@ -312,7 +339,9 @@ mod tests {
         let mut c = Collector::new();
         let mut skipped = 0;
         for l in lines {
-            if !d.parse_line(l, &mut |e| c.apply(e)) {
+            if !d.parse_line(l, &mut |e| {
+                c.apply(e);
+            }) {
                 skipped += 1;
             }
         }
@@ -442,6 +471,7 @@ mod tests {
                 model: Some("m-1"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -486,6 +516,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

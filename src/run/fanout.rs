@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
+use super::render::usd;
+use super::total::TotalCost;
 use super::{refuse_if_not_allowed, run, truncate_limits, RunEnv, RunOutput, RunRequest};
 use crate::error::RunError;
 use crate::result::{
@@ -24,10 +26,12 @@ const MIN_TASK_BYTES: usize = 2 * 1024;
 const MIN_TASK_LINES: usize = 40;
 
 /// Limits on a fan-out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FanoutLimits {
     pub concurrency: usize,
     pub max_tasks: usize,
+    /// USD over every task (`--max-total-cost`, config `max_total_cost`).
+    pub max_total_cost: Option<f64>,
 }
 
 impl Default for FanoutLimits {
@@ -35,6 +39,7 @@ impl Default for FanoutLimits {
         FanoutLimits {
             concurrency: DEFAULT_CONCURRENCY,
             max_tasks: DEFAULT_MAX_TASKS,
+            max_total_cost: None,
         }
     }
 }
@@ -48,8 +53,50 @@ impl FanoutLimits {
         FanoutLimits {
             concurrency: concurrency_flag.unwrap_or(cfg.concurrency.value),
             max_tasks: cfg.max_tasks.value,
+            max_total_cost: cfg.max_total_cost.value,
         }
     }
+}
+
+/// The fan-out's total cost budget, when it has one: the flag (every task carries it)
+/// over the config.
+fn total_cost(reqs: &[RunRequest], limits: FanoutLimits) -> Option<Arc<TotalCost>> {
+    let limit = reqs
+        .first()
+        .and_then(|r| r.max_total_cost)
+        .or(limits.max_total_cost)?;
+    Some(Arc::new(TotalCost::new(limit, reqs.len())))
+}
+
+/// Task `i`'s environment and controls: with the fan-out's total, its slot in it, and its
+/// stop.
+fn task_env(
+    env: &RunEnv,
+    controls: &Controls,
+    total: &Option<Arc<TotalCost>>,
+    i: usize,
+) -> (RunEnv, Controls) {
+    let mut env = env.clone();
+    let mut controls = controls.clone();
+    if let Some(total) = total {
+        env.total = Some((total.clone(), i));
+        controls.budget = total.reached.clone();
+    }
+    (env, controls)
+}
+
+/// The answer for a task that did not start because the tasks before it spent the total.
+fn not_started(total: &TotalCost) -> RunOutput {
+    let (limit, used) = total.amounts();
+    RunOutput::from_result(RunResult::refusal(
+        ErrorCode::SubagentFailed,
+        format!(
+            "Not started: the total cost budget {} of this fan-out was spent ({} used by the tasks before it).",
+            usd(limit),
+            usd(used)
+        ),
+        None,
+    ))
 }
 
 /// Checks the task list before any task runs.
@@ -101,18 +148,23 @@ pub(crate) async fn run_parallel(
     }
     let whole = truncate_limits(&reqs[0], &env.config);
     let n = reqs.len();
+    let total = total_cost(&reqs, limits);
     let gate = Arc::new(Semaphore::new(limits.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for (i, mut req) in reqs.into_iter().enumerate() {
         let part = share(whole, n);
         req.max_bytes = Some(part.max_bytes);
         req.max_lines = Some(part.max_lines);
-        let (env, controls, gate) = (env.clone(), controls.clone(), gate.clone());
+        let (env, controls) = task_env(env, controls, &total, i);
+        let (gate, total) = (gate.clone(), total.clone());
         set.spawn(async move {
             let _permit = gate
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
+            if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
+                return (i, not_started(total));
+            }
             (i, run(&req, &env, &controls, None).await)
         });
     }
@@ -151,12 +203,17 @@ pub(crate) async fn run_chain(
         return refuse_tasks(e, &group_id);
     }
     let whole = truncate_limits(&reqs[0], &env.config);
+    let total = total_cost(&reqs, limits);
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
-        let out = run(&req, env, controls, None).await;
+        let (env, controls) = task_env(env, controls, &total, i);
+        let out = match total.as_ref().filter(|t| t.is_spent()) {
+            Some(total) => not_started(total),
+            None => run(&req, &env, &controls, None).await,
+        };
         let failed = out
             .result
             .details
