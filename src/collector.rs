@@ -195,6 +195,19 @@ impl Collector {
     /// arrived. Budgets are checked there, so a run's final turn, which ends it, is never
     /// cut short.
     pub(crate) fn apply(&mut self, event: AgentEvent<'_>) -> bool {
+        if self.limit.is_some() {
+            // The run is what it was when the budget was reached: whatever the child
+            // still prints while it is being stopped (a CLI finishing the request it had
+            // already sent) is not part of it.
+            match event {
+                AgentEvent::Terminal => self.terminal = true,
+                AgentEvent::SessionId(id) => {
+                    self.session_id = Some(cut_utf8(&id, MAX_SESSION_ID_BYTES).to_string())
+                }
+                _ => {}
+            }
+            return false;
+        }
         let progress = is_progress(&event);
         let goes_on = match &event {
             AgentEvent::TurnEnd => self.tools_in_turn,
@@ -749,6 +762,31 @@ mod tests {
         turn(&mut c, "", false, 0.0);
         c.apply(AgentEvent::MessageStart);
         assert_eq!(c.limit(), Some(Limit::Turns { limit: 2, used: 2 }));
+    }
+
+    #[test]
+    fn the_run_is_what_it_was_when_the_budget_was_reached() {
+        let mut c = Collector::new().with_budgets(Budgets {
+            max_turns: Some(1),
+            ..Budgets::default()
+        });
+        turn(&mut c, "one", true, 0.1);
+        assert_eq!(c.limit(), Some(Limit::Turns { limit: 1, used: 1 }));
+        // The child answers its next request while it is being stopped.
+        turn(&mut c, "two", true, 0.1);
+        c.apply(AgentEvent::ProviderError(Cow::Borrowed("aborted")));
+        c.apply(AgentEvent::Terminal);
+        assert_eq!(
+            (
+                c.partial_text(),
+                c.usage().turns,
+                c.usage().cost,
+                c.provider_error()
+            ),
+            ("one", 1, 0.1, None)
+        );
+        assert_eq!(c.display_items().len(), 2);
+        assert!(c.terminal_seen());
     }
 
     #[test]

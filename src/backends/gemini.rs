@@ -225,6 +225,16 @@ impl GeminiDialect {
 }
 
 impl Dialect for GeminiDialect {
+    /// Gemini says on stderr when a request failed and it will try again: `Attempt 2
+    /// failed. Retrying with backoff... Error: …` or `Attempt 1 failed with status 503.
+    /// Retrying with backoff... _ApiError: {…}` (then a stack trace).
+    fn parse_stderr_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let line = line.trim();
+        if line.starts_with("Attempt ") && line.contains("Retrying with backoff") {
+            emit(AgentEvent::Retry(Cow::Borrowed(line)));
+        }
+    }
+
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
         let Some(ev) = parse_json::<Line<'_>>(line) else {
             return false;

@@ -127,6 +127,10 @@ pub trait Dialect: Send {
     /// recognizes as an event (the caller counts it as skipped). Unknown event types are
     /// valid lines that emit nothing.
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool;
+
+    /// Reads one line of the child's stderr, for CLIs that say only there that they are
+    /// retrying their provider (`AgentEvent::Retry`). Stderr is never the answer.
+    fn parse_stderr_line(&mut self, _line: &str, _emit: &mut dyn FnMut(AgentEvent<'_>)) {}
 }
 
 /// The JSONL dialects orchestrate reads: one per CLI that has a backend file.
@@ -610,6 +614,49 @@ pub(crate) mod test_support {
             }
         }
         assert!(checked.len() >= 7, "{checked:#?}");
+    }
+
+    /// The retry notices a dialect reads in `stderr` lines, as the collector keeps them.
+    pub(crate) fn stderr_retries(kind: DialectKind, stderr: &[&str]) -> (u64, Option<String>) {
+        let mut d = kind.parser();
+        let mut c = Collector::new();
+        for l in stderr {
+            d.parse_stderr_line(l, &mut |e| {
+                c.apply(e);
+            });
+        }
+        (c.retries(), c.last_retry().map(str::to_string))
+    }
+
+    #[test]
+    fn gemini_and_opencode_say_on_stderr_that_they_retry() {
+        let gemini = [
+            "YOLO mode is enabled. All tool calls will be automatically approved.",
+            "Attempt 1 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request",
+            "    at file:///x/bundle/chunk.js:267671:13",
+            "Attempt 2 failed with status 503. Retrying with backoff... _ApiError: {\"error\":{\"code\":503}}",
+            "  status: 503",
+        ];
+        assert_eq!(
+            stderr_retries(DialectKind::Gemini, &gemini),
+            (
+                2,
+                Some("Attempt 2 failed with status 503. Retrying with backoff... _ApiError: {\"error\":{\"code\":503}}".into())
+            )
+        );
+        let opencode = [
+            r#"timestamp=2026-11-30T12:57:38.175Z level=INFO run=4 message=stream providerID=mock modelID=mock-model"#,
+            r#"timestamp=2026-11-30T12:57:38.218Z level=ERROR run=4 message="stream error" providerID=mock small=false error.error="AI_APICallError: Cannot connect to API: Unable to connect.""#,
+        ];
+        assert_eq!(
+            stderr_retries(DialectKind::Opencode, &opencode),
+            (
+                1,
+                Some("AI_APICallError: Cannot connect to API: Unable to connect.".into())
+            )
+        );
+        // The others read nothing there.
+        assert_eq!(stderr_retries(DialectKind::Pi, &gemini), (0, None));
     }
 
     pub(crate) fn args(inv: &Invocation) -> Vec<String> {

@@ -93,6 +93,9 @@ pub(crate) fn build(
     // OPENCODE_CONFIG adds a config file above the user's global one; the user's provider
     // settings and keys stay as they are.
     inv.env("OPENCODE_CONFIG", config_path.into_os_string());
+    // opencode retries a provider it cannot reach silently (observed: 65 s of nothing on
+    // stdout); only its log, on stderr, says so.
+    inv.env("OPENCODE_PRINT_LOGS", "1");
     inv.arg("--agent").arg(AGENT_NAME);
     if !p.readonly {
         // Without it, a headless run rejects every permission that would ask.
@@ -193,6 +196,20 @@ pub(crate) struct OpencodeDialect {
 }
 
 impl Dialect for OpencodeDialect {
+    /// opencode's log (`OPENCODE_PRINT_LOGS`, logfmt) says when a request to the provider
+    /// failed: `level=ERROR … message="stream error" … error.error="AI_APICallError: …"`;
+    /// it retries after it, saying nothing on stdout.
+    fn parse_stderr_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if !line.contains("message=\"stream error\"") {
+            return;
+        }
+        let words = line
+            .split_once("error.error=\"")
+            .map(|(_, rest)| rest.strip_suffix('"').unwrap_or(rest))
+            .unwrap_or("stream error");
+        emit(AgentEvent::Retry(Cow::Owned(words.to_string())));
+    }
+
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
         let Some(ev) = parse_json::<Line<'_>>(line) else {
             return false;
@@ -287,10 +304,13 @@ mod tests {
         let config_path = dir.path().join("opencode.json");
         assert_eq!(
             inv.env,
-            vec![(
-                "OPENCODE_CONFIG".into(),
-                config_path.clone().into_os_string()
-            )]
+            vec![
+                (
+                    "OPENCODE_CONFIG".into(),
+                    config_path.clone().into_os_string()
+                ),
+                ("OPENCODE_PRINT_LOGS".into(), "1".into())
+            ]
         );
         let config: Value =
             serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();

@@ -136,31 +136,29 @@ impl RunOutput {
     /// Whether this failed attempt is worth another one. Never after a timeout, the hard
     /// cap, a budget or a cancel: those have their own codes, reasons or exit status.
     fn transient(&self, backend: Backend) -> Option<retry::Transient> {
-        let (message, exit_code) = self.child_failure()?;
+        // A child stopped for only retrying has had its retries.
+        let (message, exit_code) = self.child_failure(&[StopReason::ProviderUnreachable])?;
         retry::classify(backend, message, exit_code)
     }
 
     /// Whether this failed attempt says its model cannot serve the run, so that a
-    /// fallback model may.
+    /// fallback model may: also when the CLI only retried an overloaded model until the
+    /// connect limit stopped it.
     fn unavailable(&self, backend: Backend) -> Option<retry::Unavailable> {
-        let (message, exit_code) = self.child_failure()?;
+        let (message, exit_code) = self.child_failure(&[])?;
         retry::unavailable(backend, message, exit_code)
     }
 
     /// The child's own failure, as its message and exit code: not a timeout, the hard
-    /// cap, a budget, an unreachable provider or a cancel.
-    fn child_failure(&self) -> Option<(&str, i32)> {
+    /// cap, a budget, a cancel, nor a stop for one of `also_not`.
+    fn child_failure(&self, also_not: &[StopReason]) -> Option<(&str, i32)> {
         let error = self.result.details.error.as_ref()?;
         if error.code != ErrorCode::SubagentFailed || self.exit_status == exit_status::CANCELLED {
             return None;
         }
         let single = self.result.details.results.first()?;
-        // A child stopped for its budget or for only retrying has had its chances.
-        let stopped = matches!(
-            single.termination.and_then(|t| t.stop_reason()),
-            Some(StopReason::Budget | StopReason::ProviderUnreachable)
-        );
-        if single.limit.is_some() || stopped {
+        let stop = single.termination.and_then(|t| t.stop_reason());
+        if single.limit.is_some() || stop.is_some_and(|s| also_not.contains(&s)) {
             return None;
         }
         Some((

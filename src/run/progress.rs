@@ -129,6 +129,14 @@ impl LineSink for DialectSink<'_, '_> {
         self.collector.note_skipped_line();
     }
 
+    fn on_stderr_line(&mut self, line: &[u8]) {
+        let collector = &mut self.collector;
+        let text = String::from_utf8_lossy(line);
+        self.dialect.parse_stderr_line(&text, &mut |e| {
+            collector.apply(e);
+        });
+    }
+
     fn facts(&self) -> StreamFacts {
         let c = &self.collector;
         let terminal = c.terminal_seen();

@@ -22,6 +22,8 @@ use crate::platform::{self, LeaderExit};
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Longer stderr lines are not read for retry notices (they are still logged).
+const MAX_STDERR_LINE_BYTES: usize = 64 * 1024;
 /// When both pipes are closed but no SIGCHLD has told us about the leader yet, look again
 /// this often, so that a lost wake-up can never hang a run.
 const EXIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -40,6 +42,8 @@ pub(crate) struct ChildSpec {
 pub(crate) trait LineSink {
     fn on_line(&mut self, line: &[u8]);
     fn on_too_long(&mut self, bytes: u64);
+    /// A line of stderr (never the answer; some CLIs say only there that they retry).
+    fn on_stderr_line(&mut self, _line: &[u8]) {}
     /// What the stream has shown so far: progress, tools, retries, its final event, a
     /// budget reached.
     fn facts(&self) -> StreamFacts;
@@ -75,6 +79,7 @@ struct Machine<'a> {
     stderr_bytes: u64,
     stderr_tail: Vec<u8>,
     framer: LineFramer,
+    stderr_framer: LineFramer,
     sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
     session_write_error: Option<String>,
@@ -127,6 +132,7 @@ pub(crate) async fn supervise<'a>(
         stderr_bytes: 0,
         stderr_tail: Vec::new(),
         framer: LineFramer::new(limits.max_line_bytes),
+        stderr_framer: LineFramer::new(MAX_STDERR_LINE_BYTES),
         sink,
         out,
         session_write_error: None,
@@ -272,7 +278,13 @@ impl Machine<'_> {
             let cut = self.stderr_tail.len() - STDERR_TAIL_BYTES;
             self.stderr_tail.drain(..cut);
         }
-        Ok(())
+        let sink = &mut *self.sink;
+        self.stderr_framer.push(chunk, &mut |frame| {
+            if let Frame::Line(line) = frame {
+                sink.on_stderr_line(line);
+            }
+        });
+        self.read_facts()
     }
 
     /// Counts the chunk against the hard cap and returns the part that fits. Past the cap
