@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, TextKind};
 use crate::limits::Budgets;
 use crate::result::{DisplayItem, Limit, Usage};
 
@@ -27,6 +27,11 @@ const MAX_ARG_KEYS: usize = 100;
 /// Bytes kept of an answer text (its head; the rest is counted). No model writes a
 /// megabyte in one answer; the session file has everything.
 pub(crate) const DEFAULT_KEPT_TEXT_BYTES: usize = 1024 * 1024;
+/// JSON strings longer than this are not unescaped whole (serde would hold the text twice
+/// beside the line): dialects hand them over raw, and they are folded in piece by piece.
+pub(crate) const LONG_TEXT_JSON_BYTES: usize = 256 * 1024;
+/// The pieces a long JSON string is unescaped in.
+const UNESCAPE_PIECE_BYTES: usize = 64 * 1024;
 /// Bytes kept of the child's own error message.
 const MAX_ERROR_BYTES: usize = 64 * 1024;
 /// Bytes kept of the child's session id.
@@ -214,6 +219,10 @@ impl Collector {
             AgentEvent::MessageStart
             | AgentEvent::TextDelta(_)
             | AgentEvent::AssistantMessage(_)
+            | AgentEvent::LongText {
+                kind: TextKind::Delta | TextKind::Message,
+                ..
+            }
             | AgentEvent::StreamedMessageEnd
             | AgentEvent::ToolCall { .. }
             | AgentEvent::ToolStart { .. }
@@ -259,6 +268,32 @@ impl Collector {
             AgentEvent::FinalText(text) => {
                 let kept = KeptText::of(&text, self.text_limit);
                 self.complete_message(kept, false);
+            }
+            AgentEvent::LongText {
+                parts,
+                separator,
+                kind,
+            } => {
+                let limit = self.text_limit;
+                let mut whole = KeptText::default();
+                let target = match kind {
+                    TextKind::Delta => &mut self.partial_text,
+                    TextKind::Message | TextKind::Final => &mut whole,
+                };
+                for (i, raw) in parts.iter().enumerate() {
+                    if i > 0 {
+                        target.push(separator, limit);
+                    }
+                    unescape_in_pieces(raw.get(), &mut |piece| target.push(piece, limit));
+                }
+                match kind {
+                    TextKind::Delta => self.revision += 1,
+                    TextKind::Message => {
+                        self.partial_text.clear();
+                        self.complete_message(whole, true);
+                    }
+                    TextKind::Final => self.complete_message(whole, false),
+                }
             }
             AgentEvent::ToolCall { name, mut args } => {
                 self.tools_in_turn = true;
@@ -471,7 +506,8 @@ fn is_progress(event: &AgentEvent<'_>) -> bool {
         AgentEvent::TextDelta(t) | AgentEvent::AssistantMessage(t) | AgentEvent::FinalText(t) => {
             !t.is_empty()
         }
-        AgentEvent::StreamedMessageEnd
+        AgentEvent::LongText { .. }
+        | AgentEvent::StreamedMessageEnd
         | AgentEvent::ToolCall { .. }
         | AgentEvent::ToolStart { .. }
         | AgentEvent::ToolEnd { .. }
@@ -498,6 +534,57 @@ pub(crate) fn cut_utf8(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// The text of a JSON string (`json`, with its quotes), unescaped and handed to `f` in
+/// pieces of about [`UNESCAPE_PIECE_BYTES`], never split inside an escape (a surrogate pair
+/// included) or a character. Something that is not a JSON string gives nothing.
+pub(crate) fn unescape_in_pieces(json: &str, f: &mut dyn FnMut(&str)) {
+    let Some(inner) = json.strip_prefix('"').and_then(|s| s.strip_suffix('"')) else {
+        return;
+    };
+    let bytes = inner.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        // Walk escapes whole up to the piece's end; the last position reached is safe.
+        let mut i = start;
+        let end = (start + UNESCAPE_PIECE_BYTES).min(bytes.len());
+        while i < end {
+            i += match bytes[i] {
+                b'\\' if bytes.get(i + 1) == Some(&b'u') => {
+                    let pair = bytes
+                        .get(i + 2)
+                        .is_some_and(|b| b.eq_ignore_ascii_case(&b'd'))
+                        && matches!(
+                            bytes.get(i + 3),
+                            Some(b'8'..=b'9' | b'a'..=b'b' | b'A'..=b'B')
+                        )
+                        && bytes.get(i + 6) == Some(&b'\\');
+                    if pair {
+                        12
+                    } else {
+                        6
+                    }
+                }
+                b'\\' => 2,
+                _ => 1,
+            };
+        }
+        let mut cut = i.min(bytes.len());
+        while !inner.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let piece = format!("\"{}\"", &inner[start..cut]);
+        if let Ok(text) = serde_json::from_str::<std::borrow::Cow<'_, str>>(&piece) {
+            f(&text);
+        }
+        start = cut;
+    }
+}
+
+/// A JSON string's text whole, or `LongText` material when it is too long for that.
+pub(crate) fn is_long_text(raw: &RawValue) -> bool {
+    raw.get().len() > LONG_TEXT_JSON_BYTES
 }
 
 /// A tool call's arguments as a display item shows them, built without ever holding more
@@ -875,6 +962,50 @@ mod tests {
         // The model answering again means its tools are done.
         c.apply(AgentEvent::MessageStart);
         assert_eq!(c.tools_in_flight(), 0);
+    }
+
+    #[test]
+    fn a_long_json_string_is_unescaped_in_pieces_that_make_the_whole() {
+        // Escapes of every length, a surrogate pair and multi-byte characters, around the
+        // piece boundaries.
+        let unit = "ab\\n\\\"é🦀\\u00e9\\ud83e\\udd80\\\\";
+        let json = format!("\"{}\"", unit.repeat(UNESCAPE_PIECE_BYTES / 10));
+        let whole: String = serde_json::from_str(&json).unwrap();
+        let mut pieces = Vec::new();
+        unescape_in_pieces(&json, &mut |p| pieces.push(p.to_string()));
+        assert!(pieces.len() > 1, "{} pieces", pieces.len());
+        assert_eq!(pieces.concat(), whole);
+        let mut none = 0;
+        unescape_in_pieces("[1]", &mut |_| none += 1);
+        assert_eq!(none, 0);
+    }
+
+    #[test]
+    fn a_long_text_is_folded_in_as_a_delta_or_a_message() {
+        let long = format!("\"{}\"", "line\\n".repeat(LONG_TEXT_JSON_BYTES / 6));
+        let raw: Box<RawValue> = serde_json::from_str(&long).unwrap();
+        let mut c = Collector::with_text_limit(10);
+        c.apply(AgentEvent::LongText {
+            parts: vec![&raw],
+            separator: "",
+            kind: TextKind::Delta,
+        });
+        assert_eq!(c.partial_text(), "line\nline\n");
+        let lines = (LONG_TEXT_JSON_BYTES / 6) as u64;
+        assert_eq!(c.partial_kept().unwrap().totals(), (lines * 5, lines));
+        let small: Box<RawValue> = serde_json::from_str("\"tail\"").unwrap();
+        c.apply(AgentEvent::LongText {
+            parts: vec![&small, &raw],
+            separator: "\n",
+            kind: TextKind::Message,
+        });
+        assert_eq!(c.final_text(), Some("tail\nline\n"));
+        assert_eq!(
+            c.final_kept().unwrap().totals(),
+            (4 + 1 + lines * 5, lines + 1)
+        );
+        assert_eq!(c.partial_text(), "tail\nline\n");
+        assert_eq!(c.display_items().len(), 1);
     }
 
     #[test]

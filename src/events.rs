@@ -8,9 +8,11 @@
 
 use std::borrow::Cow;
 
+use serde_json::value::RawValue;
+
 use crate::result::Usage;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum AgentEvent<'a> {
     /// An assistant message began; streamed text starts over.
     MessageStart,
@@ -25,6 +27,14 @@ pub enum AgentEvent<'a> {
     /// The CLI's own statement of the final answer (a `result` line). It overrides the last
     /// message's text but adds no display item.
     FinalText(Cow<'a, str>),
+    /// A text too long to unescape whole (a line of megabytes): the JSON strings of its
+    /// parts as the child printed them, joined by `separator`, folded in as a delta, a
+    /// message or a final text piece by piece, so that it never costs its size again.
+    LongText {
+        parts: Vec<&'a RawValue>,
+        separator: &'static str,
+        kind: TextKind,
+    },
     ToolCall {
         name: Cow<'a, str>,
         args: serde_json::Value,
@@ -58,6 +68,17 @@ pub enum AgentEvent<'a> {
     SessionId(Cow<'a, str>),
     /// The dialect's final event: the child has nothing more to say.
     Terminal,
+}
+
+/// What a [`AgentEvent::LongText`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    /// As `TextDelta`.
+    Delta,
+    /// As `AssistantMessage`.
+    Message,
+    /// As `FinalText`.
+    Final,
 }
 
 /// Why a provider failure looks transient: worth another attempt after a backoff.

@@ -91,6 +91,23 @@ fn a_flood_of_text_deltas_does_not_grow_memory() {
 }
 
 #[test]
+fn deltas_near_the_maximum_line_are_not_unescaped_whole() {
+    // 7 MB deltas full of escapes: unescaped whole, each would cost its size twice more
+    // beside its line.
+    let sb = Sandbox::new()
+        .scenario("flood-deltas")
+        .set("FAKE_AGENT_DELTA_BYTES", "7000000");
+    let (json, rss) = run_measured(&sb, &["--max-output-bytes", "50000000"]);
+    assert_eq!(
+        json["details"]["error"]["code"],
+        Value::from("SUBAGENT_OUTPUT_TRUNCATED")
+    );
+    let output = json["details"]["results"][0]["output"].as_str().unwrap();
+    assert!(output.starts_with("word \"quoted\"\n word"), "{output:.80}");
+    assert!(rss <= MAX_RSS_KIB, "peak RSS {rss} KiB");
+}
+
+#[test]
 fn a_flood_of_huge_tool_arguments_does_not_grow_memory() {
     let sb = Sandbox::new().scenario("flood-tool-args");
     let (json, rss) = run_measured(&sb, &["--max-output-bytes", ARGS_FLOOD_BYTES]);

@@ -14,10 +14,11 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
+    DialectKind, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 /// Shell commands a read-only agent may run: they inspect a repository and change nothing.
@@ -159,7 +160,7 @@ struct Line<'a> {
     #[serde(borrow, default)]
     event: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    result: Option<Cow<'a, str>>,
+    result: Option<&'a RawValue>,
     #[serde(default)]
     is_error: bool,
     #[serde(default)]
@@ -243,7 +244,7 @@ struct Block<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -264,7 +265,7 @@ struct StreamEvent<'a> {
 #[derive(Deserialize)]
 struct StreamDelta<'a> {
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default)]
@@ -321,7 +322,7 @@ impl Dialect for ClaudeDialect {
                         .content
                         .into_iter()
                         .filter(|b| b.kind == "text")
-                        .filter_map(|b| b.text)
+                        .filter_map(|b| b.text.map(short_text))
                         .collect();
                     if !text.is_empty() {
                         emit(AgentEvent::ProviderError(Cow::Owned(text)));
@@ -337,19 +338,19 @@ impl Dialect for ClaudeDialect {
                 if let (Some(open), Some(u)) = (self.open.as_mut(), m.usage) {
                     open.usage = Some(u);
                 }
-                let mut text = String::new();
+                let mut texts = Vec::new();
                 let mut calls = Vec::new();
                 for b in m.content {
                     match b.kind.as_ref() {
-                        "text" => text.push_str(&b.text.unwrap_or_default()),
+                        "text" => texts.extend(b.text.filter(|t| !is_empty_json_str(t))),
                         "tool_use" => {
                             calls.push((b.name.unwrap_or_default(), display_args(b.input), b.id))
                         }
                         _ => {}
                     }
                 }
-                if !text.is_empty() {
-                    emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+                if !texts.is_empty() {
+                    emit(text_event(texts, "", TextKind::Message));
                 }
                 // Claude runs each tool as soon as its block is complete.
                 for (name, args, id) in calls {
@@ -396,7 +397,7 @@ impl Dialect for ClaudeDialect {
                 match se.kind.as_ref() {
                     "message_start" => emit(AgentEvent::MessageStart),
                     "content_block_delta" => match se.delta.and_then(|d| d.text) {
-                        Some(t) => emit(AgentEvent::TextDelta(t)),
+                        Some(t) => emit(text_event(vec![t], "", TextKind::Delta)),
                         // Thinking, or a tool call's arguments.
                         None => emit(AgentEvent::Working),
                     },
@@ -416,14 +417,14 @@ impl Dialect for ClaudeDialect {
                 if ev.is_error || subtype.is_some_and(|s| s.starts_with("error")) {
                     let message = if !ev.errors.is_empty() {
                         ev.errors.join("; ")
-                    } else if let Some(r) = ev.result.as_deref().filter(|r| !r.is_empty()) {
-                        r.to_string()
+                    } else if let Some(r) = ev.result.filter(|r| !is_empty_json_str(r)) {
+                        short_text(r).into_owned()
                     } else {
                         format!("claude ended with {}", subtype.unwrap_or("an error"))
                     };
                     emit(AgentEvent::ProviderError(Cow::Owned(message)));
                 } else if let Some(r) = ev.result {
-                    emit(AgentEvent::FinalText(r));
+                    emit(text_event(vec![r], "", TextKind::Final));
                 }
                 emit(AgentEvent::Terminal);
             }

@@ -16,10 +16,11 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
+    InvocationInput,
 };
 use crate::collector::display_args;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 pub(crate) const SPEC: BackendSpec = BackendSpec {
@@ -115,7 +116,7 @@ struct Item<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     command: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -228,7 +229,7 @@ impl CodexDialect {
         if item.kind == "agent_message" {
             if phase == "item.completed" {
                 if let Some(text) = item.text {
-                    emit(AgentEvent::AssistantMessage(text));
+                    emit(text_event(vec![text], "", TextKind::Message));
                 }
             }
             return;

@@ -19,10 +19,11 @@ use serde_json::Value;
 
 use super::tools::Permissions;
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
+    DialectKind, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 pub(crate) const SPEC: BackendSpec = BackendSpec {
@@ -91,7 +92,7 @@ struct Line<'a> {
     #[serde(default)]
     is_error: bool,
     #[serde(borrow, default)]
-    result: Option<Cow<'a, str>>,
+    result: Option<&'a RawValue>,
     #[serde(default)]
     usage: Option<CursorUsage>,
     // Some builds put the usage keys at the top level.
@@ -121,7 +122,7 @@ struct Block<'a> {
     #[serde(rename = "type", borrow, default)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Cow<'a, str>,
+    text: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default)]
@@ -186,25 +187,35 @@ impl Dialect for CursorDialect {
                 }
             }
             ("assistant", _) => {
-                let text: String = ev
+                let parts: Vec<&RawValue> = ev
                     .message
                     .and_then(|raw| serde_json::from_str::<Message<'_>>(raw.get()).ok())
                     .map(|m| {
                         m.content
-                            .iter()
+                            .into_iter()
                             .filter(|b| b.kind == "text")
-                            .map(|b| b.text.as_ref())
+                            .filter_map(|b| b.text)
                             .collect()
                     })
                     .unwrap_or_default();
+                let says = parts.iter().any(|p| !is_empty_json_str(p));
+                let text = |kind| {
+                    if parts.is_empty() {
+                        AgentEvent::AssistantMessage(Cow::Borrowed(""))
+                    } else {
+                        text_event(parts.clone(), "", kind)
+                    }
+                };
                 match (ev.timestamp_ms.is_some(), ev.model_call_id.is_some()) {
                     (true, false) => {
                         if !self.streaming {
                             self.close_turn(emit);
                             emit(AgentEvent::MessageStart);
                         }
-                        self.streaming |= !text.is_empty();
-                        emit(AgentEvent::TextDelta(Cow::Owned(text)));
+                        self.streaming |= says;
+                        if !parts.is_empty() {
+                            emit(text(TextKind::Delta));
+                        }
                     }
                     // A flush of text already streamed: it closes the segment.
                     (true, true) => self.close_segment(emit),
@@ -214,7 +225,7 @@ impl Dialect for CursorDialect {
                         self.close_turn(emit);
                         self.segment_seen = true;
                         self.turn_open = true;
-                        emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+                        emit(text(TextKind::Message));
                     }
                 }
             }
@@ -253,11 +264,12 @@ impl Dialect for CursorDialect {
                 if ev.is_error {
                     let message = ev
                         .result
+                        .map(short_text)
                         .unwrap_or(Cow::Borrowed("cursor reported an error result"));
                     emit(AgentEvent::ProviderError(message));
                 } else if !self.segment_seen {
                     if let Some(r) = ev.result {
-                        emit(AgentEvent::FinalText(r));
+                        emit(text_event(vec![r], "", TextKind::Final));
                     }
                 }
                 emit(AgentEvent::Terminal);

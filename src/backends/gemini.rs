@@ -15,10 +15,11 @@ use serde_json::value::RawValue;
 
 use super::tools::Permissions;
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind,
+    Invocation, InvocationInput,
 };
 use crate::collector::display_args;
-use crate::events::{AgentEvent, Transient};
+use crate::events::{AgentEvent, TextKind, Transient};
 use crate::result::Usage;
 
 pub(crate) const SPEC: BackendSpec = BackendSpec {
@@ -166,7 +167,7 @@ struct Line<'a> {
     #[serde(borrow, default)]
     role: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
+    content: Option<&'a RawValue>,
     #[serde(default)]
     delta: bool,
     #[serde(borrow, default)]
@@ -246,17 +247,23 @@ impl Dialect for GeminiDialect {
                 }
             }
             "message" if ev.role.as_deref() == Some("assistant") => {
-                let content = ev.content.unwrap_or_default();
                 if !self.responding {
                     emit(AgentEvent::MessageStart);
                 }
                 self.responding = true;
+                let Some(content) = ev.content else {
+                    if !ev.delta {
+                        self.streaming = false;
+                        emit(AgentEvent::AssistantMessage(Cow::Borrowed("")));
+                    }
+                    return true;
+                };
                 if ev.delta {
-                    self.streaming |= !content.is_empty();
-                    emit(AgentEvent::TextDelta(content));
+                    self.streaming |= !is_empty_json_str(content);
+                    emit(text_event(vec![content], "", TextKind::Delta));
                 } else {
                     self.streaming = false;
-                    emit(AgentEvent::AssistantMessage(content));
+                    emit(text_event(vec![content], "", TextKind::Message));
                 }
             }
             "tool_use" => {

@@ -17,8 +17,12 @@ pub(crate) mod tools;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
 use crate::agents::AgentDef;
-use crate::events::{AgentEvent, Transient};
+use crate::events::{AgentEvent, TextKind, Transient};
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
@@ -464,6 +468,62 @@ pub(crate) fn write_prompt_file(path: &Path, text: &str) -> Result<(), BackendEr
             source,
         }
     })
+}
+
+/// Text the child printed as JSON strings (`parts`, joined by `separator`), as the event
+/// of `kind`: unescaped whole when short, handed over raw as a `LongText` when any part
+/// is long (a megabyte string unescaped whole would cost its size twice more).
+pub(crate) fn text_event<'a>(
+    parts: Vec<&'a RawValue>,
+    separator: &'static str,
+    kind: TextKind,
+) -> AgentEvent<'a> {
+    if parts.iter().any(|p| crate::collector::is_long_text(p)) {
+        return AgentEvent::LongText {
+            parts,
+            separator,
+            kind,
+        };
+    }
+    let text: Cow<'a, str> = match parts.as_slice() {
+        [one] => json_str(one),
+        many => Cow::Owned(
+            many.iter()
+                .map(|p| json_str(p))
+                .collect::<Vec<_>>()
+                .join(separator),
+        ),
+    };
+    match kind {
+        TextKind::Delta => AgentEvent::TextDelta(text),
+        TextKind::Message => AgentEvent::AssistantMessage(text),
+        TextKind::Final => AgentEvent::FinalText(text),
+    }
+}
+
+/// A JSON string's text ("" when it is not a string).
+pub(crate) fn json_str(raw: &RawValue) -> Cow<'_, str> {
+    serde_json::from_str(raw.get()).unwrap_or_default()
+}
+
+/// A JSON string's text for a message (an error, a reason): at most its first 64 KiB
+/// when it is long, never unescaped whole.
+pub(crate) fn short_text(raw: &RawValue) -> Cow<'_, str> {
+    if !crate::collector::is_long_text(raw) {
+        return json_str(raw);
+    }
+    let mut out = String::new();
+    crate::collector::unescape_in_pieces(raw.get(), &mut |piece| {
+        if out.len() < 64 * 1024 {
+            out.push_str(piece);
+        }
+    });
+    Cow::Owned(out)
+}
+
+/// Whether a JSON string is empty.
+pub(crate) fn is_empty_json_str(raw: &RawValue) -> bool {
+    raw.get() == "\"\""
 }
 
 /// Parses a JSON line into `T`, or None when it is not one (counted as skipped).

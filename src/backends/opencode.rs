@@ -15,10 +15,11 @@ use serde_json::{json, Map, Value};
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
+    InvocationInput,
 };
 use crate::collector::display_args;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 /// The agent orchestrate defines in the config file it hands opencode.
@@ -158,7 +159,7 @@ struct ErrorData<'a> {
 #[derive(Deserialize)]
 struct Part<'a> {
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tool: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -226,7 +227,7 @@ impl Dialect for OpencodeDialect {
             ("reasoning", _) => emit(AgentEvent::Working),
             ("text", Some(part)) => {
                 if let Some(text) = part.text {
-                    emit(AgentEvent::AssistantMessage(text));
+                    emit(text_event(vec![text], "", TextKind::Message));
                 }
             }
             ("tool_use", Some(part)) => emit(AgentEvent::ToolCall {

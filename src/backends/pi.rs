@@ -14,10 +14,11 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    write_prompt_file, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
+    Dialect, DialectKind, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
-use crate::events::AgentEvent;
+use crate::events::{AgentEvent, TextKind};
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
 
@@ -157,7 +158,7 @@ struct Message<'a> {
     #[serde(rename = "stopReason", borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(rename = "errorMessage", borrow, default)]
-    error_message: Option<Cow<'a, str>>,
+    error_message: Option<&'a RawValue>,
 }
 
 /// A content block: `text` or `toolCall` (others are skipped). A flat struct rather than
@@ -168,7 +169,7 @@ struct Block<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -198,7 +199,7 @@ struct MessageEvent<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    delta: Option<Cow<'a, str>>,
+    delta: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default)]
@@ -232,7 +233,9 @@ impl Dialect for PiDialect {
                     Some(MessageEvent {
                         kind,
                         delta: Some(delta),
-                    }) if kind == "text_delta" => emit(AgentEvent::TextDelta(delta)),
+                    }) if kind == "text_delta" => {
+                        emit(text_event(vec![delta], "", TextKind::Delta))
+                    }
                     // The model streams thinking or a tool call's arguments.
                     Some(MessageEvent { kind, .. }) if kind != "error" => emit(AgentEvent::Working),
                     _ => {}
@@ -280,17 +283,12 @@ fn parse_message(raw: &RawValue) -> Option<Message<'_>> {
 }
 
 fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-    let mut text = String::new();
+    // Text blocks are joined with a line break between the non-empty ones.
+    let mut texts = Vec::new();
     let mut calls = Vec::new();
     for block in m.content {
         match block.kind.as_ref() {
-            "text" => {
-                let t = block.text.unwrap_or_default();
-                if !text.is_empty() && !t.is_empty() {
-                    text.push('\n');
-                }
-                text.push_str(&t);
-            }
+            "text" => texts.extend(block.text.filter(|t| !is_empty_json_str(t))),
             "toolCall" => calls.push((
                 block.name.unwrap_or_default(),
                 display_args(block.arguments),
@@ -298,7 +296,11 @@ fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) 
             _ => {}
         }
     }
-    emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+    if texts.is_empty() {
+        emit(AgentEvent::AssistantMessage(Cow::Borrowed("")));
+    } else {
+        emit(text_event(texts, "\n", TextKind::Message));
+    }
     for (name, args) in calls {
         emit(AgentEvent::ToolCall { name, args });
     }
@@ -318,7 +320,7 @@ fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) 
             let reason = m.stop_reason.as_deref().unwrap_or_default();
             let message = m
                 .error_message
-                .map(Cow::into_owned)
+                .map(|e| short_text(e).into_owned())
                 .unwrap_or_else(|| format!("the model call ended with stopReason {reason:?}"));
             emit(AgentEvent::ProviderError(Cow::Owned(message)));
         }
