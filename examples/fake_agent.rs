@@ -13,6 +13,8 @@
 //!   in `fail` it is written after the session header instead.
 //! - `FAKE_AGENT_FOREVER_MS` (default 600000): "forever" sleeps end after this long with
 //!   exit code 99, so a broken supervisor cannot leak processes for ever.
+//! - `FAKE_AGENT_TERM_STAMP`: on SIGTERM, append `term <CLOCK_MONOTONIC ns>` to this file
+//!   and exit 143 (for measuring how late a stop came; see `FAKE_AGENT_STAMP_TURN`).
 //! - `FAKE_AGENT_SCENARIO` (default `replay`): see `main`.
 
 use std::ffi::OsString;
@@ -31,6 +33,9 @@ const BLOCK: usize = 64 * 1024;
 fn main() {
     // 1. pidfile, before anything else.
     append_pid(process::id());
+    if let Some(path) = env_os("FAKE_AGENT_TERM_STAMP") {
+        stamp_sigterm_into(&path);
+    }
     // 2. argv capture.
     if let Some(path) = env_os("FAKE_AGENT_ARGV_FILE") {
         write_argv_file(&path);
@@ -103,6 +108,11 @@ fn main() {
             }
             flood(libc::STDOUT_FILENO);
         }
+        // Memory floods: endless text deltas of FAKE_AGENT_DELTA_BYTES (default 1000) each,
+        // or endless tool calls whose arguments are FAKE_AGENT_ARGS_BYTES (default 1 MiB) of
+        // small JSON values, until the reader stops reading.
+        "flood-deltas" => flood_deltas(),
+        "flood-tool-args" => flood_tool_args(),
         "flood-stderr" => {
             if env_os("FAKE_AGENT_TRANSCRIPT").is_some() {
                 print_transcript(0);
@@ -134,6 +144,46 @@ fn main() {
                 emit_lines(&error_stop_transcript(), delay_ms(0));
             } else {
                 print_transcript(delay_ms(0));
+            }
+            process::exit(0);
+        }
+        // Turns that each say something, call a tool and cost something, until the
+        // child is stopped: FAKE_AGENT_TURNS (default 1000) of them, then a final answer.
+        // Per turn: input FAKE_AGENT_TURN_INPUT (100), output 10, cost FAKE_AGENT_TURN_COST
+        // (0), FAKE_AGENT_DELAY_MS (20) apart. FAKE_AGENT_STAMP_TURN=k appends
+        // `due <ns>` to FAKE_AGENT_TERM_STAMP when turn k is printed.
+        "turns" => {
+            turns();
+            process::exit(0);
+        }
+        // One tool call that runs silently for FAKE_AGENT_TOOL_MS (default 1000), then
+        // the answer "Build done.".
+        "tool-call" => {
+            tool_call();
+            process::exit(0);
+        }
+        // A recognised stream, then only chatter on stderr, forever.
+        "chatter-after-start" => {
+            out_line(&session_header());
+            let delay = delay_ms(100);
+            let mut n: u64 = 0;
+            loop {
+                write_stderr_line(&format!("still working {n}"));
+                n += 1;
+                sleep_ms(delay);
+            }
+        }
+        // A provider that never answers: failed requests and pi's retry notices, every
+        // FAKE_AGENT_DELAY_MS (default 200), forever.
+        "retrying" => retrying(),
+        // Fails like `error-stop` (FAKE_AGENT_ERROR) when run with `--model
+        // $FAKE_AGENT_BAD_MODEL`; otherwise answers "answered by <model>".
+        "model-unavailable" => {
+            let model = arg_after("--model").unwrap_or_default();
+            if Some(&model) == env_str("FAKE_AGENT_BAD_MODEL").as_ref() {
+                emit_lines(&error_stop_transcript(), 0);
+            } else {
+                emit_lines(&success_transcript(&format!("answered by {model}")), 0);
             }
             process::exit(0);
         }
@@ -811,6 +861,238 @@ fn flood(fd: libc::c_int) -> ! {
         if f.write_all(&block).is_err() {
             process::exit(1);
         }
+    }
+}
+
+fn arg_after(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
+}
+
+fn monotonic_ns() -> u128 {
+    // SAFETY: an all-zero timespec is valid; clock_gettime only writes into it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+static TERM_STAMP_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    // Only async-signal-safe calls: clock_gettime, write, _exit.
+    let fd = TERM_STAMP_FD.load(std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: see above; the buffer is on the stack.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        let mut ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+        let mut buf = [0u8; 48];
+        let mut i = buf.len();
+        buf[i - 1] = b'\n';
+        i -= 1;
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (ns % 10) as u8;
+            ns /= 10;
+            if ns == 0 {
+                break;
+            }
+        }
+        let prefix = b"term ";
+        i -= prefix.len();
+        buf[i..i + prefix.len()].copy_from_slice(prefix);
+        if fd >= 0 {
+            libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
+        }
+        libc::_exit(143);
+    }
+}
+
+fn stamp_sigterm_into(path: &OsString) {
+    use std::os::unix::io::IntoRawFd;
+    let Ok(f) = OpenOptions::new().create(true).append(true).open(path) else {
+        return;
+    };
+    TERM_STAMP_FD.store(f.into_raw_fd(), std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: installing a handler that only makes async-signal-safe calls.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            on_sigterm as extern "C" fn(libc::c_int) as *const () as libc::sighandler_t,
+        );
+    }
+}
+
+fn stamp(what: &str) {
+    if let Some(path) = env_os("FAKE_AGENT_TERM_STAMP") {
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{what} {}", monotonic_ns());
+        }
+    }
+}
+
+fn turns() {
+    let n = env_num("FAKE_AGENT_TURNS", 1000);
+    let delay = delay_ms(20);
+    let input = env_num("FAKE_AGENT_TURN_INPUT", 100);
+    let cost: f64 = env_str("FAKE_AGENT_TURN_COST")
+        .map(|c| c.trim().parse().unwrap_or(0.0))
+        .unwrap_or(0.0);
+    let stamp_turn = env_num("FAKE_AGENT_STAMP_TURN", 0);
+    let usage = Usage {
+        input,
+        output: 10,
+        cache_read: 0,
+        cache_write: 0,
+        cost: [cost, 0.0, 0.0, 0.0, cost],
+    };
+    out_line(&session_header());
+    out_line("{\"type\":\"agent_start\"}");
+    for t in 1..=n {
+        let ts = BASE_TS + t;
+        let text = format!("turn {t}");
+        let id = format!("call_{t}");
+        let call = format!(
+            "{{\"type\":\"toolCall\",\"id\":{},\"name\":\"read\",\"arguments\":{{\"path\":\"f{t}.rs\"}}}}",
+            js(&id)
+        );
+        out_line("{\"type\":\"turn_start\"}");
+        out_line(&ev_msg(
+            "message_start",
+            &assistant_msg(&[], &ZERO_USAGE, "stop", None, ts),
+        ));
+        out_line(&ev_update_new(&text_delta_fields(&text), &ZERO_USAGE));
+        let msg = assistant_msg(&[text_block(&text), call], &usage, "toolUse", None, ts);
+        if t == stamp_turn {
+            stamp("due");
+        }
+        out_line(&ev_msg("message_end", &msg));
+        out_line(&format!(
+            "{{\"type\":\"tool_execution_start\",\"toolCallId\":{},\"toolName\":\"read\",\"args\":{{}}}}",
+            js(&id)
+        ));
+        out_line(&format!(
+            "{{\"type\":\"tool_execution_end\",\"toolCallId\":{},\"toolName\":\"read\",\"result\":{{}},\"isError\":false}}",
+            js(&id)
+        ));
+        out_line(&format!(
+            "{{\"type\":\"turn_end\",\"message\":{msg},\"toolResults\":[]}}"
+        ));
+        sleep_ms(delay);
+    }
+    let fin = assistant_msg(
+        &[text_block(&format!("done after {n} turns"))],
+        &usage,
+        "stop",
+        None,
+        BASE_TS + n + 1,
+    );
+    out_line(&ev_msg("message_end", &fin));
+    out_line("{\"type\":\"agent_end\",\"messages\":[]}");
+}
+
+fn tool_call() {
+    let tool_ms = env_num("FAKE_AGENT_TOOL_MS", 1000);
+    let usage = Usage {
+        input: 100,
+        output: 10,
+        cache_read: 0,
+        cache_write: 0,
+        cost: [0.0; 5],
+    };
+    let call = "{\"type\":\"toolCall\",\"id\":\"build\",\"name\":\"bash\",\"arguments\":{\"command\":\"make\"}}".to_string();
+    out_line(&session_header());
+    out_line("{\"type\":\"agent_start\"}");
+    out_line(&ev_msg(
+        "message_end",
+        &assistant_msg(
+            &[text_block("Running the build."), call],
+            &usage,
+            "toolUse",
+            None,
+            BASE_TS + 1,
+        ),
+    ));
+    out_line("{\"type\":\"tool_execution_start\",\"toolCallId\":\"build\",\"toolName\":\"bash\",\"args\":{\"command\":\"make\"}}");
+    // The build prints nothing while it runs.
+    sleep_ms(tool_ms);
+    out_line("{\"type\":\"tool_execution_end\",\"toolCallId\":\"build\",\"toolName\":\"bash\",\"result\":{},\"isError\":false}");
+    let fin = assistant_msg(
+        &[text_block("Build done.")],
+        &usage,
+        "stop",
+        None,
+        BASE_TS + 2,
+    );
+    out_line(&ev_msg("message_end", &fin));
+    out_line("{\"type\":\"agent_end\",\"messages\":[]}");
+}
+
+fn retrying() -> ! {
+    let delay = delay_ms(200);
+    let error = "503 The server is overloaded or not ready yet.";
+    out_line(&session_header());
+    out_line("{\"type\":\"agent_start\"}");
+    let mut attempt: u64 = 1;
+    loop {
+        let ts = BASE_TS + attempt;
+        out_line(&ev_msg(
+            "message_start",
+            &assistant_msg(&[], &ZERO_USAGE, "stop", None, ts),
+        ));
+        out_line(&ev_msg(
+            "message_end",
+            &assistant_msg(&[], &ZERO_USAGE, "error", Some(error), ts),
+        ));
+        out_line(&format!(
+            "{{\"type\":\"auto_retry_start\",\"attempt\":{attempt},\"maxAttempts\":99,\"delayMs\":{delay},\"errorMessage\":{}}}",
+            js(error)
+        ));
+        write_stderr_line(&format!("retrying in {delay}ms"));
+        attempt += 1;
+        sleep_ms(delay);
+    }
+}
+
+fn flood_deltas() -> ! {
+    let size = env_num("FAKE_AGENT_DELTA_BYTES", 1000) as usize;
+    // Escapes make the parser build each delta rather than borrow it.
+    let piece = r#"word \"quoted\"\n "#;
+    let delta: String = piece.repeat(size / piece.len() + 1)[..size].to_string();
+    let delta = delta.trim_end_matches('\\').to_string();
+    out_line(&session_header());
+    out_line(&ev_msg(
+        "message_start",
+        &assistant_msg(&[], &ZERO_USAGE, "stop", None, BASE_TS + 1),
+    ));
+    let line = format!(
+        "{{\"type\":\"message_update\",\"assistantMessageEvent\":{{\"type\":\"text_delta\",\"contentIndex\":0,\"delta\":\"{delta}\"}}}}\n"
+    );
+    let block = line.repeat((BLOCK / line.len()).max(1));
+    loop {
+        out_bytes(block.as_bytes());
+    }
+}
+
+fn flood_tool_args() -> ! {
+    let size = env_num("FAKE_AGENT_ARGS_BYTES", 1 << 20) as usize;
+    let items = vec!["1"; size / 2].join(",");
+    let call = format!(
+        "{{\"type\":\"toolCall\",\"id\":\"c1\",\"name\":\"write\",\"arguments\":{{\"path\":\"a\",\"items\":[{items}]}}}}"
+    );
+    let usage = Usage {
+        input: 1,
+        ..ZERO_USAGE
+    };
+    let line = ev_msg(
+        "message_end",
+        &assistant_msg(&[call], &usage, "toolUse", None, BASE_TS + 1),
+    );
+    out_line(&session_header());
+    loop {
+        out_line(&line);
     }
 }
 

@@ -152,6 +152,31 @@ pub struct RunArgs {
     /// connection reset). Default 2.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
     pub attempts: Option<u64>,
+    /// Maximum time one tool call may run with no tool finishing (the idle timeout does
+    /// not apply while a tool runs). Default 10m.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
+    pub tool_timeout: Option<Duration>,
+    /// Maximum time the child may only retry or reconnect to its provider, with no
+    /// progress, before it fails as unable to reach it. Default 60s.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
+    pub connect_timeout: Option<Duration>,
+    /// Stop the child once it goes on past this many turns (keeping its partial answer).
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
+    pub max_turns: Option<u64>,
+    /// Stop the child once it has used this many input + output + cache-write tokens.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
+    pub max_tokens: Option<u64>,
+    /// Stop the child once it has cost this many US dollars (e.g. 0.50).
+    #[arg(long, allow_hyphen_values = true, value_parser = usd, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// With --task: no task starts once the tasks together have cost this many US
+    /// dollars, and running ones are stopped.
+    #[arg(long, allow_hyphen_values = true, value_parser = usd, value_name = "USD")]
+    pub max_total_cost: Option<f64>,
+    /// A model to run instead when the model fails with a quota, rate-limit, overload or
+    /// unknown-model error (after its retries); repeat for several, tried in order.
+    #[arg(long = "fallback-model", value_name = "MODEL")]
+    pub fallback_models: Vec<String>,
     /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
@@ -223,6 +248,15 @@ fn positive_integer(s: &str) -> Result<u64, String> {
         .ok()
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{s:?} is not a positive integer"))
+}
+
+fn usd(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .ok_or_else(|| format!("{s:?} is not an amount of US dollars greater than 0, such as 0.50"))
 }
 
 fn concurrency(s: &str) -> Result<usize, String> {
@@ -378,6 +412,13 @@ impl RunArgs {
             attempts: self.attempts.map(|n| n.min(u64::from(u32::MAX)) as u32),
             max_bytes: usize_of(self.max_bytes),
             max_lines: usize_of(self.max_lines),
+            tool_timeout: self.tool_timeout,
+            connect_timeout: self.connect_timeout,
+            max_turns: self.max_turns,
+            max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
+            max_total_cost: self.max_total_cost,
+            fallback_models: (!self.fallback_models.is_empty()).then_some(self.fallback_models),
         }
     }
 
@@ -435,6 +476,11 @@ mod tests {
         assert_eq!(
             concurrency("65"),
             Err("\"65\" is not a number from 1 to 64".into())
+        );
+        assert_eq!(usd("$0.50"), Ok(0.5));
+        assert_eq!(
+            usd("0"),
+            Err("\"0\" is not an amount of US dollars greater than 0, such as 0.50".to_string())
         );
         assert!(backend("cluade")
             .unwrap_err()

@@ -91,6 +91,15 @@ pub struct Config {
     pub retries: Setting<u32>,
     pub concurrency: Setting<usize>,
     pub max_tasks: Setting<usize>,
+    pub tool_timeout: Setting<Duration>,
+    pub connect_timeout: Setting<Duration>,
+    pub max_turns: Setting<Option<u64>>,
+    pub max_tokens: Setting<Option<u64>>,
+    /// USD.
+    pub max_cost: Setting<Option<f64>>,
+    /// USD, over every task of a fan-out.
+    pub max_total_cost: Setting<Option<f64>>,
+    pub fallback_models: Setting<Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +148,13 @@ impl Default for Config {
             retries: Setting::default(DEFAULT_RETRIES),
             concurrency: Setting::default(DEFAULT_CONCURRENCY),
             max_tasks: Setting::default(DEFAULT_MAX_TASKS),
+            tool_timeout: Setting::default(limits::DEFAULT_TOOL_TIMEOUT),
+            connect_timeout: Setting::default(limits::DEFAULT_CONNECT_TIMEOUT),
+            max_turns: Setting::default(None),
+            max_tokens: Setting::default(None),
+            max_cost: Setting::default(None),
+            max_total_cost: Setting::default(None),
+            fallback_models: Setting::default(Vec::new()),
         }
     }
 }
@@ -274,6 +290,62 @@ const KEYS: &[Key] = &[
             Ok(())
         },
     },
+    Key {
+        name: "tool_timeout",
+        env: "ORCHESTRATE_TOOL_TIMEOUT",
+        apply: |c, raw, src| {
+            c.tool_timeout = Setting::new(duration(raw, false)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "connect_timeout",
+        env: "ORCHESTRATE_CONNECT_TIMEOUT",
+        apply: |c, raw, src| {
+            c.connect_timeout = Setting::new(duration(raw, false)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "max_turns",
+        env: "ORCHESTRATE_MAX_TURNS",
+        apply: |c, raw, src| {
+            c.max_turns = Setting::new(Some(integer(raw, 1, u64::MAX)?), src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "max_tokens",
+        env: "ORCHESTRATE_MAX_TOKENS",
+        apply: |c, raw, src| {
+            c.max_tokens = Setting::new(Some(integer(raw, 1, u64::MAX)?), src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "max_cost",
+        env: "ORCHESTRATE_MAX_COST",
+        apply: |c, raw, src| {
+            c.max_cost = Setting::new(Some(usd(raw)?), src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "max_total_cost",
+        env: "ORCHESTRATE_MAX_TOTAL_COST",
+        apply: |c, raw, src| {
+            c.max_total_cost = Setting::new(Some(usd(raw)?), src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "fallback_models",
+        env: "ORCHESTRATE_FALLBACK_MODELS",
+        apply: |c, raw, src| {
+            c.fallback_models = Setting::new(models(raw)?, src);
+            Ok(())
+        },
+    },
 ];
 
 /// The names of every config key, in display order.
@@ -332,6 +404,60 @@ fn integer(raw: Raw<'_>, min: u64, max: u64) -> Result<u64, String> {
         return Err(format!("must be {wanted} (found {n})"));
     }
     Ok(n as u64)
+}
+
+/// US dollars greater than zero: a number, or text such as `"0.50"` or `"$0.50"`.
+fn usd(raw: Raw<'_>) -> Result<f64, String> {
+    let n = match raw {
+        Raw::Toml(toml::Value::Float(f)) => *f,
+        Raw::Toml(toml::Value::Integer(n)) => *n as f64,
+        Raw::Toml(toml::Value::String(s)) => parse_usd(s)?,
+        Raw::Env(s) => parse_usd(s)?,
+        Raw::Toml(v) => {
+            return Err(format!(
+                "expected an amount of US dollars such as 0.50, found {}",
+                v.type_str()
+            ))
+        }
+    };
+    if !(n.is_finite() && n > 0.0) {
+        return Err(format!(
+            "must be an amount of US dollars greater than 0 (found {n})"
+        ));
+    }
+    Ok(n)
+}
+
+fn parse_usd(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("{:?} is not an amount of US dollars such as 0.50", s.trim()))
+}
+
+/// Model names: a TOML array of strings, or a comma-separated string.
+fn models(raw: Raw<'_>) -> Result<Vec<String>, String> {
+    let names: Vec<String> = match raw {
+        Raw::Toml(toml::Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                toml::Value::String(s) => Ok(s.trim().to_string()),
+                other => Err(format!(
+                    "expected model names, found {} in the list",
+                    other.type_str()
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Raw::Toml(toml::Value::String(s)) => s.split(',').map(|m| m.trim().to_string()).collect(),
+        Raw::Env(s) => s.split(',').map(|m| m.trim().to_string()).collect(),
+        Raw::Toml(v) => {
+            return Err(format!(
+                "expected a list of model names, found {}",
+                v.type_str()
+            ))
+        }
+    };
+    Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
 }
 
 fn boolean(raw: Raw<'_>) -> Result<bool, String> {
@@ -502,6 +628,41 @@ impl Config {
                 json!(self.max_tasks.value),
                 &self.max_tasks.source,
             ),
+            (
+                "tool_timeout",
+                dur(&self.tool_timeout),
+                &self.tool_timeout.source,
+            ),
+            (
+                "connect_timeout",
+                dur(&self.connect_timeout),
+                &self.connect_timeout.source,
+            ),
+            (
+                "max_turns",
+                json!(self.max_turns.value),
+                &self.max_turns.source,
+            ),
+            (
+                "max_tokens",
+                json!(self.max_tokens.value),
+                &self.max_tokens.source,
+            ),
+            (
+                "max_cost",
+                json!(self.max_cost.value),
+                &self.max_cost.source,
+            ),
+            (
+                "max_total_cost",
+                json!(self.max_total_cost.value),
+                &self.max_total_cost.source,
+            ),
+            (
+                "fallback_models",
+                json!(self.fallback_models.value),
+                &self.fallback_models.source,
+            ),
         ]
     }
 
@@ -639,6 +800,13 @@ mod tests {
                 "retries": {"value": 2, "source": "default"},
                 "concurrency": {"value": 4, "source": "default"},
                 "max_tasks": {"value": 16, "source": "default"},
+                "tool_timeout": {"value": "10m", "source": "default"},
+                "connect_timeout": {"value": "1m", "source": "default"},
+                "max_turns": {"value": null, "source": "default"},
+                "max_tokens": {"value": null, "source": "default"},
+                "max_cost": {"value": null, "source": "default"},
+                "max_total_cost": {"value": null, "source": "default"},
+                "fallback_models": {"value": [], "source": "default"},
             })
         );
     }
@@ -744,6 +912,13 @@ disabled = true
 retries = 3
 concurrency = 64
 max_tasks = 256
+tool_timeout = "5m"
+connect_timeout = 30000
+max_turns = 12
+max_tokens = 200000
+max_cost = 0.5
+max_total_cost = "$2"
+fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 "#,
         );
         let src = || Source::Project(p.clone());
@@ -764,6 +939,16 @@ max_tasks = 256
                 retries: Setting::new(3, src()),
                 concurrency: Setting::new(64, src()),
                 max_tasks: Setting::new(256, src()),
+                tool_timeout: Setting::new(Duration::from_secs(300), src()),
+                connect_timeout: Setting::new(Duration::from_secs(30), src()),
+                max_turns: Setting::new(Some(12), src()),
+                max_tokens: Setting::new(Some(200_000), src()),
+                max_cost: Setting::new(Some(0.5), src()),
+                max_total_cost: Setting::new(Some(2.0), src()),
+                fallback_models: Setting::new(
+                    vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()],
+                    src()
+                ),
             }
         );
 
@@ -782,6 +967,13 @@ max_tasks = 256
             ("ORCHESTRATE_RETRIES", "1"),
             ("ORCHESTRATE_CONCURRENCY", "1"),
             ("ORCHESTRATE_MAX_TASKS", "1"),
+            ("ORCHESTRATE_TOOL_TIMEOUT", "90s"),
+            ("ORCHESTRATE_CONNECT_TIMEOUT", "10s"),
+            ("ORCHESTRATE_MAX_TURNS", "3"),
+            ("ORCHESTRATE_MAX_TOKENS", "5000"),
+            ("ORCHESTRATE_MAX_COST", "$0.25"),
+            ("ORCHESTRATE_MAX_TOTAL_COST", "1"),
+            ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
         ];
         for (k, v) in vars {
             f.set(k, v);
@@ -815,6 +1007,22 @@ max_tasks = 256
                 retries: Setting::new(1, Source::Env("ORCHESTRATE_RETRIES")),
                 concurrency: Setting::new(1, Source::Env("ORCHESTRATE_CONCURRENCY")),
                 max_tasks: Setting::new(1, Source::Env("ORCHESTRATE_MAX_TASKS")),
+                tool_timeout: Setting::new(
+                    Duration::from_secs(90),
+                    Source::Env("ORCHESTRATE_TOOL_TIMEOUT")
+                ),
+                connect_timeout: Setting::new(
+                    Duration::from_secs(10),
+                    Source::Env("ORCHESTRATE_CONNECT_TIMEOUT")
+                ),
+                max_turns: Setting::new(Some(3), Source::Env("ORCHESTRATE_MAX_TURNS")),
+                max_tokens: Setting::new(Some(5000), Source::Env("ORCHESTRATE_MAX_TOKENS")),
+                max_cost: Setting::new(Some(0.25), Source::Env("ORCHESTRATE_MAX_COST")),
+                max_total_cost: Setting::new(Some(1.0), Source::Env("ORCHESTRATE_MAX_TOTAL_COST")),
+                fallback_models: Setting::new(
+                    vec!["a".into(), "b".into()],
+                    Source::Env("ORCHESTRATE_FALLBACK_MODELS")
+                ),
             }
         );
     }
@@ -892,6 +1100,10 @@ max_tasks = 256
             ("ORCHESTRATE_RETRIES", "0", "must be a positive integer (found 0)"),
             ("ORCHESTRATE_CONCURRENCY", "100", "must be an integer from 1 to 64 (found 100)"),
             ("ORCHESTRATE_MAX_TASKS", "1.5", "\"1.5\" is not an integer"),
+            ("ORCHESTRATE_TOOL_TIMEOUT", "0", "must be greater than zero"),
+            ("ORCHESTRATE_MAX_TURNS", "0", "must be a positive integer (found 0)"),
+            ("ORCHESTRATE_MAX_COST", "free", "\"free\" is not an amount of US dollars such as 0.50"),
+            ("ORCHESTRATE_MAX_TOTAL_COST", "-1", "must be an amount of US dollars greater than 0 (found -1)"),
         ];
         for (var, value, reason) in cases {
             let mut f = Fixture::new();

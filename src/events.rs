@@ -1,10 +1,18 @@
 //! The normalized events every dialect parser produces, whatever the child CLI was.
+//!
+//! Each event is progress or not, and that is what keeps a child alive (the idle timer
+//! counts progress only): the model's text, tool calls, tools starting, running and
+//! finishing, usage, and other work it shows without content (`Working`). A CLI retrying
+//! or reconnecting to its provider (`Retry`) is noise, and so are its own bookkeeping,
+//! errors, empty messages and heartbeats.
 
 use std::borrow::Cow;
 
+use serde_json::value::RawValue;
+
 use crate::result::Usage;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum AgentEvent<'a> {
     /// An assistant message began; streamed text starts over.
     MessageStart,
@@ -13,13 +21,38 @@ pub enum AgentEvent<'a> {
     /// A complete assistant message's text (its text blocks joined). The last one is the
     /// run's final text. Empty for a message that only called tools.
     AssistantMessage(Cow<'a, str>),
+    /// The text streamed since `MessageStart` is a complete assistant message (for CLIs
+    /// that send the text only as deltas): as `AssistantMessage` with that text.
+    StreamedMessageEnd,
     /// The CLI's own statement of the final answer (a `result` line). It overrides the last
     /// message's text but adds no display item.
     FinalText(Cow<'a, str>),
+    /// A text too long to unescape whole (a line of megabytes): the JSON strings of its
+    /// parts as the child printed them, joined by `separator`, folded in as a delta, a
+    /// message or a final text piece by piece, so that it never costs its size again.
+    LongText {
+        parts: Vec<&'a RawValue>,
+        separator: &'static str,
+        kind: TextKind,
+    },
     ToolCall {
         name: Cow<'a, str>,
         args: serde_json::Value,
     },
+    /// A tool began to run. `id` pairs it with its end; a CLI that gives none ends the
+    /// oldest.
+    ToolStart { id: Option<Cow<'a, str>> },
+    /// A tool finished (successfully or not).
+    ToolEnd { id: Option<Cow<'a, str>> },
+    /// The model or a tool produced something that is not shown (thinking, a tool's
+    /// partial output, an item update): progress without content.
+    Working,
+    /// The CLI is retrying or reconnecting to its provider, in its own words: noise, not
+    /// progress.
+    Retry(Cow<'a, str>),
+    /// The CLI stopped itself at the cost budget orchestrate passed it (claude's
+    /// `--max-budget-usd`), its cost total already reported.
+    CostBudgetReached,
     /// Usage of one request or turn, added to the run's sum.
     Usage(Usage),
     /// The CLI's own total for the whole run; replaces the sum (Claude's `result` line).
@@ -35,6 +68,17 @@ pub enum AgentEvent<'a> {
     SessionId(Cow<'a, str>),
     /// The dialect's final event: the child has nothing more to say.
     Terminal,
+}
+
+/// What a [`AgentEvent::LongText`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    /// As `TextDelta`.
+    Delta,
+    /// As `AssistantMessage`.
+    Message,
+    /// As `FinalText`.
+    Final,
 }
 
 /// Why a provider failure looks transient: worth another attempt after a backoff.

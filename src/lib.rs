@@ -48,7 +48,9 @@ pub mod fuzzing {
             let mut parser = kind.parser();
             let mut collector = Collector::new();
             for line in text.split('\n') {
-                if !parser.parse_line(line, &mut |e| collector.apply(e)) {
+                if !parser.parse_line(line, &mut |e| {
+                    collector.apply(e);
+                }) {
                     collector.note_skipped_line();
                 }
             }

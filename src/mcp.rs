@@ -72,6 +72,20 @@ pub(crate) struct SubagentArgs {
     /// full adds every step (large).
     #[serde(default)]
     pub details: Option<DetailLevel>,
+    /// Stop after this many turns, keeping the partial answer.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_turns: Option<u64>,
+    /// Stop past this many tokens (input + output + cache writes).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
+    /// Stop past this cost in US dollars.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+    /// Models to try in turn when the model is unavailable.
+    #[serde(default)]
+    pub fallback_models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -103,12 +117,29 @@ impl SubagentArgs {
             ))),
             ms => Ok(ms.map(Duration::from_millis)),
         };
+        let positive_count = |name: &str, n: Option<u64>| match n {
+            Some(0) => Err(RunError::invalid(format!(
+                "{name} must be greater than zero (leave it out for no limit)"
+            ))),
+            n => Ok(n),
+        };
         let base = RunRequest {
             model: self.model,
             cwd: self.cwd.map(PathBuf::from),
             agents_dir,
             runtime_timeout: positive("timeoutMs", self.timeout_ms)?,
             idle_timeout: positive("idleTimeoutMs", self.idle_timeout_ms)?,
+            max_turns: positive_count("maxTurns", self.max_turns)?,
+            max_tokens: positive_count("maxTokens", self.max_tokens)?,
+            max_cost: match self.max_cost_usd {
+                Some(c) if !(c.is_finite() && c > 0.0) => {
+                    return Err(RunError::invalid(format!(
+                        "maxCostUsd must be a positive number of US dollars, not {c}"
+                    )))
+                }
+                c => c,
+            },
+            fallback_models: self.fallback_models,
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {

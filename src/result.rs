@@ -137,6 +137,27 @@ impl Usage {
     }
 }
 
+/// The budget that stopped a child (SPEC section 1): `{"kind": "turns", "limit": 2,
+/// "used": 2}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Limit {
+    Turns {
+        limit: u64,
+        used: u64,
+    },
+    /// Input + output + cache-write tokens.
+    Tokens {
+        limit: u64,
+        used: u64,
+    },
+    /// USD.
+    Cost {
+        limit: f64,
+        used: f64,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum DisplayItem {
@@ -154,6 +175,20 @@ pub enum DisplayItem {
 pub enum TimeoutReason {
     Runtime,
     Idle,
+    /// One tool call ran past the tool limit with no tool finishing.
+    Tool,
+}
+
+/// One attempt of a run that took several (retries, fallback models): which model, how
+/// its child ended, and its error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptDetail {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub exit_code: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -182,7 +217,7 @@ pub struct SingleResult {
     pub model: Option<String>,
     pub duration_ms: u64,
     pub attempts: u32,
-    /// Lines of the child's stdout that were not usable events (non-JSON, invalid UTF-8,
+    /// Lines of the child's stdout that were not usable events (non-JSON, not an event,
     /// over the line limit). Counted so that a child printing garbage is visible, not fatal.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped_lines: u64,
@@ -200,9 +235,16 @@ pub struct SingleResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_session_id: Option<String>,
     /// Restrictions of the agent that its CLI cannot express (tools it cannot limit, a
-    /// turn limit it does not have), so that nothing is relaxed silently.
+    /// budget it cannot be held to), so that nothing is relaxed silently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The budget that stopped the child, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
+    /// Every attempt, in order, when there was more than one (`model` is then the one
+    /// that gave this result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts_detail: Vec<AttemptDetail>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -448,6 +490,8 @@ mod tests {
             leak: Leak::None,
             child_session_id: None,
             warnings: Vec::new(),
+            limit: None,
+            attempts_detail: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
@@ -487,6 +531,8 @@ mod tests {
             leak: Leak::None,
             child_session_id: None,
             warnings: Vec::new(),
+            limit: None,
+            attempts_detail: Vec::new(),
         }
     }
 
@@ -621,6 +667,42 @@ mod tests {
         assert_eq!(
             r.details_value(DetailLevel::Full),
             serde_json::to_value(&r.details).unwrap()
+        );
+    }
+
+    #[test]
+    fn limits_and_attempts_serialize_to_their_documented_shapes() {
+        assert_eq!(
+            serde_json::to_value([
+                Limit::Turns { limit: 2, used: 2 },
+                Limit::Tokens {
+                    limit: 1000,
+                    used: 1200,
+                },
+                Limit::Cost {
+                    limit: 0.5,
+                    used: 0.53,
+                },
+            ])
+            .unwrap(),
+            json!([
+                {"kind": "turns", "limit": 2, "used": 2},
+                {"kind": "tokens", "limit": 1000, "used": 1200},
+                {"kind": "cost", "limit": 0.5, "used": 0.53},
+            ])
+        );
+        assert_eq!(
+            serde_json::to_value(AttemptDetail {
+                model: Some("mock-1".into()),
+                exit_code: 0,
+                error: Some("pi reported an error: 503 overloaded".into()),
+            })
+            .unwrap(),
+            json!({"model": "mock-1", "exitCode": 0, "error": "pi reported an error: 503 overloaded"})
+        );
+        assert_eq!(
+            serde_json::to_value(TimeoutReason::Tool).unwrap(),
+            json!("tool")
         );
     }
 

@@ -54,13 +54,34 @@ pub(crate) fn truncate_head(
     limits: TruncateLimits,
     session_file: &str,
 ) -> (String, Option<Truncation>) {
-    let total_bytes = text.len();
-    let total_lines = text.lines().count();
-    if total_bytes <= limits.max_bytes && total_lines <= limits.max_lines {
+    truncate_head_of_longer(text, Missing::default(), limits, session_file)
+}
+
+/// What a text lacks of the whole it is the head of: bytes and lines (as `str::lines`
+/// counts them) that were only counted, never kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Missing {
+    pub bytes: usize,
+    pub lines: usize,
+}
+
+/// As [`truncate_head`], for `text` that is the head of a longer text lacking `missing`:
+/// the marker's totals count what is missing, and a text that lacks anything is always
+/// marked, even when it fits.
+pub(crate) fn truncate_head_of_longer(
+    text: &str,
+    missing: Missing,
+    limits: TruncateLimits,
+    session_file: &str,
+) -> (String, Option<Truncation>) {
+    let total_bytes = text.len() + missing.bytes;
+    let total_lines = text.lines().count() + missing.lines;
+    let whole = missing == Missing::default();
+    if whole && total_bytes <= limits.max_bytes && total_lines <= limits.max_lines {
         return (text.to_string(), None);
     }
 
-    let mut end = total_bytes;
+    let mut end = text.len();
     if total_lines > limits.max_lines {
         // More lines than allowed means at least `max_lines` line breaks: keep through the
         // last allowed one.
@@ -68,7 +89,7 @@ pub(crate) fn truncate_head(
             None => 0,
             Some(n) => memchr::memchr_iter(b'\n', text.as_bytes())
                 .nth(n)
-                .map_or(total_bytes, |i| i + 1),
+                .map_or(text.len(), |i| i + 1),
         };
     }
     if end > limits.max_bytes {
@@ -106,6 +127,36 @@ mod tests {
             max_bytes,
             max_lines,
         }
+    }
+
+    #[test]
+    fn the_head_of_a_longer_text_counts_what_it_lacks() {
+        let missing = Missing {
+            bytes: 1000,
+            lines: 10,
+        };
+        // Within the limits, but only the head of the text: still marked, with the totals.
+        assert_eq!(
+            truncate_head_of_longer("a\nb", missing, limits(100, 100), SESSION),
+            (
+                format!("a\nb\n[TRUNCATED: showing first 2 of 12 lines, 3 of 1003 bytes - full output at {SESSION}]"),
+                Some(Truncation {
+                    shown_lines: 2,
+                    total_lines: 12,
+                    shown_bytes: 3,
+                    total_bytes: 1003
+                })
+            )
+        );
+        assert_eq!(
+            truncate_head_of_longer("abcdef", missing, limits(4, 100), SESSION).1,
+            Some(Truncation {
+                shown_lines: 1,
+                total_lines: 11,
+                shown_bytes: 4,
+                total_bytes: 1006
+            })
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn layers() -> Layers {
     std::fs::create_dir_all(&cwd).unwrap();
     write(
         &user,
-        "backend = \"claude\"\ntimeout = \"20m\"\nretries = 3\nmax_depth = 2\n",
+        "backend = \"claude\"\ntimeout = \"20m\"\nretries = 3\nmax_depth = 2\nfallback_models = [\"m2\", \"m3\"]\n",
     );
     write(&project, "timeout = 600000\nmax_lines = 500\n");
     Layers {
@@ -73,6 +73,7 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
     let out = command(&l.sb, &["config", "--json"], &l.cwd)
         .env("ORCHESTRATE_MAX_DEPTH", "0")
         .env("ORCHESTRATE_MODEL", "haiku")
+        .env("ORCHESTRATE_MAX_COST", "0.50")
         .output()
         .unwrap();
     let user = format!("user:{}", l.user.display());
@@ -94,6 +95,13 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             "retries": {"value": 3, "source": user},
             "concurrency": {"value": 4, "source": "default"},
             "max_tasks": {"value": 16, "source": "default"},
+            "tool_timeout": {"value": "10m", "source": "default"},
+            "connect_timeout": {"value": "1m", "source": "default"},
+            "max_turns": {"value": null, "source": "default"},
+            "max_tokens": {"value": null, "source": "default"},
+            "max_cost": {"value": 0.5, "source": "env:ORCHESTRATE_MAX_COST"},
+            "max_total_cost": {"value": null, "source": "default"},
+            "fallback_models": {"value": ["m2", "m3"], "source": user},
         })
     );
 }
@@ -105,15 +113,22 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 14, "{text}");
+    assert_eq!(lines.len(), 21, "{text}");
     assert_eq!(
         lines[2],
         format!(
-            "timeout = \"10m\"              (project:{})",
+            "timeout = \"10m\"                (project:{})",
             l.project.display()
         )
     );
-    assert_eq!(lines[1], "model = (not set)            (default)");
+    assert_eq!(lines[1], "model = (not set)              (default)");
+    assert_eq!(
+        lines[20],
+        format!(
+            "fallback_models = [\"m2\",\"m3\"]  (user:{})",
+            l.user.display()
+        )
+    );
 }
 
 #[test]

@@ -224,6 +224,80 @@ fn anthropic_text_and_tool_streams() {
 }
 
 #[test]
+fn text_then_a_tool_call_in_one_reply_for_anthropic_and_chat() {
+    let mock = MockLlm::start(Script::always(Reply::text_then_tool(
+        "Step 1.",
+        "bash",
+        json!({"command": "echo hi"}),
+        USAGE,
+    )));
+    let ev = call(
+        &mock,
+        "/v1/messages",
+        json!({"model": "m", "stream": true, "messages": []}),
+    )
+    .sse_json();
+    let blocks: Vec<(u64, Value)> = ev
+        .iter()
+        .filter(|(e, _)| e.as_deref() == Some("content_block_start"))
+        .map(|(_, d)| (d["index"].as_u64().unwrap(), d["content_block"].clone()))
+        .collect();
+    assert_eq!(
+        blocks,
+        [
+            (0, json!({"type": "text", "text": ""})),
+            (
+                1,
+                json!({"type": "tool_use", "id": "toolu_mock1", "name": "bash", "input": {}})
+            )
+        ]
+    );
+    let stops: Vec<u64> = ev
+        .iter()
+        .filter(|(e, _)| e.as_deref() == Some("content_block_stop"))
+        .map(|(_, d)| d["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(stops, [0, 1]);
+    let chat = call(
+        &mock,
+        "/v1/chat/completions",
+        json!({"model": "m", "stream": false, "messages": []}),
+    );
+    let body: Value = serde_json::from_slice(&chat.body).unwrap();
+    assert_eq!(
+        (
+            &body["choices"][0]["message"]["content"],
+            &body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            &body["choices"][0]["finish_reason"]
+        ),
+        (&json!("Step 1."), &json!("bash"), &json!("tool_calls"))
+    );
+}
+
+#[test]
+fn a_per_model_script_answers_each_model_and_404s_the_others() {
+    let mock = MockLlm::start(Script::per_model(&[
+        ("m1", Reply::Overloaded),
+        ("m2", Reply::text("two", USAGE)),
+    ]));
+    let ask = |model: &str| {
+        call(
+            &mock,
+            "/v1/chat/completions",
+            json!({"model": model, "stream": false, "messages": []}),
+        )
+        .status
+    };
+    assert_eq!((ask("m1"), ask("m2"), ask("m3")), (503, 200, 404));
+    let models: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(mock_llm::requested_model)
+        .collect();
+    assert_eq!(models, ["m1", "m2", "m3"]);
+}
+
+#[test]
 fn chat_completions_text_and_tool_streams_with_usage_chunk() {
     let mock = MockLlm::start(Script::tool_then_text(
         tool_reply(),

@@ -276,7 +276,8 @@ fn garbage_between_events_is_counted_and_skipped() {
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
     assert_eq!(out.json()["content"][0]["text"], json!("survived garbage"));
-    // The 20 MiB line, invalid UTF-8, `hello world`, `[1,2]`.
+    // The 20 MiB line, the non-UTF-8 line (not JSON once decoded either), `hello world`,
+    // `[1,2]`.
     assert_eq!(r["skippedLines"], json!(4));
     assert_eq!(r["usage"]["input"], json!(300));
     assert_eq!(r["usage"]["turns"], json!(2));

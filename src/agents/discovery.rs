@@ -721,6 +721,7 @@ mod tests {
             timeout: None,
             idle_timeout: None,
             max_turns: None,
+            limits: crate::agents::AgentLimits::default(),
             readonly: false,
             command: None,
             dialect: None,

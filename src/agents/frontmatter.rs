@@ -8,7 +8,7 @@ use std::time::Duration;
 use regex::Regex;
 use yaml_serde::{Mapping, Value};
 
-use super::{AgentDef, AgentProblem, AgentSource, Scope};
+use super::{AgentDef, AgentLimits, AgentProblem, AgentSource, Scope};
 use crate::backends::tools::Tool;
 use crate::backends::{BackendChoice, DialectKind};
 use crate::duration::{parse_duration, DurationError};
@@ -113,6 +113,39 @@ pub(super) fn parse_detailed(
         &mut errors,
     );
     let max_turns = fields.read(&["max_turns", "maxTurns"], as_max_turns, &mut errors);
+    let limits = AgentLimits {
+        max_tokens: fields.read(&["max_tokens", "maxTokens"], as_max_tokens, &mut errors),
+        max_cost: fields.read(
+            &["max_cost", "maxCost", "max_cost_usd", "maxCostUsd"],
+            as_usd,
+            &mut errors,
+        ),
+        tool_timeout: fields.read(
+            &[
+                "tool_timeout",
+                "toolTimeout",
+                "tool_timeout_ms",
+                "toolTimeoutMs",
+            ],
+            as_duration,
+            &mut errors,
+        ),
+        connect_timeout: fields.read(
+            &[
+                "connect_timeout",
+                "connectTimeout",
+                "connect_timeout_ms",
+                "connectTimeoutMs",
+            ],
+            as_duration,
+            &mut errors,
+        ),
+        fallback_models: fields.read(
+            &["fallback_models", "fallbackModels"],
+            as_models,
+            &mut errors,
+        ),
+    };
     let readonly = fields
         .read(&["readonly"], as_bool, &mut errors)
         .unwrap_or(false);
@@ -147,6 +180,7 @@ pub(super) fn parse_detailed(
             timeout,
             idle_timeout,
             max_turns,
+            limits,
             readonly,
             command: command.filter(|c| !c.is_empty()),
             dialect: dialect.flatten(),
@@ -520,6 +554,45 @@ fn as_max_turns(v: &Value) -> Result<u32, ValueError> {
     n.filter(|&n| n > 0).ok_or_else(|| wrong(EXPECTED, v))
 }
 
+fn as_max_tokens(v: &Value) -> Result<u64, ValueError> {
+    const EXPECTED: &str = "a whole number of tokens of at least 1";
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().replace('_', "").parse::<u64>().ok(),
+        _ => None,
+    };
+    n.filter(|&n| n > 0).ok_or_else(|| wrong(EXPECTED, v))
+}
+
+/// Dollars, as a number or text (`0.5`, `"$0.50"`).
+fn as_usd(v: &Value) -> Result<f64, ValueError> {
+    const EXPECTED: &str = "an amount of US dollars greater than 0, such as 0.50";
+    let n = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().trim_start_matches('$').parse::<f64>().ok(),
+        _ => None,
+    };
+    n.filter(|n| n.is_finite() && *n > 0.0)
+        .ok_or_else(|| wrong(EXPECTED, v))
+}
+
+/// Model names, as a YAML list or a comma-separated string.
+fn as_models(v: &Value) -> Result<Vec<String>, ValueError> {
+    const EXPECTED: &str = "a list of model names, or a comma-separated string of them";
+    let names: Vec<String> = match v {
+        Value::String(s) => s.split(',').map(|m| m.trim().to_string()).collect(),
+        Value::Sequence(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.trim().to_string()),
+                other => Err(wrong(EXPECTED, other)),
+            })
+            .collect::<Result<_, _>>()?,
+        other => return Err(wrong(EXPECTED, other)),
+    };
+    Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
+}
+
 /// devkit-pi wrote `readonly: "1"`, and hand-written files say `yes`; accept the usual
 /// spellings rather than reject a file over them.
 fn as_bool(v: &Value) -> Result<bool, ValueError> {
@@ -585,6 +658,11 @@ backend: pi
 timeout: 10m
 idle_timeout: 90s
 max_turns: 12
+max_tokens: 200_000
+max_cost: 0.50
+tool_timeout: 5m
+connect_timeout: 30s
+fallback_models: [claude-sonnet-4-5, gpt-5.5]
 readonly: true
 enabled: true
 ---
@@ -607,6 +685,13 @@ Be precise.
                 timeout: Some(Duration::from_secs(600)),
                 idle_timeout: Some(Duration::from_secs(90)),
                 max_turns: Some(12),
+                limits: AgentLimits {
+                    max_tokens: Some(200_000),
+                    max_cost: Some(0.5),
+                    tool_timeout: Some(Duration::from_secs(300)),
+                    connect_timeout: Some(Duration::from_secs(30)),
+                    fallback_models: Some(vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()]),
+                },
                 readonly: true,
                 command: None,
                 dialect: None,
@@ -646,6 +731,7 @@ You are a senior code reviewer.
                 timeout: None,
                 idle_timeout: None,
                 max_turns: None,
+                limits: AgentLimits::default(),
                 readonly: false,
                 command: None,
                 dialect: None,
@@ -696,6 +782,7 @@ You are a senior code reviewer.
                 timeout: None,
                 idle_timeout: None,
                 max_turns: None,
+                limits: AgentLimits::default(),
                 readonly: false,
                 command: None,
                 dialect: None,
@@ -825,6 +912,12 @@ You are a senior code reviewer.
             ("max_turns", "-3", 4, "invalid `max_turns`: expected a whole number of at least 1, got -3"),
             ("maxTurns", "0", 4, "invalid `maxTurns`: expected a whole number of at least 1, got 0"),
             ("max_turns", "2.5", 4, "invalid `max_turns`: expected a whole number of at least 1, got 2.5"),
+            ("max_tokens", "lots", 4, "invalid `max_tokens`: expected a whole number of tokens of at least 1, got \"lots\""),
+            ("max_cost", "-1", 4, "invalid `max_cost`: expected an amount of US dollars greater than 0, such as 0.50, got -1"),
+            ("maxCostUsd", "\"$0\"", 4, "invalid `maxCostUsd`: expected an amount of US dollars greater than 0, such as 0.50, got \"$0\""),
+            ("tool_timeout", "0s", 4, "invalid `tool_timeout`: a zero duration"),
+            ("connectTimeout", "soon", 4, "invalid `connectTimeout`: invalid duration \"soon\""),
+            ("fallback_models", "{a: 1}", 4, "invalid `fallback_models`: expected a list of model names, or a comma-separated string of them, got a mapping"),
             ("tools", "5", 4, "invalid `tools`: expected a comma-separated string or a list of tool names, got 5"),
             ("tools", "[read, 3]", 4, "invalid `tools`: expected every list item to be a tool name, got 3"),
             ("tools", "{a: 1}", 4, "invalid `tools`: expected a comma-separated string or a list of tool names, got a mapping"),

@@ -38,6 +38,8 @@ pub struct AgentDef {
     pub timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_turns: Option<u32>,
+    /// Budgets beyond turns, the tool and connect timeouts, and fallback models.
+    pub limits: AgentLimits,
     pub readonly: bool,
     /// For the generic `command` backend: the command template (`{task}`,
     /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
@@ -49,6 +51,23 @@ pub struct AgentDef {
     pub system_prompt: String,
     pub source: AgentSource,
 }
+
+/// What an agent file may set beyond `max_turns`: the rest of the budgets, the tool and
+/// connect timeouts, and the models to fall back on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentLimits {
+    /// Input + output + cache-write tokens.
+    pub max_tokens: Option<u64>,
+    /// USD.
+    pub max_cost: Option<f64>,
+    pub tool_timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    pub fallback_models: Option<Vec<String>>,
+}
+
+// Costs are finite (non-finite values are refused when the file is read), so equality on
+// them is total.
+impl Eq for AgentLimits {}
 
 impl AgentDef {
     /// The shape `orchestrate agents --json` prints for each agent.
@@ -151,6 +170,7 @@ mod tests {
             timeout: None,
             idle_timeout: None,
             max_turns: None,
+            limits: AgentLimits::default(),
             readonly: true,
             command: None,
             dialect: None,

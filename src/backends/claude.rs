@@ -14,9 +14,11 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
+    DialectKind, Invocation, InvocationInput,
 };
-use crate::events::AgentEvent;
+use crate::collector::display_args;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 /// Shell commands a read-only agent may run: they inspect a repository and change nothing.
@@ -66,8 +68,11 @@ pub(crate) fn build(
     if let Some(model) = input.model() {
         inv.arg("--model").arg(model);
     }
-    if let Some(n) = input.agent.max_turns {
-        inv.arg("--max-turns").arg(n.to_string());
+    // Claude reports its cost only in its final `result` line, too late to stop it by:
+    // it keeps to the budget itself (and says so with `error_max_budget_usd`). Turns and
+    // tokens orchestrate counts from the stream, as for every CLI.
+    if let Some(usd) = input.max_cost {
+        inv.arg("--max-budget-usd").arg(usd.to_string());
     }
     if let Some(path) = input.write_system_prompt()? {
         inv.arg("--append-system-prompt-file").arg(&path);
@@ -156,7 +161,7 @@ struct Line<'a> {
     #[serde(borrow, default)]
     event: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    result: Option<Cow<'a, str>>,
+    result: Option<&'a RawValue>,
     #[serde(default)]
     is_error: bool,
     #[serde(default)]
@@ -173,9 +178,19 @@ struct Line<'a> {
     is_api_error_message: bool,
     #[serde(default)]
     api_error_status: Option<u64>,
+    /// `system/api_retry`: which attempt of how many, and why (a string there; raw here,
+    /// so that another line's `error` of another shape cannot fail the line).
+    #[serde(default)]
+    attempt: Option<u64>,
+    #[serde(default)]
+    max_retries: Option<u64>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(default)]
+    error_status: Option<u64>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, Clone, Copy)]
 #[serde(default)]
 struct ClaudeUsage {
     input_tokens: u64,
@@ -184,31 +199,59 @@ struct ClaudeUsage {
     cache_creation_input_tokens: u64,
 }
 
+impl ClaudeUsage {
+    fn usage(self, cost: f64, turns: u64) -> Usage {
+        Usage {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            cache_read: self.cache_read_input_tokens,
+            cache_write: self.cache_creation_input_tokens,
+            cost,
+            turns,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Vec<Block<'a>>,
+    /// From the API's `message_start`: the input is final, the output not yet.
+    #[serde(default)]
+    usage: Option<ClaudeUsage>,
+}
+
+/// A `user` line's message: tool results, by the id of the call they answer.
+#[derive(Deserialize)]
+struct UserMessage<'a> {
+    #[serde(borrow, default)]
+    content: Vec<UserBlock<'a>>,
 }
 
 #[derive(Deserialize)]
-#[serde(tag = "type")]
-enum Block<'a> {
-    #[serde(rename = "text")]
-    Text {
-        #[serde(borrow, default)]
-        text: Cow<'a, str>,
-    },
-    #[serde(rename = "tool_use")]
-    ToolUse {
-        #[serde(borrow, default)]
-        name: Cow<'a, str>,
-        #[serde(default)]
-        input: serde_json::Value,
-    },
-    #[serde(other)]
-    Other,
+struct UserBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    tool_use_id: Option<Cow<'a, str>>,
+}
+
+/// A content block: `text` or `tool_use` (others are skipped). A flat struct rather than
+/// a tagged enum, so that the tool's input stays raw JSON until it is shown.
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
 }
 
 /// A raw Anthropic SSE event inside a `stream_event` line (`--include-partial-messages`).
@@ -223,14 +266,35 @@ struct StreamEvent<'a> {
 #[derive(Deserialize)]
 struct StreamDelta<'a> {
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct ClaudeDialect {
-    /// Claude prints one `assistant` line per content block; lines of one API message
-    /// share its id, and a new id is a new turn.
-    last_message_id: Option<String>,
+    /// The API message being printed. Claude prints one `assistant` line per content
+    /// block, and lines of one message share its id; the message (a turn) ends when its
+    /// tools' results come back, another message begins, or the run ends.
+    open: Option<OpenMessage>,
+}
+
+#[derive(Debug)]
+struct OpenMessage {
+    id: Option<String>,
+    /// Its usage as the API's `message_start` gave it (the output count is not final;
+    /// the `result` line's total replaces the sum).
+    usage: Option<ClaudeUsage>,
+}
+
+impl ClaudeDialect {
+    /// Ends the turn of the message being printed, with its usage so far.
+    fn close_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if let Some(open) = self.open.take() {
+            if let Some(u) = open.usage {
+                emit(AgentEvent::Usage(u.usage(0.0, 0)));
+            }
+            emit(AgentEvent::TurnEnd);
+        }
+    }
 }
 
 impl Dialect for ClaudeDialect {
@@ -258,10 +322,8 @@ impl Dialect for ClaudeDialect {
                     let text: String = m
                         .content
                         .into_iter()
-                        .filter_map(|b| match b {
-                            Block::Text { text } => Some(text),
-                            _ => None,
-                        })
+                        .filter(|b| b.kind == "text")
+                        .filter_map(|b| b.text.map(short_text))
                         .collect();
                     if !text.is_empty() {
                         emit(AgentEvent::ProviderError(Cow::Owned(text)));
@@ -269,25 +331,62 @@ impl Dialect for ClaudeDialect {
                     return true;
                 }
                 let id = m.id.as_deref().map(str::to_string);
-                if id.is_none() || id != self.last_message_id {
-                    emit(AgentEvent::TurnEnd);
-                    self.last_message_id = id;
+                let same = matches!(&self.open, Some(open) if open.id.is_some() && open.id == id);
+                if !same {
+                    self.close_message(emit);
+                    self.open = Some(OpenMessage { id, usage: None });
                 }
-                let mut text = String::new();
+                if let (Some(open), Some(u)) = (self.open.as_mut(), m.usage) {
+                    open.usage = Some(u);
+                }
+                let mut texts = Vec::new();
                 let mut calls = Vec::new();
                 for b in m.content {
-                    match b {
-                        Block::Text { text: t } => text.push_str(&t),
-                        Block::ToolUse { name, input } => calls.push((name, input)),
-                        Block::Other => {}
+                    match b.kind.as_ref() {
+                        "text" => texts.extend(b.text.filter(|t| !is_empty_json_str(t))),
+                        "tool_use" => {
+                            calls.push((b.name.unwrap_or_default(), display_args(b.input), b.id))
+                        }
+                        _ => {}
                     }
                 }
-                if !text.is_empty() {
-                    emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+                if !texts.is_empty() {
+                    emit(text_event(texts, "", TextKind::Message));
                 }
-                for (name, args) in calls {
+                // Claude runs each tool as soon as its block is complete.
+                for (name, args, id) in calls {
                     emit(AgentEvent::ToolCall { name, args });
+                    emit(AgentEvent::ToolStart { id });
                 }
+            }
+            ("user", _) => {
+                let results = ev
+                    .message
+                    .and_then(|raw| serde_json::from_str::<UserMessage<'_>>(raw.get()).ok());
+                for b in results.map(|m| m.content).unwrap_or_default() {
+                    if b.kind == "tool_result" {
+                        emit(AgentEvent::ToolEnd { id: b.tool_use_id });
+                    }
+                }
+                // The message's tools have answered: its turn is over.
+                self.close_message(emit);
+            }
+            ("system", Some("api_retry")) => {
+                let attempt = match (ev.attempt, ev.max_retries) {
+                    (Some(a), Some(m)) => format!(" {a}/{m}"),
+                    (Some(a), None) => format!(" {a}"),
+                    _ => String::new(),
+                };
+                let why = ev
+                    .error
+                    .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok())
+                    .unwrap_or(Cow::Borrowed("unknown error"));
+                let status = ev
+                    .error_status
+                    .map_or(String::new(), |s| format!(" (HTTP {s})"));
+                emit(AgentEvent::Retry(Cow::Owned(format!(
+                    "API retry{attempt}: {why}{status}"
+                ))));
             }
             ("stream_event", _) => {
                 let Some(se) = ev
@@ -298,35 +397,35 @@ impl Dialect for ClaudeDialect {
                 };
                 match se.kind.as_ref() {
                     "message_start" => emit(AgentEvent::MessageStart),
-                    "content_block_delta" => {
-                        if let Some(t) = se.delta.and_then(|d| d.text) {
-                            emit(AgentEvent::TextDelta(t));
-                        }
-                    }
+                    "content_block_delta" => match se.delta.and_then(|d| d.text) {
+                        Some(t) => emit(text_event(vec![t], "", TextKind::Delta)),
+                        // Thinking, or a tool call's arguments.
+                        None => emit(AgentEvent::Working),
+                    },
                     _ => {}
                 }
             }
             ("result", subtype) => {
+                self.close_message(emit);
                 let u = ev.usage.unwrap_or_default();
-                emit(AgentEvent::UsageTotal(Usage {
-                    input: u.input_tokens,
-                    output: u.output_tokens,
-                    cache_read: u.cache_read_input_tokens,
-                    cache_write: u.cache_creation_input_tokens,
-                    cost: ev.total_cost_usd.unwrap_or(0.0),
-                    turns: ev.num_turns.unwrap_or(0),
-                }));
+                emit(AgentEvent::UsageTotal(u.usage(
+                    ev.total_cost_usd.unwrap_or(0.0),
+                    ev.num_turns.unwrap_or(0),
+                )));
+                if subtype == Some("error_max_budget_usd") {
+                    emit(AgentEvent::CostBudgetReached);
+                }
                 if ev.is_error || subtype.is_some_and(|s| s.starts_with("error")) {
                     let message = if !ev.errors.is_empty() {
                         ev.errors.join("; ")
-                    } else if let Some(r) = ev.result.as_deref().filter(|r| !r.is_empty()) {
-                        r.to_string()
+                    } else if let Some(r) = ev.result.filter(|r| !is_empty_json_str(r)) {
+                        short_text(r).into_owned()
                     } else {
                         format!("claude ended with {}", subtype.unwrap_or("an error"))
                     };
                     emit(AgentEvent::ProviderError(Cow::Owned(message)));
                 } else if let Some(r) = ev.result {
-                    emit(AgentEvent::FinalText(r));
+                    emit(text_event(vec![r], "", TextKind::Final));
                 }
                 emit(AgentEvent::Terminal);
             }
@@ -355,6 +454,7 @@ mod tests {
                 model: Some("sonnet"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -383,8 +483,10 @@ mod tests {
         assert_eq!(inv.warnings.len(), 1);
     }
 
+    /// Turns are counted by orchestrate from the stream; the cost, which claude reports
+    /// only at the end, is claude's own to keep to.
     #[test]
-    fn writers_get_their_tools_allowed_and_max_turns() {
+    fn writers_get_their_tools_allowed_and_the_cost_budget() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = agent(&["read", "edit", "write", "bash"], false, "");
         a.max_turns = Some(7);
@@ -396,6 +498,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: Some(0.5),
             },
         )
         .unwrap();
@@ -406,8 +509,8 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--verbose",
-                "--max-turns",
-                "7",
+                "--max-budget-usd",
+                "0.5",
                 "--permission-mode",
                 "dontAsk",
                 "--tools",
@@ -437,6 +540,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .unwrap();

@@ -7,17 +7,20 @@
 //! retrying on its own.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 
 use serde::Deserialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
+    InvocationInput,
 };
-use crate::events::AgentEvent;
+use crate::collector::display_args;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 pub(crate) const SPEC: BackendSpec = BackendSpec {
@@ -67,10 +70,6 @@ pub(crate) fn build(
     if p.tools.iter().any(|t| matches!(t, Tool::Native(_))) {
         inv.warnings
             .push("codex ignores tool names it does not know".to_string());
-    }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("codex has no turn limit: max_turns is not enforced".to_string());
     }
     if !input.agent.system_prompt.trim().is_empty() {
         // `-c key=value` parses the value as TOML; a JSON string literal is a valid TOML
@@ -131,17 +130,17 @@ struct Item<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     command: Option<Cow<'a, str>>,
-    #[serde(default)]
-    changes: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    changes: Option<&'a RawValue>,
     #[serde(borrow, default)]
     server: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool: Option<Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
     #[serde(borrow, default)]
     query: Option<Cow<'a, str>>,
 }
@@ -155,10 +154,38 @@ struct CodexUsage {
     output_tokens: u64,
 }
 
+/// Item ids remembered to show each item once; an item's events come close together, so
+/// the most recent ones suffice, and a flood of items cannot grow the set.
+const MAX_SEEN_ITEMS: usize = 1024;
+
+/// The ids of the most recent items, at most [`MAX_SEEN_ITEMS`].
+#[derive(Debug, Default)]
+struct RecentIds {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+impl RecentIds {
+    /// Whether `id` is new (and now remembered).
+    fn insert(&mut self, id: &str) -> bool {
+        if self.set.contains(id) {
+            return false;
+        }
+        if self.order.len() == MAX_SEEN_ITEMS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.set.remove(&oldest);
+            }
+        }
+        self.set.insert(id.to_string());
+        self.order.push_back(id.to_string());
+        true
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct CodexDialect {
     /// Items already shown: a command appears as started, updated and completed.
-    seen_items: HashSet<String>,
+    seen_items: RecentIds,
     /// An item of a model response arrived since the last tool finished. codex reports
     /// one `turn.completed` for the whole exec, not one per model request; a response
     /// ends where its tools finish (the next request carries their output), so that is
@@ -191,11 +218,20 @@ impl CodexDialect {
         if item.kind == "error" {
             return;
         }
-        let tool_done = phase == "item.completed" && TOOL_ITEMS.contains(&item.kind.as_ref());
+        let tool = TOOL_ITEMS.contains(&item.kind.as_ref());
+        let tool_done = phase == "item.completed" && tool;
         if !tool_done {
             self.responding = true;
         }
+        let id = item.id.clone();
         self.show_item(phase, item, emit);
+        match (phase, tool) {
+            ("item.started", true) => emit(AgentEvent::ToolStart { id }),
+            ("item.completed", true) => emit(AgentEvent::ToolEnd { id }),
+            // A tool's output so far, reasoning, a plan: work that shows no answer yet.
+            ("item.started" | "item.updated", _) => emit(AgentEvent::Working),
+            _ => {}
+        }
         // When one response called several tools, the first to finish ends it; the
         // others find no response under way.
         if tool_done {
@@ -207,7 +243,7 @@ impl CodexDialect {
         if item.kind == "agent_message" {
             if phase == "item.completed" {
                 if let Some(text) = item.text {
-                    emit(AgentEvent::AssistantMessage(text));
+                    emit(text_event(vec![text], "", TextKind::Message));
                 }
             }
             return;
@@ -219,7 +255,7 @@ impl CodexDialect {
             )),
             "file_change" if phase == "item.completed" => Some((
                 "edit".into(),
-                json!({"changes": item.changes.unwrap_or_default()}),
+                json!({"changes": display_args(item.changes)}),
             )),
             "mcp_tool_call" => Some((
                 format!(
@@ -227,7 +263,7 @@ impl CodexDialect {
                     item.server.as_deref().unwrap_or("mcp"),
                     item.tool.as_deref().unwrap_or("tool")
                 ),
-                item.arguments.unwrap_or_default(),
+                display_args(item.arguments),
             )),
             "web_search" => Some((
                 "web_search".into(),
@@ -237,7 +273,7 @@ impl CodexDialect {
         };
         let Some((name, args)) = call else { return };
         if let Some(id) = item.id {
-            if !self.seen_items.insert(id.into_owned()) {
+            if !self.seen_items.insert(&id) {
                 return;
             }
         }
@@ -295,7 +331,9 @@ impl Dialect for CodexDialect {
             }
             "error" => {
                 if let Some(m) = ev.message {
-                    if !m.starts_with("Reconnecting") {
+                    if m.starts_with("Reconnecting") {
+                        emit(AgentEvent::Retry(m));
+                    } else {
                         emit(AgentEvent::ProviderError(m));
                     }
                 }
@@ -326,6 +364,7 @@ mod tests {
                 model: Some("gpt-5.5"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -355,6 +394,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -395,6 +435,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .unwrap();
@@ -414,6 +455,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: Some(&from),
+                max_cost: None,
             },
         )
         .unwrap();

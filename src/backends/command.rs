@@ -147,6 +147,7 @@ mod tests {
                 model: Some("m1"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -181,6 +182,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .map(|_| ())
@@ -212,6 +214,7 @@ mod tests {
                 model: Some("{task}"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

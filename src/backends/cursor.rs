@@ -19,9 +19,11 @@ use serde_json::Value;
 
 use super::tools::Permissions;
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
+    DialectKind, Invocation, InvocationInput,
 };
-use crate::events::AgentEvent;
+use crate::collector::display_args;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 pub(crate) const SPEC: BackendSpec = BackendSpec {
@@ -64,10 +66,6 @@ pub(crate) fn build(
             }
         ));
     }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("cursor has no turn limit: max_turns is not enforced".to_string());
-    }
     // No system prompt flag: the agent's prompt goes first in the message. After `--`, so
     // that a task that starts with `-` is never an option (cursor-agent's parser is
     // commander's, as claude's; it cannot be installed offline, so this is unproven
@@ -90,12 +88,14 @@ struct Line<'a> {
     timestamp_ms: Option<Value>,
     #[serde(default)]
     model_call_id: Option<Value>,
-    #[serde(default)]
-    tool_call: Option<serde_json::Map<String, Value>>,
+    #[serde(borrow, default)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_call: Option<&'a RawValue>,
     #[serde(default)]
     is_error: bool,
     #[serde(borrow, default)]
-    result: Option<Cow<'a, str>>,
+    result: Option<&'a RawValue>,
     #[serde(default)]
     usage: Option<CursorUsage>,
     // Some builds put the usage keys at the top level.
@@ -125,26 +125,57 @@ struct Block<'a> {
     #[serde(rename = "type", borrow, default)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Cow<'a, str>,
+    text: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct CursorDialect {
-    /// Text streamed as deltas in the current segment.
-    streamed: String,
-    /// Text of the last complete segment.
-    last_segment: Option<String>,
+    /// Text of the current segment is being streamed as deltas (the collector keeps it).
+    streaming: bool,
+    /// A segment was complete.
+    segment_seen: bool,
+    /// A segment's turn has not ended yet: the tool calls that follow it are its own.
+    turn_open: bool,
+}
+
+/// A tool call's body, `{"args": {…}, "result": {…}}`; the result is skipped unbuilt.
+#[derive(Deserialize)]
+struct ToolBody<'a> {
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
 }
 
 impl CursorDialect {
+    /// The streamed text of the segment is complete; its turn stays open for its tools.
     fn close_segment(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-        if !self.streamed.is_empty() {
-            let text = std::mem::take(&mut self.streamed);
-            self.last_segment = Some(text.clone());
-            emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+        if std::mem::take(&mut self.streaming) {
+            self.segment_seen = true;
+            self.turn_open = true;
+            emit(AgentEvent::StreamedMessageEnd);
+        }
+    }
+
+    fn close_turn(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if std::mem::take(&mut self.turn_open) {
             emit(AgentEvent::TurnEnd);
         }
     }
+}
+
+/// The tool a `tool_call` names (the key ending in `ToolCall`, e.g. `readToolCall`) and
+/// its arguments.
+fn tool_of(raw: &RawValue) -> Option<(String, Value)> {
+    let fields: std::collections::BTreeMap<Cow<'_, str>, &RawValue> =
+        serde_json::from_str(raw.get()).ok()?;
+    let (key, body) = fields
+        .iter()
+        .find(|(k, _)| k.ends_with("ToolCall"))
+        .or_else(|| fields.iter().next())?;
+    let name = key.strip_suffix("ToolCall").unwrap_or(key).to_string();
+    let args = serde_json::from_str::<ToolBody<'_>>(body.get())
+        .ok()
+        .map_or(Value::Null, |b| display_args(b.args));
+    Some((name, args))
 }
 
 impl Dialect for CursorDialect {
@@ -159,49 +190,71 @@ impl Dialect for CursorDialect {
                 }
             }
             ("assistant", _) => {
-                let text: String = ev
+                let parts: Vec<&RawValue> = ev
                     .message
                     .and_then(|raw| serde_json::from_str::<Message<'_>>(raw.get()).ok())
                     .map(|m| {
                         m.content
-                            .iter()
+                            .into_iter()
                             .filter(|b| b.kind == "text")
-                            .map(|b| b.text.as_ref())
+                            .filter_map(|b| b.text)
                             .collect()
                     })
                     .unwrap_or_default();
+                let says = parts.iter().any(|p| !is_empty_json_str(p));
+                let text = |kind| {
+                    if parts.is_empty() {
+                        AgentEvent::AssistantMessage(Cow::Borrowed(""))
+                    } else {
+                        text_event(parts.clone(), "", kind)
+                    }
+                };
                 match (ev.timestamp_ms.is_some(), ev.model_call_id.is_some()) {
                     (true, false) => {
-                        if self.streamed.is_empty() {
+                        if !self.streaming {
+                            self.close_turn(emit);
                             emit(AgentEvent::MessageStart);
                         }
-                        self.streamed.push_str(&text);
-                        emit(AgentEvent::TextDelta(Cow::Owned(text)));
+                        self.streaming |= says;
+                        if !parts.is_empty() {
+                            emit(text(TextKind::Delta));
+                        }
                     }
                     // A flush of text already streamed: it closes the segment.
                     (true, true) => self.close_segment(emit),
-                    (false, _) if !self.streamed.is_empty() => self.close_segment(emit),
+                    (false, _) if self.streaming => self.close_segment(emit),
                     // Without partial output every assistant event is a whole segment.
                     (false, _) => {
-                        self.last_segment = Some(text.clone());
-                        emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
-                        emit(AgentEvent::TurnEnd);
+                        self.close_turn(emit);
+                        self.segment_seen = true;
+                        self.turn_open = true;
+                        emit(text(TextKind::Message));
                     }
                 }
             }
             ("tool_call", Some("started")) => {
                 self.close_segment(emit);
-                if let Some((key, body)) = ev.tool_call.and_then(|m| m.into_iter().next()) {
-                    let name = key.strip_suffix("ToolCall").unwrap_or(&key).to_string();
-                    let args = body.get("args").cloned().unwrap_or_default();
+                if let Some((name, args)) = ev.tool_call.and_then(tool_of) {
                     emit(AgentEvent::ToolCall {
                         name: Cow::Owned(name),
                         args,
                     });
                 }
+                emit(AgentEvent::ToolStart { id: ev.call_id });
+                // The segment that called the tool ends with it: the next is a new turn.
+                self.close_turn(emit);
             }
+            ("tool_call", Some("completed")) => emit(AgentEvent::ToolEnd { id: ev.call_id }),
+            ("thinking", _) => emit(AgentEvent::Working),
+            // Seen in captures: the CLI losing its connection and trying again.
+            ("connection" | "retry", subtype) => emit(AgentEvent::Retry(Cow::Owned(format!(
+                "{} {}",
+                ev.kind,
+                subtype.unwrap_or_default()
+            )))),
             ("result", _) => {
                 self.close_segment(emit);
+                self.close_turn(emit);
                 let u = ev.usage.unwrap_or_default();
                 emit(AgentEvent::Usage(Usage {
                     input: ev.input_tokens.unwrap_or(u.input_tokens),
@@ -214,11 +267,12 @@ impl Dialect for CursorDialect {
                 if ev.is_error {
                     let message = ev
                         .result
+                        .map(short_text)
                         .unwrap_or(Cow::Borrowed("cursor reported an error result"));
                     emit(AgentEvent::ProviderError(message));
-                } else if self.last_segment.is_none() {
+                } else if !self.segment_seen {
                     if let Some(r) = ev.result {
-                        emit(AgentEvent::FinalText(r));
+                        emit(text_event(vec![r], "", TextKind::Final));
                     }
                 }
                 emit(AgentEvent::Terminal);
@@ -248,6 +302,7 @@ mod tests {
                 model: Some("gpt-5"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -282,6 +337,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .unwrap();

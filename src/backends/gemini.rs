@@ -11,12 +11,15 @@ use std::borrow::Cow;
 use std::ffi::OsString;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::tools::Permissions;
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind,
+    Invocation, InvocationInput,
 };
-use crate::events::{AgentEvent, Transient};
+use crate::collector::display_args;
+use crate::events::{AgentEvent, TextKind, Transient};
 use crate::result::Usage;
 
 pub(crate) const SPEC: BackendSpec = BackendSpec {
@@ -91,10 +94,6 @@ pub(crate) fn build(
                 format!(" and a policy denying {}", denied.join(", "))
             }
         ));
-    }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("gemini has no per-run turn limit flag: max_turns is not enforced".to_string());
     }
     Ok(inv)
 }
@@ -176,13 +175,15 @@ struct Line<'a> {
     #[serde(borrow, default)]
     role: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
+    content: Option<&'a RawValue>,
     #[serde(default)]
     delta: bool,
     #[serde(borrow, default)]
     tool_name: Option<Cow<'a, str>>,
-    #[serde(default)]
-    parameters: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    tool_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -212,18 +213,16 @@ struct Stats {
 
 #[derive(Debug, Default)]
 pub(crate) struct GeminiDialect {
-    /// Deltas of the assistant message being written.
-    text: String,
+    /// Deltas of an assistant message are being written (the collector keeps the text).
+    streaming: bool,
     /// A model response is under way (text or tool calls since the last tool result).
     responding: bool,
 }
 
 impl GeminiDialect {
     fn close_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-        if !self.text.is_empty() {
-            emit(AgentEvent::AssistantMessage(Cow::Owned(std::mem::take(
-                &mut self.text,
-            ))));
+        if std::mem::take(&mut self.streaming) {
+            emit(AgentEvent::StreamedMessageEnd);
         }
     }
 
@@ -235,6 +234,16 @@ impl GeminiDialect {
 }
 
 impl Dialect for GeminiDialect {
+    /// Gemini says on stderr when a request failed and it will try again: `Attempt 2
+    /// failed. Retrying with backoff... Error: …` or `Attempt 1 failed with status 503.
+    /// Retrying with backoff... _ApiError: {…}` (then a stack trace).
+    fn parse_stderr_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let line = line.trim();
+        if line.starts_with("Attempt ") && line.contains("Retrying with backoff") {
+            emit(AgentEvent::Retry(Cow::Borrowed(line)));
+        }
+    }
+
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
         let Some(ev) = parse_json::<Line<'_>>(line) else {
             return false;
@@ -246,17 +255,23 @@ impl Dialect for GeminiDialect {
                 }
             }
             "message" if ev.role.as_deref() == Some("assistant") => {
-                let content = ev.content.unwrap_or_default();
                 if !self.responding {
                     emit(AgentEvent::MessageStart);
                 }
                 self.responding = true;
+                let Some(content) = ev.content else {
+                    if !ev.delta {
+                        self.streaming = false;
+                        emit(AgentEvent::AssistantMessage(Cow::Borrowed("")));
+                    }
+                    return true;
+                };
                 if ev.delta {
-                    self.text.push_str(&content);
-                    emit(AgentEvent::TextDelta(content));
+                    self.streaming |= !is_empty_json_str(content);
+                    emit(text_event(vec![content], "", TextKind::Delta));
                 } else {
-                    self.text.clear();
-                    emit(AgentEvent::AssistantMessage(content));
+                    self.streaming = false;
+                    emit(text_event(vec![content], "", TextKind::Message));
                 }
             }
             "tool_use" => {
@@ -264,10 +279,14 @@ impl Dialect for GeminiDialect {
                 self.responding = true;
                 emit(AgentEvent::ToolCall {
                     name: ev.tool_name.unwrap_or(Cow::Borrowed("tool")),
-                    args: ev.parameters.unwrap_or_default(),
+                    args: display_args(ev.parameters),
                 });
+                emit(AgentEvent::ToolStart { id: ev.tool_id });
             }
-            "tool_result" => self.close_turn(emit),
+            "tool_result" => {
+                emit(AgentEvent::ToolEnd { id: ev.tool_id });
+                self.close_turn(emit);
+            }
             "error" if ev.severity.as_deref() != Some("warning") => {
                 if let Some(m) = ev.message {
                     emit(AgentEvent::ProviderError(m));
@@ -322,6 +341,7 @@ mod tests {
                 model: Some("gemini-2.5-pro"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -368,6 +388,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -394,6 +415,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -415,6 +437,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .unwrap();

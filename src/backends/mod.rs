@@ -17,8 +17,12 @@ pub(crate) mod tools;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
 use crate::agents::AgentDef;
-use crate::events::{AgentEvent, Transient};
+use crate::events::{AgentEvent, TextKind, Transient};
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
@@ -32,6 +36,9 @@ pub struct InvocationInput<'a> {
     pub run_dir: &'a Path,
     /// Continue the child's own session from an earlier run instead of starting anew.
     pub resume: Option<&'a ResumeFrom>,
+    /// The run's cost budget (USD), for a CLI that reports its cost only when it finishes
+    /// and so must be told the budget itself (claude).
+    pub max_cost: Option<f64>,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -124,6 +131,10 @@ pub trait Dialect: Send {
     /// recognizes as an event (the caller counts it as skipped). Unknown event types are
     /// valid lines that emit nothing.
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool;
+
+    /// Reads one line of the child's stderr, for CLIs that say only there that they are
+    /// retrying their provider (`AgentEvent::Retry`). Stderr is never the answer.
+    fn parse_stderr_line(&mut self, _line: &str, _emit: &mut dyn FnMut(AgentEvent<'_>)) {}
 }
 
 /// The JSONL dialects orchestrate reads: one per CLI that has a backend file.
@@ -169,6 +180,32 @@ impl DialectKind {
             .into_iter()
             .find(|d| d.name() == name)
             .ok_or_else(|| BackendError::UnknownDialect(name.to_string()))
+    }
+
+    /// Budgets this dialect's stream cannot enforce, said out loud in the result: a CLI
+    /// that reports no cost cannot be held to a cost budget, and one that reports its usage
+    /// only when it finishes cannot be stopped early by a token budget (turns are counted
+    /// from every stream).
+    pub(crate) fn budget_warnings(self, budgets: &crate::limits::Budgets) -> Vec<String> {
+        let (reports_cost, usage_while_running) = match self {
+            DialectKind::Pi | DialectKind::Opencode => (true, true),
+            // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message
+            // usage counts the input while it runs.
+            DialectKind::Claude => (true, true),
+            DialectKind::Codex | DialectKind::Gemini | DialectKind::Cursor => (false, false),
+        };
+        let mut out = Vec::new();
+        if budgets.max_cost.is_some() && !reports_cost {
+            out.push(format!(
+                "{self} reports no cost: the cost budget cannot be enforced"
+            ));
+        }
+        if budgets.max_tokens.is_some() && !usage_while_running {
+            out.push(format!(
+                "{self} reports its token usage only when it finishes: the token budget cannot stop it early"
+            ));
+        }
+        out
     }
 
     pub fn parser(self) -> Box<dyn Dialect> {
@@ -433,6 +470,62 @@ pub(crate) fn write_prompt_file(path: &Path, text: &str) -> Result<(), BackendEr
     })
 }
 
+/// Text the child printed as JSON strings (`parts`, joined by `separator`), as the event
+/// of `kind`: unescaped whole when short, handed over raw as a `LongText` when any part
+/// is long (a megabyte string unescaped whole would cost its size twice more).
+pub(crate) fn text_event<'a>(
+    parts: Vec<&'a RawValue>,
+    separator: &'static str,
+    kind: TextKind,
+) -> AgentEvent<'a> {
+    if parts.iter().any(|p| crate::collector::is_long_text(p)) {
+        return AgentEvent::LongText {
+            parts,
+            separator,
+            kind,
+        };
+    }
+    let text: Cow<'a, str> = match parts.as_slice() {
+        [one] => json_str(one),
+        many => Cow::Owned(
+            many.iter()
+                .map(|p| json_str(p))
+                .collect::<Vec<_>>()
+                .join(separator),
+        ),
+    };
+    match kind {
+        TextKind::Delta => AgentEvent::TextDelta(text),
+        TextKind::Message => AgentEvent::AssistantMessage(text),
+        TextKind::Final => AgentEvent::FinalText(text),
+    }
+}
+
+/// A JSON string's text ("" when it is not a string).
+pub(crate) fn json_str(raw: &RawValue) -> Cow<'_, str> {
+    serde_json::from_str(raw.get()).unwrap_or_default()
+}
+
+/// A JSON string's text for a message (an error, a reason): at most its first 64 KiB
+/// when it is long, never unescaped whole.
+pub(crate) fn short_text(raw: &RawValue) -> Cow<'_, str> {
+    if !crate::collector::is_long_text(raw) {
+        return json_str(raw);
+    }
+    let mut out = String::new();
+    crate::collector::unescape_in_pieces(raw.get(), &mut |piece| {
+        if out.len() < 64 * 1024 {
+            out.push_str(piece);
+        }
+    });
+    Cow::Owned(out)
+}
+
+/// Whether a JSON string is empty.
+pub(crate) fn is_empty_json_str(raw: &RawValue) -> bool {
+    raw.get() == "\"\""
+}
+
 /// Parses a JSON line into `T`, or None when it is not one (counted as skipped).
 pub(crate) fn parse_json<'a, T: serde::Deserialize<'a>>(line: &'a str) -> Option<T> {
     serde_json::from_str(line).ok()
@@ -458,7 +551,9 @@ pub(crate) mod test_support {
         let mut c = Collector::new();
         let mut skipped = 0;
         for l in lines {
-            if !d.parse_line(l, &mut |e| c.apply(e)) {
+            if !d.parse_line(l, &mut |e| {
+                c.apply(e);
+            }) {
                 skipped += 1;
             }
         }
@@ -477,6 +572,13 @@ pub(crate) mod test_support {
             "providerError": c.provider_error(),
             "displayItems": c.display_items(),
             "skippedLines": skipped,
+            // How the supervisor reads the stream: progress keeps the child alive, tools in
+            // flight suspend the idle limit, retries are noise.
+            "progress": c.progress(),
+            "toolsInFlight": c.tools_in_flight(),
+            "toolsEnded": c.tools_ended(),
+            "retries": c.retries(),
+            "lastRetry": c.last_retry(),
         })
     }
 
@@ -517,6 +619,104 @@ pub(crate) mod test_support {
             }
         }
         assert!(checked >= 18, "only {checked} fixtures found");
+    }
+
+    /// In every dialect a turn budget is reached where the child goes on past it, never by
+    /// its final answer: each fixture of a successful run of several turns stays within a
+    /// budget of its turns, and passes one of a turn fewer.
+    #[test]
+    fn every_dialect_reaches_a_turn_budget_only_when_the_child_goes_on() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut checked = Vec::new();
+        for kind in DialectKind::ALL {
+            let Ok(entries) = std::fs::read_dir(root.join(kind.name())) else {
+                continue;
+            };
+            for file in entries.map(|e| e.unwrap().path()) {
+                if file.extension().is_none_or(|e| e != "jsonl") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&file).unwrap();
+                let lines: Vec<&str> = text.lines().collect();
+                let (whole, _) = collect(kind, &lines);
+                let turns = whole.usage().turns;
+                if whole.provider_error().is_some() || !whole.terminal_seen() || turns < 2 {
+                    continue;
+                }
+                let run = |max_turns: u64| {
+                    let mut d = kind.parser();
+                    let mut c = Collector::new().with_budgets(crate::limits::Budgets {
+                        max_turns: Some(max_turns),
+                        ..Default::default()
+                    });
+                    for l in &lines {
+                        d.parse_line(l, &mut |e| {
+                            c.apply(e);
+                        });
+                    }
+                    c.limit()
+                };
+                let name = file.display().to_string();
+                assert_eq!(
+                    run(turns),
+                    None,
+                    "{name}: the final answer is not cut short"
+                );
+                assert_eq!(
+                    run(turns - 1),
+                    Some(crate::result::Limit::Turns {
+                        limit: turns - 1,
+                        used: turns - 1
+                    }),
+                    "{name}: going on past the budget reaches it"
+                );
+                checked.push(name);
+            }
+        }
+        assert!(checked.len() >= 7, "{checked:#?}");
+    }
+
+    /// The retry notices a dialect reads in `stderr` lines, as the collector keeps them.
+    pub(crate) fn stderr_retries(kind: DialectKind, stderr: &[&str]) -> (u64, Option<String>) {
+        let mut d = kind.parser();
+        let mut c = Collector::new();
+        for l in stderr {
+            d.parse_stderr_line(l, &mut |e| {
+                c.apply(e);
+            });
+        }
+        (c.retries(), c.last_retry().map(str::to_string))
+    }
+
+    #[test]
+    fn gemini_and_opencode_say_on_stderr_that_they_retry() {
+        let gemini = [
+            "YOLO mode is enabled. All tool calls will be automatically approved.",
+            "Attempt 1 failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request",
+            "    at file:///x/bundle/chunk.js:267671:13",
+            "Attempt 2 failed with status 503. Retrying with backoff... _ApiError: {\"error\":{\"code\":503}}",
+            "  status: 503",
+        ];
+        assert_eq!(
+            stderr_retries(DialectKind::Gemini, &gemini),
+            (
+                2,
+                Some("Attempt 2 failed with status 503. Retrying with backoff... _ApiError: {\"error\":{\"code\":503}}".into())
+            )
+        );
+        let opencode = [
+            r#"timestamp=2026-11-30T12:57:38.175Z level=INFO run=4 message=stream providerID=mock modelID=mock-model"#,
+            r#"timestamp=2026-11-30T12:57:38.218Z level=ERROR run=4 message="stream error" providerID=mock small=false error.error="AI_APICallError: Cannot connect to API: Unable to connect.""#,
+        ];
+        assert_eq!(
+            stderr_retries(DialectKind::Opencode, &opencode),
+            (
+                1,
+                Some("AI_APICallError: Cannot connect to API: Unable to connect.".into())
+            )
+        );
+        // The others read nothing there.
+        assert_eq!(stderr_retries(DialectKind::Pi, &gemini), (0, None));
     }
 
     pub(crate) fn args(inv: &Invocation) -> Vec<String> {

@@ -10,13 +10,16 @@ use std::borrow::Cow;
 use std::ffi::OsString;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
+    InvocationInput,
 };
-use crate::events::AgentEvent;
+use crate::collector::display_args;
+use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
 /// The agent orchestrate defines in the config file it hands opencode.
@@ -56,9 +59,6 @@ pub(crate) fn build(
         "description".into(),
         json!(format!("orchestrate agent {}", input.agent.name)),
     );
-    if let Some(n) = input.agent.max_turns {
-        agent.insert("steps".into(), json!(n));
-    }
     let tools = opencode_tools(&p);
     if !tools.is_empty() {
         agent.insert("tools".into(), Value::Object(tools));
@@ -94,6 +94,9 @@ pub(crate) fn build(
     // OPENCODE_CONFIG adds a config file above the user's global one; the user's provider
     // settings and keys stay as they are.
     inv.env("OPENCODE_CONFIG", config_path.into_os_string());
+    // opencode retries a provider it cannot reach silently (observed: 65 s of nothing on
+    // stdout); only its log, on stderr, says so.
+    inv.env("OPENCODE_PRINT_LOGS", "1");
     inv.arg("--agent").arg(AGENT_NAME);
     if !p.readonly {
         // Without it, a headless run rejects every permission that would ask.
@@ -197,18 +200,35 @@ struct Line<'a> {
     session_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     part: Option<Part<'a>>,
-    #[serde(default)]
-    error: Option<Value>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// `{"name": …, "data": {"message": …}}` or `{"message": …}`; the rest is skipped unbuilt.
+#[derive(Deserialize, Default)]
+struct ErrorBody<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    data: Option<ErrorData<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct ErrorData<'a> {
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Part<'a> {
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tool: Option<Cow<'a, str>>,
-    #[serde(default)]
-    state: Option<ToolState>,
+    #[serde(borrow, default)]
+    state: Option<ToolState<'a>>,
     #[serde(default)]
     tokens: Option<Tokens>,
     #[serde(default)]
@@ -216,9 +236,9 @@ struct Part<'a> {
 }
 
 #[derive(Deserialize)]
-struct ToolState {
-    #[serde(default)]
-    input: Value,
+struct ToolState<'a> {
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -242,6 +262,20 @@ pub(crate) struct OpencodeDialect {
 }
 
 impl Dialect for OpencodeDialect {
+    /// opencode's log (`OPENCODE_PRINT_LOGS`, logfmt) says when a request to the provider
+    /// failed: `level=ERROR … message="stream error" … error.error="AI_APICallError: …"`;
+    /// it retries after it, saying nothing on stdout.
+    fn parse_stderr_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if !line.contains("message=\"stream error\"") {
+            return;
+        }
+        let words = line
+            .split_once("error.error=\"")
+            .map(|(_, rest)| rest.strip_suffix('"').unwrap_or(rest))
+            .unwrap_or("stream error");
+        emit(AgentEvent::Retry(Cow::Owned(words.to_string())));
+    }
+
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
         let Some(ev) = parse_json::<Line<'_>>(line) else {
             return false;
@@ -254,14 +288,16 @@ impl Dialect for OpencodeDialect {
         }
         match (ev.kind.as_ref(), ev.part) {
             ("step_start", _) => emit(AgentEvent::MessageStart),
+            // Thinking (with --thinking): work that shows no answer yet.
+            ("reasoning", _) => emit(AgentEvent::Working),
             ("text", Some(part)) => {
                 if let Some(text) = part.text {
-                    emit(AgentEvent::AssistantMessage(text));
+                    emit(text_event(vec![text], "", TextKind::Message));
                 }
             }
             ("tool_use", Some(part)) => emit(AgentEvent::ToolCall {
                 name: part.tool.unwrap_or(Cow::Borrowed("tool")),
-                args: part.state.map(|s| s.input).unwrap_or_default(),
+                args: display_args(part.state.and_then(|s| s.input)),
             }),
             ("step_finish", Some(part)) => {
                 let t = part.tokens.unwrap_or_default();
@@ -277,14 +313,17 @@ impl Dialect for OpencodeDialect {
                 emit(AgentEvent::Recovered);
             }
             ("error", _) => {
-                let e = ev.error.unwrap_or_default();
-                let message = e["data"]["message"]
-                    .as_str()
-                    .or_else(|| e["message"].as_str())
-                    .or_else(|| e["name"].as_str())
-                    .unwrap_or("opencode reported an error")
-                    .to_string();
-                emit(AgentEvent::ProviderError(Cow::Owned(message)));
+                let e: ErrorBody<'_> = ev
+                    .error
+                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                    .unwrap_or_default();
+                let message = e
+                    .data
+                    .and_then(|d| d.message)
+                    .or(e.message)
+                    .or(e.name)
+                    .unwrap_or(Cow::Borrowed("opencode reported an error"));
+                emit(AgentEvent::ProviderError(message));
             }
             _ => {}
         }
@@ -311,6 +350,7 @@ mod tests {
                 model: Some("mock/m"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -331,10 +371,13 @@ mod tests {
         let config_path = dir.path().join("opencode.json");
         assert_eq!(
             inv.env,
-            vec![(
-                "OPENCODE_CONFIG".into(),
-                config_path.clone().into_os_string()
-            )]
+            vec![
+                (
+                    "OPENCODE_CONFIG".into(),
+                    config_path.clone().into_os_string()
+                ),
+                ("OPENCODE_PRINT_LOGS".into(), "1".into())
+            ]
         );
         let config: Value =
             serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
@@ -368,6 +411,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -404,6 +448,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    max_cost: None,
                 },
             )
             .unwrap();

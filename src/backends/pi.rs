@@ -14,9 +14,11 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    write_prompt_file, BackendError, BackendSpec, Dialect, DialectKind, Invocation, InvocationInput,
+    is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
+    Dialect, DialectKind, Invocation, InvocationInput,
 };
-use crate::events::AgentEvent;
+use crate::collector::display_args;
+use crate::events::{AgentEvent, TextKind};
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
 
@@ -70,10 +72,6 @@ pub(crate) fn build(
     inv.warnings = warnings;
     if !tools.is_empty() {
         inv.arg("--tools").arg(tools.join(","));
-    }
-    if input.agent.max_turns.is_some() {
-        inv.warnings
-            .push("pi has no turn limit: max_turns is not enforced".to_string());
     }
     if let Some(path) = input.write_system_prompt()? {
         inv.arg("--append-system-prompt").arg(&path);
@@ -138,6 +136,15 @@ struct Line<'a> {
     will_retry: bool,
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
+    #[serde(rename = "toolCallId", borrow, default)]
+    tool_call_id: Option<Cow<'a, str>>,
+    /// `auto_retry_start`: which attempt, of how many, after what.
+    #[serde(default)]
+    attempt: Option<u64>,
+    #[serde(rename = "maxAttempts", default)]
+    max_attempts: Option<u64>,
+    #[serde(rename = "errorMessage", borrow, default)]
+    error_message: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -151,26 +158,22 @@ struct Message<'a> {
     #[serde(rename = "stopReason", borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(rename = "errorMessage", borrow, default)]
-    error_message: Option<Cow<'a, str>>,
+    error_message: Option<&'a RawValue>,
 }
 
+/// A content block: `text` or `toolCall` (others are skipped). A flat struct rather than
+/// a tagged enum, so that the arguments stay raw JSON until they are shown (a tagged enum
+/// would buffer the whole block first).
 #[derive(Deserialize)]
-#[serde(tag = "type")]
-enum Block<'a> {
-    #[serde(rename = "text")]
-    Text {
-        #[serde(borrow, default)]
-        text: Cow<'a, str>,
-    },
-    #[serde(rename = "toolCall")]
-    ToolCall {
-        #[serde(borrow, default)]
-        name: Cow<'a, str>,
-        #[serde(default)]
-        arguments: serde_json::Value,
-    },
-    #[serde(other)]
-    Other,
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -196,7 +199,7 @@ struct MessageEvent<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    delta: Option<Cow<'a, str>>,
+    delta: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default)]
@@ -223,18 +226,42 @@ impl Dialect for PiDialect {
                 }
             }
             "message_update" => {
-                let delta = ev
+                let update = ev
                     .assistant_message_event
                     .and_then(|raw| serde_json::from_str::<MessageEvent<'_>>(raw.get()).ok());
-                if let Some(MessageEvent {
-                    kind,
-                    delta: Some(delta),
-                }) = delta
-                {
-                    if kind == "text_delta" {
-                        emit(AgentEvent::TextDelta(delta));
+                match update {
+                    Some(MessageEvent {
+                        kind,
+                        delta: Some(delta),
+                    }) if kind == "text_delta" => {
+                        emit(text_event(vec![delta], "", TextKind::Delta))
                     }
+                    // The model streams thinking or a tool call's arguments.
+                    Some(MessageEvent { kind, .. }) if kind != "error" => emit(AgentEvent::Working),
+                    _ => {}
                 }
+            }
+            "tool_execution_start" => emit(AgentEvent::ToolStart {
+                id: ev.tool_call_id,
+            }),
+            "tool_execution_end" => emit(AgentEvent::ToolEnd {
+                id: ev.tool_call_id,
+            }),
+            "tool_execution_update"
+            | "auto_compaction_start"
+            | "auto_compaction_end"
+            | "compaction_start"
+            | "compaction_end" => emit(AgentEvent::Working),
+            "auto_retry_start" => {
+                let attempt = match (ev.attempt, ev.max_attempts) {
+                    (Some(a), Some(m)) => format!(" {a}/{m}"),
+                    (Some(a), None) => format!(" {a}"),
+                    _ => String::new(),
+                };
+                let why = ev.error_message.unwrap_or_default();
+                emit(AgentEvent::Retry(Cow::Owned(format!(
+                    "retry{attempt}: {why}"
+                ))));
             }
             "message_end" => {
                 if let Some(m) = ev.message.and_then(parse_message) {
@@ -256,21 +283,24 @@ fn parse_message(raw: &RawValue) -> Option<Message<'_>> {
 }
 
 fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
-    let mut text = String::new();
+    // Text blocks are joined with a line break between the non-empty ones.
+    let mut texts = Vec::new();
     let mut calls = Vec::new();
     for block in m.content {
-        match block {
-            Block::Text { text: t } => {
-                if !text.is_empty() && !t.is_empty() {
-                    text.push('\n');
-                }
-                text.push_str(&t);
-            }
-            Block::ToolCall { name, arguments } => calls.push((name, arguments)),
-            Block::Other => {}
+        match block.kind.as_ref() {
+            "text" => texts.extend(block.text.filter(|t| !is_empty_json_str(t))),
+            "toolCall" => calls.push((
+                block.name.unwrap_or_default(),
+                display_args(block.arguments),
+            )),
+            _ => {}
         }
     }
-    emit(AgentEvent::AssistantMessage(Cow::Owned(text)));
+    if texts.is_empty() {
+        emit(AgentEvent::AssistantMessage(Cow::Borrowed("")));
+    } else {
+        emit(text_event(texts, "\n", TextKind::Message));
+    }
     for (name, args) in calls {
         emit(AgentEvent::ToolCall { name, args });
     }
@@ -290,7 +320,7 @@ fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) 
             let reason = m.stop_reason.as_deref().unwrap_or_default();
             let message = m
                 .error_message
-                .map(Cow::into_owned)
+                .map(|e| short_text(e).into_owned())
                 .unwrap_or_else(|| format!("the model call ended with stopReason {reason:?}"));
             emit(AgentEvent::ProviderError(Cow::Owned(message)));
         }
@@ -311,7 +341,9 @@ mod tests {
         let mut c = Collector::new();
         let mut skipped = 0;
         for l in lines {
-            if !d.parse_line(l, &mut |e| c.apply(e)) {
+            if !d.parse_line(l, &mut |e| {
+                c.apply(e);
+            }) {
                 skipped += 1;
             }
         }
@@ -441,6 +473,7 @@ mod tests {
                 model: Some("m-1"),
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();
@@ -485,6 +518,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                max_cost: None,
             },
         )
         .unwrap();

@@ -78,25 +78,37 @@ mod tests {
                 Source::User(PathBuf::from("/h/.config/orchestrate/config.toml")),
             ),
             max_tasks: Setting::flag(8),
+            max_cost: Setting::new(Some(0.5), Source::Env("ORCHESTRATE_MAX_COST")),
+            fallback_models: Setting::new(
+                vec!["gpt-5.5".into()],
+                Source::Project(PathBuf::from("/p/.orchestrate/config.toml")),
+            ),
             ..Config::default()
         };
         assert_eq!(
             render_text(&config),
             "\
-backend = \"auto\"             (default)
-model = \"m1\"                 (env:ORCHESTRATE_MODEL)
-timeout = \"1m30s\"            (project:/p/.orchestrate/config.toml)
-idle_timeout = \"3m\"          (default)
-kill_grace = \"5s\"            (default)
-exit_grace = \"2s\"            (default)
-max_output_bytes = 67108864  (default)
-max_bytes = 51200            (default)
-max_lines = 2000             (default)
-max_depth = 1                (default)
-disabled = false             (default)
-retries = 3                  (user:/h/.config/orchestrate/config.toml)
-concurrency = 4              (default)
-max_tasks = 8                (flag)
+backend = \"auto\"               (default)
+model = \"m1\"                   (env:ORCHESTRATE_MODEL)
+timeout = \"1m30s\"              (project:/p/.orchestrate/config.toml)
+idle_timeout = \"3m\"            (default)
+kill_grace = \"5s\"              (default)
+exit_grace = \"2s\"              (default)
+max_output_bytes = 67108864    (default)
+max_bytes = 51200              (default)
+max_lines = 2000               (default)
+max_depth = 1                  (default)
+disabled = false               (default)
+retries = 3                    (user:/h/.config/orchestrate/config.toml)
+concurrency = 4                (default)
+max_tasks = 8                  (flag)
+tool_timeout = \"10m\"           (default)
+connect_timeout = \"1m\"         (default)
+max_turns = (not set)          (default)
+max_tokens = (not set)         (default)
+max_cost = 0.5                 (env:ORCHESTRATE_MAX_COST)
+max_total_cost = (not set)     (default)
+fallback_models = [\"gpt-5.5\"]  (project:/p/.orchestrate/config.toml)
 "
         );
         assert_eq!(

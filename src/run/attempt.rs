@@ -38,14 +38,16 @@ fn attempt_file_names(n: u32) -> (String, String) {
 }
 
 impl Attempt<'_> {
+    /// Runs attempt `n` (1-based, over every model) with `model`.
     pub(super) async fn execute(
         &self,
         n: u32,
+        model: Option<&str>,
         controls: &Controls,
         observer: Option<&mut Observer<'_>>,
     ) -> RunOutput {
         let run = self.run;
-        let prepared = self.invocation().and_then(|inv| {
+        let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
             Ok((inv, files))
         });
@@ -56,8 +58,15 @@ impl Attempt<'_> {
         };
         let mut sink = DialectSink {
             dialect: invocation.dialect.parser(),
-            collector: Collector::new(),
+            // What a result can show: the kept head of the answer, and no less than the
+            // content it may carry.
+            collector: Collector::with_text_limit(
+                crate::collector::DEFAULT_KEPT_TEXT_BYTES.max(run.truncate.max_bytes),
+            )
+            .with_budgets(run.budgets),
             progress: observer.map(|observer| Progress::new(observer, &run.run_id)),
+            recognized: false,
+            total: self.env.total.clone(),
         };
         let outcome = supervisor::supervise(
             &self.child_spec(&invocation),
@@ -70,26 +79,40 @@ impl Attempt<'_> {
             controls,
         )
         .await;
+        // Stopped because the fan-out's tasks together spent its budget: that budget is
+        // the reason, as this run's own would be.
+        if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
+            if o.stop() == Some(crate::supervisor::StopReason::Budget) {
+                sink.collector.note_limit(total.limit_reached());
+            }
+        }
         let verdict = verdict(&outcome, &sink.collector);
         let ctx = Context {
             run,
             program: &invocation.program,
             warnings: &invocation.warnings,
+            model,
             session_file: session_path,
         };
         render(&verdict, &outcome, &sink.collector, &ctx)
     }
 
-    fn invocation(&self) -> Result<Invocation, RunError> {
+    fn invocation(&self, model: Option<&str>) -> Result<Invocation, RunError> {
         let run = self.run;
         let input = InvocationInput {
             agent: &run.agent,
             task: &run.task,
-            model: run.model.as_deref(),
+            model,
             run_dir: &self.run_dir.path,
             resume: run.resume.as_ref(),
+            max_cost: run.budgets.max_cost,
         };
-        run.backend.backend.build(&input).map_err(|e| match e {
+        let built = run.backend.backend.build(&input).map(|mut inv| {
+            let unenforced = inv.dialect.budget_warnings(&run.budgets);
+            inv.warnings.extend(unenforced);
+            inv
+        });
+        built.map_err(|e| match e {
             BackendError::PromptFile { path, source } => RunError::Io {
                 action: "write the prompt file",
                 path,

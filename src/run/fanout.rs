@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 use super::progress::{FanoutObserver, FanoutStatus, TaskState, TaskStatus};
+use super::render::usd;
+use super::total::TotalCost;
 use super::{refuse_if_not_allowed, run, truncate_limits, Observer, RunEnv, RunOutput, RunRequest};
 use crate::error::RunError;
 use crate::result::{
@@ -25,10 +27,12 @@ const MIN_TASK_BYTES: usize = 2 * 1024;
 const MIN_TASK_LINES: usize = 40;
 
 /// Limits on a fan-out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FanoutLimits {
     pub concurrency: usize,
     pub max_tasks: usize,
+    /// USD over every task (`--max-total-cost`, config `max_total_cost`).
+    pub max_total_cost: Option<f64>,
 }
 
 impl Default for FanoutLimits {
@@ -36,6 +40,7 @@ impl Default for FanoutLimits {
         FanoutLimits {
             concurrency: DEFAULT_CONCURRENCY,
             max_tasks: DEFAULT_MAX_TASKS,
+            max_total_cost: None,
         }
     }
 }
@@ -49,8 +54,50 @@ impl FanoutLimits {
         FanoutLimits {
             concurrency: concurrency_flag.unwrap_or(cfg.concurrency.value),
             max_tasks: cfg.max_tasks.value,
+            max_total_cost: cfg.max_total_cost.value,
         }
     }
+}
+
+/// The fan-out's total cost budget, when it has one: the flag (every task carries it)
+/// over the config.
+fn total_cost(reqs: &[RunRequest], limits: FanoutLimits) -> Option<Arc<TotalCost>> {
+    let limit = reqs
+        .first()
+        .and_then(|r| r.max_total_cost)
+        .or(limits.max_total_cost)?;
+    Some(Arc::new(TotalCost::new(limit, reqs.len())))
+}
+
+/// Task `i`'s environment and controls: with the fan-out's total, its slot in it, and its
+/// stop.
+fn task_env(
+    env: &RunEnv,
+    controls: &Controls,
+    total: &Option<Arc<TotalCost>>,
+    i: usize,
+) -> (RunEnv, Controls) {
+    let mut env = env.clone();
+    let mut controls = controls.clone();
+    if let Some(total) = total {
+        env.total = Some((total.clone(), i));
+        controls.budget = total.reached.clone();
+    }
+    (env, controls)
+}
+
+/// The answer for a task that did not start because the tasks before it spent the total.
+fn not_started_spent(total: &TotalCost) -> RunOutput {
+    let (limit, used) = total.amounts();
+    RunOutput::from_result(RunResult::refusal(
+        ErrorCode::SubagentFailed,
+        format!(
+            "Not started: the total cost budget {} of this fan-out was spent ({} used by the tasks before it).",
+            usd(limit),
+            usd(used)
+        ),
+        None,
+    ))
 }
 
 /// Checks the task list before any task runs.
@@ -106,24 +153,30 @@ pub(crate) async fn run_parallel(
     let n = reqs.len();
     let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
     let asked: Vec<Asked> = reqs.iter().map(Asked::of).collect();
+    let total = total_cost(&reqs, limits);
     let gate = Arc::new(Semaphore::new(limits.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for (i, mut req) in reqs.into_iter().enumerate() {
         let part = share(whole, n);
         req.max_bytes = Some(part.max_bytes);
         req.max_lines = Some(part.max_lines);
-        let (env, controls, gate) = (env.clone(), controls.clone(), gate.clone());
+        let (env, controls) = task_env(env, controls, &total, i);
+        let (gate, total) = (gate.clone(), total.clone());
         let status = status.clone();
         set.spawn(async move {
             let _permit = gate
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
-            // A task still queued when orchestrate was told to stop never starts.
-            if controls.cancel.is_cancelled() {
-                return (i, not_started());
-            }
-            let out = run(&req, &env, &controls, status.as_ref().map(|s| s.task(i))).await;
+            // A task still queued when orchestrate was told to stop, or once the fan-out's
+            // total cost budget is spent, never starts.
+            let out = if controls.cancel.is_cancelled() {
+                not_started()
+            } else if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
+                not_started_spent(total)
+            } else {
+                run(&req, &env, &controls, status.as_ref().map(|s| s.task(i))).await
+            };
             if let Some(s) = &status {
                 s.finished(i, &out);
             }
@@ -169,16 +222,20 @@ pub(crate) async fn run_chain(
     let whole = truncate_limits(&reqs[0], &env.config);
     let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
     let mut asked: Vec<Asked> = Vec::new();
+    let total = total_cost(&reqs, limits);
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
         asked.push(Asked::of(&req));
+        let (env, controls) = task_env(env, controls, &total, i);
         let out = if controls.cancel.is_cancelled() {
             not_started()
+        } else if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
+            not_started_spent(total)
         } else {
-            run(&req, env, controls, status.as_ref().map(|s| s.task(i))).await
+            run(&req, &env, &controls, status.as_ref().map(|s| s.task(i))).await
         };
         if let Some(s) = &status {
             s.finished(i, &out);
@@ -264,6 +321,8 @@ fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
         leak: Default::default(),
         child_session_id: None,
         warnings: Vec::new(),
+        limit: None,
+        attempts_detail: Vec::new(),
     }
 }
 

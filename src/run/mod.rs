@@ -5,17 +5,20 @@
 //! --`verdict`--> `Verdict` --`render`--> result (wording, sanitizing, truncation)
 //! --`retry`--> another attempt when the failure was transient --> `result.json` + index.
 //!
-//! - `progress`: the line sink feeding the dialect, and streaming updates.
+//! - `progress`: the line sink feeding the dialect, and streaming updates; `decode`: a
+//!   line's bytes as text, damaged characters replaced rather than the line dropped.
 //! - `fanout`: several tasks at once, in parallel or as a chain.
 //! - `resume`: what an earlier run left that its CLI can continue.
 
 mod attempt;
+mod decode;
 pub(crate) mod fanout;
 pub(crate) mod progress;
 mod render;
 mod resolve;
 mod resume;
 pub(crate) mod retry;
+pub(crate) mod total;
 mod verdict;
 
 pub(crate) use progress::Observer;
@@ -26,9 +29,9 @@ use std::time::Duration;
 use crate::backends::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::RunError;
-use crate::result::{exit_status, new_run_id, ErrorCode, RunResult};
+use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::session::{self, IndexEntry, RunDir, RunId, StateDir};
-use crate::supervisor::Controls;
+use crate::supervisor::{Controls, StopReason};
 
 use attempt::Attempt;
 use resolve::resolve;
@@ -56,15 +59,31 @@ pub struct RunRequest {
     pub run_id: Option<String>,
     /// Attempts in all when failures are transient (default: the config's `retries`).
     pub attempts: Option<u32>,
+    /// How long one tool call may run with no tool finishing.
+    pub tool_timeout: Option<Duration>,
+    /// How long the child may only retry or reconnect to its provider.
+    pub connect_timeout: Option<Duration>,
+    pub max_turns: Option<u64>,
+    /// Input + output + cache-write tokens over the run.
+    pub max_tokens: Option<u64>,
+    /// USD.
+    pub max_cost: Option<f64>,
+    /// USD over every task of a fan-out (a single run counts as a fan-out of one).
+    pub max_total_cost: Option<f64>,
+    /// Models to run in turn when a model fails with a quota, rate-limit, overload or
+    /// unknown-model error after its retries.
+    pub fallback_models: Option<Vec<String>>,
 }
 
 /// What a run takes from outside the request: the effective config (files and
-/// `ORCHESTRATE_*` variables), the recursion depth and the state directory.
+/// `ORCHESTRATE_*` variables), the recursion depth and the state directory; in a fan-out
+/// with a total cost budget, that budget and the task's index in it.
 #[derive(Debug, Clone)]
 pub(crate) struct RunEnv {
     pub depth: u32,
     pub config: Config,
     pub state: StateDir,
+    pub total: Option<(std::sync::Arc<total::TotalCost>, usize)>,
 }
 
 impl RunEnv {
@@ -85,6 +104,7 @@ impl RunEnv {
             depth,
             config: Config::load(cwd).map_err(|e| RunError::invalid(e.to_string()))?,
             state: StateDir::from_env().map_err(|e| RunError::invalid(e.to_string()))?,
+            total: None,
         })
     }
 
@@ -114,18 +134,53 @@ impl RunOutput {
     }
 
     /// Whether this failed attempt is worth another one. Never after a timeout, the hard
-    /// cap or a cancel: those have their own codes or exit status.
+    /// cap, a budget or a cancel: those have their own codes, reasons or exit status.
     fn transient(&self, backend: Backend) -> Option<retry::Transient> {
+        // A child stopped for only retrying has had its retries.
+        let (message, exit_code) = self.child_failure(&[StopReason::ProviderUnreachable])?;
+        retry::classify(backend, message, exit_code)
+    }
+
+    /// Whether this failed attempt says its model cannot serve the run, so that a
+    /// fallback model may: also when the CLI only retried an overloaded model until the
+    /// connect limit stopped it.
+    fn unavailable(&self, backend: Backend) -> Option<retry::Unavailable> {
+        let (message, exit_code) = self.child_failure(&[])?;
+        retry::unavailable(backend, message, exit_code)
+    }
+
+    /// The child's own failure, as its message and exit code: not a timeout, the hard
+    /// cap, a budget, a cancel, nor a stop for one of `also_not`.
+    fn child_failure(&self, also_not: &[StopReason]) -> Option<(&str, i32)> {
         let error = self.result.details.error.as_ref()?;
         if error.code != ErrorCode::SubagentFailed || self.exit_status == exit_status::CANCELLED {
             return None;
         }
         let single = self.result.details.results.first()?;
-        retry::classify(
-            backend,
+        let stop = single.termination.and_then(|t| t.stop_reason());
+        if single.limit.is_some() || stop.is_some_and(|s| also_not.contains(&s)) {
+            return None;
+        }
+        Some((
             single.error.as_deref().unwrap_or(&error.message),
             single.exit_code,
-        )
+        ))
+    }
+
+    /// This attempt, for `attemptsDetail`.
+    fn detail(&self, model: Option<&str>) -> AttemptDetail {
+        let single = self.result.details.results.first();
+        AttemptDetail {
+            model: model.map(str::to_string),
+            exit_code: single.map_or(self.exit_status, |r| r.exit_code),
+            error: single.and_then(|r| r.error.clone()).or_else(|| {
+                self.result
+                    .details
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+            }),
+        }
     }
 }
 
@@ -172,38 +227,68 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
     })
 }
 
-/// Runs attempts until one is not worth repeating: a success, a failure a retry cannot
-/// fix, or the last attempt allowed. A cancel during the backoff ends it at once.
+/// Runs attempts until one is not worth repeating: a success, a failure neither a retry
+/// nor another model can fix, or the last attempt of the last model. Each model gets the
+/// run's attempts for transient failures; a model that is unavailable (quota, rate limit,
+/// overload, unknown) after them gives way to the next fallback model. A cancel during a
+/// backoff ends it at once.
 async fn attempts(
     attempt: &Attempt<'_>,
     controls: &Controls,
     mut observer: Option<Observer<'_>>,
 ) -> RunOutput {
-    let max_attempts = attempt.run.attempts;
-    let backend = attempt.run.backend.backend;
-    let mut n = 1;
+    let run = attempt.run;
+    let max_attempts = run.attempts;
+    let backend = run.backend.backend;
+    let models: Vec<Option<&str>> = std::iter::once(run.model.as_deref())
+        .chain(run.fallback_models.iter().map(|m| Some(m.as_str())))
+        .collect();
+    let mut details = Vec::new();
+    let mut n = 0;
+    let mut m = 0;
+    let mut tries = 0;
     let mut output = loop {
-        let out = attempt.execute(n, controls, observer.as_mut()).await;
-        let Some(kind) = (n < max_attempts).then(|| out.transient(backend)).flatten() else {
-            break out;
-        };
-        let wait = retry::backoff(n);
-        tracing::warn!(
-            "attempt {n} of {max_attempts} failed ({kind:?}); retrying in {:.1}s",
-            wait.as_secs_f64()
-        );
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = controls.cancel.cancelled() => {
-                let mut out = out;
-                out.exit_status = exit_status::CANCELLED;
-                break out;
+        n += 1;
+        tries += 1;
+        let model = models[m];
+        let out = attempt.execute(n, model, controls, observer.as_mut()).await;
+        details.push(out.detail(model));
+        if let Some(kind) = (tries < max_attempts)
+            .then(|| out.transient(backend))
+            .flatten()
+        {
+            let wait = retry::backoff(tries);
+            tracing::warn!(
+                "attempt {tries} of {max_attempts} failed ({kind:?}); retrying in {:.1}s",
+                wait.as_secs_f64()
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => continue,
+                _ = controls.cancel.cancelled() => {
+                    let mut out = out;
+                    out.exit_status = exit_status::CANCELLED;
+                    break out;
+                }
             }
         }
-        n += 1;
+        match out.unavailable(backend) {
+            Some(why) if m + 1 < models.len() => {
+                tracing::warn!(
+                    "model {} is unavailable ({why:?}); falling back to {}",
+                    model.unwrap_or("(the CLI's default)"),
+                    models[m + 1].unwrap_or_default()
+                );
+                m += 1;
+                tries = 0;
+            }
+            _ => break out,
+        }
     };
     if let Some(single) = output.result.details.results.first_mut() {
         single.attempts = n;
+        if details.len() > 1 {
+            single.attempts_detail = details;
+        }
     }
     output
 }
@@ -224,7 +309,10 @@ fn record(
         run_id: run.run_id.clone(),
         agent: run.agent.name.clone(),
         backend: run.backend.backend.name().to_string(),
-        model: run.model.clone(),
+        // The model that answered: the run's own, or the fallback that took over.
+        model: single
+            .and_then(|r| r.model.clone())
+            .or_else(|| run.model.clone()),
         started_at_ms,
         duration_ms: single.map_or(0, |r| r.duration_ms),
         exit_code: single.map_or(1, |r| r.exit_code),

@@ -8,14 +8,15 @@ use super::resolve::ResolvedRun;
 use super::verdict::Verdict;
 use super::RunOutput;
 use crate::backends::Backend;
-use crate::collector::Collector;
+use crate::collector::{Collector, KeptText};
+use crate::limits::MAX_CONSECUTIVE_RETRIES;
 use crate::result::{
-    exit_status, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult, TextContent,
+    exit_status, Details, ErrorCode, ErrorInfo, Limit, Mode, RunResult, SingleResult, TextContent,
     TimeoutReason,
 };
 use crate::sanitize::Sanitizer;
 use crate::supervisor::{Outcome, SuperviseError};
-use crate::truncate::truncate_head;
+use crate::truncate::{truncate_head_of_longer, Missing, TruncateLimits};
 
 /// What the renderer needs besides the verdict.
 pub(crate) struct Context<'a> {
@@ -24,6 +25,8 @@ pub(crate) struct Context<'a> {
     pub program: &'a OsStr,
     /// Restrictions of the agent its CLI could not express.
     pub warnings: &'a [String],
+    /// The model this attempt ran (the run's, or a fallback).
+    pub model: Option<&'a str>,
     pub session_file: String,
 }
 
@@ -36,25 +39,49 @@ pub(crate) fn render(
     let sanitizer = Sanitizer::global();
     let mut single = facts(outcome, collected, ctx);
     single.exit_code = verdict.exit_code(outcome);
-    if let Verdict::Timeout(reason) = verdict {
-        single.timeout_reason = Some(*reason);
+    match verdict {
+        Verdict::Timeout(reason) => single.timeout_reason = Some(*reason),
+        Verdict::Budget { limit, .. } => single.limit = Some(*limit),
+        _ => {}
     }
-    let raw_text = if verdict.is_success() {
-        collected.final_text().unwrap_or_default()
+    let answer = if verdict.is_success() {
+        collected.final_kept()
     } else {
-        collected.partial_text()
+        collected.partial_kept()
     };
-    single.output = sanitizer.sanitize(raw_text).into_owned();
+    let raw_text = answer.map_or("", KeptText::as_str);
+    // Of an answer longer than orchestrate keeps, the rest is only counted: the marker
+    // says how long it was and where it is whole.
+    let missing = answer
+        .filter(|a| a.is_cut())
+        .map_or(Missing::default(), |a| {
+            let (bytes, lines) = a.totals();
+            Missing {
+                bytes: (bytes as usize).saturating_sub(raw_text.len()),
+                lines: (lines as usize).saturating_sub(raw_text.lines().count()),
+            }
+        });
+    let body = sanitizer.sanitize(raw_text).into_owned();
     sanitize_display_items(sanitizer, &mut single.display_items);
     let failure = failure(verdict, outcome, collected, ctx)
         .map(|(code, message)| (code, sanitizer.sanitize(&message).into_owned()));
     single.error = failure.as_ref().map(|(_, message)| message.clone());
     let content = match &failure {
-        None => single.output.clone(),
-        Some((_, message)) if single.output.is_empty() => message.clone(),
-        Some((_, message)) => format!("{message}\n\nPartial output:\n{}", single.output),
+        None => body.clone(),
+        Some((_, message)) if body.is_empty() => message.clone(),
+        Some((_, message)) => format!("{message}\n\nPartial output:\n{body}"),
     };
-    let (text, truncation) = truncate_head(&content, ctx.run.truncate, &ctx.session_file);
+    let (text, truncation) =
+        truncate_head_of_longer(&content, missing, ctx.run.truncate, &ctx.session_file);
+    single.output = if missing == Missing::default() {
+        body
+    } else {
+        let whole = TruncateLimits {
+            max_bytes: usize::MAX,
+            max_lines: usize::MAX,
+        };
+        truncate_head_of_longer(&body, missing, whole, &ctx.session_file).0
+    };
     let error = match failure {
         Some((code, message)) => Some(ErrorInfo { code, message }),
         None => truncation.map(|t| ErrorInfo {
@@ -103,7 +130,7 @@ fn facts(
         display_items: collected.display_items(),
         timeout_reason: None,
         backend: run.backend.backend.name().to_string(),
-        model: run.model.clone(),
+        model: ctx.model.map(str::to_string),
         duration_ms: o.map_or(0, |o| o.elapsed.as_millis() as u64),
         attempts: 1,
         skipped_lines: collected.skipped_lines(),
@@ -112,6 +139,8 @@ fn facts(
         leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
         warnings: warnings(o, ctx),
+        limit: None,
+        attempts_detail: Vec::new(),
     }
 }
 
@@ -154,6 +183,37 @@ fn failure(
                 limits.idle_timeout.as_millis()
             ),
         )),
+        Verdict::Timeout(TimeoutReason::Tool) => Some((
+            ErrorCode::SubagentTimeout,
+            format!(
+                "Subagent timed out after {}ms in a tool call that did not finish (tool timeout).",
+                limits.tool_timeout.as_millis()
+            ),
+        )),
+        Verdict::Budget { limit, total } => failed(budget_message(
+            *limit,
+            *total,
+            collected.usage().turns,
+        )),
+        Verdict::Unreachable { words, retries } => {
+            let how = if *retries >= MAX_CONSECUTIVE_RETRIES {
+                format!("it retried {retries} times in a row without progress")
+            } else {
+                format!(
+                    "it only retried, without progress, for {}ms (connect timeout)",
+                    limits.connect_timeout.as_millis()
+                )
+            };
+            let words = if words.is_empty() {
+                "(it gave no reason)"
+            } else {
+                words
+            };
+            failed(format!(
+                "{} could not reach its provider: {words}. Stopped: {how}.",
+                ctx.run.backend.backend.name()
+            ))
+        }
         Verdict::Capped => Some((
             ErrorCode::SubagentOutputTruncated,
             format!(
@@ -167,6 +227,44 @@ fn failure(
         Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::NoAnswer => {
             failed(child_failure(verdict, outcome, collected, ctx.run.backend.backend))
         }
+    }
+}
+
+/// `Subagent stopped: cost budget $0.50 reached after 7 turns ($0.53 used).`
+fn budget_message(limit: Limit, total: bool, turns: u64) -> String {
+    let after = match turns {
+        1 => "after 1 turn".to_string(),
+        n => format!("after {n} turns"),
+    };
+    match limit {
+        Limit::Turns { limit, .. } => {
+            format!("Subagent stopped: turn budget {limit} reached {after}.")
+        }
+        Limit::Tokens { limit, used } => {
+            format!("Subagent stopped: token budget {limit} reached {after} ({used} tokens used).")
+        }
+        Limit::Cost { limit, used } if total => format!(
+            "Subagent stopped: the total cost budget {} of its fan-out was reached {after} ({} used by all tasks).",
+            usd(limit),
+            usd(used)
+        ),
+        Limit::Cost { limit, used } => format!(
+            "Subagent stopped: cost budget {} reached {after} ({} used).",
+            usd(limit),
+            usd(used)
+        ),
+    }
+}
+
+/// Dollars as people write them: cents, or the first significant digits of a fraction
+/// of a cent.
+pub(crate) fn usd(amount: f64) -> String {
+    if amount >= 0.1 || amount == 0.0 {
+        format!("${amount:.2}")
+    } else {
+        let digits = (-amount.log10()).ceil() as usize + 1;
+        let s = format!("{amount:.digits$}");
+        format!("${}", s.trim_end_matches('0'))
     }
 }
 

@@ -13,7 +13,7 @@ use crate::agents::{self, AgentDef, Catalog, DiscoveryOptions};
 use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
-use crate::limits::SupervisionLimits;
+use crate::limits::{Budgets, SupervisionLimits};
 use crate::truncate::TruncateLimits;
 
 /// Everything one run needs, decided before anything is spawned.
@@ -32,6 +32,11 @@ pub(crate) struct ResolvedRun {
     /// Attempts in all when failures are transient.
     pub attempts: u32,
     pub resume: Option<ResumeFrom>,
+    /// What the child may spend.
+    pub budgets: Budgets,
+    /// Models to run in turn after `model` fails with a quota, rate-limit, overload or
+    /// unknown-model error.
+    pub fallback_models: Vec<String>,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -52,10 +57,46 @@ fn limits(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> SupervisionLimits
     SupervisionLimits {
         runtime_timeout: pick(req.runtime_timeout, agent.timeout, &cfg.timeout),
         idle_timeout: pick(req.idle_timeout, agent.idle_timeout, &cfg.idle_timeout),
+        tool_timeout: pick(
+            req.tool_timeout,
+            agent.limits.tool_timeout,
+            &cfg.tool_timeout,
+        ),
+        connect_timeout: pick(
+            req.connect_timeout,
+            agent.limits.connect_timeout,
+            &cfg.connect_timeout,
+        ),
         kill_grace: pick(req.kill_grace, None, &cfg.kill_grace),
         terminal_exit_grace: pick(req.terminal_exit_grace, None, &cfg.exit_grace),
         max_output_bytes: pick(req.max_output_bytes, None, &cfg.max_output_bytes),
         ..SupervisionLimits::default()
+    }
+}
+
+fn budgets(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> Budgets {
+    let max_cost = pick(
+        req.max_cost.map(Some),
+        agent.limits.max_cost.map(Some),
+        &cfg.max_cost,
+    );
+    // A run spends from the total of its fan-out, and a single run is a fan-out of one.
+    let total = pick(req.max_total_cost.map(Some), None, &cfg.max_total_cost);
+    Budgets {
+        max_turns: pick(
+            req.max_turns.map(Some),
+            agent.max_turns.map(|n| Some(u64::from(n))),
+            &cfg.max_turns,
+        ),
+        max_tokens: pick(
+            req.max_tokens.map(Some),
+            agent.limits.max_tokens.map(Some),
+            &cfg.max_tokens,
+        ),
+        max_cost: match (max_cost, total) {
+            (Some(own), Some(total)) => Some(own.min(total)),
+            (own, total) => own.or(total),
+        },
     }
 }
 
@@ -110,6 +151,12 @@ pub(crate) fn resolve(
             &cfg.model,
         ),
         limits: limits(req, &agent, cfg),
+        budgets: budgets(req, &agent, cfg),
+        fallback_models: pick(
+            req.fallback_models.clone(),
+            agent.limits.fallback_models.clone(),
+            &cfg.fallback_models,
+        ),
         truncate: truncate_limits(req, cfg),
         attempts: pick(req.attempts, None, &cfg.retries).max(1),
         task: req.task.clone(),
@@ -232,6 +279,11 @@ mod tests {
         (Layer::User, Backend::Cursor),
     ];
 
+    /// A cost that says which layer it was set in.
+    fn cost(layer: Layer) -> f64 {
+        n(layer) as f64 * 0.25
+    }
+
     fn backend_set_in(layer: Layer) -> Backend {
         BACKEND_OF.iter().find(|(l, _)| *l == layer).unwrap().1
     }
@@ -244,9 +296,10 @@ mod tests {
             |l: Layer| LAYERS.iter().position(|x| *x == l) >= LAYERS.iter().position(|x| *x == top);
         let keys = |l: Layer| {
             format!(
-                "backend = \"{}\"\nmodel = \"model-{l:?}\"\ntimeout = {}\nidle_timeout = {}\nkill_grace = {}\nexit_grace = {}\nmax_output_bytes = {}\nmax_bytes = {}\nmax_lines = {}\nretries = {}\n",
+                "backend = \"{}\"\nmodel = \"model-{l:?}\"\ntimeout = {}\nidle_timeout = {}\nkill_grace = {}\nexit_grace = {}\nmax_output_bytes = {}\nmax_bytes = {}\nmax_lines = {}\nretries = {}\ntool_timeout = {}\nconnect_timeout = {}\nmax_turns = {}\nmax_tokens = {}\nmax_cost = {:?}\nfallback_models = [\"fb-{l:?}\"]\n",
                 backend_set_in(l).name(),
-                n(l) * 1000, n(l) * 100, n(l) * 10, n(l) * 20, n(l) * 30_000, n(l) * 40_000, n(l) * 50, n(l) * 10
+                n(l) * 1000, n(l) * 100, n(l) * 10, n(l) * 20, n(l) * 30_000, n(l) * 40_000, n(l) * 50, n(l) * 10,
+                n(l) * 200, n(l) * 300, n(l) * 3, n(l) * 1000, cost(l)
             )
         };
         let home = dir.path().join("home");
@@ -283,6 +336,12 @@ mod tests {
                 ("ORCHESTRATE_MAX_BYTES", (n(e) * 40_000).to_string()),
                 ("ORCHESTRATE_MAX_LINES", (n(e) * 50).to_string()),
                 ("ORCHESTRATE_RETRIES", (n(e) * 10).to_string()),
+                ("ORCHESTRATE_TOOL_TIMEOUT", (n(e) * 200).to_string()),
+                ("ORCHESTRATE_CONNECT_TIMEOUT", (n(e) * 300).to_string()),
+                ("ORCHESTRATE_MAX_TURNS", (n(e) * 3).to_string()),
+                ("ORCHESTRATE_MAX_TOKENS", (n(e) * 1000).to_string()),
+                ("ORCHESTRATE_MAX_COST", cost(e).to_string()),
+                ("ORCHESTRATE_FALLBACK_MODELS", format!("fb-{e:?}")),
             ] {
                 env.insert(k.into(), v);
             }
@@ -291,10 +350,15 @@ mod tests {
         let a = Layer::Agent;
         let agent_keys = if set(a) {
             format!(
-                "backend: {}\nmodel: model-{a:?}\ntimeout: {}\nidle_timeout: {}\n",
+                "backend: {}\nmodel: model-{a:?}\ntimeout: {}\nidle_timeout: {}\ntool_timeout: {}\nconnect_timeout: {}\nmax_turns: {}\nmax_tokens: {}\nmax_cost: {}\nfallback_models: [fb-{a:?}]\n",
                 backend_set_in(a).name(),
                 n(a) * 1000,
-                n(a) * 100
+                n(a) * 100,
+                n(a) * 200,
+                n(a) * 300,
+                n(a) * 3,
+                n(a) * 1000,
+                cost(a)
             )
         } else {
             String::new()
@@ -323,6 +387,12 @@ mod tests {
             req.max_bytes = Some((n(f) * 40_000) as usize);
             req.max_lines = Some((n(f) * 50) as usize);
             req.attempts = Some((n(f) * 10) as u32);
+            req.tool_timeout = Some(Duration::from_millis(n(f) * 200));
+            req.connect_timeout = Some(Duration::from_millis(n(f) * 300));
+            req.max_turns = Some(n(f) * 3);
+            req.max_tokens = Some(n(f) * 1000);
+            req.max_cost = Some(cost(f));
+            req.fallback_models = Some(vec![format!("fb-{f:?}")]);
         }
         let run_env = RunEnv {
             depth: 0,
@@ -330,6 +400,7 @@ mod tests {
             state: StateDir {
                 root: dir.path().join("state"),
             },
+            total: None,
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -365,13 +436,54 @@ mod tests {
             ("max_bytes", layer_of(r.truncate.max_bytes as u64, 40_000)),
             ("max_lines", layer_of(r.truncate.max_lines as u64, 50)),
             ("attempts", layer_of(u64::from(r.attempts), 10)),
+            ("tool_timeout", layer_of(ms(r.limits.tool_timeout), 200)),
+            (
+                "connect_timeout",
+                layer_of(ms(r.limits.connect_timeout), 300),
+            ),
+            (
+                "max_turns",
+                r.budgets
+                    .max_turns
+                    .map_or(Layer::Default, |v| layer_of(v, 3)),
+            ),
+            (
+                "max_tokens",
+                r.budgets
+                    .max_tokens
+                    .map_or(Layer::Default, |v| layer_of(v, 1000)),
+            ),
+            (
+                "max_cost",
+                r.budgets
+                    .max_cost
+                    .map_or(Layer::Default, |v| layer_of((v / 0.25).round() as u64, 1)),
+            ),
+            (
+                "fallback_models",
+                LAYERS
+                    .into_iter()
+                    .find(|l| r.fallback_models == [format!("fb-{l:?}")])
+                    .unwrap_or(Layer::Default),
+            ),
         ]
     }
 
     #[test]
     fn every_setting_follows_flag_agent_env_project_user_default() {
         // Keys an agent file cannot set fall through its layer to the next one.
-        let agent_keys = ["backend", "model", "timeout", "idle_timeout"];
+        let agent_keys = [
+            "backend",
+            "model",
+            "timeout",
+            "idle_timeout",
+            "tool_timeout",
+            "connect_timeout",
+            "max_turns",
+            "max_tokens",
+            "max_cost",
+            "fallback_models",
+        ];
         for top in LAYERS {
             let got = winners(&resolved_from(top));
             let want: Vec<(&str, Layer)> = got
@@ -386,6 +498,24 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "every layer from {top:?} down is set");
         }
+    }
+
+    #[test]
+    fn a_total_cost_budget_caps_the_runs_own() {
+        let cfg = Config::default();
+        let agent = crate::agents::parse_agent_file(
+            "---\nname: a\nmax_cost: 0.5\n---\n",
+            std::path::Path::new("/x/a.md"),
+            crate::agents::Scope::User,
+        )
+        .unwrap();
+        let req = |total: Option<f64>| RunRequest {
+            max_total_cost: total,
+            ..RunRequest::default()
+        };
+        assert_eq!(budgets(&req(None), &agent, &cfg).max_cost, Some(0.5));
+        assert_eq!(budgets(&req(Some(0.2)), &agent, &cfg).max_cost, Some(0.2));
+        assert_eq!(budgets(&req(Some(3.0)), &agent, &cfg).max_cost, Some(0.5));
     }
 
     #[test]
@@ -409,6 +539,7 @@ mod tests {
             state: StateDir {
                 root: dir.path().join("state"),
             },
+            total: None,
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(

@@ -72,6 +72,53 @@ pub(crate) fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<
     (backend.spec().transient_exit)(exit_code)
 }
 
+/// Why a model cannot serve a run, so that another model may: what a fallback model is
+/// for. Unlike a transient failure, a quota or an unknown model does not pass by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unavailable {
+    RateLimited,
+    Overloaded,
+    Quota,
+    ModelNotFound,
+}
+
+/// Whether a failed attempt says its model is unavailable (see [`Unavailable`]).
+pub(crate) fn unavailable(backend: Backend, error: &str, exit_code: i32) -> Option<Unavailable> {
+    let e = error.to_ascii_lowercase();
+    let any = |words: &[&str]| words.iter().any(|w| e.contains(w));
+    if any(&[
+        "insufficient_quota",
+        "exceeded your current quota",
+        "quota exceeded",
+        "quota_exceeded",
+        "resource_exhausted",
+        "credit balance",
+        "billing",
+    ]) {
+        return Some(Unavailable::Quota);
+    }
+    if e.contains("model")
+        && any(&[
+            "not found",
+            "not_found",
+            "does not exist",
+            "unknown model",
+            "no such model",
+            "invalid model",
+            "unsupported model",
+            "model is not supported",
+            "not available",
+        ])
+    {
+        return Some(Unavailable::ModelNotFound);
+    }
+    match classify(backend, error, exit_code) {
+        Some(Transient::RateLimited) => Some(Unavailable::RateLimited),
+        Some(Transient::Overloaded) => Some(Unavailable::Overloaded),
+        _ => None,
+    }
+}
+
 /// The wait after failed attempt `attempt` (1-based): exponential, capped, with ±25%
 /// jitter so that parallel runs hitting the same limit do not retry in step.
 pub(crate) fn backoff(attempt: u32) -> Duration {
@@ -124,6 +171,39 @@ mod tests {
             Some(Transient::RateLimited)
         );
         assert_eq!(classify(Backend::Pi, "pi exited with code 173", 173), None);
+    }
+
+    #[test]
+    fn unavailable_models_are_recognized_and_other_failures_are_not() {
+        let cases = [
+            (
+                "claude reported an error: API Error: 529 {\"type\":\"overloaded_error\"}",
+                Some(Unavailable::Overloaded),
+            ),
+            (
+                "pi reported an error: 429 Rate limit reached",
+                Some(Unavailable::RateLimited),
+            ),
+            (
+                "codex reported an error: You exceeded your current quota, please check your plan",
+                Some(Unavailable::Quota),
+            ),
+            (
+                "claude reported an error: API Error: 404 {\"type\":\"not_found_error\",\"message\":\"model: claude-9\"}",
+                Some(Unavailable::ModelNotFound),
+            ),
+            (
+                "pi reported an error: 404 The model `gpt-9` does not exist or you do not have access to it.",
+                Some(Unavailable::ModelNotFound),
+            ),
+            ("pi reported an error: 401 Incorrect API key provided", None),
+            ("codex reported an error: unexpected status 502 Bad Gateway", None),
+            ("opencode exited with code 1: Error: read ECONNRESET", None),
+            ("pi exited with code 3: ENOENT: file not found", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(unavailable(Backend::Pi, message, 1), want, "{message}");
+        }
     }
 
     #[test]

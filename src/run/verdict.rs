@@ -2,10 +2,10 @@
 //! nothing else. No wording, no processes: the renderer turns a verdict into a result.
 
 use crate::collector::Collector;
-use crate::result::TimeoutReason;
+use crate::result::{Limit, TimeoutReason};
 use crate::supervisor::{LeaderExit, Outcome, StopReason, SuperviseError};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Verdict {
     /// The child gave its final answer.
     Answered,
@@ -15,6 +15,18 @@ pub(crate) enum Verdict {
         error: String,
     },
     Timeout(TimeoutReason),
+    /// A budget was reached and the child stopped there: by orchestrate, or by itself at
+    /// a budget it was given. `total`: the budget was its fan-out's, shared by all tasks.
+    Budget {
+        limit: Limit,
+        total: bool,
+    },
+    /// It only retried or reconnected to its provider, with no progress, and was stopped;
+    /// `words` are its own, from its last notice; `retries` in a row without progress.
+    Unreachable {
+        words: String,
+        retries: u32,
+    },
     /// Its output passed the hard cap and it was stopped.
     Capped,
     /// A signal to orchestrate, or the MCP client, stopped it.
@@ -63,12 +75,37 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
             }
         }
     };
+    let budget = || {
+        collected.limit().map(|limit| Verdict::Budget {
+            limit,
+            total: collected.limit_is_total(),
+        })
+    };
     match o.stop() {
         Some(StopReason::RuntimeTimeout) => return Verdict::Timeout(TimeoutReason::Runtime),
         Some(StopReason::IdleTimeout) => return Verdict::Timeout(TimeoutReason::Idle),
+        Some(StopReason::ToolTimeout) => return Verdict::Timeout(TimeoutReason::Tool),
         Some(StopReason::OutputCap) => return Verdict::Capped,
         Some(StopReason::Cancelled) => return Verdict::Cancelled,
+        Some(StopReason::ProviderUnreachable) => {
+            return Verdict::Unreachable {
+                words: collected.last_retry().unwrap_or_default().to_string(),
+                retries: collected.retries_since_progress(),
+            }
+        }
+        // Stopped for a budget: the collector holds which (a fan-out's total is noted
+        // there by the attempt).
+        Some(StopReason::Budget) => {
+            if let Some(v) = budget() {
+                return v;
+            }
+        }
         Some(StopReason::AfterTerminalEvent) | None => {}
+    }
+    // A CLI that stopped itself at the budget it was given (claude's cost budget) failed
+    // for that reason, whatever error it reports for it.
+    if let Some(v) = budget() {
+        return v;
     }
     // `exitCode` stays the child's own, but pi exits 0 on a provider error: the error it
     // reported is what says the run failed.
@@ -124,6 +161,31 @@ mod tests {
     fn with_error(text: &str, error: &str) -> Collector {
         let mut c = answered(text);
         c.apply(AgentEvent::ProviderError(Cow::Owned(error.to_string())));
+        c
+    }
+
+    /// Two turns that called tools under a turn budget of 2: the budget is reached.
+    fn over_budget() -> Collector {
+        let mut c = Collector::new().with_budgets(crate::limits::Budgets {
+            max_turns: Some(2),
+            ..Default::default()
+        });
+        for text in ["one", "two"] {
+            c.apply(AgentEvent::AssistantMessage(Cow::Borrowed(text)));
+            c.apply(AgentEvent::ToolCall {
+                name: Cow::Borrowed("read"),
+                args: serde_json::Value::Null,
+            });
+            c.apply(AgentEvent::TurnEnd);
+        }
+        c
+    }
+
+    fn retrying() -> Collector {
+        let mut c = Collector::new();
+        c.apply(AgentEvent::Retry(Cow::Borrowed(
+            "Reconnecting... waiting for network",
+        )));
         c
     }
 
@@ -251,6 +313,47 @@ mod tests {
                 Collector::new(),
                 Verdict::NoAnswer,
                 0,
+            ),
+            (
+                "tool timeout",
+                outcome(Signaled(15), Some(StopReason::ToolTimeout)),
+                answered("partial"),
+                Verdict::Timeout(TimeoutReason::Tool),
+                124,
+            ),
+            (
+                "budget",
+                outcome(Signaled(15), Some(StopReason::Budget)),
+                over_budget(),
+                Verdict::Budget {
+                    limit: Limit::Turns { limit: 2, used: 2 },
+                    total: false,
+                },
+                143,
+            ),
+            (
+                "the CLI stopped itself at its budget",
+                outcome(Exited(1), None),
+                {
+                    let mut c = over_budget();
+                    c.apply(AgentEvent::ProviderError(Cow::Borrowed("budget")));
+                    c
+                },
+                Verdict::Budget {
+                    limit: Limit::Turns { limit: 2, used: 2 },
+                    total: false,
+                },
+                1,
+            ),
+            (
+                "provider unreachable",
+                outcome(Signaled(15), Some(StopReason::ProviderUnreachable)),
+                retrying(),
+                Verdict::Unreachable {
+                    words: "Reconnecting... waiting for network".into(),
+                    retries: 1,
+                },
+                143,
             ),
         ];
         for (name, outcome, collected, want, code) in cases {

@@ -55,7 +55,7 @@ impl LineFramer {
                 if self.partial.is_empty() {
                     on_frame(Frame::Line(strip_cr(piece)));
                 } else {
-                    self.partial.extend_from_slice(piece);
+                    self.buffer(piece);
                     let line = std::mem::take(&mut self.partial);
                     on_frame(Frame::Line(strip_cr(&line)));
                     // Keep the allocation for the next straddling line unless it was large.
@@ -65,10 +65,23 @@ impl LineFramer {
                     }
                 }
             } else {
-                self.partial.extend_from_slice(piece);
+                self.buffer(piece);
             }
             chunk = rest.unwrap_or(&[]);
         }
+    }
+
+    /// Appends to the line being assembled. It grows as a vector does (doubling), but
+    /// never past the maximum line: a line near the maximum would otherwise take twice it.
+    fn buffer(&mut self, piece: &[u8]) {
+        let needed = self.partial.len() + piece.len();
+        if needed > self.partial.capacity() {
+            let grown = (self.partial.capacity() * 2)
+                .max(needed)
+                .min(self.max_line_bytes.max(needed));
+            self.partial.reserve_exact(grown - self.partial.len());
+        }
+        self.partial.extend_from_slice(piece);
     }
 
     /// Flushes an unterminated last line at end of stream.
@@ -124,6 +137,27 @@ mod tests {
                 Owned::Line("f".into()),
             ]
         );
+    }
+
+    #[test]
+    fn a_line_near_the_maximum_never_takes_more_than_the_maximum() {
+        let max = 1000;
+        let mut framer = LineFramer::new(max);
+        for _ in 0..33 {
+            framer.push(&[b'x'; 30], &mut |_| panic!("no line yet"));
+        }
+        assert_eq!(framer.partial.len(), 990);
+        assert!(
+            framer.partial.capacity() <= max,
+            "{}",
+            framer.partial.capacity()
+        );
+        let mut lines = 0;
+        framer.push(b"\n", &mut |f| {
+            assert!(matches!(f, Frame::Line(l) if l.len() == 990));
+            lines += 1;
+        });
+        assert_eq!(lines, 1);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::pin::pin;
 use std::process::{Command, Stdio};
 
 use nix::sys::signal::Signal;
@@ -15,7 +14,7 @@ use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::framing::{Frame, LineFramer};
-use super::lifecycle::{Action, Graces, Lifecycle};
+use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
 use super::outcome::{Outcome, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
 use crate::platform::{self, LeaderExit};
@@ -23,6 +22,8 @@ use crate::platform::{self, LeaderExit};
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Longer stderr lines are not read for retry notices (they are still logged).
+const MAX_STDERR_LINE_BYTES: usize = 64 * 1024;
 /// When both pipes are closed but no SIGCHLD has told us about the leader yet, look again
 /// this often, so that a lost wake-up can never hang a run.
 const EXIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -41,8 +42,11 @@ pub(crate) struct ChildSpec {
 pub(crate) trait LineSink {
     fn on_line(&mut self, line: &[u8]);
     fn on_too_long(&mut self, bytes: u64);
-    /// Whether the dialect's final event has been seen.
-    fn terminal_seen(&self) -> bool;
+    /// A line of stderr (never the answer; some CLIs say only there that they retry).
+    fn on_stderr_line(&mut self, _line: &[u8]) {}
+    /// What the stream has shown so far: progress, tools, retries, its final event, a
+    /// budget reached.
+    fn facts(&self) -> StreamFacts;
     /// Called after each chunk of stdout: a place to publish progress, at most once per
     /// read rather than once per line.
     fn after_chunk(&mut self) {}
@@ -54,11 +58,14 @@ pub(crate) struct OutputSinks<'a> {
     pub stderr_copy: &'a mut (dyn Write + Send),
 }
 
-/// Requests from outside the loop. `cancel` stops gracefully; `kill` stops at once.
+/// Requests from outside the loop. `cancel` stops gracefully; `kill` stops at once;
+/// `budget` stops gracefully because a budget shared with other runs (a fan-out's total
+/// cost) was spent.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Controls {
     pub cancel: CancellationToken,
     pub kill: CancellationToken,
+    pub budget: CancellationToken,
 }
 
 struct Machine<'a> {
@@ -72,10 +79,10 @@ struct Machine<'a> {
     stderr_bytes: u64,
     stderr_tail: Vec<u8>,
     framer: LineFramer,
+    stderr_framer: LineFramer,
     sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
     session_write_error: Option<String>,
-    last_activity: Instant,
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
@@ -116,21 +123,21 @@ pub(crate) async fn supervise<'a>(
         pid,
         pgid: group.pgid(),
         limits,
-        life: Lifecycle::new(Graces::new(&limits)),
+        // Every limit counts from the same instant as `elapsed` (before the spawn), so
+        // none is late by the time the spawn took.
+        life: Lifecycle::new(Graces::new(&limits), Patience::new(&limits), start),
         stdout_open: true,
         stderr_open: true,
         stdout_bytes: 0,
         stderr_bytes: 0,
         stderr_tail: Vec::new(),
         framer: LineFramer::new(limits.max_line_bytes),
+        stderr_framer: LineFramer::new(MAX_STDERR_LINE_BYTES),
         sink,
         out,
         session_write_error: None,
-        last_activity: start,
     };
 
-    let runtime_deadline = start + limits.runtime_timeout;
-    let mut idle = pin!(tokio::time::sleep(limits.idle_timeout));
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
     let mut ebuf = vec![0u8; READ_CHUNK_BYTES / 4];
     let far_future = start + std::time::Duration::from_secs(86_400 * 365);
@@ -140,7 +147,10 @@ pub(crate) async fn supervise<'a>(
         if m.life.has_exited() && !m.pipes_open() {
             break;
         }
-        let phase_deadline = m.life.deadline();
+        // One timer for whatever is due next: the runtime limit, the watchdog's idle, tool
+        // or connect limit, or the phase's own deadline. Recomputed each turn of the loop,
+        // so it is never armed for a moment that has moved.
+        let due = m.life.next_due();
         let counts_time = m.life.counts_time();
         tokio::select! {
             _ = controls.kill.cancelled(), if m.life.accepts_kill() => {
@@ -150,6 +160,11 @@ pub(crate) async fn supervise<'a>(
             }
             _ = controls.cancel.cancelled(), if counts_time => {
                 m.stop(StopReason::Cancelled)?;
+            }
+            // A shared budget spent elsewhere stops a child still working, not one that
+            // has given its answer.
+            _ = controls.budget.cancelled(), if m.life.is_running() => {
+                m.stop(StopReason::Budget)?;
             }
             r = stdout.read(&mut obuf), if m.stdout_open => match r {
                 Ok(0) | Err(_) => {
@@ -172,23 +187,10 @@ pub(crate) async fn supervise<'a>(
             _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
                 m.look_for_exit()?;
             }
-            _ = sleep_until(runtime_deadline), if counts_time => {
-                m.stop(StopReason::RuntimeTimeout)?;
-            }
-            _ = &mut idle, if m.life.watches_idleness() => {
-                // The timer is not reset per chunk (that would cost a timer-wheel update
-                // per read); it is re-armed lazily from the last activity instead.
-                let due = m.last_activity + m.limits.idle_timeout;
-                if due > Instant::now() {
-                    idle.as_mut().reset(due);
-                } else {
-                    m.stop(StopReason::IdleTimeout)?;
-                }
-            }
-            _ = sleep_until(phase_deadline.unwrap_or(far_future)), if phase_deadline.is_some() => {
+            _ = sleep_until(due.unwrap_or(far_future)), if due.is_some() => {
                 // Decide on the child's state as it is now, not as a late SIGCHLD left it.
                 m.look_for_exit()?;
-                let action = m.life.deadline_passed(Instant::now(), m.pipes_open());
+                let action = m.life.tick(Instant::now(), m.pipes_open());
                 m.act(action);
             }
         }
@@ -231,7 +233,7 @@ impl Machine<'_> {
     }
 
     fn on_stdout(&mut self, chunk: &[u8]) -> std::io::Result<()> {
-        self.last_activity = Instant::now();
+        self.life.on_output(Instant::now());
         let Some(chunk) = self.admit(chunk, true)? else {
             return Ok(());
         };
@@ -241,10 +243,7 @@ impl Machine<'_> {
         let sink = &mut *self.sink;
         self.framer.push(chunk, &mut |frame| deliver(sink, frame));
         self.sink.after_chunk();
-        if self.sink.terminal_seen() {
-            self.life.terminal_event(Instant::now());
-        }
-        Ok(())
+        self.read_facts()
     }
 
     fn finish_stdout(&mut self) {
@@ -253,8 +252,23 @@ impl Machine<'_> {
         let _ = self.out.stdout_copy.flush();
     }
 
+    /// Hands the lifecycle what the stream showed, and stops the child at once when the
+    /// stream asks (a budget reached: within the chunk that reached it).
+    fn read_facts(&mut self) -> std::io::Result<()> {
+        let facts = self.sink.facts();
+        let now = Instant::now();
+        self.life.on_facts(&facts, now);
+        if let Some(reason) = facts.stop {
+            self.stop(reason)?;
+        }
+        if facts.terminal {
+            self.life.terminal_event(now);
+        }
+        Ok(())
+    }
+
     fn on_stderr(&mut self, chunk: &[u8]) -> std::io::Result<()> {
-        self.last_activity = Instant::now();
+        self.life.on_output(Instant::now());
         let Some(chunk) = self.admit(chunk, false)? else {
             return Ok(());
         };
@@ -264,7 +278,13 @@ impl Machine<'_> {
             let cut = self.stderr_tail.len() - STDERR_TAIL_BYTES;
             self.stderr_tail.drain(..cut);
         }
-        Ok(())
+        let sink = &mut *self.sink;
+        self.stderr_framer.push(chunk, &mut |frame| {
+            if let Frame::Line(line) = frame {
+                sink.on_stderr_line(line);
+            }
+        });
+        self.read_facts()
     }
 
     /// Counts the chunk against the hard cap and returns the part that fits. Past the cap

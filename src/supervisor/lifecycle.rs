@@ -2,14 +2,144 @@
 //! reasons, the transitions between them, and what each asks the `select!` loop to do. No
 //! I/O and no clock (the loop passes the time in), so every transition is tested without a
 //! process.
+//!
+//! While the child runs, a [`Watchdog`] tells a working child from a stuck one: only
+//! progress keeps it alive (see [`StreamFacts`]), a tool call in flight trades the idle
+//! limit for the tool limit, and a child that only retries its provider is stopped after
+//! the connect limit. The lifecycle turns whichever is due first, with the runtime limit
+//! and its own phase deadlines, into one next moment for the loop's one timer.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::outcome::{KillKind, Leak, StopReason, Termination};
-use crate::limits::{SupervisionLimits, KILLED_PIPE_DRAIN};
+use crate::limits::{SupervisionLimits, KILLED_PIPE_DRAIN, MAX_CONSECUTIVE_RETRIES};
 use crate::platform::LeaderExit;
+
+/// What the child's stream has shown so far, as its dialect read it. Counters only grow;
+/// the watchdog compares them with the last ones it saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct StreamFacts {
+    /// A line was a valid event of the child's dialect: from then on only progress, not
+    /// any byte, keeps it alive.
+    pub recognized: bool,
+    /// Progress events (the model's text, tool calls, tools running and finishing, usage).
+    pub progress: u64,
+    /// Tool calls started and not finished.
+    pub tools_in_flight: usize,
+    /// Tool calls finished.
+    pub tools_ended: u64,
+    /// Retry or reconnect notices, and those since the last progress.
+    pub retries: u64,
+    pub retries_since_progress: u32,
+    /// The dialect's final event arrived.
+    pub terminal: bool,
+    /// Why the stream asks to stop the child (a budget reached).
+    pub stop: Option<StopReason>,
+}
+
+/// How long a child may go without progress, in each way the watchdog tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Patience {
+    pub runtime: Duration,
+    pub idle: Duration,
+    /// One tool call in flight, with no tool finishing.
+    pub tool: Duration,
+    /// Retrying or reconnecting to the provider, with no progress.
+    pub connect: Duration,
+    /// Consecutive retry notices without progress that stop the child at once.
+    pub max_retries: u32,
+}
+
+impl Patience {
+    pub(super) fn new(limits: &SupervisionLimits) -> Patience {
+        Patience {
+            runtime: limits.runtime_timeout,
+            idle: limits.idle_timeout,
+            tool: limits.tool_timeout,
+            connect: limits.connect_timeout,
+            max_retries: MAX_CONSECUTIVE_RETRIES,
+        }
+    }
+}
+
+/// Tells a working child from a stuck one, from the times output arrived and what the
+/// stream showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Watchdog {
+    patience: Patience,
+    last_progress: Instant,
+    seen: StreamFacts,
+    /// Since when tools have run with none finishing.
+    tool_since: Option<Instant>,
+    /// Since when, and until when, the child has only retried (no progress in between).
+    noise: Option<(Instant, Instant)>,
+}
+
+impl Watchdog {
+    pub(super) fn new(patience: Patience, start: Instant) -> Watchdog {
+        Watchdog {
+            patience,
+            last_progress: start,
+            seen: StreamFacts::default(),
+            tool_since: None,
+            noise: None,
+        }
+    }
+
+    /// Output arrived on stdout or stderr. Until the stream is recognised, any output
+    /// counts as progress: a CLI that prints only chatter while it starts is alive.
+    pub(super) fn on_output(&mut self, now: Instant) {
+        if !self.seen.recognized {
+            self.last_progress = now;
+        }
+    }
+
+    /// What the stream showed after a chunk of stdout.
+    pub(super) fn on_facts(&mut self, f: &StreamFacts, now: Instant) {
+        if f.progress > self.seen.progress || (f.recognized && !self.seen.recognized) {
+            self.last_progress = now;
+        }
+        self.tool_since = match self.tool_since {
+            _ if f.tools_in_flight == 0 => None,
+            // A tool finished while others run: progress, and the next may run as long.
+            Some(_) if f.tools_ended > self.seen.tools_ended => Some(now),
+            Some(since) => Some(since),
+            None => Some(now),
+        };
+        self.noise = match self.noise {
+            _ if f.retries_since_progress == 0 => None,
+            Some((since, _)) if f.retries > self.seen.retries => Some((since, now)),
+            Some(noise) => Some(noise),
+            None if f.retries > self.seen.retries => Some((now, now)),
+            None => None,
+        };
+        self.seen = *f;
+    }
+
+    /// The stop the watchdog would make next, and when: the idle limit from the last
+    /// progress, or the tool limit while tools run; the connect limit while the child only
+    /// retries (at once after too many retries in a row).
+    pub(super) fn next(&self) -> (Instant, StopReason) {
+        let p = &self.patience;
+        let mut next = match self.tool_since {
+            Some(since) => (since + p.tool, StopReason::ToolTimeout),
+            None => (self.last_progress + p.idle, StopReason::IdleTimeout),
+        };
+        if let Some((since, last)) = self.noise {
+            let due = if self.seen.retries_since_progress >= p.max_retries {
+                last
+            } else {
+                since + p.connect
+            };
+            if due < next.0 {
+                next = (due, StopReason::ProviderUnreachable);
+            }
+        }
+        next
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -77,18 +207,62 @@ impl Graces {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Lifecycle {
     graces: Graces,
+    runtime_deadline: Instant,
+    watchdog: Watchdog,
     phase: Phase,
     ended: Option<(LeaderExit, Termination)>,
     leak: Leak,
 }
 
 impl Lifecycle {
-    pub(super) fn new(graces: Graces) -> Lifecycle {
+    /// The child was started at `start`: every limit counts from there.
+    pub(super) fn new(graces: Graces, patience: Patience, start: Instant) -> Lifecycle {
         Lifecycle {
             graces,
+            runtime_deadline: start + patience.runtime,
+            watchdog: Watchdog::new(patience, start),
             phase: Phase::Running,
             ended: None,
             leak: Leak::None,
+        }
+    }
+
+    /// Output arrived (see [`Watchdog::on_output`]).
+    pub(super) fn on_output(&mut self, now: Instant) {
+        self.watchdog.on_output(now);
+    }
+
+    /// The stream showed `facts` (see [`Watchdog::on_facts`]).
+    pub(super) fn on_facts(&mut self, facts: &StreamFacts, now: Instant) {
+        self.watchdog.on_facts(facts, now);
+    }
+
+    /// The next moment something is due: the runtime limit or the watchdog's stop while
+    /// the child runs, the phase's own deadline after that. The loop sleeps until then
+    /// and calls [`Lifecycle::tick`].
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Running => Some(self.runtime_deadline.min(self.watchdog.next().0)),
+            Phase::ExitGrace { until } => Some(self.runtime_deadline.min(until)),
+            _ => self.deadline(),
+        }
+    }
+
+    /// Time passed: carries out whatever is due at `now`, the runtime limit first.
+    pub(super) fn tick(&mut self, now: Instant, pipes_open: bool) -> Action {
+        if self.counts_time() && now >= self.runtime_deadline {
+            return self.stop(StopReason::RuntimeTimeout, now, pipes_open);
+        }
+        if self.phase == Phase::Running {
+            let (due, reason) = self.watchdog.next();
+            if now >= due {
+                return self.stop(reason, now, pipes_open);
+            }
+            return Action::Nothing;
+        }
+        match self.deadline() {
+            Some(due) if now >= due => self.deadline_passed(now, pipes_open),
+            _ => Action::Nothing,
         }
     }
 
@@ -117,8 +291,9 @@ impl Lifecycle {
         matches!(self.phase, Phase::Running | Phase::ExitGrace { .. })
     }
 
-    /// Whether the idle timeout applies: only while the child works towards its answer.
-    pub(super) fn watches_idleness(&self) -> bool {
+    /// Whether the child is still working towards its answer (not past its final event,
+    /// not being stopped, not exited).
+    pub(super) fn is_running(&self) -> bool {
         self.phase == Phase::Running
     }
 
@@ -296,6 +471,15 @@ mod tests {
         killed_pipe_drain: Duration::from_secs(3),
     };
 
+    /// Scaled down: runtime 100 s, idle 10 s, a tool 30 s, connect 20 s, 4 retries.
+    const PATIENCE: Patience = Patience {
+        runtime: Duration::from_secs(100),
+        idle: Duration::from_secs(10),
+        tool: Duration::from_secs(30),
+        connect: Duration::from_secs(20),
+        max_retries: 4,
+    };
+
     fn secs(t0: Instant, s: f64) -> Instant {
         t0 + Duration::from_secs_f64(s)
     }
@@ -309,11 +493,33 @@ mod tests {
 
     impl Run {
         fn new(graces: Graces) -> Run {
+            let t0 = Instant::now();
             Run {
-                t0: Instant::now(),
-                life: Lifecycle::new(graces),
+                t0,
+                life: Lifecycle::new(graces, PATIENCE, t0),
                 actions: Vec::new(),
             }
+        }
+        fn with_patience(patience: Patience) -> Run {
+            let t0 = Instant::now();
+            Run {
+                t0,
+                life: Lifecycle::new(GRACES, patience, t0),
+                actions: Vec::new(),
+            }
+        }
+        /// Output at `s`, and then what the stream showed.
+        fn facts(&mut self, s: f64, f: StreamFacts) -> &mut Self {
+            self.life.on_output(self.at(s));
+            self.life.on_facts(&f, self.at(s));
+            self
+        }
+        /// Sleeps until the next due moment and ticks; returns when that was (seconds).
+        fn wake(&mut self, pipes_open: bool) -> f64 {
+            let due = self.life.next_due().expect("something is due");
+            let a = self.life.tick(due, pipes_open);
+            self.actions.push(a);
+            due.duration_since(self.t0).as_secs_f64()
         }
         fn at(&self, s: f64) -> Instant {
             secs(self.t0, s)
@@ -511,7 +717,8 @@ mod tests {
         r.terminal(1.0);
         assert_eq!(r.life.phase(), Phase::ExitGrace { until: r.at(3.0) });
         assert!(r.life.counts_time());
-        assert!(!r.life.watches_idleness());
+        // Only the exit grace and the runtime limit apply now, not the idle limit.
+        assert_eq!(r.life.next_due(), Some(r.at(3.0)));
         r.exit(LeaderExit::Exited(0), 1.5, false);
         assert_eq!(r.actions, []);
         assert_eq!(
@@ -655,6 +862,136 @@ mod tests {
                 Leak::StayedInGroup
             ))
         );
+    }
+
+    fn progress(n: u64) -> StreamFacts {
+        StreamFacts {
+            recognized: true,
+            progress: n,
+            ..StreamFacts::default()
+        }
+    }
+
+    #[test]
+    fn only_progress_resets_the_idle_limit_once_the_stream_is_recognised() {
+        // Chatter before recognition counts: the child is starting.
+        let mut r = Run::new(GRACES);
+        r.life.on_output(r.at(5.0));
+        assert_eq!(r.life.next_due(), Some(r.at(15.0)));
+        // Recognised at 6 s; later output that is not progress (stderr, noise lines)
+        // does not count.
+        r.facts(6.0, progress(0));
+        r.life.on_output(r.at(12.0));
+        r.facts(14.0, progress(0));
+        assert_eq!(r.life.next_due(), Some(r.at(16.0)));
+        r.facts(15.0, progress(1));
+        assert_eq!(r.wake(true), 25.0);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::IdleTimeout,
+                kill_at: r.at(30.0)
+            }
+        );
+    }
+
+    #[test]
+    fn a_tool_in_flight_trades_the_idle_limit_for_the_tool_limit() {
+        let tool = |progress, in_flight, ended| StreamFacts {
+            recognized: true,
+            progress,
+            tools_in_flight: in_flight,
+            tools_ended: ended,
+            ..StreamFacts::default()
+        };
+        // A silent tool from 1 s: not stopped at 11 s (idle), but at 31 s (tool).
+        let mut r = Run::new(GRACES);
+        r.facts(1.0, tool(1, 1, 0));
+        assert_eq!(r.wake(true), 31.0);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::ToolTimeout,
+                kill_at: r.at(36.0)
+            }
+        );
+        // Tools finishing restart it; with none left the idle limit is back.
+        let mut r = Run::new(GRACES);
+        r.facts(1.0, tool(1, 2, 0)).facts(25.0, tool(2, 1, 1));
+        assert_eq!(r.life.next_due(), Some(r.at(55.0)));
+        r.facts(40.0, tool(3, 0, 2));
+        assert_eq!(r.life.next_due(), Some(r.at(50.0)));
+        assert_eq!(r.wake(true), 50.0);
+        assert!(matches!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::IdleTimeout,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_child_that_only_retries_is_stopped_after_the_connect_limit() {
+        let noise = |progress, retries, since| StreamFacts {
+            recognized: true,
+            progress,
+            retries,
+            retries_since_progress: since,
+            ..StreamFacts::default()
+        };
+        // Progress at 1 s, then a retry every 3 s: stopped 20 s after the first.
+        let mut r = Run::new(GRACES);
+        r.facts(1.0, noise(1, 0, 0));
+        for (i, s) in [2.0, 5.0, 8.0].into_iter().enumerate() {
+            r.facts(s, noise(1, i as u64 + 1, i as u32 + 1));
+        }
+        assert_eq!(r.wake(true), 11.0, "the idle limit comes first here");
+        let mut r = Run::new(GRACES);
+        r.facts(1.0, noise(1, 0, 0)).facts(2.0, noise(1, 1, 1));
+        // Progress again clears the noise.
+        r.facts(3.0, noise(2, 1, 0));
+        assert_eq!(r.life.next_due(), Some(r.at(13.0)));
+
+        // With a longer idle limit the connect limit stops it.
+        let mut r = Run::with_patience(Patience {
+            idle: Duration::from_secs(60),
+            ..PATIENCE
+        });
+        r.facts(1.0, noise(1, 0, 0));
+        r.facts(2.0, noise(1, 1, 1)).facts(10.0, noise(1, 2, 2));
+        assert_eq!(r.wake(true), 22.0);
+        assert!(matches!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::ProviderUnreachable,
+                ..
+            }
+        ));
+        // Too many retries in a row stop it at the last one.
+        let mut r = Run::new(GRACES);
+        r.facts(1.0, noise(1, 0, 0));
+        for n in 1..=4 {
+            r.facts(1.0 + f64::from(n) * 0.1, noise(1, u64::from(n), n));
+        }
+        assert_eq!(r.wake(true), 1.4);
+    }
+
+    #[test]
+    fn the_runtime_limit_counts_through_the_exit_grace_and_comes_first() {
+        let mut r = Run::new(GRACES);
+        // Progress every 9 s keeps the idle limit away; the runtime limit ends it.
+        for i in 1..12u32 {
+            r.facts(f64::from(i) * 9.0, progress(u64::from(i)));
+        }
+        assert_eq!(r.wake(true), 100.0);
+        assert!(matches!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::RuntimeTimeout,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -13,4 +13,5 @@ mod outcome;
 
 pub(crate) use crate::platform::LeaderExit;
 pub(crate) use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
+pub(crate) use lifecycle::StreamFacts;
 pub(crate) use outcome::{Leak, Outcome, StopReason, SuperviseError, Termination};

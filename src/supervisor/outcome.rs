@@ -30,6 +30,13 @@ pub enum StopReason {
     /// The dialect's final event arrived and the child did not exit within the grace.
     /// The run still counts as finished.
     AfterTerminalEvent,
+    /// A budget (turns, tokens, cost) was reached and the child went on.
+    Budget,
+    /// One tool call ran longer than the tool limit with no tool finishing.
+    ToolTimeout,
+    /// The child only retried or reconnected to its provider, for the connect limit or
+    /// too many times in a row.
+    ProviderUnreachable,
 }
 
 /// How orchestrate's SIGKILL to the child's group came about.
@@ -173,6 +180,16 @@ mod tests {
             Termination::Terminated {
                 reason: StopReason::AfterTerminalEvent,
             },
+            Termination::Terminated {
+                reason: StopReason::Budget,
+            },
+            Termination::Killed {
+                reason: StopReason::ToolTimeout,
+                kill: KillKind::Escalated,
+            },
+            Termination::Terminated {
+                reason: StopReason::ProviderUnreachable,
+            },
         ];
         assert_eq!(
             serde_json::to_value(terminations).unwrap(),
@@ -184,6 +201,9 @@ mod tests {
                 {"kind": "killed", "reason": "cancelled", "kill": "immediate"},
                 {"kind": "killed", "reason": "outputCap", "kill": "leftovers"},
                 {"kind": "terminated", "reason": "afterTerminalEvent"},
+                {"kind": "terminated", "reason": "budget"},
+                {"kind": "killed", "reason": "toolTimeout", "kill": "escalated"},
+                {"kind": "terminated", "reason": "providerUnreachable"},
             ])
         );
         let leaks = [

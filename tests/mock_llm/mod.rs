@@ -62,6 +62,13 @@ pub enum Reply {
         args: Value,
         usage: MockUsage,
     },
+    /// Text, then one tool call, in the same reply: a turn that says what it does.
+    TextThenTool {
+        text: String,
+        name: String,
+        args: Value,
+        usage: MockUsage,
+    },
     /// One call of a freeform ("custom") tool, whose input is raw text rather than JSON
     /// arguments: a `custom_tool_call` item in OpenAI Responses (codex's `apply_patch`).
     /// The other APIs have no such tool and get a function call with `{"input": input}`.
@@ -100,6 +107,15 @@ impl Reply {
 
     pub fn tool(name: &str, args: Value, usage: MockUsage) -> Reply {
         Reply::ToolCall {
+            name: name.to_string(),
+            args,
+            usage,
+        }
+    }
+
+    pub fn text_then_tool(text: &str, name: &str, args: Value, usage: MockUsage) -> Reply {
+        Reply::TextThenTool {
+            text: text.to_string(),
             name: name.to_string(),
             args,
             usage,
@@ -158,6 +174,9 @@ impl Reply {
         match self {
             Reply::Text { text, .. } => format!("text {text:?}"),
             Reply::ToolCall { name, args, .. } => format!("tool_call {name} {args}"),
+            Reply::TextThenTool {
+                text, name, args, ..
+            } => format!("text {text:?} then tool_call {name} {args}"),
             Reply::CustomToolCall { name, input, .. } => {
                 format!("custom_tool_call {name} {input:?}")
             }
@@ -179,6 +198,7 @@ enum ScriptKind {
     Always(Reply),
     ToolThenText(Reply, Reply),
     Sequence(Vec<Reply>),
+    PerModel(Vec<(String, Reply)>),
 }
 
 impl Script {
@@ -196,6 +216,17 @@ impl Script {
     pub fn sequence(replies: Vec<Reply>) -> Script {
         assert!(!replies.is_empty(), "a sequence needs at least one reply");
         Script(ScriptKind::Sequence(replies))
+    }
+
+    /// The reply for the model the request names (the request's `model`, or the Gemini
+    /// path's); a model not listed gets a 404 naming it.
+    pub fn per_model(replies: &[(&str, Reply)]) -> Script {
+        Script(ScriptKind::PerModel(
+            replies
+                .iter()
+                .map(|(m, r)| (m.to_string(), r.clone()))
+                .collect(),
+        ))
     }
 }
 
@@ -228,8 +259,17 @@ struct State {
 }
 
 impl State {
-    fn next_reply(&mut self, has_tool_result: bool) -> Reply {
+    fn next_reply(&mut self, has_tool_result: bool, model: &str) -> Reply {
         match &self.script.0 {
+            ScriptKind::PerModel(replies) => replies
+                .iter()
+                .find(|(m, _)| m == model)
+                .map(|(_, r)| r.clone())
+                .unwrap_or_else(|| Reply::HttpError {
+                    status: 404,
+                    body: json!({"error": {"type": "not_found_error",
+                                           "message": format!("model {model} not found")}}),
+                }),
             ScriptKind::Always(r) => r.clone(),
             ScriptKind::ToolThenText(tool, text) => {
                 if has_tool_result {
@@ -374,6 +414,14 @@ fn route(method: &str, path: &str) -> Option<(Api, Option<bool>)> {
         Some((Api::Gemini, Some(false)))
     } else {
         None
+    }
+}
+
+/// The model a recorded request asked for: its body's `model`, or the Gemini path's.
+pub fn requested_model(r: &RecordedRequest) -> String {
+    match r.api {
+        Some(Api::Gemini) => gemini_model(r.path.split('?').next().unwrap_or_default()).to_string(),
+        _ => r.body["model"].as_str().unwrap_or_default().to_string(),
     }
 }
 
@@ -697,7 +745,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
                 },
             )
         } else {
-            st.next_reply(has_tool_result(&body)).resolve(&body)
+            st.next_reply(has_tool_result(&body), &model).resolve(&body)
         };
         st.requests.push(RecordedRequest {
             method: req.method.clone(),
@@ -730,6 +778,19 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         }
         Reply::ToolCall { name, args, usage } => {
             let content = wire::Content::Tool {
+                name: &name,
+                args: &args,
+            };
+            send(&mut stream, &ctx, streaming, &content, &usage).await
+        }
+        Reply::TextThenTool {
+            text,
+            name,
+            args,
+            usage,
+        } => {
+            let content = wire::Content::TextThenTool {
+                text: &text,
                 name: &name,
                 args: &args,
             };

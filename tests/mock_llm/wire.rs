@@ -20,7 +20,27 @@ pub fn tool_call_id(api: Api, n: u64) -> Option<String> {
 /// What to say, independent of the API.
 pub enum Content<'a> {
     Text(&'a str),
-    Tool { name: &'a str, args: &'a Value },
+    Tool {
+        name: &'a str,
+        args: &'a Value,
+    },
+    /// Text, then a tool call, in one reply (a turn that says what it does and does it).
+    TextThenTool {
+        text: &'a str,
+        name: &'a str,
+        args: &'a Value,
+    },
+}
+
+impl<'a> Content<'a> {
+    /// The text and the tool call this content is made of.
+    fn parts(&self) -> (Option<&'a str>, Option<(&'a str, &'a Value)>) {
+        match *self {
+            Content::Text(t) => (Some(t), None),
+            Content::Tool { name, args } => (None, Some((name, args))),
+            Content::TextThenTool { text, name, args } => (Some(text), Some((name, args))),
+        }
+    }
 }
 
 pub struct Ctx<'a> {
@@ -160,40 +180,50 @@ fn anthropic_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish:
         ),
         Sse::named("ping", json!({"type": "ping"})),
     ];
-    let stop_reason = match content {
-        Content::Text(text) => {
+    let (text, tool) = content.parts();
+    let mut index = 0;
+    if let Some(text) = text {
+        out.push(Sse::named(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ));
+        for p in pieces(text) {
             out.push(Sse::named(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": p}}),
             ));
-            for p in pieces(text) {
-                out.push(Sse::named(
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}),
-                ));
-            }
-            "end_turn"
         }
-        Content::Tool { name, args } => {
+        if tool.is_some() {
             out.push(Sse::named(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {
-                    "type": "tool_use", "id": tool_call_id(ctx.api, ctx.n), "name": name, "input": {}}}),
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
             ));
-            let args = args.to_string();
-            for p in pieces(&args) {
-                out.push(Sse::named(
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}}),
-                ));
-            }
-            "tool_use"
+            index += 1;
         }
+    }
+    if let Some((name, args)) = tool {
+        out.push(Sse::named(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": tool_call_id(ctx.api, ctx.n), "name": name, "input": {}}}),
+        ));
+        let args = args.to_string();
+        for p in pieces(&args) {
+            out.push(Sse::named(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": p}}),
+            ));
+        }
+    }
+    let stop_reason = if tool.is_some() {
+        "tool_use"
+    } else {
+        "end_turn"
     };
     if finish {
         out.push(Sse::named(
             "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_stop", "index": index}),
         ));
         out.push(Sse::named(
             "message_delta",
@@ -215,37 +245,36 @@ fn chat_chunk(ctx: &Ctx<'_>, delta: Value, finish_reason: Option<&str>) -> Sse {
 
 fn chat_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish: bool) -> Vec<Sse> {
     let mut out = Vec::new();
-    let finish_reason = match content {
-        Content::Text(text) => {
+    let (text, tool) = content.parts();
+    if let Some(text) = text {
+        out.push(chat_chunk(
+            ctx,
+            json!({"role": "assistant", "content": ""}),
+            None,
+        ));
+        for p in pieces(text) {
+            out.push(chat_chunk(ctx, json!({"content": p}), None));
+        }
+    }
+    if let Some((name, args)) = tool {
+        let mut first = json!({"tool_calls": [{
+            "index": 0, "id": tool_call_id(ctx.api, ctx.n), "type": "function",
+            "function": {"name": name, "arguments": ""}}]});
+        if text.is_none() {
+            first["role"] = json!("assistant");
+            first["content"] = Value::Null;
+        }
+        out.push(chat_chunk(ctx, first, None));
+        let args = args.to_string();
+        for p in pieces(&args) {
             out.push(chat_chunk(
                 ctx,
-                json!({"role": "assistant", "content": ""}),
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
                 None,
             ));
-            for p in pieces(text) {
-                out.push(chat_chunk(ctx, json!({"content": p}), None));
-            }
-            "stop"
         }
-        Content::Tool { name, args } => {
-            out.push(chat_chunk(
-                ctx,
-                json!({"role": "assistant", "content": null, "tool_calls": [{
-                    "index": 0, "id": tool_call_id(ctx.api, ctx.n), "type": "function",
-                    "function": {"name": name, "arguments": ""}}]}),
-                None,
-            ));
-            let args = args.to_string();
-            for p in pieces(&args) {
-                out.push(chat_chunk(
-                    ctx,
-                    json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
-                    None,
-                ));
-            }
-            "tool_calls"
-        }
-    };
+    }
+    let finish_reason = if tool.is_some() { "tool_calls" } else { "stop" };
     if finish {
         out.push(chat_chunk(ctx, json!({}), Some(finish_reason)));
         if ctx.include_usage {
@@ -274,6 +303,7 @@ fn responses_item(ctx: &Ctx<'_>, content: &Content<'_>, done: bool) -> Value {
             "call_id": tool_call_id(ctx.api, ctx.n), "name": name,
             "arguments": if done { args.to_string() } else { String::new() },
         }),
+        Content::TextThenTool { .. } => unreachable!("split into its text and its tool first"),
     }
 }
 
@@ -285,7 +315,82 @@ fn responses_object(ctx: &Ctx<'_>, status: &str, output: Value, usage: Value) ->
     })
 }
 
+/// Text then a tool call: two output items, the message first.
+fn responses_text_then_tool_stream(
+    ctx: &Ctx<'_>,
+    text: &str,
+    name: &str,
+    args: &Value,
+    u: &MockUsage,
+) -> Vec<Sse> {
+    let mut seq = 0u64;
+    let mut ev = |event: &'static str, mut data: Value| {
+        data["type"] = json!(event);
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        Sse::named(event, data)
+    };
+    let message = Content::Text(text);
+    let call = Content::Tool { name, args };
+    let msg_id = format!("msg_mock{}", ctx.n);
+    let fc_id = format!("fc_mock{}", ctx.n);
+    let mut out = vec![
+        ev(
+            "response.created",
+            json!({"response": responses_object(ctx, "in_progress", json!([]), Value::Null)}),
+        ),
+        ev(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": responses_item(ctx, &message, false)}),
+        ),
+        ev(
+            "response.content_part.added",
+            json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
+                   "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
+    ];
+    for p in pieces(text) {
+        out.push(ev(
+            "response.output_text.delta",
+            json!({"item_id": msg_id, "output_index": 0, "content_index": 0, "delta": p, "logprobs": []}),
+        ));
+    }
+    out.push(ev(
+        "response.output_text.done",
+        json!({"item_id": msg_id, "output_index": 0, "content_index": 0, "text": text, "logprobs": []}),
+    ));
+    out.push(ev(
+        "response.output_item.done",
+        json!({"output_index": 0, "item": responses_item(ctx, &message, true)}),
+    ));
+    out.push(ev(
+        "response.output_item.added",
+        json!({"output_index": 1, "item": responses_item(ctx, &call, false)}),
+    ));
+    let arguments = args.to_string();
+    out.push(ev(
+        "response.function_call_arguments.done",
+        json!({"item_id": fc_id, "output_index": 1, "arguments": arguments}),
+    ));
+    out.push(ev(
+        "response.output_item.done",
+        json!({"output_index": 1, "item": responses_item(ctx, &call, true)}),
+    ));
+    let output = json!([
+        responses_item(ctx, &message, true),
+        responses_item(ctx, &call, true)
+    ]);
+    out.push(ev(
+        "response.completed",
+        json!({"response": responses_object(ctx, "completed", output, responses_usage(u))}),
+    ));
+    out
+}
+
 fn responses_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish: bool) -> Vec<Sse> {
+    if let Content::TextThenTool { text, name, args } = *content {
+        return responses_text_then_tool_stream(ctx, text, name, args, u);
+    }
     let mut seq = 0u64;
     let mut ev = |name: &'static str, mut data: Value| {
         data["type"] = json!(name);
@@ -295,7 +400,7 @@ fn responses_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish:
     };
     let item_id = match content {
         Content::Text(_) => format!("msg_mock{}", ctx.n),
-        Content::Tool { .. } => format!("fc_mock{}", ctx.n),
+        Content::Tool { .. } | Content::TextThenTool { .. } => format!("fc_mock{}", ctx.n),
     };
     let mut out = vec![
         ev(
@@ -312,6 +417,7 @@ fn responses_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish:
         ),
     ];
     match content {
+        Content::TextThenTool { .. } => unreachable!("streamed by responses_text_then_tool_stream"),
         Content::Text(text) => {
             out.push(ev(
                 "response.content_part.added",
@@ -507,6 +613,18 @@ fn gemini_chunk(ctx: &Ctx<'_>, parts: Value, finish: bool, usage: Value) -> Valu
 fn gemini_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish: bool) -> Vec<Sse> {
     // Partial chunks carry the prompt count only; the last one carries the full usage.
     let partial_usage = json!({"promptTokenCount": u.input, "totalTokenCount": u.input});
+    if let Content::TextThenTool { text, name, args } = *content {
+        return vec![Sse::data(gemini_chunk(
+            ctx,
+            json!([{"text": text}, {"functionCall": {"name": name, "args": args}}]),
+            finish,
+            if finish {
+                gemini_usage(u)
+            } else {
+                partial_usage
+            },
+        ))];
+    }
     match content {
         Content::Text(text) => {
             let ps = pieces(text);
@@ -524,6 +642,7 @@ fn gemini_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish: bo
                 })
                 .collect()
         }
+        Content::TextThenTool { .. } => unreachable!("returned above"),
         Content::Tool { name, args } => vec![Sse::data(gemini_chunk(
             ctx,
             json!([{"functionCall": {"name": name, "args": args}}]),
@@ -543,44 +662,56 @@ fn gemini_stream(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage, finish: bo
 pub fn complete(ctx: &Ctx<'_>, content: &Content<'_>, u: &MockUsage) -> Value {
     match ctx.api {
         Api::Anthropic => {
-            let (block, stop) = match content {
-                Content::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
-                Content::Tool { name, args } => (
-                    json!({"type": "tool_use", "id": tool_call_id(ctx.api, ctx.n), "name": name, "input": args}),
-                    "tool_use",
-                ),
+            let (text, tool) = content.parts();
+            let mut blocks = Vec::new();
+            if let Some(t) = text {
+                blocks.push(json!({"type": "text", "text": t}));
+            }
+            if let Some((name, args)) = tool {
+                blocks.push(json!({"type": "tool_use", "id": tool_call_id(ctx.api, ctx.n), "name": name, "input": args}));
+            }
+            let stop = if tool.is_some() {
+                "tool_use"
+            } else {
+                "end_turn"
             };
             json!({"id": format!("msg_mock{}", ctx.n), "type": "message", "role": "assistant",
-                   "model": ctx.model, "content": [block], "stop_reason": stop, "stop_sequence": null,
+                   "model": ctx.model, "content": blocks, "stop_reason": stop, "stop_sequence": null,
                    "usage": anthropic_usage(u)})
         }
         Api::OpenAiChat => {
-            let (message, finish) = match content {
-                Content::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
-                Content::Tool { name, args } => (
-                    json!({"role": "assistant", "content": null, "tool_calls": [{
-                        "id": tool_call_id(ctx.api, ctx.n), "type": "function",
-                        "function": {"name": name, "arguments": args.to_string()}}]}),
-                    "tool_calls",
-                ),
-            };
+            let (text, tool) = content.parts();
+            let mut message = json!({"role": "assistant", "content": text});
+            if let Some((name, args)) = tool {
+                message["tool_calls"] = json!([{
+                    "id": tool_call_id(ctx.api, ctx.n), "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}}]);
+            }
+            let finish = if tool.is_some() { "tool_calls" } else { "stop" };
             json!({"id": format!("chatcmpl-mock{}", ctx.n), "object": "chat.completion", "created": now(),
                    "model": ctx.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                    "usage": chat_usage(u)})
         }
-        Api::OpenAiResponses => responses_object(
-            ctx,
-            "completed",
-            json!([responses_item(ctx, content, true)]),
-            responses_usage(u),
-        ),
-        Api::Gemini => {
-            let parts = match content {
-                Content::Text(t) => json!([{"text": t}]),
-                Content::Tool { name, args } => {
-                    json!([{"functionCall": {"name": name, "args": args}}])
-                }
+        Api::OpenAiResponses => {
+            let items: Vec<Value> = match content.parts() {
+                (Some(text), Some((name, args))) => vec![
+                    responses_item(ctx, &Content::Text(text), true),
+                    responses_item(ctx, &Content::Tool { name, args }, true),
+                ],
+                _ => vec![responses_item(ctx, content, true)],
             };
+            responses_object(ctx, "completed", json!(items), responses_usage(u))
+        }
+        Api::Gemini => {
+            let (text, tool) = content.parts();
+            let mut parts = Vec::new();
+            if let Some(t) = text {
+                parts.push(json!({"text": t}));
+            }
+            if let Some((name, args)) = tool {
+                parts.push(json!({"functionCall": {"name": name, "args": args}}));
+            }
+            let parts = json!(parts);
             gemini_chunk(ctx, parts, true, gemini_usage(u))
         }
     }

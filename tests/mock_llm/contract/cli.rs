@@ -44,6 +44,14 @@ pub struct Cli {
     /// Whether the "tool that never returns" scenario runs (the tool's shell must die
     /// with the run).
     pub tool_never_returns: bool,
+    /// What the CLI does when its provider's port is closed.
+    pub unreachable: Unreachable,
+    /// A second model the CLI accepts, for the fallback scenario; None: it does not run.
+    pub fallback_model: Option<&'static str>,
+    /// Attempts of the first model in that scenario: 2 where the CLI gives up on an
+    /// overloaded model by itself (orchestrate retries once), 1 where it retries until
+    /// the connect limit stops it.
+    pub fallback_attempts: usize,
     /// `(scenario, defect)`: scenarios that fail because of a known defect in
     /// orchestrate; reported ignored with the defect as the reason until it is fixed
     /// (`--ignored` runs them).
@@ -110,6 +118,17 @@ pub struct Hang {
     /// Extra environment for the runs that end in a timeout (the hang, the tool that
     /// never returns).
     pub env: &'static [(&'static str, &'static str)],
+}
+
+/// A CLI whose provider cannot be reached (its base URL's port is closed).
+pub struct Unreachable {
+    /// Extra environment (the CLI's own retries back on, where the sandbox turns them off).
+    pub env: &'static [(&'static str, &'static str)],
+    /// Words of the CLI's own that orchestrate's error must carry.
+    pub words: &'static str,
+    /// Whether it retries until orchestrate's connect limit stops it (else it gives up
+    /// by itself first).
+    pub stopped: bool,
 }
 
 pub struct Resume {

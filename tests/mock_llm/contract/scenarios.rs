@@ -14,11 +14,14 @@ use super::{normalized, report, round_cost, Finished, Sandbox};
 use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
 
 /// The bound on each `orchestrate` run.
-const WALL_CLOCK: Duration = Duration::from_secs(120);
+const WALL_CLOCK: Duration = Duration::from_secs(60);
 /// Session lines are cut to this many chars in reports.
 const REPORT_LINE_CHARS: usize = 600;
 /// A hung stream's run must end (idle timeout, kill grace, cleanup) within this.
 const HANG_BOUND: Duration = Duration::from_secs(60);
+/// Beyond the connect limit, what an unreachable provider's run may take: the CLI's start
+/// (seconds under load), its first retry notice, the stop.
+const UNREACHABLE_SLACK: Duration = Duration::from_secs(20);
 
 const WORKER: &str = "---\nname: worker\ndescription: d\ntools: read, bash\n---\nYou are terse.\n";
 const READER: &str = "---\nname: reader\ndescription: d\ntools: read, grep, bash\nreadonly: true\n---\nYou only look.\n";
@@ -106,6 +109,20 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
         out.push((
             test.to_string(),
             Box::new(move |bin| option_like_task(cli, task, sent, bin)),
+        ));
+    }
+    out.push((
+        "a_turn_budget_of_2_stops_after_the_second_turn_and_keeps_the_partial_answer".into(),
+        Box::new(move |bin| turn_budget(cli, bin)),
+    ));
+    out.push((
+        "an_unreachable_provider_fails_within_the_connect_timeout_in_the_clis_own_words".into(),
+        Box::new(move |bin| unreachable(cli, bin)),
+    ));
+    if cli.fallback_model.is_some() {
+        out.push((
+            "an_overloaded_model_falls_back_to_the_next_model".into(),
+            Box::new(move |bin| fallback(cli, bin)),
         ));
     }
     if cli.name == "pi" {
@@ -443,6 +460,188 @@ fn tool_never_returns(cli: &Cli, bin: &Path) {
     assert_eq!(r["exitCode"], json!(124));
     assert_eq!(r["displayItems"], json!(shown(&[&shell])));
     conversation(cli, &mock, 1);
+}
+
+/// The reply of a turn that says `text` and makes `tool`'s call.
+fn saying(text: &str, tool: &ToolUse) -> Reply {
+    match &tool.reply {
+        Reply::ToolCall { name, args, usage } => {
+            Reply::text_then_tool(text, name, args.clone(), *usage)
+        }
+        other => panic!("not a tool call: {other:?}"),
+    }
+}
+
+/// Three turns that each say something and run a command, then an answer; a budget of
+/// two turns stops the CLI where it would go on to the third.
+fn turn_budget(cli: &Cli, bin: &Path) {
+    let usage = MockUsage {
+        input: 100,
+        output: 10,
+        cached: 0,
+    };
+    let tools: Vec<ToolUse> = (1..=3)
+        .map(|n| (cli.shell)(&format!("echo step-{n}")).with_usage(usage))
+        .collect();
+    let (mock, sb) = setup(cli, bin, |_| {
+        let mut replies: Vec<Reply> = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| saying(&format!("Step {}.", i + 1), t))
+            .collect();
+        replies.push(Reply::text("Done.", usage));
+        Script::sequence(replies)
+    });
+    let task = "Do the three steps.";
+    let out = sb.run(
+        "worker",
+        task,
+        &[
+            "--max-turns",
+            "2",
+            "--idle-timeout",
+            "30s",
+            "--kill-grace",
+            KILL_GRACE,
+        ],
+        WALL_CLOCK,
+    );
+    report("turn budget", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let message = "Subagent stopped: turn budget 2 reached after 2 turns.";
+    let json = out.json();
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "SUBAGENT_FAILED", "message": message})
+    );
+    let r = out.result();
+    assert_eq!(r["limit"], json!({"kind": "turns", "limit": 2, "used": 2}));
+    // The partial answer: what the second turn said.
+    assert_eq!(
+        (&r["output"], &r["error"], &r["termination"]["reason"]),
+        (&json!("Step 2."), &json!(message), &json!("budget"))
+    );
+    let mut items = Vec::new();
+    for (i, t) in tools.iter().take(2).enumerate() {
+        items.push(text_item(&format!("Step {}.", i + 1)));
+        items.extend(t.shown.clone());
+    }
+    assert_eq!(r["displayItems"], json!(items));
+    // Stopped before its third turn was answered: the third request may have gone out
+    // as the CLI was being stopped, never a fourth.
+    let n = mock.conversation().len();
+    assert!((2..=3).contains(&n), "{n} requests: {:#?}", mock.requests());
+}
+
+/// The provider's port is closed: the CLI either gives up by itself, or only retries
+/// until the connect limit stops it; either way within that limit and a few seconds, and
+/// in its own words.
+fn unreachable(cli: &Cli, bin: &Path) {
+    let (mock, mut sb) = setup(cli, bin, |_| {
+        Script::always(Reply::text("unreachable", MockUsage::default()))
+    });
+    // Nothing listens there any more.
+    let port = mock.addr().port();
+    drop(mock);
+    for (k, v) in cli.unreachable.env {
+        sb.env(k, v);
+    }
+    let connect = Duration::from_secs(10);
+    let out = sb.run(
+        "worker",
+        "Say hi.",
+        &[
+            "--connect-timeout",
+            "10s",
+            "--idle-timeout",
+            "120s",
+            "--kill-grace",
+            KILL_GRACE,
+        ],
+        WALL_CLOCK,
+    );
+    note(&format!(
+        "=== unreachable (port {port}): exit {} in {:?}\n  {}\n  stderr: {}",
+        out.status, out.elapsed, out.stdout, out.stderr
+    ));
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let json = out.json();
+    assert_eq!(json["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
+    let r = out.result();
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains(cli.unreachable.words), "{error}");
+    if cli.unreachable.stopped {
+        assert!(
+            error.starts_with(&format!("{} could not reach its provider: ", cli.name))
+                && error.ends_with("(connect timeout)."),
+            "{error}"
+        );
+        assert_eq!(r["termination"]["reason"], json!("providerUnreachable"));
+    }
+    // The connect limit, the CLI's start and its stop on a loaded machine.
+    let bound = connect + UNREACHABLE_SLACK;
+    assert!(
+        out.elapsed < bound,
+        "took {:?} (bound {bound:?})",
+        out.elapsed
+    );
+}
+
+/// The run's model is overloaded; after its retries the fallback model answers.
+fn fallback(cli: &Cli, bin: &Path) {
+    let second = cli.fallback_model.expect("a fallback model");
+    let answer = "Hello from the second model.";
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let wire_model = |m: &'static str| m.rsplit('/').next().unwrap();
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::per_model(&[
+            (wire_model(cli.model), Reply::Overloaded),
+            (wire_model(second), Reply::text(answer, usage)),
+        ])
+    });
+    let out = sb.run(
+        "worker",
+        "Say hi.",
+        &["--fallback-model", second, "--connect-timeout", "5s"],
+        WALL_CLOCK,
+    );
+    report("fallback", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(
+        (&r["output"], &r["model"]),
+        (&json!(answer), &json!(second))
+    );
+    // The first model's attempts (a retry where the CLI gave up by itself; none where it
+    // only retried until the connect limit), then the second model's one.
+    let detail = r["attemptsDetail"].as_array().expect("attemptsDetail");
+    let first = cli.fallback_attempts;
+    let mut models = vec![cli.model; first];
+    models.push(second);
+    let got: Vec<&str> = detail
+        .iter()
+        .map(|a| a["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, models);
+    assert_eq!(r["attempts"], json!(first + 1));
+    for a in &detail[..first] {
+        assert!(a["error"].as_str().is_some_and(|e| !e.is_empty()), "{a}");
+    }
+    assert_eq!(detail[first], json!({"model": second, "exitCode": 0}));
+    let asked: Vec<String> = mock
+        .conversation()
+        .iter()
+        .map(mock_llm::requested_model)
+        .collect();
+    assert_eq!(
+        asked.last().map(String::as_str),
+        Some(wire_model(second)),
+        "{asked:?}"
+    );
 }
 
 fn resumed_run(cli: &Cli, bin: &Path) {

@@ -58,6 +58,13 @@ pub const CLAUDE: Cli = Cli {
     }],
     resume: Some(Resume { session_file: None }),
     tool_never_returns: true,
+    unreachable: Unreachable {
+        env: &[("CLAUDE_CODE_MAX_RETRIES", "10")],
+        words: "API retry",
+        stopped: true,
+    },
+    fallback_model: Some("claude-haiku-4-5"),
+    fallback_attempts: 2,
     known_defects: &[],
 };
 

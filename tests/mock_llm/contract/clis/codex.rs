@@ -64,6 +64,13 @@ pub const CODEX: Cli = Cli {
     }],
     resume: Some(Resume { session_file: None }),
     tool_never_returns: true,
+    unreachable: Unreachable {
+        env: &[],
+        words: "Reconnecting... waiting for network",
+        stopped: true,
+    },
+    fallback_model: Some("gpt-5.4"),
+    fallback_attempts: 2,
     known_defects: &[],
 };
 

@@ -88,6 +88,14 @@ pub const GEMINI: Cli = Cli {
     ],
     resume: None,
     tool_never_returns: true,
+    // gemini retries with backoff and says so only on stderr.
+    unreachable: Unreachable {
+        env: &[],
+        words: "Retrying with backoff... Error: exception TypeError: fetch failed",
+        stopped: true,
+    },
+    fallback_model: Some("gemini-2.5-pro"),
+    fallback_attempts: 1,
     // Seen with gemini 0.61.0: gemini runs the shell under a pseudo-terminal, in a
     // session of its own, and when the run times out that shell and its command outlive
     // gemini's process group, which is all orchestrate kills.

@@ -71,6 +71,16 @@ pub const OPENCODE: Cli = Cli {
     // opencode 1.18.33 never started the command of a tool call within the 10 s of the
     // scenario (no process, no event): not understood yet, so not run.
     tool_never_returns: false,
+    // opencode retries with backoff for about a minute, saying so only in its log
+    // (which orchestrate turns on), then gives up.
+    unreachable: Unreachable {
+        env: &[],
+        words: "AI_APICallError: Cannot connect to API",
+        stopped: true,
+    },
+    fallback_model: Some("mock/mock-model-2"),
+    // opencode retries an overloaded model until the connect limit stops it.
+    fallback_attempts: 1,
     known_defects: &[],
 };
 
@@ -104,8 +114,13 @@ fn configure(sb: &mut Sandbox, mock: &MockLlm) {
             "npm": "@ai-sdk/openai-compatible",
             "name": "Mock",
             "options": {"baseURL": format!("{}/v1", mock.base_url()), "apiKey": "test-key"},
-            "models": {"mock-model": {"name": "Mock model",
-                "cost": {"input": price.input, "output": price.output, "cache_read": price.cache_read, "cache_write": 0}}}
+            // The run's model, and the fallback scenario's second one.
+            "models": {
+                "mock-model": {"name": "Mock model",
+                    "cost": {"input": price.input, "output": price.output, "cache_read": price.cache_read, "cache_write": 0}},
+                "mock-model-2": {"name": "Mock model 2",
+                    "cost": {"input": price.input, "output": price.output, "cache_read": price.cache_read, "cache_write": 0}}
+            }
         }},
         "model": OPENCODE.model,
         "autoupdate": false,

@@ -65,6 +65,13 @@ pub const PI: Cli = Cli {
         session_file: Some("pi-session.jsonl"),
     }),
     tool_never_returns: true,
+    unreachable: Unreachable {
+        env: &[],
+        words: "Connection error",
+        stopped: false,
+    },
+    fallback_model: Some("mock/mock-2"),
+    fallback_attempts: 2,
     known_defects: &[],
 };
 
@@ -81,13 +88,18 @@ fn configure(sb: &mut Sandbox, mock: &MockLlm) {
     let dir = sb.root.path().join("pi-agent");
     std::fs::create_dir_all(&dir).unwrap();
     let price = PI.prices.unwrap();
+    // The run's model, and the fallback scenario's second one.
+    let models: Vec<serde_json::Value> = ["mock-1", "mock-2"]
+        .into_iter()
+        .map(|id| json!({"id": id, "reasoning": false, "contextWindow": 128000, "maxTokens": 4096,
+                    "cost": {"input": price.input, "output": price.output, "cacheRead": price.cache_read, "cacheWrite": 0}}))
+        .collect();
     let models = json!({"providers": {"mock": {
         "baseUrl": format!("{}/v1", mock.base_url()),
         "api": "openai-completions",
         "apiKey": "test-key",
         "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false, "maxTokensField": "max_tokens"},
-        "models": [{"id": "mock-1", "reasoning": false, "contextWindow": 128000, "maxTokens": 4096,
-                    "cost": {"input": price.input, "output": price.output, "cacheRead": price.cache_read, "cacheWrite": 0}}]
+        "models": models
     }}});
     std::fs::write(dir.join("models.json"), models.to_string()).unwrap();
     let settings = json!({"retry": {"enabled": false}});
