@@ -189,17 +189,21 @@ async fn cancelling_a_call_stops_the_childs_process_group() {
     }
     handle.cancel(Some("test cancels".into())).await.unwrap();
     // The grandchild ignores SIGTERM: only the group SIGKILL after the grace ends it.
-    tokio::task::spawn_blocking({
-        let pids = sb.pids();
-        move || {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while pids.iter().any(|p| support::is_alive(*p)) {
-                assert!(
-                    Instant::now() < deadline,
-                    "child tree still alive after cancel: {pids:?}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
+    // Found by environment: the pids the child records may be those of its own PID
+    // namespace.
+    let marker = sb.marker();
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let alive = support::processes_with_env(&marker, "ORCHESTRATE_RUN_ID=");
+            if alive.is_empty() {
+                break;
             }
+            assert!(
+                Instant::now() < deadline,
+                "child tree still alive after cancel: {alive:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     })
     .await
