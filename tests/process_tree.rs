@@ -261,3 +261,63 @@ fn inherited_descriptors_beyond_stdio_do_not_reach_the_child() {
         "the child inherited only stdin, stdout and stderr"
     );
 }
+
+/// Where PID namespaces are denied, a child subreaper holds the tree instead
+/// (`ORCHESTRATE_CONTAINMENT=subreaper` forces it, as a machine without namespaces would).
+#[cfg(not(feature = "portable"))]
+mod subreaper {
+    use super::{json, Sandbox};
+    use pretty_assertions::assert_eq;
+
+    const FORCED: &str = "no PID namespace for the child (ORCHESTRATE_CONTAINMENT=subreaper): descendants that outlive it are killed when the run ends, but would survive orchestrate itself being killed";
+
+    #[test]
+    fn a_setsid_grandchild_that_ignores_sigterm_dies_with_a_timed_out_run() {
+        let sb = Sandbox::new()
+            .scenario("setsid-grandchild-hang")
+            .set("ORCHESTRATE_CONTAINMENT", "subreaper");
+        let out = sb.run("x", &["--timeout", "1s", "--kill-grace", "500ms"]);
+        assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+        let r = out.result();
+        assert_eq!(
+            (
+                &r["termination"],
+                &r["leak"],
+                &r["leakedProcesses"],
+                &r["warnings"]
+            ),
+            (
+                &json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+                &json!({"kind": "outlived"}),
+                &json!(true),
+                &json!([FORCED])
+            ),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn a_detached_daemon_is_killed_when_the_run_ends() {
+        let sb = Sandbox::new()
+            .scenario("daemon")
+            .set("ORCHESTRATE_CONTAINMENT", "subreaper");
+        let out = sb.run("x", &[]);
+        assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+        let r = out.result();
+        assert_eq!(
+            (&r["output"], &r["leak"]),
+            (&json!("Hello from pi."), &json!({"kind": "outlived"})),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipes_is_killed_after_the_grace() {
+        let sb = Sandbox::new()
+            .scenario("setsid-grandchild-pipes-hang")
+            .set("ORCHESTRATE_CONTAINMENT", "subreaper");
+        let out = sb.run("x", &["--timeout", "1s", "--kill-grace", "500ms"]);
+        assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+        assert_eq!(out.result()["leak"], json!({"kind": "heldPipes"}));
+    }
+}

@@ -129,6 +129,7 @@ impl Attempt<'_> {
             args: invocation.args.clone(),
             cwd: self.run.cwd.clone(),
             env,
+            confinement: Default::default(),
         }
     }
 }

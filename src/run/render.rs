@@ -122,6 +122,11 @@ fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
     }
+    if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
+        warnings.push(format!(
+            "no PID namespace for the child ({why}): descendants that outlive it are killed when the run ends, but would survive orchestrate itself being killed"
+        ));
+    }
     warnings
 }
 
