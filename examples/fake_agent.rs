@@ -178,6 +178,25 @@ fn main() {
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
+        // Tries to create each file of FAKE_AGENT_WRITE_PATHS (separated by `:`; `$TMPDIR`
+        // at the start of one is the variable's value) and answers with one line per
+        // path: `PATH: ok` or `PATH: <error>`.
+        "write-probe" => {
+            let text = write_probe();
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        // Connects to 127.0.0.1:FAKE_AGENT_CONNECT_PORT and answers `connected` or the
+        // error.
+        "connect-probe" => {
+            let port = env_num("FAKE_AGENT_CONNECT_PORT", 0) as u16;
+            let text = match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(_) => "connected".to_string(),
+                Err(e) => format!("not connected: {}", e.kind()),
+            };
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
         "echo-env" => {
             let text = match env_str("FAKE_AGENT_ECHO_VAR") {
                 Some(name) => match std::env::var_os(&name) {
@@ -770,6 +789,27 @@ fn start_detached(how: Detach, stdio: Stdio3) {
         }
         libc::close(r);
     }
+}
+
+fn write_probe() -> String {
+    let tmpdir = env_str("TMPDIR").unwrap_or_else(|| "/tmp".to_string());
+    env_str("FAKE_AGENT_WRITE_PATHS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let path = match p.strip_prefix("$TMPDIR") {
+                Some(rest) => format!("{tmpdir}{rest}"),
+                None => p.to_string(),
+            };
+            let outcome = match fs::write(&path, b"probe\n") {
+                Ok(()) => "ok".to_string(),
+                Err(e) => e.kind().to_string(),
+            };
+            format!("{p}: {outcome}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The open descriptors, probed with `fcntl(F_GETFD)` (which opens nothing itself).

@@ -14,6 +14,7 @@ use crate::duration::parse_duration;
 use crate::error::RunError;
 use crate::result::exit_status;
 use crate::run::RunRequest;
+use crate::sandbox::{Network, SandboxMode};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -148,6 +149,17 @@ pub struct RunArgs {
     /// connection reset). Default 2.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
     pub attempts: Option<u64>,
+    /// Sandbox of the child: read-only, workspace-write or off. Default: read-only for an
+    /// agent that cannot write, workspace-write for the others.
+    #[arg(long, value_parser = sandbox_mode)]
+    pub sandbox: Option<SandboxMode>,
+    /// off: the child gets no network at all (only a loopback of its own). Default on.
+    #[arg(long, value_parser = network)]
+    pub network: Option<Network>,
+    /// worktree: the child works in a new git worktree on branch orchestrate/<run id>,
+    /// made from HEAD; none: in the working directory (the default).
+    #[arg(long, value_parser = isolation)]
+    pub isolation: Option<bool>,
     /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
@@ -207,6 +219,25 @@ fn concurrency(s: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| (1..=crate::config::MAX_CONCURRENCY as usize).contains(n))
         .ok_or_else(|| format!("{s:?} is not a number from 1 to 64"))
+}
+
+fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
+    SandboxMode::parse(s)
+}
+
+fn network(s: &str) -> Result<Network, String> {
+    Network::parse(s)
+}
+
+/// `worktree` (true) or `none` (false).
+fn isolation(s: &str) -> Result<bool, String> {
+    match s.trim() {
+        "worktree" => Ok(true),
+        "none" => Ok(false),
+        other => Err(format!(
+            "unknown isolation {other:?} (use worktree or none)"
+        )),
+    }
 }
 
 fn backend(s: &str) -> Result<BackendChoice, String> {
@@ -335,6 +366,9 @@ impl RunArgs {
             attempts: self.attempts.map(|n| n.min(u64::from(u32::MAX)) as u32),
             max_bytes: usize_of(self.max_bytes),
             max_lines: usize_of(self.max_lines),
+            sandbox: self.sandbox,
+            network: self.network,
+            worktree: self.isolation,
         }
     }
 

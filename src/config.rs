@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
+use crate::sandbox::{Network, SandboxMode};
 use crate::truncate;
 
 /// Relative to the user's config home.
@@ -91,6 +92,9 @@ pub struct Config {
     pub retries: Setting<u32>,
     pub concurrency: Setting<usize>,
     pub max_tasks: Setting<usize>,
+    /// `None` (`auto`): read-only for agents that cannot write, workspace-write otherwise.
+    pub sandbox: Setting<Option<SandboxMode>>,
+    pub network: Setting<Network>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +143,8 @@ impl Default for Config {
             retries: Setting::default(DEFAULT_RETRIES),
             concurrency: Setting::default(DEFAULT_CONCURRENCY),
             max_tasks: Setting::default(DEFAULT_MAX_TASKS),
+            sandbox: Setting::default(None),
+            network: Setting::default(Network::On),
         }
     }
 }
@@ -271,6 +277,26 @@ const KEYS: &[Key] = &[
         env: "ORCHESTRATE_MAX_TASKS",
         apply: |c, raw, src| {
             c.max_tasks = Setting::new(integer(raw, 1, MAX_TASKS)? as usize, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "sandbox",
+        env: "ORCHESTRATE_SANDBOX",
+        apply: |c, raw, src| {
+            let mode = match string(raw)?.as_str() {
+                "auto" => None,
+                other => Some(SandboxMode::parse(other).map_err(|e| format!("{e} or auto"))?),
+            };
+            c.sandbox = Setting::new(mode, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "network",
+        env: "ORCHESTRATE_NETWORK",
+        apply: |c, raw, src| {
+            c.network = Setting::new(Network::parse(&string(raw)?)?, src);
             Ok(())
         },
     },
@@ -502,6 +528,16 @@ impl Config {
                 json!(self.max_tasks.value),
                 &self.max_tasks.source,
             ),
+            (
+                "sandbox",
+                json!(self.sandbox.value.map_or("auto", SandboxMode::name)),
+                &self.sandbox.source,
+            ),
+            (
+                "network",
+                json!(self.network.value.name()),
+                &self.network.source,
+            ),
         ]
     }
 
@@ -639,6 +675,8 @@ mod tests {
                 "retries": {"value": 2, "source": "default"},
                 "concurrency": {"value": 4, "source": "default"},
                 "max_tasks": {"value": 16, "source": "default"},
+                "sandbox": {"value": "auto", "source": "default"},
+                "network": {"value": "on", "source": "default"},
             })
         );
     }
@@ -744,6 +782,8 @@ disabled = true
 retries = 3
 concurrency = 64
 max_tasks = 256
+sandbox = "read-only"
+network = "off"
 "#,
         );
         let src = || Source::Project(p.clone());
@@ -764,6 +804,8 @@ max_tasks = 256
                 retries: Setting::new(3, src()),
                 concurrency: Setting::new(64, src()),
                 max_tasks: Setting::new(256, src()),
+                sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
+                network: Setting::new(Network::Off, src()),
             }
         );
 
@@ -782,6 +824,8 @@ max_tasks = 256
             ("ORCHESTRATE_RETRIES", "1"),
             ("ORCHESTRATE_CONCURRENCY", "1"),
             ("ORCHESTRATE_MAX_TASKS", "1"),
+            ("ORCHESTRATE_SANDBOX", "auto"),
+            ("ORCHESTRATE_NETWORK", "on"),
         ];
         for (k, v) in vars {
             f.set(k, v);
@@ -815,6 +859,8 @@ max_tasks = 256
                 retries: Setting::new(1, Source::Env("ORCHESTRATE_RETRIES")),
                 concurrency: Setting::new(1, Source::Env("ORCHESTRATE_CONCURRENCY")),
                 max_tasks: Setting::new(1, Source::Env("ORCHESTRATE_MAX_TASKS")),
+                sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
+                network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
             }
         );
     }

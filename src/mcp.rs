@@ -25,6 +25,7 @@ use crate::agents::{self, DiscoveryOptions};
 use crate::result::RunResult;
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::{run, Observer, RunEnv, RunRequest};
+use crate::sandbox::{Network, SandboxMode};
 use crate::supervisor::Controls;
 
 /// Arguments of the `subagent` tool.
@@ -55,6 +56,23 @@ pub(crate) struct SubagentArgs {
     /// Maximum time without child output in milliseconds (default 180000).
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+    /// The child's sandbox: read-only, workspace-write or off (default: read-only for an
+    /// agent that cannot write, workspace-write otherwise).
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    /// off: no network at all for the child (default on).
+    #[serde(default)]
+    pub network: Option<Network>,
+    /// worktree: the child works in a new git worktree on branch orchestrate/<runId>.
+    #[serde(default)]
+    pub isolation: Option<IsolationArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum IsolationArg {
+    Worktree,
+    None,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -134,6 +152,9 @@ impl OrchestrateServer {
                 .idle_timeout_ms
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            sandbox: args.sandbox,
+            network: args.network,
+            worktree: args.isolation.map(|i| i == IsolationArg::Worktree),
             ..RunRequest::default()
         };
         let env = match RunEnv::load(&RunEnv::cwd_of(req.cwd.as_deref())) {

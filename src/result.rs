@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
 
 /// Top-level result: `{content, details}`.
@@ -170,6 +171,10 @@ pub struct SingleResult {
     /// turn limit it does not have), so that nothing is relaxed silently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The sandbox the child ran in: `{mode, mechanism}` (`mechanism` is `none` when the
+    /// mode is `off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -340,6 +345,7 @@ mod tests {
             leak: Leak::None,
             child_session_id: None,
             warnings: Vec::new(),
+            sandbox: None,
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),

@@ -94,6 +94,9 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             "retries": {"value": 3, "source": user},
             "concurrency": {"value": 4, "source": "default"},
             "max_tasks": {"value": 16, "source": "default"},
+            // tests/support turns the sandbox off for the fake agent's sake.
+            "sandbox": {"value": "off", "source": "env:ORCHESTRATE_SANDBOX"},
+            "network": {"value": "on", "source": "default"},
         })
     );
 }
@@ -105,7 +108,7 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 14, "{text}");
+    assert_eq!(lines.len(), 16, "{text}");
     assert_eq!(
         lines[2],
         format!(

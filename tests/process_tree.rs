@@ -32,6 +32,7 @@ fn a_grandchild_holding_stdout_is_killed_and_the_answer_kept() {
                     // The child exited on its own; the grandchild kept the pipes and was
                     // killed after the drain window.
                     "termination": {"kind": "exited", "code": 0},
+                    "sandbox": {"mode": "off", "mechanism": "none"},
                     "leak": {"kind": "heldPipes"}
                 }]
             }

@@ -22,6 +22,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: None,
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Whatever the agent's command is: only the run folder and the workspace.
+    writable_dirs: Some(|_| Vec::new()),
 };
 
 fn env_value(name: &str) -> Option<String> {
@@ -120,6 +122,7 @@ mod tests {
                 model: Some("m1"),
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -154,6 +157,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    outer_sandbox: false,
                 },
             )
             .map(|_| ())

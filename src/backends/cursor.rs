@@ -34,6 +34,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<CursorDialect>::default()),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Not verified against the real CLI.
+    writable_dirs: None,
 };
 
 pub(crate) fn build(
@@ -245,6 +247,7 @@ mod tests {
                 model: Some("gpt-5"),
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();

@@ -29,6 +29,14 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<GeminiDialect>::default()),
     explain_exit,
     transient_exit,
+    // ~/.gemini itself: it rewrites projects.json (and settings.json) there.
+    // GEMINI_CLI_HOME acts as the home.
+    writable_dirs: Some(|env| {
+        env.dir_or_home("GEMINI_CLI_HOME", "")
+            .map(|home| home.join(".gemini"))
+            .into_iter()
+            .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -46,6 +54,11 @@ pub(crate) fn build(
     }
     // Headless runs cannot answer a trust prompt (exit 55 without this).
     inv.arg("--skip-trust");
+    if input.outer_sandbox {
+        // Its own sandbox is a container (docker, podman), which cannot start inside
+        // orchestrate's; the variable a user may have set must not ask for one.
+        inv.env("GEMINI_SANDBOX", "false");
+    }
     let p = Permissions::of(input.agent);
     let mode = if p.readonly {
         "plan"
@@ -314,6 +327,7 @@ mod tests {
                 model: Some("gemini-2.5-pro"),
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -360,6 +374,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -386,11 +401,35 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
         assert_eq!(args(&inv)[5..], ["--approval-mode", "yolo"]);
         assert!(inv.prompt_files.is_empty());
         assert!(inv.warnings.is_empty());
+    }
+
+    #[test]
+    fn inside_orchestrates_sandbox_gemini_is_told_not_to_start_a_container() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "bash"], false, "");
+        let env_of = |outer_sandbox| {
+            build(
+                "gemini".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task: "t",
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                    outer_sandbox,
+                },
+            )
+            .unwrap()
+            .env
+        };
+        assert_eq!(env_of(true), [("GEMINI_SANDBOX".into(), "false".into())]);
+        assert_eq!(env_of(false), []);
     }
 }

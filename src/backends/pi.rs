@@ -38,6 +38,12 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::new(PiDialect)),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Lock directories in its agent dir (its session file is in the run folder).
+    writable_dirs: Some(|env| {
+        env.dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")
+            .into_iter()
+            .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -441,6 +447,7 @@ mod tests {
                 model: Some("m-1"),
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -485,6 +492,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();

@@ -97,6 +97,8 @@ disabled = false             (default)
 retries = 3                  (user:/h/.config/orchestrate/config.toml)
 concurrency = 4              (default)
 max_tasks = 8                (flag)
+sandbox = \"auto\"             (default)
+network = \"on\"               (default)
 "
         );
         assert_eq!(

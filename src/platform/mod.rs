@@ -36,7 +36,7 @@ use std::path::PathBuf;
 
 #[cfg(test)]
 pub(crate) use imp::IMPLEMENTATION;
-pub(crate) use imp::{process_start_time, spawn, GroupChild};
+pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
 pub(crate) use unix::{LeaderExit, StartTime};
 
 /// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of

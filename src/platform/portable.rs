@@ -156,7 +156,6 @@ impl Drop for GroupChild {
 }
 
 /// The sandbox is Landlock on Linux; macOS and the BSDs have none orchestrate can use.
-#[allow(dead_code)]
 pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
     #[cfg(target_os = "linux")]
     return super::landlock::abi().map(|_| "landlock");

@@ -11,6 +11,7 @@ use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
 
@@ -47,9 +48,10 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation().and_then(|inv| {
             let files = self.session_files(n)?;
-            Ok((inv, files))
+            let spec = self.child_spec(&inv)?;
+            Ok((inv, files, spec))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file)) = match prepared {
+        let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
             Ok(p) => p,
             // The run folder exists and is recorded: the refusal keeps the run's id.
             Err(e) => return RunOutput::from_result(e.to_result(Some(&run.run_id))),
@@ -60,7 +62,7 @@ impl Attempt<'_> {
             progress: observer.map(|observer| Progress::new(observer, &run.run_id)),
         };
         let outcome = supervisor::supervise(
-            &self.child_spec(&invocation),
+            &spec,
             run.limits,
             &mut sink,
             OutputSinks {
@@ -70,6 +72,11 @@ impl Attempt<'_> {
             controls,
         )
         .await;
+        if let Some(tmp) = &spec.confinement.private_tmp {
+            // Where no mount namespace made it a tmpfs that went with the child, what the
+            // child left there goes now.
+            let _ = std::fs::remove_dir_all(tmp);
+        }
         let verdict = verdict(&outcome, &sink.collector);
         let ctx = Context {
             run,
@@ -88,6 +95,7 @@ impl Attempt<'_> {
             model: run.model.as_deref(),
             run_dir: &self.run_dir.path,
             resume: run.resume.as_ref(),
+            outer_sandbox: run.sandbox.confines(),
         };
         run.backend.backend.build(&input).map_err(|e| match e {
             BackendError::PromptFile { path, source } => RunError::Io {
@@ -117,19 +125,42 @@ impl Attempt<'_> {
         Ok((path.to_string_lossy().into_owned(), session, stderr))
     }
 
-    fn child_spec(&self, invocation: &Invocation) -> ChildSpec {
+    /// The child's command, environment and confinement (the sandbox's directories are
+    /// created here, and its private TMPDIR).
+    fn child_spec(&self, invocation: &Invocation) -> Result<ChildSpec, RunError> {
+        let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
             "ORCHESTRATE_DEPTH".into(),
             (self.env.depth + 1).to_string().into(),
         ));
-        env.push(("ORCHESTRATE_RUN_ID".into(), self.run.run_id.clone().into()));
-        ChildSpec {
+        env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
+        let workspace = [run.cwd.clone()];
+        // A child allowed to start runs of its own writes their folders.
+        let nests = self.env.depth + 1 < self.env.config.max_depth.value;
+        let writable = Writable {
+            run_dir: &self.run_dir.path,
+            workspace: &workspace,
+            state_root: nests.then_some(self.env.state.root.as_path()),
+        };
+        let (confinement, vars) = sandbox::confinement(
+            &run.sandbox,
+            run.backend.backend,
+            &ChildEnv { overrides: &env },
+            &writable,
+        )
+        .map_err(|source| RunError::Io {
+            action: "prepare the sandbox",
+            path: self.run_dir.path.clone(),
+            source,
+        })?;
+        env.extend(vars);
+        Ok(ChildSpec {
             program: invocation.program.clone(),
             args: invocation.args.clone(),
-            cwd: self.run.cwd.clone(),
+            cwd: run.cwd.clone(),
             env,
-            confinement: Default::default(),
-        }
+            confinement,
+        })
     }
 }

@@ -27,6 +27,7 @@ use crate::backends::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::result::{exit_status, new_run_id, ErrorCode, RunResult};
+use crate::sandbox::{Network, SandboxMode};
 use crate::session::{self, IndexEntry, RunDir, StateDir};
 use crate::supervisor::Controls;
 
@@ -56,6 +57,12 @@ pub struct RunRequest {
     pub run_id: Option<String>,
     /// Attempts in all when failures are transient (default: the config's `retries`).
     pub attempts: Option<u32>,
+    /// The sandbox mode (default: the agent's key, the config, else by what the agent
+    /// may write).
+    pub sandbox: Option<SandboxMode>,
+    pub network: Option<Network>,
+    /// Work in a git worktree of its own (`--isolation worktree`).
+    pub worktree: Option<bool>,
 }
 
 /// What a run takes from outside the request: the effective config (files and

@@ -112,6 +112,7 @@ fn facts(
         leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
         warnings: warnings(o, ctx),
+        sandbox: Some(run.sandbox.info()),
     }
 }
 
@@ -119,6 +120,7 @@ fn facts(
 /// be written (the run went on without it).
 fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     let mut warnings = ctx.warnings.to_vec();
+    warnings.extend(ctx.run.sandbox.warning.iter().cloned());
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
     }

@@ -10,10 +10,12 @@ use std::path::PathBuf;
 
 use super::{resume, RunEnv, RunRequest};
 use crate::agents::{self, AgentDef, Catalog, DiscoveryOptions};
+use crate::backends::tools::Permissions;
 use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::SupervisionLimits;
+use crate::sandbox::{self, SandboxPlan};
 use crate::truncate::TruncateLimits;
 
 /// Everything one run needs, decided before anything is spawned.
@@ -32,6 +34,7 @@ pub(crate) struct ResolvedRun {
     /// Attempts in all when failures are transient.
     pub attempts: u32,
     pub resume: Option<ResumeFrom>,
+    pub sandbox: SandboxPlan,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -101,6 +104,18 @@ pub(crate) fn resolve(
     }
     let cfg = &env.config;
     let backend = pick(req.backend, agent.backend, &cfg.backend).select();
+    let sandbox = sandbox::plan(
+        pick(
+            req.sandbox.map(Some),
+            agent.isolation.sandbox.map(Some),
+            &cfg.sandbox,
+        ),
+        Permissions::of(&agent).readonly,
+        pick(req.network, agent.isolation.network, &cfg.network),
+        backend.backend,
+        crate::platform::sandbox_mechanism(),
+    )
+    .map_err(RunError::invalid)?;
     Ok(ResolvedRun {
         run_id: run_id.to_string(),
         preset_dir: req.run_id.is_some(),
@@ -117,6 +132,7 @@ pub(crate) fn resolve(
         cwd,
         agent,
         resume,
+        sandbox,
     })
 }
 

@@ -106,6 +106,9 @@ impl Sandbox {
             .env("FAKE_AGENT_ARGV_FILE", &self.argv_file)
             .env("FAKE_AGENT_FOREVER_MS", "60000")
             .env("ORCHESTRATE_TEST_SANDBOX", self.root.path())
+            // The fake agent writes its pid and argv files into the test's temp root,
+            // which no sandbox mode allows; the sandbox has tests of its own.
+            .env("ORCHESTRATE_SANDBOX", "off")
             .envs(&self.env)
             .current_dir(&self.work)
             .stdin(Stdio::null())

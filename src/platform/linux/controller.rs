@@ -502,6 +502,8 @@ unsafe fn controller_main(
     // SAFETY: system calls only, on descriptors and memory this copy owns.
     unsafe {
         let in_namespace = matches!(plan.mode, Mode::Namespace { .. });
+        // Told apart from orchestrate in `ps`/`top` (it shares orchestrate's command line).
+        libc::prctl(libc::PR_SET_NAME, c"orch-controller".as_ptr());
         // Children are reaped here, never discarded: SIGCHLD must not be ignored.
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);

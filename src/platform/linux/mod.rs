@@ -44,7 +44,6 @@ fn mark_unavailable(flags: libc::c_int, why: String) {
 }
 
 /// The mechanism the sandbox uses here, or why there is none.
-#[allow(dead_code)]
 pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
     super::landlock::abi().map(|_| "landlock")
 }

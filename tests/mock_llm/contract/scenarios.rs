@@ -118,6 +118,13 @@ fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
     if !warnings.is_empty() {
         r["warnings"] = json!(warnings);
     }
+    // The default sandbox: read-only for the agent that cannot write.
+    let mode = if agent == "reader" {
+        "read-only"
+    } else {
+        "workspace-write"
+    };
+    r["sandbox"] = json!({"mode": mode, "mechanism": "landlock"});
     for (k, v) in fields.as_object().expect("fields").clone() {
         r[k] = v;
     }
@@ -462,7 +469,9 @@ fn implementer_writes(cli: &Cli, bin: &Path) {
 }
 
 /// A restricted agent tries each of `case`'s writes: the file never appears, the model is
-/// told each time, and the run itself succeeds.
+/// told each time, and the run itself succeeds. This is the CLI's own guard (its flags,
+/// its policy, codex's own sandbox), so orchestrate's sandbox is off here: the guard
+/// must hold where no sandbox can be had.
 fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
     let mut attempts = Vec::new();
     let (mock, sb) = setup(cli, bin, |sb| {
@@ -474,7 +483,9 @@ fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
     for (name, text) in case.workdir_files {
         std::fs::write(sb.work.join(name), text).unwrap();
     }
-    let out = sb.run(case.agent, WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    let mut flags = WRITE_FLAGS.to_vec();
+    flags.extend_from_slice(&["--sandbox", "off"]);
+    let out = sb.run(case.agent, WRITE_TASK, &flags, WALL_CLOCK);
     report(case.test, &mock, &out, REPORT_LINE_CHARS);
     let path = pwned(&sb);
     assert!(!Path::new(&path).exists(), "{} wrote {path}", case.agent);
@@ -489,7 +500,7 @@ fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
             case.agent,
             WRITE_TASK,
             json!({"exitCode": 0, "usage": no_usage(case.turns), "output": case.answer,
-                   "displayItems": items})
+                   "displayItems": items, "sandbox": {"mode": "off", "mechanism": "none"}})
         )
     );
     // How the CLI refused, as its model was told.
