@@ -178,9 +178,10 @@ fn main() {
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
-        // Tries to create each file of FAKE_AGENT_WRITE_PATHS (separated by `:`; `$TMPDIR`
-        // at the start of one is the variable's value) and answers with one line per
-        // path: `PATH: ok` or `PATH: <error>`.
+        // Tries to write `probe <run id>` to each file of FAKE_AGENT_WRITE_PATHS (separated
+        // by `:`; relative to the working directory; `$TMPDIR` at the start of one is the
+        // variable's value) and answers with one line per path: `PATH: ok` or
+        // `PATH: <error>`.
         "write-probe" => {
             let text = write_probe();
             emit_lines(&success_transcript(&text), delay_ms(0));
@@ -802,7 +803,11 @@ fn write_probe() -> String {
                 Some(rest) => format!("{tmpdir}{rest}"),
                 None => p.to_string(),
             };
-            let outcome = match fs::write(&path, b"probe\n") {
+            let content = format!(
+                "probe {}\n",
+                env_str("ORCHESTRATE_RUN_ID").unwrap_or_default()
+            );
+            let outcome = match fs::write(&path, content) {
                 Ok(()) => "ok".to_string(),
                 Err(e) => e.kind().to_string(),
             };

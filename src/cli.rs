@@ -74,6 +74,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Remove the git worktrees that runs with --isolation worktree kept for review.
+    Worktree {
+        #[command(subcommand)]
+        action: WorktreeAction,
+    },
     /// The effective defaults (config files, ORCHESTRATE_* variables) and where each came from.
     Config {
         /// One JSON object: {key: {value, source}}.
@@ -93,6 +98,31 @@ pub enum Command {
         /// A folder of agent files that takes precedence over every other scope.
         #[arg(long)]
         agents_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorktreeAction {
+    /// Remove a run's worktree (whatever is in it) and its branch.
+    Rm {
+        /// The run's id, as `orchestrate runs` prints it.
+        run_id: String,
+        /// Keep the branch orchestrate/<run id> (and so its commits).
+        #[arg(long)]
+        keep_branch: bool,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove every kept worktree whose branch is merged into its repository's HEAD, with
+    /// its branch.
+    Prune {
+        /// Remove unmerged ones too.
+        #[arg(long)]
+        all: bool,
+        /// One JSON object on stdout: removed and kept.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -295,7 +325,7 @@ fn wants_json(args: &[OsString]) -> bool {
                     .any(|a| a == "--output=text" || a == "-otext" || a == "-o=text");
             !text
         }
-        "runs" | "show" | "agents" | "config" => args.iter().any(|a| a == "--json"),
+        "runs" | "show" | "agents" | "config" | "worktree" => args.iter().any(|a| a == "--json"),
         _ => false,
     }
 }

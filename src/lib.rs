@@ -35,6 +35,7 @@ pub mod sanitize;
 pub(crate) mod session;
 pub(crate) mod supervisor;
 pub(crate) mod truncate;
+pub(crate) mod worktree;
 
 /// Entry points for the fuzz targets; not a stable API.
 #[doc(hidden)]

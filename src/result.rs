@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
+use crate::worktree::WorktreeInfo;
 
 /// Top-level result: `{content, details}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,6 +176,9 @@ pub struct SingleResult {
     /// mode is `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxInfo>,
+    /// The git worktree the child worked in (`--isolation worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -346,6 +350,7 @@ mod tests {
             child_session_id: None,
             warnings: Vec::new(),
             sandbox: None,
+            worktree: None,
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),

@@ -116,7 +116,10 @@ fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_si
     );
     assert_eq!(
         std::fs::read_to_string(&paths[0]).unwrap(),
-        "probe\n",
+        format!(
+            "probe {}\n",
+            out.json()["details"]["runId"].as_str().unwrap()
+        ),
         "written in the working directory"
     );
     for p in &paths[1..] {

@@ -48,6 +48,8 @@ pub(crate) struct SpawnSpec {
     pub cwd: PathBuf,
     /// Added to orchestrate's own environment (`PWD` follows `cwd`).
     pub env: Vec<(OsString, OsString)>,
+    /// Removed from orchestrate's own environment.
+    pub env_remove: Vec<OsString>,
     pub confinement: Confinement,
 }
 
@@ -103,6 +105,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             cwd: "/".into(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             confinement: Confinement::default(),
         }
     }

@@ -188,6 +188,9 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         return Err(io::Error::other("no sandbox mechanism on this system"));
     }
     let mut cmd = Command::new(&spec.program);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
         // Shells keep PWD in step with the working directory, and some CLIs (opencode)
@@ -376,6 +379,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             cwd: "/".into(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             confinement: super::super::Confinement::default(),
         }
     }

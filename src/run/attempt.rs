@@ -14,11 +14,14 @@ use crate::error::RunError;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
+use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
     pub run: &'a ResolvedRun,
     pub env: &'a RunEnv,
     pub run_dir: &'a RunDir,
+    /// The run's worktree, where the child works instead of the working directory.
+    pub worktree: Option<&'a Worktree>,
 }
 
 /// Attempt 1 writes `session.jsonl` and `stderr.log`; a retry writes
@@ -135,7 +138,15 @@ impl Attempt<'_> {
             (self.env.depth + 1).to_string().into(),
         ));
         env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
-        let workspace = [run.cwd.clone()];
+        let (cwd, workspace, env_remove) = match self.worktree {
+            // git variables naming a repository would send the child's git to the parent's.
+            Some(wt) => (
+                wt.cwd.clone(),
+                wt.writable(),
+                GIT_LOCATION_VARS.iter().map(Into::into).collect(),
+            ),
+            None => (run.cwd.clone(), vec![run.cwd.clone()], Vec::new()),
+        };
         // A child allowed to start runs of its own writes their folders.
         let nests = self.env.depth + 1 < self.env.config.max_depth.value;
         let writable = Writable {
@@ -158,8 +169,9 @@ impl Attempt<'_> {
         Ok(ChildSpec {
             program: invocation.program.clone(),
             args: invocation.args.clone(),
-            cwd: run.cwd.clone(),
+            cwd,
             env,
+            env_remove,
             confinement,
         })
     }

@@ -113,6 +113,7 @@ fn facts(
         child_session_id: collected.session_id().map(str::to_string),
         warnings: warnings(o, ctx),
         sandbox: Some(run.sandbox.info()),
+        worktree: None,
     }
 }
 

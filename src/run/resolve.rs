@@ -35,6 +35,8 @@ pub(crate) struct ResolvedRun {
     pub attempts: u32,
     pub resume: Option<ResumeFrom>,
     pub sandbox: SandboxPlan,
+    /// The child works in a git worktree of its own.
+    pub worktree: bool,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -116,6 +118,10 @@ pub(crate) fn resolve(
         crate::platform::sandbox_mechanism(),
     )
     .map_err(RunError::invalid)?;
+    let worktree = req.worktree.or(agent.isolation.worktree).unwrap_or(false);
+    if worktree {
+        crate::worktree::check(&cwd).map_err(|e| RunError::invalid(e.to_string()))?;
+    }
     Ok(ResolvedRun {
         run_id: run_id.to_string(),
         preset_dir: req.run_id.is_some(),
@@ -133,6 +139,7 @@ pub(crate) fn resolve(
         agent,
         resume,
         sandbox,
+        worktree,
     })
 }
 

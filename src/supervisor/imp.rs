@@ -35,6 +35,8 @@ pub(crate) struct ChildSpec {
     pub cwd: PathBuf,
     /// Added to the inherited environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Removed from the inherited environment.
+    pub env_remove: Vec<OsString>,
     /// What the child may write and reach.
     pub confinement: Confinement,
 }
@@ -98,6 +100,7 @@ pub(crate) async fn supervise<'a>(
         args: spec.args.clone(),
         cwd: spec.cwd.clone(),
         env: spec.env.clone(),
+        env_remove: spec.env_remove.clone(),
         confinement: spec.confinement.clone(),
     })
     .map_err(|source| SuperviseError::Spawn {

@@ -367,7 +367,9 @@ fn cstring(s: &OsStr) -> io::Result<CString> {
 /// working directory (shells keep it in step, and some CLIs, opencode, take their
 /// project folder from it rather than from getcwd()).
 fn child_environment(spec: &SpawnSpec) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !spec.env_remove.contains(k))
+        .collect();
     let mut set = |k: &OsStr, v: &OsStr| match env.iter_mut().find(|(key, _)| key == k) {
         Some(entry) => entry.1 = v.to_os_string(),
         None => env.push((k.to_os_string(), v.to_os_string())),
