@@ -61,7 +61,9 @@ fn repository() -> Sandbox {
 
 /// Every file of the checkout (outside `.git`) with its bytes, the index and HEAD: what
 /// must not change.
-fn checkout_state(dir: &Path) -> (BTreeMap<String, Vec<u8>>, Vec<u8>, String) {
+type CheckoutState = (BTreeMap<String, Vec<u8>>, Vec<u8>, String);
+
+fn checkout_state(dir: &Path) -> CheckoutState {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
