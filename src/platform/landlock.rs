@@ -223,6 +223,61 @@ pub(crate) unsafe fn restrict_self(ruleset: RawFd) -> Result<(), libc::c_int> {
     Ok(())
 }
 
+/// `struct __user_cap_header_struct` and one `__user_cap_data_struct` pair (version 3).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// Beyond every capability a kernel defines today.
+const LAST_CAPABILITY: libc::c_ulong = 63;
+
+/// A sandboxed child of root: gives up every capability for good (bounding set, ambient,
+/// then effective, permitted and inheritable), so that it cannot mount, load modules or
+/// override file permissions to get around the sandbox.
+///
+/// # Safety
+/// Async-signal-safe: only system calls, so it may run between fork and exec.
+pub(crate) unsafe fn drop_all_capabilities() -> Result<(), libc::c_int> {
+    // SAFETY: prctl and capset on this process.
+    unsafe {
+        for cap in 0..=LAST_CAPABILITY {
+            // EINVAL past the kernel's last capability.
+            libc::prctl(libc::PR_CAPBSET_DROP, cap);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(*libc::__errno_location());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,6 +202,46 @@ mod tests {
         child.kill_and_reap().unwrap();
     }
 
+    /// A sandboxed child cannot write outside its rules, and a sandboxed child of root has
+    /// no capability left to get around them; unsandboxed, root keeps its capabilities.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sandboxed_child_writes_only_where_allowed_and_root_loses_its_capabilities() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, no) = (dir.path().join("ok"), dir.path().join("no"));
+        std::fs::create_dir_all(&ok).unwrap();
+        let script = format!(
+            "echo x > {ok}/f && echo wrote-ok; echo x > {no} 2>/dev/null || echo denied; grep CapEff /proc/self/status",
+            ok = ok.display(),
+            no = no.display()
+        );
+        let output = |confinement: Confinement| {
+            let mut spec = sh(&script);
+            spec.confinement = confinement;
+            let mut child = spawn(spec).expect("spawn");
+            let mut out = String::new();
+            std::fs::File::from(child.take_stdout().unwrap())
+                .read_to_string(&mut out)
+                .unwrap();
+            child.kill_and_reap().unwrap();
+            out
+        };
+        let sandboxed = output(Confinement {
+            writable: Some(vec![ok.clone()]),
+            ..Confinement::default()
+        });
+        // SAFETY: no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert_eq!(sandboxed, "wrote-ok\ndenied\nCapEff:\t0000000000000000\n");
+        assert!(!no.exists());
+        if root {
+            let free = output(Confinement::default());
+            assert!(free.starts_with("wrote-ok\nCapEff:\t"), "{free}");
+            assert!(!free.contains("CapEff:\t0000000000000000"), "{free}");
+        }
+    }
+
     /// Descendants alive when the child exits are counted, and killed with the run.
     #[test]
     fn a_descendant_alive_at_the_childs_exit_is_a_leftover_and_dies_with_the_run() {

@@ -202,12 +202,19 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         .stderr(Stdio::piped());
     #[cfg(target_os = "linux")]
     let landlock_fd = ruleset.as_ref().map(|r| r.raw_fd());
+    // SAFETY: no preconditions.
+    #[cfg(target_os = "linux")]
+    let drop_capabilities = landlock_fd.is_some() && unsafe { libc::geteuid() } == 0;
     // SAFETY: the closure makes system calls only (it runs between fork and exec).
     unsafe {
         cmd.pre_exec(move || {
             #[cfg(target_os = "linux")]
             if let Some(fd) = landlock_fd {
                 super::landlock::restrict_self(fd).map_err(io::Error::from_raw_os_error)?;
+            }
+            #[cfg(target_os = "linux")]
+            if drop_capabilities {
+                super::landlock::drop_all_capabilities().map_err(io::Error::from_raw_os_error)?;
             }
             cloexec_from_3();
             Ok(())

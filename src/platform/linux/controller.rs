@@ -13,7 +13,7 @@
 //!
 //! Two modes, the first that works on this machine:
 //! - **PID namespace** (`CLONE_NEWPID` + `CLONE_NEWNS`, and `CLONE_NEWUSER` when
-//!   orchestrate is not root or the child is sandboxed): the controller is the
+//!   orchestrate is not root): the controller is the
 //!   namespace's init. When it dies, however it dies (orchestrate's SIGKILL, or the
 //!   parent-death signal when orchestrate itself is SIGKILLed), the kernel kills every
 //!   process in the namespace, including those that called `setsid` or were detached.
@@ -131,7 +131,7 @@ pub(super) struct Plan {
     pub private_tmp: Option<CString>,
     /// The child's Landlock ruleset.
     pub landlock: Option<RawFd>,
-    /// Drop every capability before exec (root sandboxed without a user namespace).
+    /// Drop every capability before exec (a sandboxed child of root).
     pub drop_capabilities: bool,
 }
 
@@ -392,6 +392,7 @@ pub(super) struct IdMaps {
 impl IdMaps {
     /// Root keeps every id (so files keep their owners and root its access to them) but
     /// holds its capabilities only inside the namespace; anyone else maps their own ids.
+    /// (orchestrate uses a user namespace only when it is not root.)
     pub(super) fn for_current_user() -> IdMaps {
         // SAFETY: no preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -806,57 +807,6 @@ unsafe fn loopback_up() -> Result<(), libc::c_int> {
     }
 }
 
-/// `struct __user_cap_header_struct` and one `__user_cap_data_struct` pair (version 3).
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-/// Beyond every capability a kernel defines today.
-const LAST_CAPABILITY: libc::c_ulong = 63;
-
-/// Root without a user namespace: give up every capability for good (bounding set,
-/// ambient, then effective, permitted and inheritable).
-unsafe fn drop_capabilities() -> Result<(), libc::c_int> {
-    // SAFETY: prctl and capset on this process.
-    unsafe {
-        for cap in 0..=LAST_CAPABILITY {
-            // EINVAL past the kernel's last capability.
-            libc::prctl(libc::PR_CAPBSET_DROP, cap);
-        }
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
-        let header = CapHeader {
-            version: CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
-            return Err(errno());
-        }
-    }
-    Ok(())
-}
-
 unsafe fn child_main(
     plan: &Plan,
     argv: &[*const libc::c_char],
@@ -906,7 +856,7 @@ unsafe fn child_main(
             }
         }
         if plan.drop_capabilities {
-            if let Err(e) = drop_capabilities() {
+            if let Err(e) = super::super::landlock::drop_all_capabilities() {
                 fail(fds.report, Stage::DropCapabilities, e);
             }
         }

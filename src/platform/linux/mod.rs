@@ -250,8 +250,10 @@ fn start_in_best_mode(
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let sandboxed = ruleset.is_some();
-    // Root keeps its capabilities unless sandboxed: then a user namespace holds them.
-    let userns = !root || sandboxed;
+    // Anyone but root needs a user namespace to own the others. Root needs none; its
+    // sandboxed child gives up every capability instead (cheaper than a user namespace,
+    // whose id maps orchestrate would have to write for each run).
+    let userns = !root;
     let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if userns {
         flags |= libc::CLONE_NEWUSER;
@@ -272,7 +274,7 @@ fn start_in_best_mode(
             None => None,
         },
         landlock: ruleset.as_ref().map(Ruleset::raw_fd),
-        drop_capabilities: false,
+        drop_capabilities: root && sandboxed,
     };
     if forced == "subreaper" {
         degraded = Some(format!("{CONTAINMENT_VAR}=subreaper"));
@@ -313,7 +315,6 @@ fn start_in_best_mode(
     }
     plan.mode = Mode::Subreaper;
     plan.private_tmp = None;
-    plan.drop_capabilities = root && sandboxed;
     match controller::start(&plan, None) {
         Ok(started) => Ok(child(started, plan.mode, degraded)),
         Err(e) => Err(start_error(e)),

@@ -678,7 +678,19 @@ fn parallel_worktrees(cli: &Cli, bin: &Path) {
             Reply::text("Done.", MockUsage::default()),
         )
     });
+    // The CLI has run once on this machine already, as it normally has: three first
+    // starts at once on a fresh HOME race for its own state (opencode 1.18.33: two
+    // processes migrating its new database at the same time, one fails).
+    let warm_up = sb.run("worker", "Warm up.", &["--idle-timeout", "60s"], WALL_CLOCK);
+    report(
+        "parallel worktrees, warm-up",
+        &mock,
+        &warm_up,
+        REPORT_LINE_CHARS,
+    );
+    assert_eq!(warm_up.status, 0, "stderr: {}", warm_up.stderr);
     let w = &sb.work;
+    std::fs::remove_file(w.join("where.txt")).unwrap();
     git(w, &["init", "--quiet", "-b", "main"]);
     std::fs::write(w.join("README.md"), "hello\n").unwrap();
     git(w, &["add", "."]);
@@ -747,7 +759,8 @@ fn parallel_worktrees(cli: &Cli, bin: &Path) {
         before,
         "the parent's checkout is unchanged"
     );
-    conversation(cli, &mock, 6);
+    // The warm-up's two requests, then two per task.
+    conversation(cli, &mock, 8);
 }
 
 #[derive(Clone, Copy, PartialEq)]
