@@ -93,6 +93,9 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
         "model",
         "timeoutMs",
         "idleTimeoutMs",
+        "sandbox",
+        "network",
+        "isolation",
     ] {
         assert!(schema["properties"].get(key).is_some(), "{key} in {schema}");
     }
@@ -164,6 +167,52 @@ async fn a_failed_run_is_an_error_result_not_a_protocol_error() {
     assert_eq!(r.is_error, Some(true));
     assert_eq!(structured(&r)["error"]["code"], json!("UNKNOWN_AGENT"));
     assert!(text(&r).starts_with("Unknown agent: nosuch. Available agents: "));
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_sandbox_and_isolation_arguments_reach_the_run() {
+    // The default sandbox (tests/support turns it off for the fake agent's files).
+    let sb = Sandbox::new().set("ORCHESTRATE_SANDBOX", "auto");
+    let server = start(&sb).await;
+    let args = |extra: serde_json::Value| {
+        let mut a = json!({"agent": "fake", "task": "x"});
+        a.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        CallToolRequestParams::new("subagent").with_arguments(a.as_object().unwrap().clone())
+    };
+    let r = server.client.call_tool(args(json!({}))).await.unwrap();
+    assert_eq!(
+        structured(&r)["results"][0]["sandbox"],
+        json!({"mode": "read-only", "mechanism": "landlock"})
+    );
+    let r = server
+        .client
+        .call_tool(args(json!({"sandbox": "off", "network": "off"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&r)["results"][0]["sandbox"],
+        json!({"mode": "off", "mechanism": "none", "network": "off"})
+    );
+    // The work folder is no repository.
+    let r = server
+        .client
+        .call_tool(args(json!({"isolation": "worktree"})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(structured(&r)["error"]["code"], json!("INVALID_INPUT"));
+    // A value that is no mode is refused by the tool's schema.
+    let refused = server
+        .client
+        .call_tool(args(json!({"sandbox": "rw"})))
+        .await;
+    assert!(
+        refused.is_err() || refused.as_ref().unwrap().is_error == Some(true),
+        "{refused:?}"
+    );
     server.client.cancel().await.unwrap();
 }
 
