@@ -11,6 +11,8 @@
 //!   "stdin":..,"appendSystemPrompt":..}` (unset env vars and unreadable things are `null`).
 //! - `FAKE_AGENT_STDERR`: written to stderr at start (a newline is added if missing);
 //!   in `fail` it is written after the session header instead.
+//! - `FAKE_AGENT_FD_FILE`: receives, before anything else is opened, the open file
+//!   descriptors this process inherited, as a JSON array of numbers (`[0,1,2]`).
 //! - `FAKE_AGENT_FOREVER_MS` (default 600000): "forever" sleeps end after this long with
 //!   exit code 99, so a broken supervisor cannot leak processes for ever.
 //! - `FAKE_AGENT_TERM_STAMP`: on SIGTERM, append `term <CLOCK_MONOTONIC ns>` to this file
@@ -31,6 +33,11 @@ const DEFAULT_TEXT: &str = "Hello from pi.";
 const BLOCK: usize = 64 * 1024;
 
 fn main() {
+    // 0. The inherited descriptors, before this process opens any of its own.
+    if let Some(path) = env_os("FAKE_AGENT_FD_FILE") {
+        let fds = open_fds();
+        let _ = fs::write(path, format!("{fds:?}").replace(' ', ""));
+    }
     // 1. pidfile, before anything else.
     append_pid(process::id());
     if let Some(path) = env_os("FAKE_AGENT_TERM_STAMP") {
@@ -94,6 +101,24 @@ fn main() {
         "grandchild-hang" => {
             spawn_grandchild();
             sleep_forever();
+        }
+        // A grandchild in a session of its own (`setsid`), ignoring SIGTERM and SIGHUP,
+        // its stdio on /dev/null: out of the child's process group and off its pipes.
+        "setsid-grandchild-hang" => {
+            start_detached(Detach::Setsid, Stdio3::DevNull);
+            sleep_forever();
+        }
+        // The same, but it keeps the pipes it inherited.
+        "setsid-grandchild-pipes-hang" => {
+            start_detached(Detach::Setsid, Stdio3::Inherited);
+            sleep_forever();
+        }
+        // The child starts a fully detached daemon (double fork, setsid, stdio on
+        // /dev/null, ignoring SIGTERM and SIGHUP), then answers and exits 0.
+        "daemon" => {
+            start_detached(Detach::DoubleFork, Stdio3::DevNull);
+            print_transcript(delay_ms(0));
+            process::exit(0);
         }
         // The leader answers and exits; then its grandchild floods the inherited stdout
         // until it is killed.
@@ -219,6 +244,26 @@ fn main() {
             let answer = env_str("FAKE_AGENT_TEXT")
                 .unwrap_or_else(|| prose(env_num("FAKE_AGENT_ANSWER_BYTES", 1500) as usize));
             emit_lines(&long_run_transcript(calls, &answer), delay_ms(0));
+            process::exit(0);
+        }
+        // Tries to write `probe <run id>` to each file of FAKE_AGENT_WRITE_PATHS (separated
+        // by `:`; relative to the working directory; `$TMPDIR` at the start of one is the
+        // variable's value) and answers with one line per path: `PATH: ok` or
+        // `PATH: <error>`.
+        "write-probe" => {
+            let text = write_probe();
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        // Connects to 127.0.0.1:FAKE_AGENT_CONNECT_PORT and answers `connected` or the
+        // error.
+        "connect-probe" => {
+            let port = env_num("FAKE_AGENT_CONNECT_PORT", 0) as u16;
+            let text = match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(_) => "connected".to_string(),
+                Err(e) => format!("not connected: {}", e.kind()),
+            };
+            emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
         "echo-env" => {
@@ -847,6 +892,120 @@ fn spawn_grandchild_then(then: fn(libc::pid_t) -> !) {
         }
         libc::close(r);
     }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Detach {
+    /// A grandchild that calls `setsid()`.
+    Setsid,
+    /// A great-grandchild whose parent exits at once (reparented), in a session of its own.
+    DoubleFork,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Stdio3 {
+    /// Keeps the stdin, stdout and stderr it inherited (the child's pipes).
+    Inherited,
+    /// Points them at /dev/null.
+    DevNull,
+}
+
+/// Starts a descendant that tries to outlive the child: out of its session and process
+/// group, ignoring SIGTERM and SIGHUP, sleeping "forever". Every process it forks appends
+/// its pid to the pidfile. Returns once the descendant is fully detached.
+fn start_detached(how: Detach, stdio: Stdio3) {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        write_stderr_line("fake_agent: pipe failed");
+        process::exit(70);
+    }
+    let (r, w) = (fds[0], fds[1]);
+    // SAFETY: this process is single-threaded, so the child may keep using std.
+    match unsafe { libc::fork() } {
+        -1 => {
+            write_stderr_line("fake_agent: fork failed");
+            process::exit(70);
+        }
+        0 => {
+            // SAFETY: plain fd and process syscalls on fds we own.
+            unsafe { libc::close(r) };
+            append_pid(process::id());
+            if how == Detach::DoubleFork {
+                // SAFETY: as above; the intermediate exits at once, leaving the
+                // great-grandchild to be reparented.
+                match unsafe { libc::fork() } {
+                    0 => append_pid(process::id()),
+                    _ => unsafe { libc::_exit(0) },
+                }
+            }
+            // SAFETY: plain process, signal and fd syscalls.
+            unsafe {
+                libc::setsid();
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                if stdio == Stdio3::DevNull {
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                    for fd in 0..3 {
+                        libc::dup2(null, fd);
+                    }
+                    if null > 2 {
+                        libc::close(null);
+                    }
+                }
+                // Ready: tell the child, which waits for this byte.
+                libc::write(w, b"k".as_ptr().cast(), 1);
+                libc::close(w);
+            }
+            sleep_forever();
+        }
+        _ => {}
+    }
+    // SAFETY: closing our copy of the write end and reading one byte from r.
+    unsafe {
+        libc::close(w);
+        let mut b = 0u8;
+        loop {
+            let n = libc::read(r, (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+        libc::close(r);
+    }
+}
+
+fn write_probe() -> String {
+    let tmpdir = env_str("TMPDIR").unwrap_or_else(|| "/tmp".to_string());
+    env_str("FAKE_AGENT_WRITE_PATHS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let path = match p.strip_prefix("$TMPDIR") {
+                Some(rest) => format!("{tmpdir}{rest}"),
+                None => p.to_string(),
+            };
+            let content = format!(
+                "probe {}\n",
+                env_str("ORCHESTRATE_RUN_ID").unwrap_or_default()
+            );
+            let outcome = match fs::write(&path, content) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => e.kind().to_string(),
+            };
+            format!("{p}: {outcome}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The open descriptors, probed with `fcntl(F_GETFD)` (which opens nothing itself).
+fn open_fds() -> Vec<i32> {
+    // SAFETY: F_GETFD on any number only reports whether it is open.
+    (0..4096)
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1)
+        .collect()
 }
 
 fn flood(fd: libc::c_int) -> ! {

@@ -14,6 +14,7 @@ use crate::duration::parse_duration;
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
+use crate::sandbox::{Network, SandboxMode};
 use crate::session::RunId;
 
 #[derive(Parser, Debug)]
@@ -77,6 +78,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Remove the git worktrees that runs with --isolation worktree kept for review.
+    Worktree {
+        #[command(subcommand)]
+        action: WorktreeAction,
+    },
     /// The effective defaults (config files, ORCHESTRATE_* variables) and where each came from.
     Config {
         /// One JSON object: {key: {value, source}}.
@@ -96,6 +102,32 @@ pub enum Command {
         /// A folder of agent files that takes precedence over every other scope.
         #[arg(long, value_parser = agents_dir)]
         agents_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorktreeAction {
+    /// Remove a run's worktree (whatever is in it) and its branch.
+    Rm {
+        /// The run's id, as `orchestrate runs` prints it.
+        #[arg(value_parser = run_id)]
+        run_id: RunId,
+        /// Keep the branch orchestrate/<run id> (and so its commits).
+        #[arg(long)]
+        keep_branch: bool,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove every kept worktree whose branch is merged into its repository's HEAD, with
+    /// its branch.
+    Prune {
+        /// Remove unmerged ones too.
+        #[arg(long)]
+        all: bool,
+        /// One JSON object on stdout: removed and kept.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -177,6 +209,17 @@ pub struct RunArgs {
     /// unknown-model error (after its retries); repeat for several, tried in order.
     #[arg(long = "fallback-model", value_name = "MODEL")]
     pub fallback_models: Vec<String>,
+    /// Sandbox of the child: read-only, workspace-write or off. Default: read-only for an
+    /// agent that cannot write, workspace-write for the others.
+    #[arg(long, value_parser = sandbox_mode)]
+    pub sandbox: Option<SandboxMode>,
+    /// off: the child gets no network at all (only a loopback of its own). Default on.
+    #[arg(long, value_parser = network)]
+    pub network: Option<Network>,
+    /// worktree: the child works in a new git worktree on branch orchestrate/<run id>,
+    /// made from HEAD; none: in the working directory (the default).
+    #[arg(long, value_parser = isolation)]
+    pub isolation: Option<bool>,
     /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
@@ -282,6 +325,25 @@ fn run_id(s: &str) -> Result<RunId, String> {
     RunId::parse(s).map_err(|e| e.to_string())
 }
 
+fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
+    SandboxMode::parse(s)
+}
+
+fn network(s: &str) -> Result<Network, String> {
+    Network::parse(s)
+}
+
+/// `worktree` (true) or `none` (false).
+fn isolation(s: &str) -> Result<bool, String> {
+    match s.trim() {
+        "worktree" => Ok(true),
+        "none" => Ok(false),
+        other => Err(format!(
+            "unknown isolation {other:?} (use worktree or none)"
+        )),
+    }
+}
+
 fn backend(s: &str) -> Result<BackendChoice, String> {
     BackendChoice::parse(s).map_err(|e| e.to_string())
 }
@@ -337,7 +399,7 @@ fn wants_json(args: &[OsString]) -> bool {
                     .any(|a| a == "--output=text" || a == "-otext" || a == "-o=text");
             !text
         }
-        "runs" | "show" | "agents" | "config" => args.iter().any(|a| a == "--json"),
+        "runs" | "show" | "agents" | "config" | "worktree" => args.iter().any(|a| a == "--json"),
         _ => false,
     }
 }
@@ -419,6 +481,9 @@ impl RunArgs {
             max_cost: self.max_cost,
             max_total_cost: self.max_total_cost,
             fallback_models: (!self.fallback_models.is_empty()).then_some(self.fallback_models),
+            sandbox: self.sandbox,
+            network: self.network,
+            worktree: self.isolation,
         }
     }
 

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
+use crate::sandbox::{Network, SandboxMode};
 use crate::truncate;
 
 /// Relative to the user's config home.
@@ -100,6 +101,9 @@ pub struct Config {
     /// USD, over every task of a fan-out.
     pub max_total_cost: Setting<Option<f64>>,
     pub fallback_models: Setting<Vec<String>>,
+    /// `None` (`auto`): read-only for agents that cannot write, workspace-write otherwise.
+    pub sandbox: Setting<Option<SandboxMode>>,
+    pub network: Setting<Network>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +159,8 @@ impl Default for Config {
             max_cost: Setting::default(None),
             max_total_cost: Setting::default(None),
             fallback_models: Setting::default(Vec::new()),
+            sandbox: Setting::default(None),
+            network: Setting::default(Network::On),
         }
     }
 }
@@ -299,6 +305,18 @@ const KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "sandbox",
+        env: "ORCHESTRATE_SANDBOX",
+        apply: |c, raw, src| {
+            let mode = match string(raw)?.as_str() {
+                "auto" => None,
+                other => Some(SandboxMode::parse(other).map_err(|e| format!("{e} or auto"))?),
+            };
+            c.sandbox = Setting::new(mode, src);
+            Ok(())
+        },
+    },
+    Key {
         name: "connect_timeout",
         env: "ORCHESTRATE_CONNECT_TIMEOUT",
         apply: |c, raw, src| {
@@ -343,6 +361,14 @@ const KEYS: &[Key] = &[
         env: "ORCHESTRATE_FALLBACK_MODELS",
         apply: |c, raw, src| {
             c.fallback_models = Setting::new(models(raw)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "network",
+        env: "ORCHESTRATE_NETWORK",
+        apply: |c, raw, src| {
+            c.network = Setting::new(Network::parse(&string(raw)?)?, src);
             Ok(())
         },
     },
@@ -663,6 +689,16 @@ impl Config {
                 json!(self.fallback_models.value),
                 &self.fallback_models.source,
             ),
+            (
+                "sandbox",
+                json!(self.sandbox.value.map_or("auto", SandboxMode::name)),
+                &self.sandbox.source,
+            ),
+            (
+                "network",
+                json!(self.network.value.name()),
+                &self.network.source,
+            ),
         ]
     }
 
@@ -807,6 +843,8 @@ mod tests {
                 "max_cost": {"value": null, "source": "default"},
                 "max_total_cost": {"value": null, "source": "default"},
                 "fallback_models": {"value": [], "source": "default"},
+                "sandbox": {"value": "auto", "source": "default"},
+                "network": {"value": "on", "source": "default"},
             })
         );
     }
@@ -919,6 +957,8 @@ max_tokens = 200000
 max_cost = 0.5
 max_total_cost = "$2"
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
+sandbox = "read-only"
+network = "off"
 "#,
         );
         let src = || Source::Project(p.clone());
@@ -949,6 +989,8 @@ fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
                     vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()],
                     src()
                 ),
+                sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
+                network: Setting::new(Network::Off, src()),
             }
         );
 
@@ -974,6 +1016,8 @@ fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
             ("ORCHESTRATE_MAX_COST", "$0.25"),
             ("ORCHESTRATE_MAX_TOTAL_COST", "1"),
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
+            ("ORCHESTRATE_SANDBOX", "auto"),
+            ("ORCHESTRATE_NETWORK", "on"),
         ];
         for (k, v) in vars {
             f.set(k, v);
@@ -1023,6 +1067,8 @@ fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
                     vec!["a".into(), "b".into()],
                     Source::Env("ORCHESTRATE_FALLBACK_MODELS")
                 ),
+                sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
+                network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
             }
         );
     }

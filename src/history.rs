@@ -241,6 +241,7 @@ mod tests {
             },
             cwd: "/w".into(),
             session_file: format!("/s/{run_id}/session.jsonl"),
+            worktree: None,
         }
     }
 

@@ -30,10 +30,12 @@ pub(crate) mod mcp;
 pub(crate) mod platform;
 pub mod result;
 pub(crate) mod run;
+pub(crate) mod sandbox;
 pub mod sanitize;
 pub(crate) mod session;
 pub(crate) mod supervisor;
 pub(crate) mod truncate;
+pub(crate) mod worktree;
 
 /// Entry points for the fuzz targets; not a stable API.
 #[doc(hidden)]

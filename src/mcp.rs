@@ -36,6 +36,7 @@ use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
 use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
+use crate::sandbox::{Network, SandboxMode};
 use crate::supervisor::Controls;
 
 /// Arguments of the `subagent` tool. Their doc comments are the schema's descriptions,
@@ -86,6 +87,22 @@ pub(crate) struct SubagentArgs {
     /// Models to try in turn when the model is unavailable.
     #[serde(default)]
     pub fallback_models: Option<Vec<String>>,
+    /// Default: read-only if the agent cannot write.
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    /// off: no network for the child.
+    #[serde(default)]
+    pub network: Option<Network>,
+    /// worktree: a new git worktree on branch orchestrate/<runId>.
+    #[serde(default)]
+    pub isolation: Option<IsolationArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum IsolationArg {
+    Worktree,
+    None,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -140,6 +157,9 @@ impl SubagentArgs {
                 c => c,
             },
             fallback_models: self.fallback_models,
+            sandbox: self.sandbox,
+            network: self.network,
+            worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {

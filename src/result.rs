@@ -4,7 +4,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
+use crate::worktree::WorktreeInfo;
 
 /// How much of a result goes to a parent (SPEC section 1). Lean: no `displayItems`,
 /// `task` cut to [`MAX_LEAN_TASK_CHARS`], and on stdout no `output` that `content[0].text`
@@ -245,6 +247,13 @@ pub struct SingleResult {
     /// that gave this result).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts_detail: Vec<AttemptDetail>,
+    /// The sandbox the child ran in: `{mode, mechanism}` (`mechanism` is `none` when the
+    /// mode is `off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
+    /// The git worktree the child worked in (`--isolation worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -492,6 +501,8 @@ mod tests {
             warnings: Vec::new(),
             limit: None,
             attempts_detail: Vec::new(),
+            sandbox: None,
+            worktree: None,
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
@@ -533,6 +544,8 @@ mod tests {
             warnings: Vec::new(),
             limit: None,
             attempts_detail: Vec::new(),
+            sandbox: None,
+            worktree: None,
         }
     }
 

@@ -225,6 +225,17 @@ pub struct IndexEntry {
     pub usage: Usage,
     pub cwd: String,
     pub session_file: String,
+    /// The worktree the run kept for review (it had changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<IndexWorktree>,
+}
+
+/// Where a kept worktree is, for `orchestrate runs` and `orchestrate worktree`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IndexWorktree {
+    pub path: String,
+    pub branch: String,
+    pub repository: String,
 }
 
 pub(crate) fn create_private_dir_all(path: &Path) -> io::Result<()> {
@@ -445,6 +456,7 @@ mod tests {
             usage: Usage::default(),
             cwd: "/w".into(),
             session_file: "/s".into(),
+            worktree: None,
         };
         state.append_index(&entry).unwrap();
         state

@@ -247,3 +247,19 @@ fn stop_signals_no_process_whose_start_time_is_not_the_recorded_one() {
     bystander.kill().unwrap();
     bystander.wait().unwrap();
 }
+
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "the portable path kills the child's process group; a setsid descendant leaves it"
+)]
+fn a_killed_supervisor_takes_the_childs_whole_tree_with_it() {
+    // A grandchild in a session of its own that ignores SIGTERM and SIGHUP.
+    let sb = Sandbox::new().scenario("setsid-grandchild-hang");
+    let (_, supervisor) = start(&sb);
+    wait_for_pids(&sb, 2);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(sb.descendants().len(), 2, "the tree is up");
+    unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+    sb.assert_no_survivors();
+}

@@ -110,6 +110,7 @@ fn runs_json_lists_newest_first_with_totals_and_skips_bad_lines() {
         stdout_json(&out),
         json!({
             "unfinished": [],
+            "worktrees": [],
             "runs": [
                 with_status(
                     entry("33333333", "explorer", 1_748_779_320_000, Some("SUBAGENT_OUTPUT_TRUNCATED"), 0),
@@ -152,6 +153,7 @@ fn runs_filters_by_agent_and_limits_the_list_but_not_the_totals() {
         v,
         json!({
             "unfinished": [],
+            "worktrees": [],
             "runs": [with_status(
                 entry("33333333", "explorer", 1_748_779_320_000, Some("SUBAGENT_OUTPUT_TRUNCATED"), 0),
                 "truncated", "2025-06-01T12:02:00Z")],
@@ -188,7 +190,7 @@ fn runs_on_an_empty_state_dir_says_so() {
     let sb = Sandbox::new();
     assert_eq!(
         stdout_json(&run(&sb, &["runs", "--json"])),
-        json!({"unfinished": [], "runs": [], "totals": {}, "skippedLines": 0})
+        json!({"unfinished": [], "worktrees": [], "runs": [], "totals": {}, "skippedLines": 0})
     );
     let out = run(&sb, &["runs"]);
     assert_eq!(

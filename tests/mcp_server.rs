@@ -93,6 +93,9 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
         "model",
         "timeoutMs",
         "idleTimeoutMs",
+        "sandbox",
+        "network",
+        "isolation",
     ] {
         assert!(schema["properties"].get(key).is_some(), "{key} in {schema}");
     }
@@ -183,6 +186,52 @@ async fn a_failed_run_is_an_error_result_not_a_protocol_error() {
 }
 
 #[tokio::test]
+async fn the_sandbox_and_isolation_arguments_reach_the_run() {
+    // The default sandbox (tests/support turns it off for the fake agent's files).
+    let sb = Sandbox::new().set("ORCHESTRATE_SANDBOX", "auto");
+    let server = start(&sb).await;
+    let args = |extra: serde_json::Value| {
+        let mut a = json!({"agent": "fake", "task": "x"});
+        a.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        CallToolRequestParams::new("subagent").with_arguments(a.as_object().unwrap().clone())
+    };
+    let r = server.client.call_tool(args(json!({}))).await.unwrap();
+    assert_eq!(
+        structured(&r)["results"][0]["sandbox"],
+        json!({"mode": "read-only", "mechanism": "landlock"})
+    );
+    let r = server
+        .client
+        .call_tool(args(json!({"sandbox": "off", "network": "off"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&r)["results"][0]["sandbox"],
+        json!({"mode": "off", "mechanism": "none", "network": "off"})
+    );
+    // The work folder is no repository.
+    let r = server
+        .client
+        .call_tool(args(json!({"isolation": "worktree"})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(structured(&r)["error"]["code"], json!("INVALID_INPUT"));
+    // A value that is no mode is refused by the tool's schema.
+    let refused = server
+        .client
+        .call_tool(args(json!({"sandbox": "rw"})))
+        .await;
+    assert!(
+        refused.is_err() || refused.as_ref().unwrap().is_error == Some(true),
+        "{refused:?}"
+    );
+    server.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn cancelling_a_call_stops_the_childs_process_group() {
     let sb = Sandbox::new().scenario("grandchild-hang");
     let server = start(&sb).await;
@@ -204,17 +253,21 @@ async fn cancelling_a_call_stops_the_childs_process_group() {
     }
     handle.cancel(Some("test cancels".into())).await.unwrap();
     // The grandchild ignores SIGTERM: only the group SIGKILL after the grace ends it.
-    tokio::task::spawn_blocking({
-        let pids = sb.pids();
-        move || {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while pids.iter().any(|p| support::is_alive(*p)) {
-                assert!(
-                    Instant::now() < deadline,
-                    "child tree still alive after cancel: {pids:?}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
+    // Found by environment: the pids the child records may be those of its own PID
+    // namespace.
+    let marker = sb.marker();
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let alive = support::processes_with_env(&marker, "ORCHESTRATE_RUN_ID=");
+            if alive.is_empty() {
+                break;
             }
+            assert!(
+                Instant::now() < deadline,
+                "child tree still alive after cancel: {alive:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     })
     .await

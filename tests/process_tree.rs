@@ -31,6 +31,7 @@ fn a_grandchild_holding_stdout_is_killed_and_the_answer_kept() {
                     // The child exited on its own; the grandchild kept the pipes and was
                     // killed after the drain window.
                     "termination": {"kind": "exited", "code": 0},
+                    "sandbox": {"mode": "off", "mechanism": "none"},
                     "leak": {"kind": "heldPipes"}
                 }]
             }
@@ -144,4 +145,179 @@ fn output_after_the_child_exited_kills_its_leftovers_at_the_cap() {
     );
     assert_eq!(out.error_code(), "SUBAGENT_OUTPUT_TRUNCATED");
     assert_eq!(sb.pids().len(), 2, "leader and grandchild both recorded");
+}
+
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "the portable path kills the child's process group; a setsid descendant leaves it"
+)]
+fn a_setsid_grandchild_that_ignores_sigterm_dies_with_a_timed_out_run() {
+    // The grandchild left the child's session and process group and its pipes, and
+    // ignores SIGTERM and SIGHUP: only the kernel can take it down with the run.
+    let sb = Sandbox::new().scenario("setsid-grandchild-hang");
+    let out = sb.run("x", &["--timeout", "1s", "--kill-grace", "500ms"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    assert_eq!(sb.pids().len(), 2, "leader and grandchild both recorded");
+    // `run` already asserted that neither survives.
+    let r = out.result();
+    assert_eq!(
+        (&r["termination"], &r["leak"], &r["leakedProcesses"]),
+        (
+            &json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+            &json!({"kind": "outlived"}),
+            &json!(true)
+        ),
+        "{r}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "the portable path kills the child's process group; a setsid descendant leaves it"
+)]
+fn a_setsid_grandchild_holding_the_pipes_dies_with_a_timed_out_run() {
+    let sb = Sandbox::new().scenario("setsid-grandchild-pipes-hang");
+    let out = sb.run("x", &["--timeout", "1s", "--kill-grace", "500ms"]);
+    assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+    let r = out.result();
+    // The leader died of the SIGTERM; the grandchild kept the pipes until the grace ran
+    // out and the whole tree was killed, so nothing was abandoned.
+    assert_eq!(
+        (&r["termination"], &r["leak"], &r["leakedProcesses"]),
+        (
+            &json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+            &json!({"kind": "heldPipes"}),
+            &json!(true)
+        ),
+        "{r}"
+    );
+    assert!(
+        out.elapsed.as_secs_f64() < 20.0,
+        "bounded, took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "the portable path kills the child's process group; a setsid descendant leaves it"
+)]
+fn a_detached_daemon_left_by_a_child_that_answered_is_killed_and_reported() {
+    // Double fork, setsid, stdio on /dev/null: nothing ties the daemon to the child but
+    // ancestry, which the kernel forgets when its parent exits.
+    let sb = Sandbox::new().scenario("daemon");
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    assert_eq!(
+        sb.pids().len(),
+        3,
+        "leader, intermediate and daemon recorded"
+    );
+    let r = out.result();
+    assert_eq!(
+        (
+            &r["output"],
+            &r["termination"],
+            &r["leak"],
+            &r["leakedProcesses"]
+        ),
+        (
+            &json!("Hello from pi."),
+            &json!({"kind": "exited", "code": 0}),
+            &json!({"kind": "outlived"}),
+            &json!(true)
+        ),
+        "{r}"
+    );
+}
+
+#[test]
+fn inherited_descriptors_beyond_stdio_do_not_reach_the_child() {
+    use std::os::unix::process::CommandExt;
+    let sb = Sandbox::new();
+    let fd_file = sb.root.path().join("fds.json");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = sb.command(&["run", "fake", "x", "--agents-dir", &agents]);
+    cmd.env("FAKE_AGENT_FD_FILE", &fd_file);
+    // The wrapper (whoever starts orchestrate) leaks a descriptor without close-on-exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+            if fd < 0 || libc::dup2(fd, 42) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = sb.run_command(cmd);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let fds: Vec<i32> = serde_json::from_str(&std::fs::read_to_string(&fd_file).unwrap()).unwrap();
+    assert_eq!(
+        fds,
+        [0, 1, 2],
+        "the child inherited only stdin, stdout and stderr"
+    );
+}
+
+/// Where PID namespaces are denied, a child subreaper holds the tree instead
+/// (`ORCHESTRATE_CONTAINMENT=subreaper` forces it, as a machine without namespaces would).
+#[cfg(not(feature = "portable"))]
+mod subreaper {
+    use super::{json, Sandbox};
+    use pretty_assertions::assert_eq;
+
+    const FORCED: &str = "no PID namespace for the child (ORCHESTRATE_CONTAINMENT=subreaper): descendants that outlive it are killed when the run ends, but would survive orchestrate itself being killed";
+
+    #[test]
+    fn a_setsid_grandchild_that_ignores_sigterm_dies_with_a_timed_out_run() {
+        let sb = Sandbox::new()
+            .scenario("setsid-grandchild-hang")
+            .set("ORCHESTRATE_CONTAINMENT", "subreaper");
+        let out = sb.run("x", &["--timeout", "1s", "--kill-grace", "500ms"]);
+        assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+        let r = out.result();
+        assert_eq!(
+            (
+                &r["termination"],
+                &r["leak"],
+                &r["leakedProcesses"],
+                &r["warnings"]
+            ),
+            (
+                &json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+                &json!({"kind": "outlived"}),
+                &json!(true),
+                &json!([FORCED])
+            ),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn a_detached_daemon_is_killed_when_the_run_ends() {
+        let sb = Sandbox::new()
+            .scenario("daemon")
+            .set("ORCHESTRATE_CONTAINMENT", "subreaper");
+        let out = sb.run("x", &[]);
+        assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+        let r = out.result();
+        assert_eq!(
+            (&r["output"], &r["leak"]),
+            (&json!("Hello from pi."), &json!({"kind": "outlived"})),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipes_is_killed_after_the_grace() {
+        let sb = Sandbox::new()
+            .scenario("setsid-grandchild-pipes-hang")
+            .set("ORCHESTRATE_CONTAINMENT", "subreaper");
+        let out = sb.run("x", &["--timeout", "1s", "--kill-grace", "500ms"]);
+        assert_eq!(out.status, 124, "stderr: {}", out.stderr);
+        assert_eq!(out.result()["leak"], json!({"kind": "heldPipes"}));
+    }
 }

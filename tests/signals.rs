@@ -103,3 +103,36 @@ fn the_child_dies_with_orchestrate_even_on_sigkill() {
     child.wait().unwrap();
     sb.assert_no_survivors();
 }
+
+/// SIGKILLs orchestrate once the child's tree is up (`n` processes recorded), then checks
+/// that nothing of the tree is left.
+fn sigkill_orchestrate_with_tree(scenario: &str, n: usize) {
+    let sb = Sandbox::new().scenario(scenario);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut child = sb
+        .command(&["run", "fake", "x", "--agents-dir", &agents])
+        .spawn()
+        .unwrap();
+    wait_for_pids(&sb, n);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(sb.descendants().len(), n, "the tree is up");
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    sb.assert_no_survivors();
+}
+
+#[test]
+fn a_grandchild_in_the_childs_group_dies_when_orchestrate_is_sigkilled() {
+    // It ignores SIGTERM and keeps the pipes; the child's parent-death signal alone
+    // would not reach it.
+    sigkill_orchestrate_with_tree("grandchild-hang", 2);
+}
+
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "the portable path kills the child's process group; a setsid descendant leaves it"
+)]
+fn a_setsid_grandchild_dies_when_orchestrate_is_sigkilled() {
+    sigkill_orchestrate_with_tree("setsid-grandchild-hang", 2);
+}

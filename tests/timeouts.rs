@@ -27,7 +27,8 @@ fn a_silent_child_hits_the_idle_timeout() {
                     "sessionFile": "SESSION", "output": "",
                     "timeoutReason": "idle", "backend": "pi", "durationMs": 0, "attempts": 1,
                     // The child died of the SIGTERM, within the grace.
-                    "termination": {"kind": "terminated", "reason": "idleTimeout"}
+                    "termination": {"kind": "terminated", "reason": "idleTimeout"},
+                    "sandbox": {"mode": "off", "mechanism": "none"}
                 }],
                 "error": {"code": "SUBAGENT_TIMEOUT", "message": message}
             }
@@ -90,7 +91,8 @@ fn a_child_ignoring_sigterm_is_killed_after_the_grace() {
                     "timeoutReason": "runtime", "backend": "pi", "durationMs": 0, "attempts": 1,
                     "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
                     // SIGTERM alone did not end it: SIGKILL once the grace ran out.
-                    "termination": {"kind": "killed", "reason": "runtimeTimeout", "kill": "escalated"}
+                    "termination": {"kind": "killed", "reason": "runtimeTimeout", "kill": "escalated"},
+                    "sandbox": {"mode": "off", "mechanism": "none"}
                 }],
                 "error": {"code": "SUBAGENT_TIMEOUT", "message": message}
             }

@@ -726,6 +726,7 @@ mod tests {
             command: None,
             dialect: None,
             enabled: true,
+            isolation: Default::default(),
             system_prompt: String::new(),
             source: AgentSource::Builtin,
         };

@@ -152,6 +152,11 @@ pub(super) fn parse_detailed(
     let enabled = fields
         .read(&["enabled"], as_bool, &mut errors)
         .unwrap_or(true);
+    let isolation = crate::agents::Isolation {
+        sandbox: fields.read(&["sandbox"], as_sandbox, &mut errors),
+        network: fields.read(&["network"], as_network, &mut errors),
+        worktree: fields.read(&["isolation"], as_worktree, &mut errors),
+    };
 
     // One problem per file keeps the report short; the first in the file is the one a
     // person fixing it from the top would meet first.
@@ -185,6 +190,7 @@ pub(super) fn parse_detailed(
             command: command.filter(|c| !c.is_empty()),
             dialect: dialect.flatten(),
             enabled,
+            isolation,
             system_prompt: doc.body,
             source,
         },
@@ -593,6 +599,29 @@ fn as_models(v: &Value) -> Result<Vec<String>, ValueError> {
     Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
 }
 
+fn as_sandbox(v: &Value) -> Result<crate::sandbox::SandboxMode, ValueError> {
+    crate::sandbox::SandboxMode::parse(&as_text(v)?).map_err(ValueError::Named)
+}
+
+fn as_network(v: &Value) -> Result<crate::sandbox::Network, ValueError> {
+    match v {
+        Value::Bool(true) => Ok(crate::sandbox::Network::On),
+        Value::Bool(false) => Ok(crate::sandbox::Network::Off),
+        other => crate::sandbox::Network::parse(&as_text(other)?).map_err(ValueError::Named),
+    }
+}
+
+/// `isolation: worktree` (or `none`); Claude Code's key and value.
+fn as_worktree(v: &Value) -> Result<bool, ValueError> {
+    match as_text(v)?.as_str() {
+        "worktree" => Ok(true),
+        "none" | "" => Ok(false),
+        other => Err(ValueError::Named(format!(
+            "unknown isolation {other:?} (use worktree or none)"
+        ))),
+    }
+}
+
 /// devkit-pi wrote `readonly: "1"`, and hand-written files say `yes`; accept the usual
 /// spellings rather than reject a file over them.
 fn as_bool(v: &Value) -> Result<bool, ValueError> {
@@ -696,6 +725,7 @@ Be precise.
                 command: None,
                 dialect: None,
                 enabled: true,
+                isolation: Default::default(),
                 system_prompt: "You are a fast, read-only code explorer.\n\nBe precise.".into(),
                 source: AgentSource::File {
                     path: path(),
@@ -736,6 +766,7 @@ You are a senior code reviewer.
                 command: None,
                 dialect: None,
                 enabled: true,
+                isolation: Default::default(),
                 system_prompt: "You are a senior code reviewer.".into(),
                 source: AgentSource::File {
                     path: p.clone(),
@@ -787,6 +818,7 @@ You are a senior code reviewer.
                 command: None,
                 dialect: None,
                 enabled: true,
+                isolation: Default::default(),
                 system_prompt: String::new(),
                 source: AgentSource::File {
                     path: path(),

@@ -47,6 +47,8 @@ pub struct AgentDef {
     pub dialect: Option<DialectKind>,
     /// `false` keeps the agent listed so a run of it can say why it refuses (SUBAGENT_DISABLED).
     pub enabled: bool,
+    /// `sandbox:`, `network:` and `isolation:` (all optional).
+    pub isolation: Isolation,
     /// The Markdown body, without the blank lines around it, line endings normalized to `\n`.
     pub system_prompt: String,
     pub source: AgentSource,
@@ -84,6 +86,15 @@ impl AgentDef {
             "scope": self.source.scope(),
         })
     }
+}
+
+/// How an agent's child is isolated, as its file asks (`None`: the run's default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Isolation {
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    pub network: Option<crate::sandbox::Network>,
+    /// `isolation: worktree`: the child works in a git worktree of its own.
+    pub worktree: Option<bool>,
 }
 
 /// Where a definition was found; serialized lowercase (`"flag"` is `--agents-dir`).
@@ -175,6 +186,7 @@ mod tests {
             command: None,
             dialect: None,
             enabled: true,
+            isolation: Default::default(),
             system_prompt: "You explore.".into(),
             source: AgentSource::File {
                 path: PathBuf::from("/p/.claude/agents/explorer.md"),

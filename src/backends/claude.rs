@@ -54,6 +54,13 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<ClaudeDialect>::default()),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // It completes a run with a read-only HOME, but keeps the transcript `--resume` needs
+    // in ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json).
+    writable_dirs: Some(|env| {
+        env.dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
+            .into_iter()
+            .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -83,6 +90,12 @@ pub(crate) fn build(
     // `dontAsk` denies every tool use that the allow rules do not cover: headless runs
     // cannot answer a prompt, and a denial is safer than a hang.
     inv.arg("--permission-mode").arg("dontAsk");
+    if input.outer_sandbox {
+        // Its own (opt-in, bubblewrap) sandbox cannot mount inside orchestrate's, which
+        // would leave the Bash tool unable to run: orchestrate's is the guard.
+        inv.arg("--settings")
+            .arg(r#"{"sandbox":{"enabled":false}}"#);
+    }
     if !tools.is_empty() {
         inv.arg("--tools").arg(tools.join(","));
     }
@@ -455,6 +468,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -499,6 +513,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: Some(0.5),
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -541,11 +556,43 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     max_cost: None,
+                    outer_sandbox: false,
                 },
             )
             .unwrap();
             let got = args(&inv);
             assert_eq!(got[got.len() - 2..], ["--", task], "{got:?}");
         }
+    }
+
+    #[test]
+    fn inside_orchestrates_sandbox_claudes_own_is_switched_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "bash"], false, "");
+        let build_with = |outer_sandbox| {
+            args(
+                &build(
+                    "claude".into(),
+                    &InvocationInput {
+                        agent: &a,
+                        task: "t",
+                        model: None,
+                        run_dir: dir.path(),
+                        resume: None,
+                        outer_sandbox,
+                        max_cost: None,
+                    },
+                )
+                .unwrap(),
+            )
+        };
+        let setting = r#"{"sandbox":{"enabled":false}}"#;
+        let with = build_with(true);
+        let at = with
+            .iter()
+            .position(|a| a == "--settings")
+            .expect("--settings");
+        assert_eq!(with[at + 1], setting);
+        assert!(!build_with(false).iter().any(|a| a == "--settings"));
     }
 }

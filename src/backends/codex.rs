@@ -33,6 +33,13 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<CodexDialect>::default()),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Its state (sqlite databases, sessions, and in tmp/ the arg0 aliases its shell tool
+    // needs). CODEX_HOME moves it.
+    writable_dirs: Some(|env| {
+        env.dir_or_home("CODEX_HOME", ".codex")
+            .into_iter()
+            .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -50,7 +57,12 @@ pub(crate) fn build(
     }
     let p = Permissions::of(input.agent);
     // The sandbox is codex's only restriction: read-only lets the shell run but not write.
-    let sandbox = if p.readonly {
+    // Inside orchestrate's sandbox, that one is the guard: codex's own (bubblewrap) could
+    // not mount anything there and its shell would never run, so codex is told to rely on
+    // the outer one (it then starts no bubblewrap at all).
+    let sandbox = if input.outer_sandbox {
+        "danger-full-access"
+    } else if p.readonly {
         "read-only"
     } else {
         "workspace-write"
@@ -365,6 +377,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -395,6 +408,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -436,6 +450,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     max_cost: None,
+                    outer_sandbox: false,
                 },
             )
             .unwrap();
@@ -456,6 +471,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: Some(&from),
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -465,5 +481,57 @@ mod tests {
             ["--", "0199-thread", "--version"],
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn inside_orchestrates_sandbox_codex_starts_no_sandbox_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "grep"], true, "");
+        let from = crate::backends::ResumeFrom {
+            run_id: "ab12cd34".into(),
+            session_id: Some("thread-1".into()),
+            run_dir: dir.path().to_path_buf(),
+        };
+        for (resume, want) in [
+            (
+                None,
+                vec![
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "-s",
+                    "danger-full-access",
+                    "look",
+                ],
+            ),
+            (
+                Some(&from),
+                vec![
+                    "exec",
+                    "resume",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "-c",
+                    "sandbox_mode=\"danger-full-access\"",
+                    "thread-1",
+                    "look",
+                ],
+            ),
+        ] {
+            let inv = build(
+                "codex".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task: "look",
+                    model: None,
+                    run_dir: dir.path(),
+                    resume,
+                    outer_sandbox: true,
+                    max_cost: None,
+                },
+            )
+            .unwrap();
+            assert_eq!(args(&inv), want);
+        }
     }
 }

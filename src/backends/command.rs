@@ -22,6 +22,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: None,
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Whatever the agent's command is: only the run folder and the workspace.
+    writable_dirs: Some(|_| Vec::new()),
 };
 
 fn env_value(name: &str) -> Option<String> {
@@ -148,6 +150,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -183,6 +186,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     max_cost: None,
+                    outer_sandbox: false,
                 },
             )
             .map(|_| ())
@@ -215,6 +219,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();

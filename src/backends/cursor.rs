@@ -36,6 +36,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<CursorDialect>::default()),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Not verified against the real CLI.
+    writable_dirs: None,
 };
 
 pub(crate) fn build(
@@ -303,6 +305,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -338,6 +341,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     max_cost: None,
+                    outer_sandbox: false,
                 },
             )
             .unwrap();

@@ -32,6 +32,14 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<GeminiDialect>::default()),
     explain_exit,
     transient_exit,
+    // ~/.gemini itself: it rewrites projects.json (and settings.json) there.
+    // GEMINI_CLI_HOME acts as the home.
+    writable_dirs: Some(|env| {
+        env.dir_or_home("GEMINI_CLI_HOME", "")
+            .map(|home| home.join(".gemini"))
+            .into_iter()
+            .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -57,6 +65,11 @@ pub(crate) fn build(
     }
     // Headless runs cannot answer a trust prompt (exit 55 without this).
     inv.arg("--skip-trust");
+    if input.outer_sandbox {
+        // Its own sandbox is a container (docker, podman), which cannot start inside
+        // orchestrate's; the variable a user may have set must not ask for one.
+        inv.env("GEMINI_SANDBOX", "false");
+    }
     let p = Permissions::of(input.agent);
     let mode = if p.readonly {
         "plan"
@@ -342,6 +355,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -389,6 +403,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -416,6 +431,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -438,6 +454,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     max_cost: None,
+                    outer_sandbox: false,
                 },
             )
             .unwrap();
@@ -452,5 +469,29 @@ mod tests {
             };
             assert_eq!(got[..prompt_arg(task).len()], prompt_arg(task), "{got:?}");
         }
+    }
+
+    #[test]
+    fn inside_orchestrates_sandbox_gemini_is_told_not_to_start_a_container() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "bash"], false, "");
+        let env_of = |outer_sandbox| {
+            build(
+                "gemini".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task: "t",
+                    model: None,
+                    run_dir: dir.path(),
+                    resume: None,
+                    outer_sandbox,
+                    max_cost: None,
+                },
+            )
+            .unwrap()
+            .env
+        };
+        assert_eq!(env_of(true), [("GEMINI_SANDBOX".into(), "false".into())]);
+        assert_eq!(env_of(false), []);
     }
 }

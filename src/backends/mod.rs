@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 
 use crate::agents::AgentDef;
 use crate::events::{AgentEvent, TextKind, Transient};
+pub(crate) use crate::sandbox::ChildEnv;
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
@@ -39,6 +40,9 @@ pub struct InvocationInput<'a> {
     /// The run's cost budget (USD), for a CLI that reports its cost only when it finishes
     /// and so must be told the budget itself (claude).
     pub max_cost: Option<f64>,
+    /// orchestrate's sandbox confines the child: a CLI's own sandbox would only nest
+    /// badly (it cannot mount inside it) and is switched off where the CLI has one.
+    pub outer_sandbox: bool,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -268,6 +272,11 @@ pub struct BackendSpec {
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
+    /// The directories the CLI must be able to write to for a run to work at all (its
+    /// config, session and cache dirs), found by running the real CLI under a read-only
+    /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by
+    /// default.
+    pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
 }
 
 /// For CLIs whose exit codes say nothing beyond success or failure.

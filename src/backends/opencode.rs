@@ -41,6 +41,20 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::<OpencodeDialect>::default()),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Config (it writes a .gitignore there) and data (its database and log); state and
+    // cache must at least exist.
+    writable_dirs: Some(|env| {
+        use crate::sandbox::xdg_dir;
+        [
+            xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
+            xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode"),
+            xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
+            xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -351,6 +365,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -412,6 +427,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -449,6 +465,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     max_cost: None,
+                    outer_sandbox: false,
                 },
             )
             .unwrap();

@@ -40,6 +40,12 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     new_dialect: Some(|| Box::new(PiDialect)),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Lock directories in its agent dir (its session file is in the run folder).
+    writable_dirs: Some(|env| {
+        env.dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")
+            .into_iter()
+            .collect()
+    }),
 };
 
 pub(crate) fn build(
@@ -474,6 +480,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();
@@ -519,6 +526,7 @@ mod tests {
                 run_dir: dir.path(),
                 resume: None,
                 max_cost: None,
+                outer_sandbox: false,
             },
         )
         .unwrap();

@@ -8,10 +8,11 @@ pub mod config;
 pub mod run;
 pub mod runs;
 pub mod show;
+pub mod worktree;
 
 use clap::CommandFactory;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, WorktreeAction};
 
 /// Runs the parsed command and returns the process exit status.
 pub fn dispatch(cli: Cli) -> i32 {
@@ -26,6 +27,14 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Stop { run_id, output } => background::stop(&run_id, output.into()),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
         Command::Show { run_id, json } => show::show(&run_id, json),
+        Command::Worktree { action } => match action {
+            WorktreeAction::Rm {
+                run_id,
+                keep_branch,
+                json,
+            } => worktree::rm(&run_id, keep_branch, json),
+            WorktreeAction::Prune { all, json } => worktree::prune(all, json),
+        },
         Command::Config { json } => config::config(json),
         Command::Completions { shell } => completions::completions(shell, &mut Cli::command()),
         Command::Run(args) => run::run(*args),

@@ -50,9 +50,12 @@ pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
             _ => None,
         })
         .collect();
+    // Kept worktrees stay listed, whatever the limit, until removed.
+    let worktrees = super::worktree::kept(&selected);
     let text = if json {
         let value = json!({
             "unfinished": unfinished.iter().map(|(id, status, pid)| json!({"runId": id, "status": status, "supervisorPid": pid})).collect::<Vec<_>>(),
+            "worktrees": worktrees.iter().map(|(id, w)| json!({"runId": id, "path": w.path, "branch": w.branch, "repository": w.repository})).collect::<Vec<_>>(),
             "runs": recent.iter().map(|e| run_json(e)).collect::<Vec<_>>(),
             "totals": totals,
             "skippedLines": index.skipped.len(),
@@ -74,6 +77,14 @@ pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
             agent.as_deref(),
             &index_path,
         ));
+        if !worktrees.is_empty() {
+            text.push_str(
+                "\nWorktrees kept for review (merge the branch, then `orchestrate worktree rm RUN` or `orchestrate worktree prune`):\n",
+            );
+            for (id, w) in &worktrees {
+                text.push_str(&format!("  {id}  {}  {}\n", w.branch, w.path));
+            }
+        }
         text
     };
     match std::io::stdout().lock().write_all(text.as_bytes()) {
@@ -260,6 +271,7 @@ mod tests {
             },
             cwd: "/w".into(),
             session_file: "/s".into(),
+            worktree: None,
         }
     }
 

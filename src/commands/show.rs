@@ -157,6 +157,25 @@ pub fn render_text(
         "\nSession file: {}\n",
         run.session_file().display()
     ));
+    if let Some(w) = result
+        .map(|r| &r["details"]["results"][0]["worktree"])
+        .filter(|w| w.is_object())
+    {
+        let files = w["changedFiles"].as_array().map_or(0, Vec::len);
+        let state = if w["kept"] == json!(true) {
+            format!("{files} file(s) changed, kept")
+        } else {
+            "no changes, removed".to_string()
+        };
+        out.push_str(&format!(
+            "Worktree: {} (branch {}, from {}): {state}\n",
+            w["path"].as_str().unwrap_or_default(),
+            w["branch"].as_str().unwrap_or_default(),
+            w["baseCommit"]
+                .as_str()
+                .map_or("", |c| &c[..c.len().min(12)]),
+        ));
+    }
     if stderr_tail.is_empty() {
         out.push_str(&format!(
             "Stderr: (empty) {}\n",
@@ -199,6 +218,7 @@ mod tests {
             },
             cwd: "/w".into(),
             session_file: "/s".into(),
+            worktree: None,
         }
     }
 

@@ -1,21 +1,19 @@
-//! The operating-system layer under the supervisor: starting a child as a member of a new
-//! process group that dies with orchestrate, signalling and probing that group, watching
-//! the child's exit without reaping it, and telling a process from a later one that reused
-//! its pid.
+//! The operating-system layer under the supervisor: starting a child so that its whole
+//! tree of processes dies with the run (and with orchestrate), confining what it may
+//! write, stopping it gracefully or at once, watching its exit without reaping it, and
+//! telling a process from a later one that reused its pid.
 //!
-//! `unix.rs` holds what every Unix shares (process groups, `killpg`, `waitid`). Two things
-//! differ, and each implementation provides them with the same names:
-//! - `ParentDeathWatch`: how the child's group dies when orchestrate dies, even by SIGKILL.
-//! - `process_start_time`: a process's start time, which with its pid names it uniquely.
+//! `spawn` takes a [`SpawnSpec`] and returns a `GroupChild` with the same methods on
+//! every platform (`peek_exit`, `terminate`, `kill`, `kill_and_reap`, `leftovers`, …).
+//! What holds the tree differs ([`Containment`]):
+//! - `linux/` (the default on Linux): a controller process holds the child's tree, as the
+//!   init of a new PID namespace where one can be had, else as a child subreaper. The
+//!   sandbox is Landlock (`landlock.rs`).
+//! - `portable.rs` (macOS, the BSDs; Linux with the `portable` feature, so that it is
+//!   tested here too): a watchdog process leads the child's process group and kills it
+//!   when orchestrate dies. No sandbox on macOS; Landlock on Linux.
 //!
-//! `linux.rs` uses the kernel's parent-death signal (`prctl(PR_SET_PDEATHSIG)`) and
-//! `/proc/<pid>/stat`. `portable.rs` works on any Unix (macOS, the BSDs): a watchdog process
-//! leads the child's group and kills it when orchestrate's end of a pipe closes, and start
-//! times come from `ps`. Linux uses `linux.rs` unless the cargo feature `portable` asks
-//! for `portable.rs`, so that the portable path is tested on Linux too.
-//!
-//! New ways of killing a whole tree (a subreaper, PID namespaces, cgroups) belong here,
-//! behind the same functions.
+//! `unix.rs` holds what every Unix shares: the spawner thread, `killpg`, `waitid`.
 
 #[cfg(not(unix))]
 compile_error!(
@@ -24,16 +22,235 @@ compile_error!(
 );
 
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-#[path = "linux.rs"]
+#[path = "linux/mod.rs"]
 mod imp;
 #[cfg(all(unix, any(not(target_os = "linux"), feature = "portable")))]
 #[path = "portable.rs"]
 mod imp;
+#[cfg(target_os = "linux")]
+mod landlock;
 mod unix;
 
-pub(crate) use imp::process_start_time;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
 #[cfg(test)]
 pub(crate) use imp::IMPLEMENTATION;
-pub(crate) use unix::{
-    group_exists, peek_exit, signal_group, spawn_in_new_group, LeaderExit, StartTime,
-};
+pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
+pub(crate) use unix::{LeaderExit, StartTime};
+
+/// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of
+/// orchestrate's descriptors (nor of those it inherited) reaches the child.
+#[derive(Debug, Clone)]
+pub(crate) struct SpawnSpec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: PathBuf,
+    /// Added to orchestrate's own environment (`PWD` follows `cwd`).
+    pub env: Vec<(OsString, OsString)>,
+    /// Removed from orchestrate's own environment.
+    pub env_remove: Vec<OsString>,
+    pub confinement: Confinement,
+}
+
+/// What the child may reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Confinement {
+    /// The child (and everything it starts) may write only beneath these directories and
+    /// to these files; `None`: wherever its permissions allow.
+    pub writable: Option<Vec<PathBuf>>,
+    /// A directory that becomes a private tmpfs for the child, gone with it, where a
+    /// mount namespace can be had (else it stays an ordinary directory).
+    pub private_tmp: Option<PathBuf>,
+    /// Only a loopback interface of its own: no network at all.
+    pub no_network: bool,
+}
+
+/// What holds the child's tree. (Each platform constructs its own variants.)
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Containment {
+    /// The init of a PID namespace of its own: every descendant dies with the run, and
+    /// with orchestrate however it dies.
+    PidNamespace,
+    /// A child subreaper adopts orphaned descendants and kills them with the run; they
+    /// survive a SIGKILL of orchestrate itself.
+    Subreaper,
+    /// The portable watchdog kills the child's process group; a descendant that leaves
+    /// the group survives.
+    Watchdog,
+}
+
+/// Descendants that were alive when the child exited. (Each platform constructs its own
+/// variants.)
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leftovers {
+    None,
+    /// In the child's process group (all the portable watchdog can see).
+    InGroup,
+    /// Anywhere in the child's tree (PID namespace or subreaper).
+    InTree,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::time::{Duration, Instant};
+
+    fn sh(script: &str) -> SpawnSpec {
+        SpawnSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: "/".into(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            confinement: Confinement::default(),
+        }
+    }
+
+    fn wait_for_exit(child: &mut GroupChild) -> LeaderExit {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(exit) = child.peek_exit().expect("peek") {
+                return exit;
+            }
+            assert!(Instant::now() < deadline, "the child never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn an_exit_is_seen_and_seen_again() {
+        let mut child = spawn(sh("exit 3")).expect("spawn");
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(3));
+        assert_eq!(child.peek_exit().unwrap(), Some(LeaderExit::Exited(3)));
+        child.kill_and_reap().unwrap();
+        assert_eq!(child.leftovers(), Leftovers::None);
+    }
+
+    #[test]
+    fn a_graceful_stop_reaches_the_child_and_a_death_by_signal_is_seen() {
+        let mut child = spawn(sh("exec sleep 30")).expect("spawn");
+        assert_eq!(child.peek_exit().unwrap(), None);
+        child.terminate().unwrap();
+        assert_eq!(
+            wait_for_exit(&mut child),
+            LeaderExit::Signaled(libc::SIGTERM)
+        );
+        child.kill_and_reap().unwrap();
+    }
+
+    #[test]
+    fn a_kill_ends_a_child_that_ignores_sigterm() {
+        let mut child = spawn(sh("trap '' TERM; while :; do sleep 1; done")).expect("spawn");
+        // Let the shell install its trap.
+        std::thread::sleep(Duration::from_millis(300));
+        child.terminate().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(child.peek_exit().unwrap(), None, "SIGTERM was ignored");
+        child.kill().unwrap();
+        assert_eq!(
+            wait_for_exit(&mut child),
+            LeaderExit::Signaled(libc::SIGKILL)
+        );
+        child.kill_and_reap().unwrap();
+    }
+
+    #[test]
+    fn the_pipes_carry_stdout_and_stderr_and_stdin_is_empty() {
+        use std::io::Read;
+        let mut child = spawn(sh("cat; echo out; echo err >&2")).expect("spawn");
+        let mut out = String::new();
+        std::fs::File::from(child.take_stdout().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        let mut err = String::new();
+        std::fs::File::from(child.take_stderr().unwrap())
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"));
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+    }
+
+    #[test]
+    fn a_missing_program_is_not_found() {
+        let mut spec = sh("");
+        spec.program = "/nonexistent/program".into();
+        let err = spawn(spec.clone()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+        spec.program = "no-such-program-orchestrate".into();
+        let err = spawn(spec).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    }
+
+    #[test]
+    fn the_environment_is_orchestrates_plus_the_specs_and_pwd_follows_cwd() {
+        use std::io::Read;
+        let mut spec = sh("echo \"$ORCHESTRATE_PLATFORM_TEST|$PWD|$(pwd)\"");
+        spec.env
+            .push(("ORCHESTRATE_PLATFORM_TEST".into(), "set".into()));
+        spec.cwd = "/usr".into();
+        let mut child = spawn(spec).expect("spawn");
+        let mut out = String::new();
+        std::fs::File::from(child.take_stdout().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "set|/usr|/usr\n");
+        child.kill_and_reap().unwrap();
+    }
+
+    /// A sandboxed child cannot write outside its rules, and a sandboxed child of root has
+    /// no capability left to get around them; unsandboxed, root keeps its capabilities.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sandboxed_child_writes_only_where_allowed_and_root_loses_its_capabilities() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, no) = (dir.path().join("ok"), dir.path().join("no"));
+        std::fs::create_dir_all(&ok).unwrap();
+        let script = format!(
+            "echo x > {ok}/f && echo wrote-ok; echo x > {no} 2>/dev/null || echo denied; grep CapEff /proc/self/status",
+            ok = ok.display(),
+            no = no.display()
+        );
+        let output = |confinement: Confinement| {
+            let mut spec = sh(&script);
+            spec.confinement = confinement;
+            let mut child = spawn(spec).expect("spawn");
+            let mut out = String::new();
+            std::fs::File::from(child.take_stdout().unwrap())
+                .read_to_string(&mut out)
+                .unwrap();
+            child.kill_and_reap().unwrap();
+            out
+        };
+        let sandboxed = output(Confinement {
+            writable: Some(vec![ok.clone()]),
+            ..Confinement::default()
+        });
+        // SAFETY: no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert_eq!(sandboxed, "wrote-ok\ndenied\nCapEff:\t0000000000000000\n");
+        assert!(!no.exists());
+        if root {
+            let free = output(Confinement::default());
+            assert!(free.starts_with("wrote-ok\nCapEff:\t"), "{free}");
+            assert!(!free.contains("CapEff:\t0000000000000000"), "{free}");
+        }
+    }
+
+    /// Descendants alive when the child exits are counted, and killed with the run.
+    #[test]
+    fn a_descendant_alive_at_the_childs_exit_is_a_leftover_and_dies_with_the_run() {
+        let mut child = spawn(sh("sleep 30 >/dev/null 2>&1 & exit 0")).expect("spawn");
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+        // The portable path counts them only while they take their SIGKILL (best effort).
+        if IMPLEMENTATION == "linux" {
+            assert_eq!(child.leftovers(), Leftovers::InTree);
+        }
+    }
+}

@@ -28,7 +28,10 @@ use std::process::{Child, Command, Stdio};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sys::signal::Signal;
 
-use super::unix::{signal_group, StartTime};
+use super::unix::{
+    group_exists, on_spawner_thread, peek_exit, signal_group, LeaderExit, StartTime,
+};
+use super::{Containment, Leftovers, SpawnSpec};
 
 #[cfg(test)]
 pub(crate) const IMPLEMENTATION: &str = "portable";
@@ -49,6 +52,216 @@ const WATCHDOG_IGNORED_SIGNALS: [libc::c_int; 7] = [
     libc::SIGTTIN,
     libc::SIGTTOU,
 ];
+
+/// A child in the watchdog's process group.
+#[derive(Debug)]
+pub(crate) struct GroupChild {
+    child: Child,
+    watch: ParentDeathWatch,
+    reaped: bool,
+    others_in_group: bool,
+}
+
+impl GroupChild {
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn take_stdout(&mut self) -> Option<OwnedFd> {
+        self.child.stdout.take().map(OwnedFd::from)
+    }
+
+    pub(crate) fn take_stderr(&mut self) -> Option<OwnedFd> {
+        self.child.stderr.take().map(OwnedFd::from)
+    }
+
+    /// The child's exit raises SIGCHLD; nothing else to watch.
+    pub(crate) fn exit_notice(&self) -> Option<io::Result<OwnedFd>> {
+        None
+    }
+
+    pub(crate) fn containment(&self) -> Containment {
+        Containment::Watchdog
+    }
+
+    pub(crate) fn degraded(&self) -> Option<&str> {
+        None
+    }
+
+    /// The child's exit, seen without reaping it: until it is reaped the group id stays
+    /// reserved, so the group can still be signalled safely.
+    pub(crate) fn peek_exit(&mut self) -> io::Result<Option<LeaderExit>> {
+        if self.reaped {
+            return Ok(self.child.try_wait()?.map(|st| {
+                use std::os::unix::process::ExitStatusExt;
+                match st.signal() {
+                    Some(sig) => LeaderExit::Signaled(sig),
+                    None => LeaderExit::Exited(st.code().unwrap_or(0)),
+                }
+            }));
+        }
+        peek_exit(self.child.id())
+    }
+
+    fn pgid(&self) -> u32 {
+        self.watch.watchdog.id()
+    }
+
+    /// SIGTERM to the group: the child and what stayed in its group (the watchdog
+    /// ignores it).
+    pub(crate) fn terminate(&self) -> io::Result<()> {
+        signal_group(self.pgid(), Signal::SIGTERM)
+    }
+
+    /// SIGKILL to the group, the watchdog included.
+    pub(crate) fn kill(&self) -> io::Result<()> {
+        signal_group(self.pgid(), Signal::SIGKILL)
+    }
+
+    /// SIGKILLs the whole group, then reaps the child and the watchdog. Until both are
+    /// reaped the group id cannot be reused, so the signal cannot reach a stranger.
+    pub(crate) fn kill_and_reap(&mut self) -> io::Result<()> {
+        if self.reaped {
+            return Ok(());
+        }
+        let _ = self.kill();
+        let waited = self.child.wait();
+        self.watch.reap();
+        self.reaped = true;
+        // A zombie child and the watchdog answer signals too, so survivors can only be
+        // counted once both are reaped (best effort: one dying right then is missed); a
+        // null signal cannot harm whoever answers.
+        self.others_in_group = group_exists(self.pgid());
+        waited.map(drop)
+    }
+
+    pub(crate) fn leftovers(&self) -> Leftovers {
+        if self.others_in_group {
+            Leftovers::InGroup
+        } else {
+            Leftovers::None
+        }
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.kill();
+            // Reaps at once what already died; the rest is reaped when orchestrate exits.
+            let _ = self.child.try_wait();
+            self.watch.reap_if_dead();
+        }
+    }
+}
+
+/// The sandbox is Landlock on Linux; macOS and the BSDs have none orchestrate can use.
+pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
+    #[cfg(target_os = "linux")]
+    return super::landlock::abi().map(|_| "landlock");
+    #[cfg(not(target_os = "linux"))]
+    return Err("no sandbox mechanism on this system".into());
+}
+
+/// Starts `spec` in a new process group led by a watchdog that kills the group when
+/// orchestrate dies.
+pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
+    let c = &spec.confinement;
+    if c.no_network {
+        return Err(io::Error::other(
+            "network off needs a network namespace, which the portable path does not use",
+        ));
+    }
+    #[cfg(target_os = "linux")]
+    let ruleset = match &c.writable {
+        None => None,
+        Some(paths) => {
+            let mut rules = super::landlock::Ruleset::new().map_err(io::Error::other)?;
+            for p in paths {
+                rules.allow_writes(p).map_err(io::Error::other)?;
+            }
+            Some(rules)
+        }
+    };
+    #[cfg(not(target_os = "linux"))]
+    if c.writable.is_some() {
+        return Err(io::Error::other("no sandbox mechanism on this system"));
+    }
+    let mut cmd = Command::new(&spec.program);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        // Shells keep PWD in step with the working directory, and some CLIs (opencode)
+        // take their project folder from it rather than from getcwd().
+        .env("PWD", &spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(target_os = "linux")]
+    let landlock_fd = ruleset.as_ref().map(|r| r.raw_fd());
+    // SAFETY: no preconditions.
+    #[cfg(target_os = "linux")]
+    let drop_capabilities = landlock_fd.is_some() && unsafe { libc::geteuid() } == 0;
+    // SAFETY: the closure makes system calls only (it runs between fork and exec).
+    unsafe {
+        cmd.pre_exec(move || {
+            #[cfg(target_os = "linux")]
+            if let Some(fd) = landlock_fd {
+                super::landlock::restrict_self(fd).map_err(io::Error::from_raw_os_error)?;
+            }
+            #[cfg(target_os = "linux")]
+            if drop_capabilities {
+                super::landlock::drop_all_capabilities().map_err(io::Error::from_raw_os_error)?;
+            }
+            cloexec_from_3();
+            Ok(())
+        });
+    }
+    on_spawner_thread(move || {
+        #[cfg(target_os = "linux")]
+        let _ruleset = ruleset;
+        let watch = ParentDeathWatch::arm(&mut cmd)?;
+        match cmd.spawn() {
+            Ok(child) => Ok(GroupChild {
+                child,
+                watch,
+                reaped: false,
+                others_in_group: false,
+            }),
+            Err(e) => {
+                watch.disarm();
+                Err(e)
+            }
+        }
+    })
+}
+
+/// Marks every descriptor from 3 on close-on-exec, so that nothing orchestrate inherited
+/// reaches the child. Async-signal-safe.
+fn cloexec_from_3() {
+    // SAFETY: plain system calls.
+    unsafe {
+        #[cfg(target_os = "linux")]
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        let last = (limit.rlim_cur as u64).min(1 << 16) as libc::c_int;
+        for fd in 3..last {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(super) struct ParentDeathWatch {
@@ -100,11 +313,6 @@ impl ParentDeathWatch {
         })
     }
 
-    /// The watchdog leads the group.
-    pub(super) fn pgid(&self) -> Option<u32> {
-        Some(self.watchdog.id())
-    }
-
     /// The child could not be started: end and reap the watchdog.
     pub(super) fn disarm(mut self) {
         self.parent_alive = None;
@@ -128,7 +336,7 @@ impl ParentDeathWatch {
     /// What orchestrate's death does to the watchdog: its pipe closes. Returns how the
     /// watchdog ended.
     #[cfg(test)]
-    pub(super) fn parent_died(&mut self) -> io::Result<std::process::ExitStatus> {
+    fn parent_died(&mut self) -> io::Result<std::process::ExitStatus> {
         self.parent_alive = None;
         self.watchdog.wait()
     }
@@ -165,4 +373,67 @@ pub(crate) fn process_start_time(pid: u32) -> Option<StartTime> {
     }
     let started = words.collect::<Vec<_>>().join(" ");
     (!started.is_empty()).then_some(StartTime(started))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn sh(script: &str) -> SpawnSpec {
+        SpawnSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: "/".into(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            confinement: super::super::Confinement::default(),
+        }
+    }
+
+    /// What orchestrate's death does, without killing the test: the watchdog's pipe
+    /// closes, and it kills the whole group and itself.
+    #[test]
+    fn when_the_watchdogs_pipe_closes_it_kills_the_group_and_itself() {
+        use std::os::unix::process::ExitStatusExt;
+        // A descendant that would outlive the child: the watchdog must get it too.
+        let mut group = spawn(sh("sleep 30 & wait")).expect("spawn");
+        let watchdog = group.watch.parent_died().expect("wait for the watchdog");
+        assert_eq!(watchdog.signal(), Some(libc::SIGKILL), "{watchdog:?}");
+        let pgid = group.pgid();
+        group.kill_and_reap().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while group_exists(pgid) {
+            assert!(
+                Instant::now() < deadline,
+                "the sleep outlived the group's kill"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A failed spawn ends the watchdog it had started: it was the only member of its
+    /// group, so the group is gone.
+    #[test]
+    fn a_failed_spawn_ends_its_watchdog() {
+        let mut cmd = Command::new("/nonexistent/program");
+        let watch = ParentDeathWatch::arm(&mut cmd).expect("watchdog");
+        let pgid = watch.watchdog.id();
+        assert!(group_exists(pgid));
+        watch.disarm();
+        assert!(!group_exists(pgid));
+    }
+
+    #[test]
+    fn the_child_is_in_the_watchdogs_group_not_ours() {
+        let mut group = spawn(sh("exec sleep 30")).expect("spawn");
+        // SAFETY: getpgid has no preconditions.
+        let child_pgid = unsafe { libc::getpgid(group.id() as libc::pid_t) } as u32;
+        let ours = unsafe { libc::getpgrp() } as u32;
+        assert_eq!(child_pgid, group.pgid());
+        assert_ne!(child_pgid, ours);
+        assert_ne!(group.pgid(), group.id(), "the watchdog leads the group");
+        group.kill_and_reap().unwrap();
+        assert!(!group_exists(group.pgid()));
+    }
 }

@@ -11,13 +11,17 @@ use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
+use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
     pub run: &'a ResolvedRun,
     pub env: &'a RunEnv,
     pub run_dir: &'a RunDir,
+    /// The run's worktree, where the child works instead of the working directory.
+    pub worktree: Option<&'a Worktree>,
 }
 
 /// Attempt 1 writes `session.jsonl` and `stderr.log`; a retry writes
@@ -49,9 +53,10 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
-            Ok((inv, files))
+            let spec = self.child_spec(&inv)?;
+            Ok((inv, files, spec))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file)) = match prepared {
+        let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
             Ok(p) => p,
             // The run folder exists and is recorded: the refusal keeps the run's id.
             Err(e) => return RunOutput::from_result(e.to_result(Some(&run.run_id))),
@@ -69,7 +74,7 @@ impl Attempt<'_> {
             total: self.env.total.clone(),
         };
         let outcome = supervisor::supervise(
-            &self.child_spec(&invocation),
+            &spec,
             run.limits,
             &mut sink,
             OutputSinks {
@@ -85,6 +90,11 @@ impl Attempt<'_> {
             if o.stop() == Some(crate::supervisor::StopReason::Budget) {
                 sink.collector.note_limit(total.limit_reached());
             }
+        }
+        if let Some(tmp) = &spec.confinement.private_tmp {
+            // Where no mount namespace made it a tmpfs that went with the child, what the
+            // child left there goes now.
+            let _ = std::fs::remove_dir_all(tmp);
         }
         let verdict = verdict(&outcome, &sink.collector);
         let ctx = Context {
@@ -106,6 +116,7 @@ impl Attempt<'_> {
             run_dir: &self.run_dir.path,
             resume: run.resume.as_ref(),
             max_cost: run.budgets.max_cost,
+            outer_sandbox: run.sandbox.confines(),
         };
         let built = run.backend.backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
@@ -140,18 +151,51 @@ impl Attempt<'_> {
         Ok((path.to_string_lossy().into_owned(), session, stderr))
     }
 
-    fn child_spec(&self, invocation: &Invocation) -> ChildSpec {
+    /// The child's command, environment and confinement (the sandbox's directories are
+    /// created here, and its private TMPDIR).
+    fn child_spec(&self, invocation: &Invocation) -> Result<ChildSpec, RunError> {
+        let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
             "ORCHESTRATE_DEPTH".into(),
             (self.env.depth + 1).to_string().into(),
         ));
-        env.push(("ORCHESTRATE_RUN_ID".into(), self.run.run_id.clone().into()));
-        ChildSpec {
+        env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
+        let (cwd, workspace, env_remove) = match self.worktree {
+            // git variables naming a repository would send the child's git to the parent's.
+            Some(wt) => (
+                wt.cwd.clone(),
+                wt.writable(),
+                GIT_LOCATION_VARS.iter().map(Into::into).collect(),
+            ),
+            None => (run.cwd.clone(), vec![run.cwd.clone()], Vec::new()),
+        };
+        // A child allowed to start runs of its own writes their folders.
+        let nests = self.env.depth + 1 < self.env.config.max_depth.value;
+        let writable = Writable {
+            run_dir: &self.run_dir.path,
+            workspace: &workspace,
+            state_root: nests.then_some(self.env.state.root.as_path()),
+        };
+        let (confinement, vars) = sandbox::confinement(
+            &run.sandbox,
+            run.backend.backend,
+            &ChildEnv { overrides: &env },
+            &writable,
+        )
+        .map_err(|source| RunError::Io {
+            action: "prepare the sandbox",
+            path: self.run_dir.path.clone(),
+            source,
+        })?;
+        env.extend(vars);
+        Ok(ChildSpec {
             program: invocation.program.clone(),
             args: invocation.args.clone(),
-            cwd: self.run.cwd.clone(),
+            cwd,
             env,
-        }
+            env_remove,
+            confinement,
+        })
     }
 }

@@ -323,6 +323,8 @@ fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
         warnings: Vec::new(),
         limit: None,
         attempts_detail: Vec::new(),
+        sandbox: None,
+        worktree: None,
     }
 }
 

@@ -30,8 +30,10 @@ use crate::backends::{Backend, BackendChoice};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
-use crate::session::{self, IndexEntry, RunDir, RunId, StateDir};
+use crate::sandbox::{Network, SandboxMode};
+use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::supervisor::{Controls, StopReason};
+use crate::worktree::Worktree;
 
 use attempt::Attempt;
 use resolve::resolve;
@@ -73,6 +75,12 @@ pub struct RunRequest {
     /// Models to run in turn when a model fails with a quota, rate-limit, overload or
     /// unknown-model error after its retries.
     pub fallback_models: Option<Vec<String>>,
+    /// The sandbox mode (default: the agent's key, the config, else by what the agent
+    /// may write).
+    pub sandbox: Option<SandboxMode>,
+    pub network: Option<Network>,
+    /// Work in a git worktree of its own (`--isolation worktree`).
+    pub worktree: Option<bool>,
 }
 
 /// What a run takes from outside the request: the effective config (files and
@@ -204,14 +212,86 @@ pub(crate) async fn run(
         Err(e) => return RunOutput::from_result(e.to_result(Some(&run_id))),
     };
     let started_at_ms = session::now_unix_ms();
+    let worktree = if run.worktree {
+        match make_worktree(&run, env).await {
+            Ok(wt) => Some(wt),
+            Err(e) => {
+                let output = RunOutput::from_result(e.to_result(Some(&run_id)));
+                record(&run, env, &run_dir, &output, started_at_ms);
+                return output;
+            }
+        }
+    } else {
+        None
+    };
     let attempt = Attempt {
         run: &run,
         env,
         run_dir: &run_dir,
+        worktree: worktree.as_ref().map(|(wt, _)| wt),
     };
-    let output = attempts(&attempt, controls, observer).await;
+    let mut output = attempts(&attempt, controls, observer).await;
+    if let Some((wt, warning)) = worktree {
+        finish_worktree(&run, wt, warning, &mut output).await;
+    }
     record(&run, env, &run_dir, &output, started_at_ms);
     output
+}
+
+/// The run's worktree (made off the runtime's thread: checking out a large tree takes a
+/// while), and a warning when the working directory had uncommitted changes.
+async fn make_worktree(
+    run: &ResolvedRun,
+    env: &RunEnv,
+) -> Result<(Worktree, Option<String>), RunError> {
+    let (cwd, root, id) = (run.cwd.clone(), env.state.root.clone(), run.run_id.clone());
+    let made = tokio::task::spawn_blocking(move || Worktree::create(&cwd, &root, &id))
+        .await
+        .map_err(std::io::Error::other);
+    match made {
+        Ok(Ok(wt)) => Ok(wt),
+        Ok(Err(e)) if e.is_bad_input() => Err(RunError::invalid(e.to_string())),
+        Ok(Err(e)) => Err(RunError::Io {
+            action: "create the worktree",
+            path: run.cwd.clone(),
+            source: std::io::Error::other(e.to_string()),
+        }),
+        Err(source) => Err(RunError::Io {
+            action: "create the worktree",
+            path: run.cwd.clone(),
+            source,
+        }),
+    }
+}
+
+/// Commits what the child left in the worktree, puts what it changed in the result, and
+/// removes the worktree when it changed nothing.
+async fn finish_worktree(
+    run: &ResolvedRun,
+    wt: Worktree,
+    warning: Option<String>,
+    output: &mut RunOutput,
+) {
+    let first_line = run.task.lines().next().unwrap_or_default();
+    let subject: String = first_line.chars().take(72).collect();
+    let message = format!(
+        "orchestrate: {} (run {})\n\n{subject}",
+        run.agent.name, run.run_id
+    );
+    let finished = tokio::task::spawn_blocking(move || wt.finish(&message)).await;
+    let Some(single) = output.result.details.results.first_mut() else {
+        return;
+    };
+    single.warnings.extend(warning);
+    match finished {
+        Ok(Ok(info)) => single.worktree = Some(info),
+        Ok(Err(e)) => single
+            .warnings
+            .push(format!("the worktree could not be finished: {e}")),
+        Err(e) => single
+            .warnings
+            .push(format!("the worktree could not be finished: {e}")),
+    }
 }
 
 /// A background run's folder was made by whoever chose its id; any other run makes its own.
@@ -324,6 +404,15 @@ fn record(
             .map(|e| e.code.as_str().to_string()),
         usage: single.map(|r| r.usage).unwrap_or_default(),
         cwd: run.cwd.to_string_lossy().into_owned(),
+        // Kept worktrees are listed by `runs` until removed.
+        worktree: single
+            .and_then(|r| r.worktree.as_ref())
+            .filter(|w| w.kept)
+            .map(|w| IndexWorktree {
+                path: w.path.clone(),
+                branch: w.branch.clone(),
+                repository: w.repository.clone(),
+            }),
         session_file: single
             .map(|r| r.session_file.clone())
             .unwrap_or_else(|| run_dir.session_file().to_string_lossy().into_owned()),

@@ -141,6 +141,8 @@ fn facts(
         warnings: warnings(o, ctx),
         limit: None,
         attempts_detail: Vec::new(),
+        sandbox: Some(run.sandbox.info()),
+        worktree: None,
     }
 }
 
@@ -148,8 +150,14 @@ fn facts(
 /// be written (the run went on without it).
 fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     let mut warnings = ctx.warnings.to_vec();
+    warnings.extend(ctx.run.sandbox.warning.iter().cloned());
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
+    }
+    if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
+        warnings.push(format!(
+            "no PID namespace for the child ({why}): descendants that outlive it are killed when the run ends, but would survive orchestrate itself being killed"
+        ));
     }
     warnings
 }

@@ -10,10 +10,12 @@ use std::path::PathBuf;
 
 use super::{resume, RunEnv, RunRequest};
 use crate::agents::{self, AgentDef, Catalog, DiscoveryOptions};
+use crate::backends::tools::Permissions;
 use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
+use crate::sandbox::{self, SandboxPlan};
 use crate::truncate::TruncateLimits;
 
 /// Everything one run needs, decided before anything is spawned.
@@ -37,6 +39,9 @@ pub(crate) struct ResolvedRun {
     /// Models to run in turn after `model` fails with a quota, rate-limit, overload or
     /// unknown-model error.
     pub fallback_models: Vec<String>,
+    pub sandbox: SandboxPlan,
+    /// The child works in a git worktree of its own.
+    pub worktree: bool,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -142,6 +147,22 @@ pub(crate) fn resolve(
     }
     let cfg = &env.config;
     let backend = pick(req.backend, agent.backend, &cfg.backend).select();
+    let sandbox = sandbox::plan(
+        pick(
+            req.sandbox.map(Some),
+            agent.isolation.sandbox.map(Some),
+            &cfg.sandbox,
+        ),
+        Permissions::of(&agent).readonly,
+        pick(req.network, agent.isolation.network, &cfg.network),
+        backend.backend,
+        crate::platform::sandbox_mechanism(),
+    )
+    .map_err(RunError::invalid)?;
+    let worktree = req.worktree.or(agent.isolation.worktree).unwrap_or(false);
+    if worktree {
+        crate::worktree::check(&cwd).map_err(|e| RunError::invalid(e.to_string()))?;
+    }
     Ok(ResolvedRun {
         run_id: run_id.to_string(),
         preset_dir: req.run_id.is_some(),
@@ -164,6 +185,8 @@ pub(crate) fn resolve(
         cwd,
         agent,
         resume,
+        sandbox,
+        worktree,
     })
 }
 

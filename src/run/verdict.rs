@@ -145,6 +145,8 @@ mod tests {
             exit,
             termination,
             leak: Leak::None,
+            containment: crate::platform::Containment::PidNamespace,
+            containment_degraded: None,
             stdout_bytes: 0,
             stderr_tail: String::new(),
             session_write_error: None,

@@ -3,10 +3,10 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
-use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::signal::unix::{signal, SignalKind};
@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
-use super::outcome::{Outcome, StopReason, SuperviseError};
+use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
-use crate::platform::{self, LeaderExit};
+use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -36,6 +36,10 @@ pub(crate) struct ChildSpec {
     pub cwd: PathBuf,
     /// Added to the inherited environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Removed from the inherited environment.
+    pub env_remove: Vec<OsString>,
+    /// What the child may write and reach.
+    pub confinement: Confinement,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -69,8 +73,7 @@ pub(crate) struct Controls {
 }
 
 struct Machine<'a> {
-    pid: u32,
-    pgid: u32,
+    group: GroupChild,
     limits: SupervisionLimits,
     life: Lifecycle,
     stdout_open: bool,
@@ -97,31 +100,33 @@ pub(crate) async fn supervise<'a>(
     // Registered before the spawn so that an early exit cannot be missed.
     let mut sigchld = signal(SignalKind::child())?;
 
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        // Shells keep PWD in step with the working directory, and some CLIs (opencode)
-        // take their project folder from it rather than from getcwd().
-        .env("PWD", &spec.cwd)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
     let start = Instant::now();
-    // From here on, dropping `group` on an early return kills the whole group.
-    let mut group = platform::spawn_in_new_group(cmd).map_err(|source| SuperviseError::Spawn {
+    // From here on, dropping `group` on an early return kills the child's whole tree.
+    let mut group = platform::spawn(SpawnSpec {
+        program: spec.program.clone(),
+        args: spec.args.clone(),
+        cwd: spec.cwd.clone(),
+        env: spec.env.clone(),
+        env_remove: spec.env_remove.clone(),
+        confinement: spec.confinement.clone(),
+    })
+    .map_err(|source| SuperviseError::Spawn {
         program: spec.program.to_string_lossy().into_owned(),
         source,
     })?;
-    let pid = group.pid();
-
-    let child = &mut group.child;
-    let mut stdout = pipe::Receiver::from_owned_fd(child.stdout.take().expect("piped").into())?;
-    let mut stderr = pipe::Receiver::from_owned_fd(child.stderr.take().expect("piped").into())?;
+    let mut stdout = pipe::Receiver::from_owned_fd(group.take_stdout().expect("piped"))?;
+    let mut stderr = pipe::Receiver::from_owned_fd(group.take_stderr().expect("piped"))?;
+    // Where the child's exit arrives on a pipe of its own (its controller reports it),
+    // rather than only as SIGCHLD.
+    let exit_notice = match group.exit_notice() {
+        // SAFETY: the AsyncFd owns the descriptor (a duplicate), which stays open and the
+        // same for its whole life.
+        Some(fd) => Some(unsafe { AsyncFd::register(fd?) }.map_err(std::io::Error::from)?),
+        None => None,
+    };
 
     let mut m = Machine {
-        pid,
-        pgid: group.pgid(),
+        group,
         limits,
         // Every limit counts from the same instant as `elapsed` (before the spawn), so
         // none is late by the time the spawn took.
@@ -184,6 +189,12 @@ pub(crate) async fn supervise<'a>(
             _ = sigchld.recv(), if !m.life.has_exited() => {
                 m.look_for_exit()?;
             }
+            ready = exit_readable(exit_notice.as_ref()), if !m.life.has_exited() => {
+                if let Ok(mut guard) = ready {
+                    guard.clear_ready();
+                }
+                m.look_for_exit()?;
+            }
             _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
                 m.look_for_exit()?;
             }
@@ -196,28 +207,41 @@ pub(crate) async fn supervise<'a>(
         }
     }
 
-    // Kills descendants that closed their pipes but stayed in the group; until the leader
-    // is reaped the group id cannot be reused, so this cannot hit a stranger.
-    group.kill_and_reap()?;
-    // A zombie leader (and the portable path's watchdog) answers signals too, so
-    // survivors can only be counted once both are reaped; a null signal cannot harm
-    // whoever answers.
-    let others_in_group = platform::group_exists(m.pgid);
+    // Kills descendants that outlived the child (closed their pipes, left its group).
+    m.group.kill_and_reap()?;
+    let leftovers = m.group.leftovers();
     let elapsed = start.elapsed();
 
     let (exit, termination, leak) = m
         .life
-        .finish(others_in_group)
+        .finish(leftovers != Leftovers::None)
         .expect("the loop ends only after the leader exited");
+    // What the leftovers were found in decides how they are named.
+    let leak = match (leak, leftovers) {
+        (Leak::StayedInGroup, Leftovers::InTree) => Leak::Outlived,
+        (leak, _) => leak,
+    };
     Ok(Outcome {
         exit,
         termination,
         leak,
+        containment: m.group.containment(),
+        containment_degraded: m.group.degraded().map(str::to_string),
         stdout_bytes: m.stdout_bytes,
         stderr_tail: String::from_utf8_lossy(&m.stderr_tail).into_owned(),
         session_write_error: m.session_write_error,
         elapsed,
     })
+}
+
+/// Waits until the child's exit notice is readable; never, where there is none.
+async fn exit_readable(
+    notice: Option<&AsyncFd<OwnedFd>>,
+) -> std::io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, OwnedFd>> {
+    match notice {
+        Some(fd) => fd.readable().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn deliver(sink: &mut (dyn LineSink + Send), frame: Frame<'_>) {
@@ -322,7 +346,7 @@ impl Machine<'_> {
         self.look_for_exit()?;
         let action = self.life.stop(reason, Instant::now(), self.pipes_open());
         if action != Action::Nothing {
-            tracing::debug!(?reason, pgid = self.pgid, "stopping the child");
+            tracing::debug!(?reason, id = self.group.id(), "stopping the child");
         }
         self.act(action);
         Ok(())
@@ -332,15 +356,15 @@ impl Machine<'_> {
         match action {
             Action::Nothing => {}
             Action::Terminate => {
-                tracing::debug!(pgid = self.pgid, "SIGTERM to the child's group");
-                if let Err(e) = platform::signal_group(self.pgid, Signal::SIGTERM) {
-                    tracing::warn!("failed to send SIGTERM to group {}: {e}", self.pgid);
+                tracing::debug!(id = self.group.id(), "SIGTERM to the child's tree");
+                if let Err(e) = self.group.terminate() {
+                    tracing::warn!("failed to send SIGTERM to the child's tree: {e}");
                 }
             }
             Action::Kill => {
-                tracing::debug!(pgid = self.pgid, "SIGKILL to the child's group");
-                if let Err(e) = platform::signal_group(self.pgid, Signal::SIGKILL) {
-                    tracing::warn!("failed to send SIGKILL to group {}: {e}", self.pgid);
+                tracing::debug!(id = self.group.id(), "SIGKILL to the child's tree");
+                if let Err(e) = self.group.kill() {
+                    tracing::warn!("failed to kill the child's tree: {e}");
                 }
             }
             Action::AbandonPipes => {
@@ -355,7 +379,7 @@ impl Machine<'_> {
     /// Tells the lifecycle if the leader has exited (without reaping it).
     fn look_for_exit(&mut self) -> std::io::Result<()> {
         if !self.life.has_exited() {
-            if let Some(exit) = platform::peek_exit(self.pid)? {
+            if let Some(exit) = self.group.peek_exit()? {
                 self.on_leader_exit(exit);
             }
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::platform::LeaderExit;
+use crate::platform::{Containment, LeaderExit};
 
 /// Why orchestrate stopped the child (the first reason wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -103,7 +103,12 @@ pub enum Leak {
     StayedInGroup,
     /// The pipes stayed open even after SIGKILL to the group: something that left the
     /// group (`setsid`) holds them and may still be running. Orchestrate stopped reading.
+    /// (Only where the tree is held by a process group alone: the portable watchdog.)
     Abandoned,
+    /// After the child exited, descendants that had closed the pipes were still alive
+    /// somewhere in its tree (its PID namespace, or adopted by its subreaper), whatever
+    /// session or group they had moved to, and were killed with the tree.
+    Outlived,
 }
 
 impl Leak {
@@ -117,6 +122,10 @@ pub(crate) struct Outcome {
     pub exit: LeaderExit,
     pub termination: Termination,
     pub leak: Leak,
+    /// What held the child's tree.
+    pub containment: Containment,
+    /// Why a weaker containment than a PID namespace was used, when it was.
+    pub containment_degraded: Option<String>,
     pub stdout_bytes: u64,
     /// The last few KiB of stderr, for error messages.
     pub stderr_tail: String,
@@ -211,6 +220,7 @@ mod tests {
             Leak::HeldPipes,
             Leak::StayedInGroup,
             Leak::Abandoned,
+            Leak::Outlived,
         ];
         assert_eq!(
             serde_json::to_value(leaks).unwrap(),
@@ -219,6 +229,7 @@ mod tests {
                 {"kind": "heldPipes"},
                 {"kind": "stayedInGroup"},
                 {"kind": "abandoned"},
+                {"kind": "outlived"},
             ])
         );
         // And back, as `wait` and `show` read them from result.json.

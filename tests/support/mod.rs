@@ -1,5 +1,11 @@
 //! Test support: runs the real `orchestrate` binary over the fake child agent in a
 //! sandbox of temporary folders, and checks that no process of the run survives.
+//!
+//! The processes of a run are found by their environment, never by the pids the fake
+//! agent records: a child in a PID namespace of its own records its pid in that
+//! namespace, which names another process (or none) out here. Every `orchestrate` a
+//! sandbox starts carries `ORCHESTRATE_TEST_SANDBOX=<its temp root>`, and everything it
+//! starts inherits that, plus the `ORCHESTRATE_RUN_ID` orchestrate gives its children.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -99,6 +105,10 @@ impl Sandbox {
             .env("FAKE_AGENT_PIDFILE", &self.pidfile)
             .env("FAKE_AGENT_ARGV_FILE", &self.argv_file)
             .env("FAKE_AGENT_FOREVER_MS", "60000")
+            .env("ORCHESTRATE_TEST_SANDBOX", self.root.path())
+            // The fake agent writes its pid and argv files into the test's temp root,
+            // which no sandbox mode allows; the sandbox has tests of its own.
+            .env("ORCHESTRATE_SANDBOX", "off")
             .envs(&self.env)
             .current_dir(&self.work)
             .stdin(Stdio::null())
@@ -141,24 +151,42 @@ impl Sandbox {
             .collect()
     }
 
-    /// Every process the fake agent recorded is gone (dead or at most a zombie that is
-    /// not ours to reap), within a generous bound.
+    /// `ORCHESTRATE_TEST_SANDBOX=<root>`: the entry every process of this sandbox carries.
+    pub fn marker(&self) -> String {
+        format!("ORCHESTRATE_TEST_SANDBOX={}", self.root.path().display())
+    }
+
+    /// Live processes started by an `orchestrate` of this sandbox, at any depth: they
+    /// carry its marker and a run id (orchestrate itself has none).
+    pub fn descendants(&self) -> Vec<i32> {
+        processes_with_env(&self.marker(), "ORCHESTRATE_RUN_ID=")
+    }
+
+    /// No process started by an `orchestrate` of this sandbox is alive (at most a zombie
+    /// that is not ours to reap), within a generous bound.
     pub fn assert_no_survivors(&self) {
-        let pids = self.pids();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let alive: Vec<i32> = pids.iter().copied().filter(|p| is_alive(*p)).collect();
+            let alive = self.descendants();
             if alive.is_empty() {
                 return;
             }
             if Instant::now() > deadline {
-                for p in &alive {
-                    // Clean up what we started before failing.
-                    unsafe { libc::kill(*p, libc::SIGKILL) };
-                }
-                panic!("processes of the run still alive: {alive:?}");
+                let described: Vec<(i32, String)> =
+                    alive.iter().map(|p| (*p, cmdline(*p))).collect();
+                // Clean up what we started before failing.
+                self.kill_descendants();
+                panic!("processes of the run still alive: {described:?}");
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILLs every live process this sandbox's runs started (found by environment,
+    /// so that only our own are ever signalled).
+    pub fn kill_descendants(&self) {
+        for p in self.descendants() {
+            unsafe { libc::kill(p, libc::SIGKILL) };
         }
     }
 
@@ -169,12 +197,51 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        for p in self.pids() {
-            if is_alive(p) {
-                unsafe { libc::kill(p, libc::SIGKILL) };
-            }
+        self.kill_descendants();
+    }
+}
+
+/// Live processes whose environment (`/proc/<pid>/environ`, readable for one's own
+/// processes) holds the entry `exact` and an entry starting with `prefix`.
+pub fn processes_with_env(exact: &str, prefix: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let mut vars = env.split(|b| *b == 0);
+        let has_exact = vars.clone().any(|v| v == exact.as_bytes());
+        if has_exact && vars.any(|v| v.starts_with(prefix.as_bytes())) && is_alive(pid) {
+            out.push(pid);
         }
     }
+    out.sort_unstable();
+    out
+}
+
+/// Whether `pid` is a process of this sandbox: its environment carries `marker`. Check
+/// before signalling a pid read from a file.
+pub fn carries(pid: i32, marker: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+}
+
+/// The command line of a process, for messages.
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
 }
 
 /// Alive = exists and is not a zombie.

@@ -28,6 +28,9 @@ const READER: &str = "---\nname: reader\ndescription: d\ntools: read, grep, bash
 /// Edits but no shell.
 const EDITOR: &str = "---\nname: editor\ndescription: d\ntools: read, edit\n---\nYou edit files.\n";
 const IMPLEMENTER: &str = "---\nname: implementer\ndescription: d\ntools: read, edit, write, bash\n---\nYou change files.\n";
+/// May write with every tool as far as its CLI is concerned (its guard is off), but its
+/// sandbox is read-only: the sandbox is the only guard.
+const BOXED: &str = "---\nname: boxed\ndescription: d\ntools: read, edit, write, bash\nsandbox: read-only\n---\nYou try.\n";
 
 /// The task of the write scenarios, and the file they write (or must not).
 const WRITE_TASK: &str = "Create pwned.txt containing x.";
@@ -149,6 +152,29 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin| refusal(cli, case, bin)),
         ));
     }
+    out.extend([
+        (
+            "the_read_only_sandbox_holds_where_the_clis_own_guard_is_off".into(),
+            Box::new(move |bin: &Path| sandboxed_read_only(cli, bin)) as Run,
+        ),
+        (
+            "workspace_write_writes_the_working_directory_but_not_home_etc_or_a_sibling".into(),
+            Box::new(move |bin: &Path| sandboxed_workspace_write(cli, bin)),
+        ),
+        (
+            "three_implementers_in_worktrees_get_a_branch_each_and_the_checkout_is_unchanged"
+                .into(),
+            Box::new(move |bin: &Path| parallel_worktrees(cli, bin)),
+        ),
+        (
+            "a_setsid_daemon_started_by_the_child_is_gone_when_the_run_ends".into(),
+            Box::new(move |bin: &Path| setsid_daemon(cli, bin, DaemonEnd::RunEnds)),
+        ),
+        (
+            "a_setsid_daemon_started_by_the_child_is_gone_after_kill_9_of_orchestrate".into(),
+            Box::new(move |bin: &Path| setsid_daemon(cli, bin, DaemonEnd::OrchestrateKilled)),
+        ),
+    ]);
     out
 }
 
@@ -165,6 +191,7 @@ fn setup(cli: &Cli, bin: &Path, script: impl FnOnce(&Sandbox) -> Script) -> (Moc
         ("editor", EDITOR),
         ("implementer", IMPLEMENTER),
         ("bare", BARE),
+        ("boxed", BOXED),
     ] {
         sb.agent(name, text);
     }
@@ -196,6 +223,13 @@ fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
     if !warnings.is_empty() {
         r["warnings"] = json!(warnings);
     }
+    // The default sandbox: read-only for the agent that cannot write.
+    let mode = if agent == "reader" {
+        "read-only"
+    } else {
+        "workspace-write"
+    };
+    r["sandbox"] = json!({"mode": mode, "mechanism": "landlock"});
     for (k, v) in fields.as_object().expect("fields").clone() {
         r[k] = v;
     }
@@ -722,7 +756,9 @@ fn implementer_writes(cli: &Cli, bin: &Path) {
 }
 
 /// A restricted agent tries each of `case`'s writes: the file never appears, the model is
-/// told each time, and the run itself succeeds.
+/// told each time, and the run itself succeeds. This is the CLI's own guard (its flags,
+/// its policy, codex's own sandbox), so orchestrate's sandbox is off here: the guard
+/// must hold where no sandbox can be had.
 fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
     let mut attempts = Vec::new();
     let (mock, sb) = setup(cli, bin, |sb| {
@@ -734,7 +770,9 @@ fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
     for (name, text) in case.workdir_files {
         std::fs::write(sb.work.join(name), text).unwrap();
     }
-    let out = sb.run(case.agent, WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    let mut flags = WRITE_FLAGS.to_vec();
+    flags.extend_from_slice(&["--sandbox", "off"]);
+    let out = sb.run(case.agent, WRITE_TASK, &flags, WALL_CLOCK);
     report(case.test, &mock, &out, REPORT_LINE_CHARS);
     let path = pwned(&sb);
     assert!(!Path::new(&path).exists(), "{} wrote {path}", case.agent);
@@ -749,7 +787,7 @@ fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
             case.agent,
             WRITE_TASK,
             json!({"exitCode": 0, "usage": no_usage(case.turns), "output": case.answer,
-                   "displayItems": items})
+                   "displayItems": items, "sandbox": {"mode": "off", "mechanism": "none"}})
         )
     );
     // How the CLI refused, as its model was told.
@@ -873,4 +911,307 @@ fn scripts_demo(bin: &Path) {
         "{}",
         out.stderr
     );
+}
+
+/// The shell tool's attempts to write each of `targets` (`echo x > PATH`), the model's
+/// final answer after them, and the run of `agent`; returns the result and what each
+/// attempt's tool result said, in order.
+fn shell_writes(
+    cli: &Cli,
+    bin: &Path,
+    agent: &str,
+    targets: impl FnOnce(&Sandbox) -> Vec<String>,
+) -> (Finished, Sandbox, Vec<String>, Vec<String>) {
+    let mut paths = Vec::new();
+    let answer = "Tried.";
+    let (mock, sb) = setup(cli, bin, |sb| {
+        paths = targets(sb);
+        let mut replies: Vec<Reply> = paths
+            .iter()
+            .map(|p| (cli.shell)(&format!("echo x > {p}")).reply)
+            .collect();
+        replies.push(Reply::text(answer, MockUsage::default()));
+        Script::sequence(replies)
+    });
+    let out = sb.run(agent, WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    report(agent, &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    assert_eq!(
+        out.result()["output"],
+        json!(answer),
+        "the run ends with an answer"
+    );
+    // Each command really ran: its own words about each write reached the model.
+    let reqs = conversation(cli, &mock, paths.len() + 1);
+    let outputs = mock_llm::tool_result_texts(&reqs[paths.len()].body);
+    assert_eq!(outputs.len(), paths.len(), "{outputs:#?}");
+    (out, sb, paths, outputs)
+}
+
+/// "Permission denied" in a tool result (the shell's own message about the redirection).
+const DENIED: &str = "Permission denied";
+
+/// A path in /etc no other test uses (these tests run as root, who could otherwise write
+/// there).
+fn etc_target(sb: &Sandbox) -> String {
+    let tag = sb.root.path().file_name().unwrap().to_string_lossy();
+    format!("/etc/orchestrate-contract{tag}")
+}
+
+fn sandboxed_read_only(cli: &Cli, bin: &Path) {
+    let (out, _sb, paths, outputs) = shell_writes(cli, bin, "boxed", |sb| {
+        vec![pwned(sb), sb.home.join(PWNED).display().to_string()]
+    });
+    assert_eq!(
+        out.result()["sandbox"],
+        json!({"mode": "read-only", "mechanism": "landlock"})
+    );
+    for (p, o) in paths.iter().zip(&outputs) {
+        assert!(!Path::new(p).exists(), "{p} was written");
+        assert!(o.contains(DENIED), "{p}: {o}");
+    }
+}
+
+fn sandboxed_workspace_write(cli: &Cli, bin: &Path) {
+    let (out, sb, paths, outputs) = shell_writes(cli, bin, "implementer", |sb| {
+        let sibling = sb.root.path().join("sibling");
+        std::fs::create_dir_all(&sibling).unwrap();
+        vec![
+            pwned(sb),
+            sb.home.join(PWNED).display().to_string(),
+            etc_target(sb),
+            sibling.join(PWNED).display().to_string(),
+        ]
+    });
+    assert_eq!(
+        out.result()["sandbox"],
+        json!({"mode": "workspace-write", "mechanism": "landlock"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(&paths[0]).ok().as_deref(),
+        Some("x\n"),
+        "written in the working directory ({})",
+        outputs[0]
+    );
+    assert!(!outputs[0].contains(DENIED), "{}", outputs[0]);
+    for (p, o) in paths.iter().zip(&outputs).skip(1) {
+        assert!(!Path::new(p).exists(), "{p} was written");
+        assert!(o.contains(DENIED), "{p}: {o}");
+    }
+    drop(sb);
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every file of a checkout outside `.git` with its bytes, its index, and HEAD.
+type CheckoutState = (Vec<(String, Vec<u8>)>, Vec<u8>, String);
+
+/// The state of the checkout at `dir`.
+fn checkout_state(dir: &Path) -> CheckoutState {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().is_some_and(|n| n == ".git") {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.sort();
+    let index = std::fs::read(dir.join(".git/index")).unwrap();
+    (files, index, git(dir, &["rev-parse", "HEAD"]))
+}
+
+fn parallel_worktrees(cli: &Cli, bin: &Path) {
+    let shell = (cli.shell)("pwd > where.txt");
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::tool_then_text(
+            shell.reply.clone(),
+            Reply::text("Done.", MockUsage::default()),
+        )
+    });
+    // The CLI has run once on this machine already, as it normally has: three first
+    // starts at once on a fresh HOME race for its own state (opencode 1.18.33: two
+    // processes migrating its new database at the same time, one fails).
+    let warm_up = sb.run("worker", "Warm up.", &["--idle-timeout", "60s"], WALL_CLOCK);
+    report(
+        "parallel worktrees, warm-up",
+        &mock,
+        &warm_up,
+        REPORT_LINE_CHARS,
+    );
+    assert_eq!(warm_up.status, 0, "stderr: {}", warm_up.stderr);
+    let w = &sb.work;
+    std::fs::remove_file(w.join("where.txt")).unwrap();
+    git(w, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(w.join("README.md"), "hello\n").unwrap();
+    git(w, &["add", "."]);
+    git(
+        w,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    );
+    let before = checkout_state(w);
+    let out = sb.run_args(
+        &[
+            "run",
+            "--task",
+            "implementer=Record where you are.",
+            "--task",
+            "implementer=Record where you are.",
+            "--task",
+            "implementer=Record where you are.",
+            "--isolation",
+            "worktree",
+            "--backend",
+            cli.name,
+            "--idle-timeout",
+            "60s",
+        ],
+        WALL_CLOCK,
+    );
+    report("parallel worktrees", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let json = out.json();
+    let results = json["details"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    let mut branches = Vec::new();
+    for r in results {
+        let id = r["runId"].as_str().unwrap();
+        let wt = &r["worktree"];
+        let path = sb.state.join("worktrees").join(id);
+        assert_eq!(
+            (&wt["branch"], &wt["changedFiles"], &wt["kept"], &wt["path"]),
+            (
+                &json!(format!("orchestrate/{id}")),
+                &json!(["where.txt"]),
+                &json!(true),
+                &json!(path.display().to_string())
+            ),
+            "{r}"
+        );
+        // The shell ran in the run's own worktree, and its file is on the run's branch.
+        let recorded = git(w, &["show", &format!("orchestrate/{id}:where.txt")]);
+        assert_eq!(recorded.trim(), path.display().to_string());
+        branches.push(wt["branch"].as_str().unwrap().to_string());
+    }
+    branches.sort();
+    branches.dedup();
+    assert_eq!(branches.len(), 3, "three branches");
+    assert_eq!(
+        checkout_state(w),
+        before,
+        "the parent's checkout is unchanged"
+    );
+    // The warm-up's two requests, then two per task.
+    conversation(cli, &mock, 8);
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum DaemonEnd {
+    RunEnds,
+    OrchestrateKilled,
+}
+
+/// The child's shell starts a daemon in a session of its own (`setsid -f`, stdio closed):
+/// it is there while the run goes on, and gone when the run ends, or once orchestrate
+/// itself is SIGKILLed.
+fn setsid_daemon(cli: &Cli, bin: &Path, end: DaemonEnd) {
+    use std::time::{Duration, Instant};
+    // A command line no other process has.
+    let sleep = "sleep 3599";
+    let command = format!("setsid -f {sleep} </dev/null >/dev/null 2>&1; sleep 1; echo started");
+    let shell = (cli.shell)(&command);
+    let (mock, mut sb) = setup(cli, bin, |_| {
+        let after = match end {
+            DaemonEnd::RunEnds => Reply::text("Started it.", MockUsage::default()),
+            // The CLI waits for the model for ever; only the kill ends the run.
+            DaemonEnd::OrchestrateKilled => Reply::hang(""),
+        };
+        Script::tool_then_text(shell.reply.clone(), after)
+    });
+    for (k, v) in cli.hang.env {
+        sb.env(k, v);
+    }
+    let start = Instant::now();
+    let earlier_runs = super::run_ids(&sb.state);
+    let mut child = sb
+        .command("worker", "Start the daemon.", &["--idle-timeout", "60s"])
+        .spawn()
+        .expect("spawn orchestrate");
+    let marker = sb.marker();
+    // The daemon shows up among the sandbox's processes.
+    let daemon = loop {
+        let found: Vec<i32> = super::pids_with_env(&[&marker])
+            .into_iter()
+            .filter(|p| super::cmdline(*p) == sleep)
+            .collect();
+        if let Some(p) = found.first() {
+            break *p;
+        }
+        if child.try_wait().unwrap().is_some() || start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = super::wait_bounded(child, start, WALL_CLOCK);
+            report("setsid daemon", &mock, &out, REPORT_LINE_CHARS);
+            panic!("the daemon never showed up: {out:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let ids: Vec<String> = super::run_ids(&sb.state)
+        .into_iter()
+        .filter(|id| !earlier_runs.contains(id))
+        .collect();
+    let run_marker = format!("ORCHESTRATE_RUN_ID={}", ids[0]);
+    match end {
+        DaemonEnd::RunEnds => {
+            let out = super::wait_bounded(child, start, WALL_CLOCK);
+            report("setsid daemon, run ends", &mock, &out, REPORT_LINE_CHARS);
+            assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+            assert_eq!(out.result()["output"], json!("Started it."));
+            let outputs = mock_llm::tool_result_texts(&mock.conversation()[1].body);
+            assert!(outputs.iter().any(|o| o.contains("started")), "{outputs:?}");
+        }
+        DaemonEnd::OrchestrateKilled => {
+            // Killed while the CLI waits for the model.
+            assert!(mock.wait_for_conversation(2, Duration::from_secs(60)));
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            let _ = child.wait();
+        }
+    }
+    let survivors = super::wait_all_gone(&[daemon], Duration::from_secs(5));
+    assert_eq!(survivors, [], "the daemon outlived the run");
+    let late = super::wait_all_gone(
+        &super::pids_with_env(&[&run_marker, &marker]),
+        Duration::from_secs(5),
+    );
+    assert_eq!(late, [], "no process of the run is left");
 }

@@ -87,6 +87,9 @@ pub const GEMINI: Cli = Cli {
         },
     ],
     resume: None,
+    // gemini runs the shell under a pseudo-terminal, in a session of its own; it dies
+    // with the run because the whole tree does (it outlived gemini's process group
+    // before orchestrate held the tree in a PID namespace).
     tool_never_returns: true,
     // gemini retries with backoff and says so only on stderr.
     unreachable: Unreachable {
@@ -96,13 +99,7 @@ pub const GEMINI: Cli = Cli {
     },
     fallback_model: Some("gemini-2.5-pro"),
     fallback_attempts: 1,
-    // Seen with gemini 0.61.0: gemini runs the shell under a pseudo-terminal, in a
-    // session of its own, and when the run times out that shell and its command outlive
-    // gemini's process group, which is all orchestrate kills.
-    known_defects: &[(
-        "a_tool_that_never_returns_times_out_and_its_shell_dies_too",
-        "gemini's shell (bash and its command, in a session of their own) outlives the run: orchestrate kills only the CLI's process group",
-    )],
+    known_defects: &[],
 };
 
 fn call(name: &str, args: Value) -> ToolUse {

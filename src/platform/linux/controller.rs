@@ -1,0 +1,870 @@
+//! The controller: a small process between orchestrate and the child that holds the
+//! child's whole tree, so that no descendant outlives the run.
+//!
+//! orchestrate clones itself (no exec: the controller is a copy of orchestrate that only
+//! makes system calls) and the controller forks the child:
+//!
+//! ```text
+//! orchestrate ── controller ── child (the agent CLI) ── its descendants
+//!    │  SIGTERM: forwarded to the tree          (PID 1 of a new PID namespace,
+//!    │  SIGKILL (namespace) / SIGUSR1 (subreaper): the whole tree dies
+//!    └─ reads a 12-byte record of the child's exit on a pipe
+//! ```
+//!
+//! Two modes, the first that works on this machine:
+//! - **PID namespace** (`CLONE_NEWPID` + `CLONE_NEWNS`, and `CLONE_NEWUSER` when
+//!   orchestrate is not root): the controller is the
+//!   namespace's init. When it dies, however it dies (orchestrate's SIGKILL, or the
+//!   parent-death signal when orchestrate itself is SIGKILLed), the kernel kills every
+//!   process in the namespace, including those that called `setsid` or were detached.
+//!   It mounts a fresh `/proc` for the namespace (some CLIs look themselves up there).
+//! - **Subreaper** (`PR_SET_CHILD_SUBREAPER`): where namespaces are denied. Orphaned
+//!   descendants are reparented to the controller instead of to init, and it kills them,
+//!   generation by generation, when asked to. This holds for a stop by orchestrate but
+//!   not when orchestrate is SIGKILLed: the controller dies with it before it can act.
+//!
+//! The child leads a process group of its own inside the tree. orchestrate never
+//! signals it directly: its SIGTERM goes to the controller, which forwards it (to every
+//! process of the namespace, or to the child's group and the orphans it adopted), so a
+//! graceful stop keeps its grace. A command that is itself PID 1 would ignore that SIGTERM
+//! (the kernel drops signals that an init has no handler for), which is why the child is
+//! never PID 1.
+//!
+//! Everything after the clone runs in a copy of a multi-threaded process, where another
+//! thread may have held a lock (malloc's) at the moment of the copy. So the controller and
+//! the child before its exec make system calls only: no allocation, no locks, no
+//! formatting; every string and pointer array is built before the clone.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Where a failure before the child's exec happened, reported with its errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(super) enum Stage {
+    /// orchestrate went away before the controller was told to go on.
+    ParentGone = 1,
+    MountPrivate = 2,
+    MountProc = 3,
+    MountTmp = 4,
+    Loopback = 5,
+    Subreaper = 6,
+    Fork = 7,
+    Stdio = 8,
+    Chdir = 9,
+    Landlock = 10,
+    DropCapabilities = 11,
+    Exec = 12,
+}
+
+impl Stage {
+    fn from_u32(n: u32) -> Option<Stage> {
+        use Stage::*;
+        [
+            ParentGone,
+            MountPrivate,
+            MountProc,
+            MountTmp,
+            Loopback,
+            Subreaper,
+            Fork,
+            Stdio,
+            Chdir,
+            Landlock,
+            DropCapabilities,
+            Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == n)
+    }
+
+    /// A failure of the controller's own set-up: this mode does not work here, try the
+    /// next. Later stages concern the child itself and are the run's error.
+    pub(super) fn is_setup(self) -> bool {
+        matches!(
+            self,
+            Stage::MountPrivate
+                | Stage::MountProc
+                | Stage::MountTmp
+                | Stage::Loopback
+                | Stage::Subreaper
+        )
+    }
+
+    pub(super) fn describe(self) -> &'static str {
+        match self {
+            Stage::ParentGone => "orchestrate went away during the spawn",
+            Stage::MountPrivate => "making the mount namespace private",
+            Stage::MountProc => "mounting /proc for the PID namespace",
+            Stage::MountTmp => "mounting the private temporary directory",
+            Stage::Loopback => "bringing up the loopback interface",
+            Stage::Subreaper => "becoming a child subreaper",
+            Stage::Fork => "forking the child",
+            Stage::Stdio => "setting up the child's stdin, stdout and stderr",
+            Stage::Chdir => "changing to the working directory",
+            Stage::Landlock => "enforcing the Landlock sandbox",
+            Stage::DropCapabilities => "dropping root's capabilities",
+            Stage::Exec => "executing the program",
+        }
+    }
+}
+
+/// How the controller holds the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// PID 1 of new namespaces; `clone_flags` says which (always PID and mount).
+    Namespace {
+        clone_flags: libc::c_int,
+    },
+    Subreaper,
+}
+
+/// Everything the controller and the child need, built before the clone.
+pub(super) struct Plan {
+    pub mode: Mode,
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub cwd: CString,
+    /// Mount a private tmpfs here (namespace mode only).
+    pub private_tmp: Option<CString>,
+    /// The child's Landlock ruleset.
+    pub landlock: Option<RawFd>,
+    /// Drop every capability before exec (a sandboxed child of root).
+    pub drop_capabilities: bool,
+}
+
+/// The orchestrate side of a started controller.
+#[derive(Debug)]
+pub(super) struct Started {
+    pub pid: u32,
+    /// Kept open for the controller's life: it checks that orchestrate is alive by this
+    /// pipe not being closed.
+    pub alive: OwnedFd,
+    /// Non-blocking; the child's exit record arrives here.
+    pub status: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    /// The clone itself was refused (namespaces not allowed).
+    #[error("clone failed: {0}")]
+    Clone(#[source] io::Error),
+    #[error("writing the user namespace's id maps failed: {0}")]
+    IdMap(#[source] io::Error),
+    #[error("{} failed: {source}", .stage.describe())]
+    Stage {
+        stage: Stage,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// The child's exit as the controller saw it, and whether other processes of the tree
+/// were alive at that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ExitRecord {
+    /// `waitpid` status.
+    pub status: libc::c_int,
+    pub leftovers: bool,
+}
+
+const RECORD_BYTES: usize = 8;
+
+impl ExitRecord {
+    fn encode(self) -> [u8; RECORD_BYTES] {
+        let mut b = [0u8; RECORD_BYTES];
+        b[..4].copy_from_slice(&self.status.to_ne_bytes());
+        b[4..].copy_from_slice(&u32::from(self.leftovers).to_ne_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; RECORD_BYTES]) -> ExitRecord {
+        ExitRecord {
+            status: libc::c_int::from_ne_bytes(b[..4].try_into().expect("4 bytes")),
+            leftovers: u32::from_ne_bytes(b[4..].try_into().expect("4 bytes")) != 0,
+        }
+    }
+}
+
+/// Reads the exit record if it has arrived. `Ok(None)`: not yet (or the controller
+/// ended without one).
+pub(super) fn read_record(status: &OwnedFd) -> io::Result<Option<ExitRecord>> {
+    let mut b = [0u8; RECORD_BYTES];
+    // SAFETY: reading into a buffer of the given size.
+    let n = unsafe { libc::read(status.as_raw_fd(), b.as_mut_ptr().cast(), RECORD_BYTES) };
+    match n {
+        n if n == RECORD_BYTES as isize => Ok(Some(ExitRecord::decode(&b))),
+        // EOF, or a torn record (never written so by the controller).
+        n if n >= 0 => Ok(None),
+        _ => {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            }
+        }
+    }
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: new descriptors, now ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The descriptors the controller and the child use, as raw numbers (copied by the clone).
+#[derive(Clone, Copy)]
+struct ChildFds {
+    alive: RawFd,
+    report: RawFd,
+    status: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+}
+
+/// A null-terminated array of pointers into `strings`.
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// Starts the controller, which starts the child. Returns once the child has exec'd (or
+/// why it could not). Must run on the spawner thread: the parent-death signal fires
+/// when the thread that cloned exits.
+pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, StartError> {
+    let (alive_r, alive_w) = pipe()?;
+    let (report_r, report_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+    let (stdout_r, stdout_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
+    let argv = pointers(&plan.argv);
+    let envp = pointers(&plan.envp);
+    let fds = ChildFds {
+        alive: alive_r.as_raw_fd(),
+        report: report_w.as_raw_fd(),
+        status: status_w.as_raw_fd(),
+        stdout: stdout_w.as_raw_fd(),
+        stderr: stderr_w.as_raw_fd(),
+    };
+    let flags = match plan.mode {
+        Mode::Namespace { clone_flags } => clone_flags,
+        Mode::Subreaper => 0,
+    };
+
+    // No signal may run one of orchestrate's handlers in the copy before it has taken
+    // over its signals; the copy starts with this mask and keeps everything blocked.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid sigset_t pointers.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    }
+    // SAFETY: a fork-like clone (no shared memory, a copy of this stack); the child
+    // branch never returns and only makes system calls.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid == 0 {
+        // SAFETY: in the copy; see the module's notes.
+        unsafe { controller_main(plan, &argv, &envp, fds) }
+    }
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restores this thread's mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
+    // The copies the controller and the child hold are theirs; ours go.
+    drop((alive_r, report_w, status_w, stdout_w, stderr_w));
+    if pid < 0 {
+        return Err(StartError::Clone(clone_error));
+    }
+    let pid = pid as libc::pid_t;
+    let abandon = |e: StartError| {
+        // SAFETY: our own unreaped child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        e
+    };
+    if let Some(maps) = id_maps {
+        if let Err(e) = maps.write(pid) {
+            return Err(abandon(StartError::IdMap(e)));
+        }
+    }
+    // Go on.
+    // SAFETY: writing one byte from a valid buffer.
+    if unsafe { libc::write(alive_w.as_raw_fd(), b"g".as_ptr().cast(), 1) } != 1 {
+        return Err(abandon(StartError::Io(io::Error::last_os_error())));
+    }
+    // EOF once the child has exec'd (the report pipe closes on exec) and the controller
+    // has closed its copy; or a failure report first.
+    let mut report = [0u8; 8];
+    let n = read_full(&report_r, &mut report)?;
+    if n == report.len() {
+        let stage = u32::from_ne_bytes(report[..4].try_into().expect("4 bytes"));
+        let errno = i32::from_ne_bytes(report[4..].try_into().expect("4 bytes"));
+        let stage = Stage::from_u32(stage).unwrap_or(Stage::Exec);
+        // The controller exits on its own after a failure (set-up: at once; the
+        // child's: once it has reaped it).
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(StartError::Stage {
+            stage,
+            source: io::Error::from_raw_os_error(errno),
+        });
+    }
+    set_nonblocking(&status_r)?;
+    Ok(Started {
+        pid: pid as u32,
+        alive: alive_w,
+        status: status_r,
+        stdout: stdout_r,
+        stderr: stderr_r,
+    })
+}
+
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reading into the rest of a valid buffer.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        match n {
+            0 => break,
+            n if n > 0 => got += n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(got)
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl on an open descriptor.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The user namespace's id maps, written by orchestrate (which owns the namespace) before
+/// the controller goes on.
+#[derive(Debug, Clone)]
+pub(super) struct IdMaps {
+    /// `deny` for an unprivileged owner (required before it may write `gid_map`).
+    pub setgroups_deny: bool,
+    pub uid_map: String,
+    pub gid_map: String,
+}
+
+impl IdMaps {
+    /// Root keeps every id (so files keep their owners and root its access to them) but
+    /// holds its capabilities only inside the namespace; anyone else maps their own ids.
+    /// (orchestrate uses a user namespace only when it is not root.)
+    pub(super) fn for_current_user() -> IdMaps {
+        // SAFETY: no preconditions.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        if uid == 0 {
+            IdMaps {
+                setgroups_deny: false,
+                uid_map: "0 0 4294967295\n".into(),
+                gid_map: "0 0 4294967295\n".into(),
+            }
+        } else {
+            IdMaps {
+                setgroups_deny: true,
+                uid_map: format!("{uid} {uid} 1\n"),
+                gid_map: format!("{gid} {gid} 1\n"),
+            }
+        }
+    }
+
+    fn write(&self, pid: libc::pid_t) -> io::Result<()> {
+        let dir = format!("/proc/{pid}");
+        if self.setgroups_deny {
+            std::fs::write(format!("{dir}/setgroups"), "deny")?;
+        }
+        std::fs::write(format!("{dir}/uid_map"), &self.uid_map)?;
+        std::fs::write(format!("{dir}/gid_map"), &self.gid_map)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// After the clone: system calls only.
+
+fn errno() -> libc::c_int {
+    // SAFETY: reading the thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Reports a failure to orchestrate and exits.
+unsafe fn fail(report: RawFd, stage: Stage, err: libc::c_int) -> ! {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&(stage as u32).to_ne_bytes());
+    b[4..].copy_from_slice(&err.to_ne_bytes());
+    // SAFETY: writing a valid buffer, then exiting without running any handler.
+    unsafe {
+        libc::write(report, b.as_ptr().cast(), b.len());
+        libc::_exit(127)
+    }
+}
+
+/// A fork as a system call: glibc's `fork` takes locks (malloc's) that another thread of
+/// orchestrate may have held at the clone.
+unsafe fn raw_fork() -> libc::pid_t {
+    // SAFETY: a fork-like clone; see `start`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        ) as libc::pid_t
+    }
+}
+
+/// Closes every descriptor from `first` on (or marks it close-on-exec).
+unsafe fn close_from(first: libc::c_uint, cloexec: bool) {
+    let flags = if cloexec {
+        libc::CLOSE_RANGE_CLOEXEC
+    } else {
+        0
+    };
+    // SAFETY: plain system calls.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, flags) == 0 {
+            return;
+        }
+        // Before Linux 5.11 (5.9 without the flag): one call per possible descriptor.
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        let last = limit.rlim_cur.min(1 << 16) as libc::c_int;
+        for fd in first as libc::c_int..last {
+            if cloexec {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            } else {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+/// The signals the controller waits for; everything else stays blocked and pending.
+const WAITED: [libc::c_int; 7] = [
+    libc::SIGCHLD,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+unsafe fn controller_main(
+    plan: &Plan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    fds: ChildFds,
+) -> ! {
+    // SAFETY: system calls only, on descriptors and memory this copy owns.
+    unsafe {
+        let in_namespace = matches!(plan.mode, Mode::Namespace { .. });
+        // Told apart from orchestrate in `ps`/`top` (it shares orchestrate's command line).
+        libc::prctl(libc::PR_SET_NAME, c"orch-controller".as_ptr());
+        // Children are reaped here, never discarded: SIGCHLD must not be ignored.
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        // orchestrate says go once the id maps are written. If it died before the
+        // parent-death signal was armed, its end of `alive` is closed: the read ends
+        // (or the poll below sees the hang-up) and nothing may run orphaned.
+        let mut go = 0u8;
+        if libc::read(fds.alive, (&mut go as *mut u8).cast(), 1) != 1 {
+            fail(fds.report, Stage::ParentGone, 0);
+        }
+        let mut pfd = libc::pollfd {
+            fd: fds.alive,
+            events: 0,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) > 0 && pfd.revents & libc::POLLHUP != 0 {
+            fail(fds.report, Stage::ParentGone, 0);
+        }
+        // A group of its own: a terminal's ^C to orchestrate's group does not reach it.
+        libc::setpgid(0, 0);
+        if in_namespace {
+            // Nothing mounted here may show in orchestrate's namespace.
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ) != 0
+            {
+                fail(fds.report, Stage::MountPrivate, errno());
+            }
+            if libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+            {
+                fail(fds.report, Stage::MountProc, errno());
+            }
+            if let Some(tmp) = &plan.private_tmp {
+                if libc::mount(
+                    c"tmpfs".as_ptr(),
+                    tmp.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    c"mode=0700".as_ptr().cast(),
+                ) != 0
+                {
+                    fail(fds.report, Stage::MountTmp, errno());
+                }
+            }
+            if let Mode::Namespace { clone_flags } = plan.mode {
+                if clone_flags & libc::CLONE_NEWNET != 0 {
+                    if let Err(e) = loopback_up() {
+                        fail(fds.report, Stage::Loopback, e);
+                    }
+                }
+            }
+        } else if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) != 0 {
+            fail(fds.report, Stage::Subreaper, errno());
+        }
+        let me = libc::getpid();
+        let child = raw_fork();
+        if child < 0 {
+            fail(fds.report, Stage::Fork, errno());
+        }
+        if child == 0 {
+            let parent = if in_namespace { 1 } else { me };
+            child_main(plan, argv, envp, fds, parent);
+        }
+        // Keep only the status pipe, away from 0-2; those point at /dev/null so that the
+        // controller holds none of orchestrate's descriptors (its stdout, the child's
+        // pipes).
+        let status = libc::fcntl(fds.status, libc::F_DUPFD, 10);
+        if status >= 0 {
+            libc::syscall(libc::SYS_close_range, 0, (status - 1) as libc::c_uint, 0);
+            close_from(status as libc::c_uint + 1, false);
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            if null == 0 {
+                libc::dup2(0, 1);
+                libc::dup2(0, 2);
+            }
+        }
+        control(in_namespace, child, status)
+    }
+}
+
+/// Waits for signals: reaps, forwards, reports the child's exit, and ends the tree when
+/// asked (subreaper mode; in a namespace orchestrate's SIGKILL does that).
+unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
+    // SAFETY: system calls only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in WAITED {
+            libc::sigaddset(&mut set, s);
+        }
+        let mut child_alive = true;
+        let mut reported = false;
+        loop {
+            let sig = libc::sigwaitinfo(&set, std::ptr::null_mut());
+            match sig {
+                libc::SIGCHLD => {}
+                libc::SIGUSR1 if !in_namespace => {
+                    kill_tree(child, child_alive);
+                    // Everything is reaped; the child's status is no longer known here
+                    // (orchestrate reports it as killed).
+                    libc::_exit(0);
+                }
+                s if s > 0 => forward(in_namespace, child, child_alive, s),
+                _ => continue,
+            }
+            // Reap whatever ended: the child, and orphans handed to us.
+            loop {
+                let mut st = 0;
+                let p = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                if p <= 0 {
+                    break;
+                }
+                if p == child {
+                    child_alive = false;
+                    let leftovers = others_alive(in_namespace);
+                    let record = ExitRecord {
+                        status: st,
+                        leftovers,
+                    }
+                    .encode();
+                    libc::write(status, record.as_ptr().cast(), record.len());
+                    reported = true;
+                }
+            }
+            if reported && !others_alive(in_namespace) {
+                libc::_exit(0);
+            }
+        }
+    }
+}
+
+/// Whether any process of the tree other than the controller is alive (zombies already
+/// reaped by the caller).
+unsafe fn others_alive(in_namespace: bool) -> bool {
+    // SAFETY: a null signal to every process of the namespace (never the controller
+    // itself); or reading our own children.
+    unsafe {
+        if in_namespace {
+            libc::kill(-1, 0) == 0
+        } else {
+            let mut buf = [0u8; 64];
+            children(&mut buf, &mut |_| {}) > 0
+        }
+    }
+}
+
+/// Sends `sig` to the tree: in a namespace to every process in it; otherwise to the
+/// child's group while the child lives, and to every orphan handed to the controller.
+unsafe fn forward(in_namespace: bool, child: libc::pid_t, child_alive: bool, sig: libc::c_int) {
+    // SAFETY: signals to processes of our own tree (unreaped children: their pids cannot
+    // have been reused).
+    unsafe {
+        if in_namespace {
+            libc::kill(-1, sig);
+            return;
+        }
+        if child_alive {
+            libc::kill(-child, sig);
+        }
+        let mut buf = [0u8; 4096];
+        children(&mut buf, &mut |pid| {
+            if pid != child {
+                libc::kill(pid, sig);
+            }
+        });
+    }
+}
+
+/// Subreaper mode: SIGKILL the child's group and every process handed to the controller,
+/// generation by generation, reaping each, until it has no child left.
+unsafe fn kill_tree(child: libc::pid_t, child_alive: bool) {
+    /// A bound on the generations, so that a pathological tree cannot hold the
+    /// controller for ever.
+    const MAX_GENERATIONS: usize = 1000;
+    // SAFETY: signals and waits on our own children.
+    unsafe {
+        if child_alive {
+            libc::kill(-child, libc::SIGKILL);
+        }
+        let mut buf = [0u8; 4096];
+        for _ in 0..MAX_GENERATIONS {
+            let n = children(&mut buf, &mut |pid| {
+                libc::kill(pid, libc::SIGKILL);
+            });
+            if n == 0 {
+                break;
+            }
+            children(&mut buf, &mut |pid| {
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            });
+        }
+    }
+}
+
+/// Calls `each` with every child of this (single-threaded) process, from
+/// `/proc/self/task/<pid>/children`, and returns how many there were.
+unsafe fn children(buf: &mut [u8], each: &mut dyn FnMut(libc::pid_t)) -> usize {
+    // SAFETY: system calls into our own buffers.
+    unsafe {
+        let mut path = [0u8; 64];
+        let prefix = b"/proc/self/task/";
+        path[..prefix.len()].copy_from_slice(prefix);
+        let mut at = prefix.len();
+        at += write_decimal(&mut path[at..], libc::getpid() as u64);
+        let suffix = b"/children\0";
+        path[at..at + suffix.len()].copy_from_slice(suffix);
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 0;
+        }
+        let mut count = 0;
+        let mut value: i64 = -1;
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            for &b in &buf[..n as usize] {
+                if b.is_ascii_digit() {
+                    value = value.max(0) * 10 + i64::from(b - b'0');
+                } else if value >= 0 {
+                    each(value as libc::pid_t);
+                    count += 1;
+                    value = -1;
+                }
+            }
+        }
+        if value >= 0 {
+            each(value as libc::pid_t);
+            count += 1;
+        }
+        libc::close(fd);
+        count
+    }
+}
+
+fn write_decimal(out: &mut [u8], mut n: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        out[i] = digits[len - 1 - i];
+    }
+    len
+}
+
+/// `struct ifreq` with the flags member of its union, padded to the kernel's size.
+#[repr(C)]
+struct IfreqFlags {
+    name: [u8; 16],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+const SIOCGIFFLAGS: libc::c_ulong = 0x8913;
+const SIOCSIFFLAGS: libc::c_ulong = 0x8914;
+
+/// A new network namespace has only `lo`, and down.
+unsafe fn loopback_up() -> Result<(), libc::c_int> {
+    // SAFETY: a socket and two ioctls on a valid ifreq.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return Err(errno());
+        }
+        let mut req = IfreqFlags {
+            name: [0; 16],
+            flags: 0,
+            _pad: [0; 22],
+        };
+        req.name[..2].copy_from_slice(b"lo");
+        let ok = libc::ioctl(s, SIOCGIFFLAGS as _, &mut req) == 0 && {
+            req.flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(s, SIOCSIFFLAGS as _, &req) == 0
+        };
+        let e = errno();
+        libc::close(s);
+        if ok {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+}
+
+unsafe fn child_main(
+    plan: &Plan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    fds: ChildFds,
+    parent: libc::pid_t,
+) -> ! {
+    // SAFETY: system calls only, then exec.
+    unsafe {
+        // Default dispositions (orchestrate ignores SIGPIPE; handlers do not survive the
+        // exec, ignored signals would), then nothing blocked.
+        for sig in 1..libc::SIGRTMAX() {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        // Outside a namespace the controller's death is orchestrate's; take the child too.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        if libc::getppid() != parent {
+            libc::_exit(127);
+        }
+        libc::setpgid(0, 0);
+        // stdin /dev/null, stdout and stderr the pipes. Copies above 2 first, so that no
+        // dup2 can overwrite a descriptor still needed.
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let (null, out, err) = (
+            libc::fcntl(null, libc::F_DUPFD_CLOEXEC, 10),
+            libc::fcntl(fds.stdout, libc::F_DUPFD_CLOEXEC, 10),
+            libc::fcntl(fds.stderr, libc::F_DUPFD_CLOEXEC, 10),
+        );
+        if null < 0
+            || out < 0
+            || err < 0
+            || libc::dup2(null, 0) < 0
+            || libc::dup2(out, 1) < 0
+            || libc::dup2(err, 2) < 0
+        {
+            fail(fds.report, Stage::Stdio, errno());
+        }
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            fail(fds.report, Stage::Chdir, errno());
+        }
+        if let Some(ruleset) = plan.landlock {
+            if let Err(e) = super::super::landlock::restrict_self(ruleset) {
+                fail(fds.report, Stage::Landlock, e);
+            }
+        }
+        if plan.drop_capabilities {
+            if let Err(e) = super::super::landlock::drop_all_capabilities() {
+                fail(fds.report, Stage::DropCapabilities, e);
+            }
+        }
+        // Nothing but 0-2 crosses the exec: not orchestrate's descriptors, not those
+        // whoever started orchestrate leaked to it. (The report pipe closes on the exec
+        // itself, which tells orchestrate it happened.)
+        close_from(3, true);
+        libc::execve(plan.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        fail(fds.report, Stage::Exec, errno());
+    }
+}
