@@ -40,11 +40,11 @@ use crate::sandbox::{Network, SandboxMode};
 use crate::supervisor::Controls;
 
 /// Arguments of the `subagent` tool. Their doc comments are the schema's descriptions,
-/// loaded into every parent session: keep them short.
+/// loaded into every parent session (SPEC: both tool definitions in 2,000 bytes): an
+/// argument whose name and type say it all has `//` comments only.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct SubagentArgs {
-    /// Agent name.
     #[serde(default)]
     pub agent: Option<String>,
     /// Complete: the agent cannot ask back.
@@ -56,13 +56,12 @@ pub(crate) struct SubagentArgs {
     /// Run tasks in order; {previous} = the prior output.
     #[serde(default)]
     pub chain: bool,
-    /// Working directory.
+    // The child's working directory (default: the server's).
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Model for the agent's CLI.
     #[serde(default)]
     pub model: Option<String>,
-    /// Runtime limit (default 900000).
+    /// Default 900000.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
@@ -73,29 +72,34 @@ pub(crate) struct SubagentArgs {
     /// full adds every step (large).
     #[serde(default)]
     pub details: Option<DetailLevel>,
-    /// Stop after this many turns, keeping the partial answer.
+    // Budgets: the child is stopped once it goes on past one, keeping its partial
+    // answer. Zero and non-positive costs are refused in `into_call`.
     #[serde(default)]
-    #[schemars(range(min = 1))]
     pub max_turns: Option<u64>,
-    /// Stop past this many tokens (input + output + cache writes).
     #[serde(default)]
-    #[schemars(range(min = 1))]
     pub max_tokens: Option<u64>,
-    /// Stop past this cost in US dollars.
     #[serde(default)]
     pub max_cost_usd: Option<f64>,
-    /// Models to try in turn when the model is unavailable.
+    // Models tried in turn when the model is unavailable (quota, overload, unknown).
     #[serde(default)]
     pub fallback_models: Option<Vec<String>>,
-    /// Default: read-only if the agent cannot write.
+    // Default: read-only for an agent that cannot write, workspace-write otherwise.
     #[serde(default)]
     pub sandbox: Option<SandboxMode>,
-    /// off: no network for the child.
     #[serde(default)]
-    pub network: Option<Network>,
-    /// worktree: a new git worktree on branch orchestrate/<runId>.
+    pub network: Option<NetworkArg>,
+    // worktree: a git worktree of its own, on branch orchestrate/<runId>.
     #[serde(default)]
     pub isolation: Option<IsolationArg>,
+}
+
+// `network` without the sandbox type's documentation, which would weigh on every parent
+// session's tool list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum NetworkArg {
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -158,7 +162,10 @@ impl SubagentArgs {
             },
             fallback_models: self.fallback_models,
             sandbox: self.sandbox,
-            network: self.network,
+            network: self.network.map(|n| match n {
+                NetworkArg::On => Network::On,
+                NetworkArg::Off => Network::Off,
+            }),
             worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
             ..RunRequest::default()
         };

@@ -38,6 +38,7 @@ fn stopped_after(turns: u64, cost: f64, limit: Value, message: &str) -> Value {
                 "displayItems": display,
                 "backend": "pi", "durationMs": 0, "attempts": 1,
                 "termination": {"kind": "terminated", "reason": "budget"},
+                "sandbox": {"mode": "off", "mechanism": "none"},
                 "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
                 "limit": limit
             }],
@@ -49,7 +50,7 @@ fn stopped_after(turns: u64, cost: f64, limit: Value, message: &str) -> Value {
 #[test]
 fn a_turn_budget_stops_the_child_after_its_last_turn_and_keeps_the_partial_answer() {
     let sb = Sandbox::new().scenario("turns");
-    let out = sb.run("x", &["--max-turns", "3"]);
+    let out = sb.run("x", &["--details", "full", "--max-turns", "3"]);
     assert_eq!(out.status, 1, "stderr: {}", out.stderr);
     assert_eq!(
         normalized(out.json()),
@@ -67,7 +68,7 @@ fn a_cost_budget_stops_the_child_at_the_turn_that_passes_it() {
     let sb = Sandbox::new()
         .scenario("turns")
         .set("FAKE_AGENT_TURN_COST", "0.2");
-    let out = sb.run("x", &["--max-cost", "0.50"]);
+    let out = sb.run("x", &["--details", "full", "--max-cost", "0.50"]);
     assert_eq!(out.status, 1, "stderr: {}", out.stderr);
     assert_eq!(
         normalized(out.json()),
@@ -84,7 +85,7 @@ fn a_cost_budget_stops_the_child_at_the_turn_that_passes_it() {
 fn a_token_budget_counts_input_output_and_cache_writes() {
     let sb = Sandbox::new().scenario("turns");
     // 110 tokens a turn: the fourth passes 400.
-    let out = sb.run("x", &["--max-tokens", "400"]);
+    let out = sb.run("x", &["--details", "full", "--max-tokens", "400"]);
     assert_eq!(out.status, 1, "stderr: {}", out.stderr);
     assert_eq!(
         normalized(out.json()),
@@ -123,7 +124,7 @@ fn a_run_whose_final_answer_comes_within_its_turns_succeeds() {
     let sb = Sandbox::new()
         .scenario("turns")
         .set("FAKE_AGENT_TURNS", "2");
-    let out = sb.run("x", &["--max-turns", "3"]);
+    let out = sb.run("x", &["--details", "full", "--max-turns", "3"]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
     assert_eq!(r["output"], json!("done after 2 turns"));

@@ -17,6 +17,8 @@ fn an_overloaded_model_falls_back_to_the_next_one() {
     let out = sb.run(
         "x",
         &[
+            "--details",
+            "full",
             "--model",
             "m1",
             "--fallback-model",

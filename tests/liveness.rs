@@ -14,7 +14,7 @@ fn a_silent_tool_call_longer_than_the_idle_limit_is_not_killed() {
     let sb = Sandbox::new()
         .scenario("tool-call")
         .set("FAKE_AGENT_TOOL_MS", "2000");
-    let out = sb.run("x", &["--idle-timeout", "500ms"]);
+    let out = sb.run("x", &["--details", "full", "--idle-timeout", "500ms"]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let r = out.result();
     assert_eq!(r["output"], json!("Build done."));

@@ -39,7 +39,7 @@ fn a_lone_surrogate_and_an_invalid_byte_become_replacement_characters() {
     std::fs::write(&path, &transcript).unwrap();
     let sb = sb.set("FAKE_AGENT_TRANSCRIPT", path.to_str().unwrap());
 
-    let out = sb.run("x", &[]);
+    let out = sb.run("x", &["--details", "full"]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let answer = "Answer: \u{FFFD} kept";
     assert_eq!(

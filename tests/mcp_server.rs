@@ -136,7 +136,8 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
                 "durationMs": 0,
                 "attempts": 1,
                 "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
-                "termination": {"kind": "exited", "code": 0}
+                "termination": {"kind": "exited", "code": 0},
+                "sandbox": {"mode": "off", "mechanism": "none"}
             }]
         })
     );
@@ -397,7 +398,7 @@ async fn bad_arguments_are_invalid_input_results() {
         ),
         (
             json!({"agent": "fake", "task": "x", "timeout": 5}),
-            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`",
+            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`, `maxTurns`, `maxTokens`, `maxCostUsd`, `fallbackModels`, `sandbox`, `network`, `isolation`",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeoutMs": 0}),
@@ -414,6 +415,14 @@ async fn bad_arguments_are_invalid_input_results() {
         (
             json!({"agent": "fake", "task": "x", "details": "everything"}),
             "invalid arguments: unknown variant `everything`, expected `lean` or `full`",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "maxTurns": 0}),
+            "maxTurns must be greater than zero (leave it out for no limit)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "maxCostUsd": -1}),
+            "maxCostUsd must be a positive number of US dollars, not -1",
         ),
     ];
     for (args, why) in cases {
@@ -751,24 +760,22 @@ fn a_client_closing_mid_call_leaves_nothing_running() {
         &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "subagent", "arguments": {"agent": "fake", "task": "hang"}}}),
     );
+    // The run's processes, found by the sandbox's marker in their environment: the pids
+    // the fake child records are those of its own PID namespace.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while sb.pids().len() < 2 {
+    while sb.descendants().len() < 2 {
         assert!(
             Instant::now() < deadline,
             "the child and its grandchild never started"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let started = sb.descendants();
     let stdin = server.stdin.take().unwrap();
     let killed = close_like_the_typescript_sdk(&mut server.process, stdin);
-    let pids = sb.pids();
     let deadline = Instant::now() + Duration::from_secs(10);
     let alive = loop {
-        let alive: Vec<i32> = pids
-            .iter()
-            .copied()
-            .filter(|p| support::is_alive(*p))
-            .collect();
+        let alive = sb.descendants();
         if alive.is_empty() || Instant::now() > deadline {
             break alive;
         }
@@ -777,7 +784,7 @@ fn a_client_closing_mid_call_leaves_nothing_running() {
     assert_eq!(
         alive,
         Vec::<i32>::new(),
-        "the run's tree outlived the server (of {pids:?})"
+        "the run's tree outlived the server (of {started:?})"
     );
     assert!(
         !killed,

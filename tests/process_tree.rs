@@ -209,7 +209,7 @@ fn a_detached_daemon_left_by_a_child_that_answered_is_killed_and_reported() {
     // Double fork, setsid, stdio on /dev/null: nothing ties the daemon to the child but
     // ancestry, which the kernel forgets when its parent exits.
     let sb = Sandbox::new().scenario("daemon");
-    let out = sb.run("x", &[]);
+    let out = sb.run("x", &["--details", "full"]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     assert_eq!(
         sb.pids().len(),
@@ -301,7 +301,7 @@ mod subreaper {
         let sb = Sandbox::new()
             .scenario("daemon")
             .set("ORCHESTRATE_CONTAINMENT", "subreaper");
-        let out = sb.run("x", &[]);
+        let out = sb.run("x", &["--details", "full"]);
         assert_eq!(out.status, 0, "stderr: {}", out.stderr);
         let r = out.result();
         assert_eq!(

@@ -34,7 +34,8 @@ fn multi_turn_transcript_gives_the_whole_contract_result() {
                     "durationMs": 0,
                     "attempts": 1,
                     "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
-                    "termination": {"kind": "exited", "code": 0}
+                    "termination": {"kind": "exited", "code": 0},
+                    "sandbox": {"mode": "off", "mechanism": "none"}
                 }]
             }
         })

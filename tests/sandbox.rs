@@ -42,7 +42,15 @@ fn answer_lines(out: &support::RunOutput) -> Vec<String> {
 
 fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
     let agents = sb.agents.to_str().unwrap().to_string();
-    let mut args = vec!["run", agent, "probe", "--agents-dir", &agents];
+    let mut args = vec![
+        "run",
+        agent,
+        "probe",
+        "--agents-dir",
+        &agents,
+        "--details",
+        "full",
+    ];
     args.extend_from_slice(extra);
     sb.run_args(&args)
 }
@@ -202,9 +210,9 @@ fn network_off_cuts_the_child_off_even_from_the_hosts_loopback() {
     let sb = Sandbox::new()
         .scenario("connect-probe")
         .set("FAKE_AGENT_CONNECT_PORT", &port);
-    let out = sb.run("x", &[]);
+    let out = sb.run("x", &["--details", "full"]);
     assert_eq!(out.result()["output"], json!("connected"), "{}", out.stdout);
-    let out = sb.run("x", &["--network", "off"]);
+    let out = sb.run("x", &["--details", "full", "--network", "off"]);
     assert_eq!(
         out.result()["output"],
         json!("not connected: connection refused"),

@@ -87,7 +87,8 @@ fn checkout_state(dir: &Path) -> CheckoutState {
 fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value) {
     let agents = sb.agents.to_str().unwrap().to_string();
     let mut all = args.to_vec();
-    all.extend_from_slice(&["--agents-dir", &agents]);
+    // The whole record: these tests read the child's answer beside the worktree.
+    all.extend_from_slice(&["--agents-dir", &agents, "--details", "full"]);
     let out = sb.run_args(&all);
     let v = out.json();
     (out.status, v)
