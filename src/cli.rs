@@ -14,6 +14,7 @@ use crate::duration::parse_duration;
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
+use crate::structured::SchemaSource;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -148,6 +149,11 @@ pub struct RunArgs {
     /// connection reset). Default 2.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
     pub attempts: Option<u64>,
+    /// A JSON Schema file the answer must match: the answer is validated JSON, in
+    /// `structured` and as compact JSON in `content[0].text` (over the agent's
+    /// `output_schema:`).
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
     /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
@@ -359,6 +365,10 @@ impl RunArgs {
             attempts: self.attempts.map(|n| n.min(u64::from(u32::MAX)) as u32),
             max_bytes: usize_of(self.max_bytes),
             max_lines: usize_of(self.max_lines),
+            // Relative to where the command was typed, not to `--cwd`.
+            output_schema: self
+                .output_schema
+                .map(|p| SchemaSource::File(std::path::absolute(&p).unwrap_or(p))),
         }
     }
 

@@ -32,6 +32,7 @@ pub mod result;
 pub(crate) mod run;
 pub mod sanitize;
 pub(crate) mod session;
+pub(crate) mod structured;
 pub(crate) mod supervisor;
 pub(crate) mod truncate;
 

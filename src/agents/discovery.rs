@@ -724,6 +724,7 @@ mod tests {
             readonly: false,
             command: None,
             dialect: None,
+            output_schema: None,
             enabled: true,
             system_prompt: String::new(),
             source: AgentSource::Builtin,

@@ -48,6 +48,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "claude",
     install_hint: "install it with `npm install -g @anthropic-ai/claude-code`",
     resumes: true,
+    output_schema: super::SchemaRoute::Option,
     build,
     new_dialect: Some(|| Box::<ClaudeDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -87,6 +88,12 @@ pub(crate) fn build(
     if let Some(from) = input.resume {
         // Before the allow rules: those take several values and would swallow the flag's.
         inv.arg("--resume").arg(from.session_id("claude")?);
+    }
+    if let Some(schema) = input.output_schema {
+        // claude offers the model a `StructuredOutput` tool with this schema as its input,
+        // checks the call against it (a mismatch is a tool error the model sees), and puts
+        // the value, as JSON text, in the `result` line.
+        inv.arg("--json-schema").arg(schema.compact());
     }
     inv.arg("--allowedTools");
     for rule in allowed {
@@ -354,6 +361,7 @@ mod tests {
                 model: Some("sonnet"),
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -395,6 +403,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -420,5 +429,52 @@ mod tests {
             ]
         );
         assert!(inv.warnings.is_empty());
+    }
+
+    #[test]
+    fn an_output_schema_is_passed_as_json_schema_in_a_resumed_session_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        let schema = crate::structured::OutputSchema::compile(
+            serde_json::json!({"type": "object", "required": ["n"]}),
+        )
+        .unwrap();
+        let from = crate::backends::ResumeFrom {
+            run_id: "ab12cd34".into(),
+            session_id: Some("sess-1".into()),
+            run_dir: dir.path().to_path_buf(),
+        };
+        let inv = build(
+            "claude".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "repair it",
+                model: None,
+                run_dir: dir.path(),
+                resume: Some(&from),
+                output_schema: Some(&schema),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            args(&inv),
+            [
+                "-p",
+                "repair it",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "dontAsk",
+                "--tools",
+                "Read",
+                "--resume",
+                "sess-1",
+                "--json-schema",
+                "{\"required\":[\"n\"],\"type\":\"object\"}",
+                "--allowedTools",
+                "Read",
+            ]
+        );
     }
 }

@@ -18,6 +18,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "",
     install_hint: "check the agent's `command:` template",
     resumes: false,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: None,
     explain_exit: super::no_exit_meaning,
@@ -120,6 +121,7 @@ mod tests {
                 model: Some("m1"),
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -154,6 +156,7 @@ mod tests {
                     model: None,
                     run_dir: dir.path(),
                     resume: None,
+                    output_schema: None,
                 },
             )
             .map(|_| ())

@@ -30,6 +30,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "cursor-agent",
     install_hint: "install it with `curl https://cursor.com/install -fsS | bash`",
     resumes: false,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<CursorDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -245,6 +246,7 @@ mod tests {
                 model: Some("gpt-5"),
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();

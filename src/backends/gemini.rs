@@ -25,6 +25,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "gemini",
     install_hint: "install it with `npm install -g @google/gemini-cli`",
     resumes: false,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<GeminiDialect>::default()),
     explain_exit,
@@ -314,6 +315,7 @@ mod tests {
                 model: Some("gemini-2.5-pro"),
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -360,6 +362,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -386,6 +389,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();

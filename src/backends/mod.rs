@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agents::AgentDef;
 use crate::events::{AgentEvent, Transient};
+use crate::structured::OutputSchema;
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
@@ -32,6 +33,9 @@ pub struct InvocationInput<'a> {
     pub run_dir: &'a Path,
     /// Continue the child's own session from an earlier run instead of starting anew.
     pub resume: Option<&'a ResumeFrom>,
+    /// The schema the answer must match, for a CLI that takes it through its own option
+    /// (see [`SchemaRoute`]); `None` otherwise, the request being in `task` then.
+    pub output_schema: Option<&'a OutputSchema>,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -66,6 +70,16 @@ impl InvocationInput<'_> {
         }
         let path = self.run_dir.join("system-prompt.md");
         write_prompt_file(&path, &self.agent.system_prompt)?;
+        Ok(Some(path))
+    }
+
+    /// Writes the output schema into the run folder, for a CLI that reads it from a file.
+    pub fn write_output_schema(&self) -> Result<Option<PathBuf>, BackendError> {
+        let Some(schema) = self.output_schema else {
+            return Ok(None);
+        };
+        let path = self.run_dir.join("output-schema.json");
+        write_prompt_file(&path, &schema.compact())?;
         Ok(Some(path))
     }
 
@@ -222,8 +236,11 @@ pub struct BackendSpec {
     /// The program looked up on PATH unless `ORCHESTRATE_<NAME>_BIN` says otherwise.
     pub program: &'static str,
     pub install_hint: &'static str,
-    /// Whether it can continue an earlier run's session (`run --resume`).
+    /// Whether it can continue an earlier run's session (`run --resume`, and the repair
+    /// turn of a structured answer).
     pub resumes: bool,
+    /// How it is asked for an answer matching an output schema.
+    pub output_schema: SchemaRoute,
     pub build: fn(OsString, &InvocationInput<'_>) -> Result<Invocation, BackendError>,
     /// Its stdout's parser; `None` for the command backend, whose agent names a dialect.
     pub new_dialect: Option<fn() -> Box<dyn Dialect>>,
@@ -231,6 +248,18 @@ pub struct BackendSpec {
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
+}
+
+/// How a CLI is asked for one JSON value matching an output schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaRoute {
+    /// Its own option (claude `--json-schema`, codex `--output-schema`), which its build
+    /// passes from [`InvocationInput::output_schema`]. Only for an object schema (root
+    /// `"type": "object"`): the providers' structured output takes no other; any other
+    /// schema goes through the prompt.
+    Option,
+    /// A request after the task in the prompt.
+    Prompt,
 }
 
 /// For CLIs whose exit codes say nothing beyond success or failure.
@@ -395,6 +424,11 @@ impl Backend {
 
     pub fn explain_exit(self, code: i32) -> Option<&'static str> {
         (self.spec().explain_exit)(code)
+    }
+
+    /// Whether this CLI takes `schema` through its own option rather than the prompt.
+    pub fn takes_output_schema(self, schema: &OutputSchema) -> bool {
+        self.spec().output_schema == SchemaRoute::Option && schema.is_object_schema()
     }
 }
 

@@ -34,6 +34,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "opencode",
     install_hint: "install it with `npm install -g opencode-ai`",
     resumes: false,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<OpencodeDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -246,6 +247,7 @@ mod tests {
                 model: Some("mock/m"),
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -302,6 +304,7 @@ mod tests {
                 model: None,
                 run_dir: dir.path(),
                 resume: None,
+                output_schema: None,
             },
         )
         .unwrap();

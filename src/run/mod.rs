@@ -23,14 +23,15 @@ pub(crate) use progress::Observer;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backends::{Backend, BackendChoice};
+use crate::backends::{Backend, BackendChoice, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::result::{exit_status, new_run_id, ErrorCode, RunResult};
 use crate::session::{self, IndexEntry, RunDir, StateDir};
+use crate::structured::{self, SchemaSource};
 use crate::supervisor::Controls;
 
-use attempt::Attempt;
+use attempt::{Attempt, Executed};
 use resolve::resolve;
 pub(crate) use resolve::{backend_of, refuse_if_not_allowed, truncate_limits, ResolvedRun};
 
@@ -56,6 +57,9 @@ pub struct RunRequest {
     pub run_id: Option<String>,
     /// Attempts in all when failures are transient (default: the config's `retries`).
     pub attempts: Option<u32>,
+    /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the
+    /// agent's `output_schema:`.
+    pub output_schema: Option<SchemaSource>,
 }
 
 /// What a run takes from outside the request: the effective config (files and
@@ -153,6 +157,7 @@ pub(crate) async fn run(
         run: &run,
         env,
         run_dir: &run_dir,
+        message: None,
     };
     let output = attempts(&attempt, controls, observer).await;
     record(&run, env, &run_dir, &output, started_at_ms);
@@ -173,40 +178,129 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
         })
 }
 
-/// Runs attempts until one is not worth repeating: a success, a failure a retry cannot
-/// fix, or the last attempt allowed. A cancel during the backoff ends it at once.
+/// The task's turn, retried while its failures are transient; then, when its answer does
+/// not match the output schema, one repair turn continuing the child's own session (where
+/// its CLI can), retried the same way. The repair turn counts like any child run:
+/// `attempts` is every run of the child, `usage` and `durationMs` are summed over both
+/// turns, and the full record's `displayItems` hold both.
 async fn attempts(
     attempt: &Attempt<'_>,
     controls: &Controls,
     mut observer: Option<Observer<'_>>,
 ) -> RunOutput {
-    let max_attempts = attempt.run.attempts;
+    let (first, n) = retried(attempt, 1, controls, &mut observer).await;
+    let (Some(mismatch), Some(schema)) = (first.mismatch, &attempt.run.output_schema) else {
+        return with_attempts(first.output, n);
+    };
+    let mut output = first.output;
+    let from = match repair_from(attempt, &output) {
+        Ok(from) => from,
+        Err(why) => {
+            if let Some(single) = output.result.details.results.first_mut() {
+                single.warnings.push(format!(
+                    "no repair turn for the answer that does not match the output schema: {why}"
+                ));
+            }
+            return with_attempts(output, n);
+        }
+    };
+    if controls.cancel.is_cancelled() {
+        return with_attempts(output, n);
+    }
+    let run = ResolvedRun {
+        resume: Some(from),
+        ..attempt.run.clone()
+    };
+    let message = structured::repair_prompt(schema, &mismatch);
+    let repair = Attempt {
+        run: &run,
+        message: Some(&message),
+        ..*attempt
+    };
+    let (second, last) = retried(&repair, n + 1, controls, &mut observer).await;
+    let mut second = second.output;
+    if let (Some(before), Some(after)) = (
+        output.result.details.results.first_mut(),
+        second.result.details.results.first_mut(),
+    ) {
+        after.usage.add(&before.usage);
+        after.duration_ms += before.duration_ms;
+        let mut items = std::mem::take(&mut before.display_items);
+        items.append(&mut after.display_items);
+        after.display_items = items;
+        for w in before.warnings.drain(..) {
+            if !after.warnings.contains(&w) {
+                after.warnings.push(w);
+            }
+        }
+    }
+    with_attempts(second, last)
+}
+
+/// The run's own child session, for its repair turn; why there is none otherwise.
+fn repair_from(attempt: &Attempt<'_>, output: &RunOutput) -> Result<ResumeFrom, String> {
     let backend = attempt.run.backend.backend;
-    let mut n = 1;
-    let mut output = loop {
+    if !backend.spec().resumes {
+        return Err(format!("{backend} cannot continue its session"));
+    }
+    let session_id = output
+        .result
+        .details
+        .results
+        .first()
+        .and_then(|r| r.child_session_id.clone())
+        .ok_or_else(|| format!("{backend} reported no session id to continue"))?;
+    Ok(ResumeFrom {
+        run_id: attempt.run.run_id.clone(),
+        session_id: Some(session_id),
+        run_dir: attempt.run_dir.path.clone(),
+    })
+}
+
+fn with_attempts(mut output: RunOutput, n: u32) -> RunOutput {
+    if let Some(single) = output.result.details.results.first_mut() {
+        single.attempts = n;
+    }
+    output
+}
+
+/// Runs attempts of one turn, numbered from `first`, until one is not worth repeating: a
+/// success, a failure a retry cannot fix, or the last try allowed. A cancel during the
+/// backoff ends it at once. Returns the last attempt and its number.
+async fn retried(
+    attempt: &Attempt<'_>,
+    first: u32,
+    controls: &Controls,
+    observer: &mut Option<Observer<'_>>,
+) -> (Executed, u32) {
+    let max_tries = attempt.run.attempts;
+    let backend = attempt.run.backend.backend;
+    let mut n = first;
+    let mut tries = 1;
+    loop {
         let out = attempt.execute(n, controls, observer.as_mut()).await;
-        let Some(kind) = (n < max_attempts).then(|| out.transient(backend)).flatten() else {
-            break out;
+        let Some(kind) = (tries < max_tries)
+            .then(|| out.output.transient(backend))
+            .flatten()
+        else {
+            return (out, n);
         };
-        let wait = retry::backoff(n);
+        let wait = retry::backoff(tries);
         tracing::warn!(
-            "attempt {n} of {max_attempts} failed ({kind:?}); retrying in {:.1}s",
+            "attempt {tries} of {max_tries} failed ({kind:?}); retrying in {:.1}s",
             wait.as_secs_f64()
         );
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = controls.cancel.cancelled() => {
                 let mut out = out;
-                out.exit_status = exit_status::CANCELLED;
-                break out;
+                out.output.exit_status = exit_status::CANCELLED;
+                return (out, n);
             }
         }
         n += 1;
-    };
-    if let Some(single) = output.result.details.results.first_mut() {
-        single.attempts = n;
+        tries += 1;
     }
-    output
 }
 
 /// Writes `result.json` and the run's line in `runs.jsonl`.

@@ -25,6 +25,8 @@ pub(crate) struct Context<'a> {
     /// Restrictions of the agent its CLI could not express.
     pub warnings: &'a [String],
     pub session_file: String,
+    /// The answer's JSON value, validated against the output schema.
+    pub structured: Option<serde_json::Value>,
 }
 
 pub(crate) fn render(
@@ -39,20 +41,30 @@ pub(crate) fn render(
     if let Verdict::Timeout(reason) = verdict {
         single.timeout_reason = Some(*reason);
     }
-    let raw_text = if verdict.is_success() {
-        collected.final_text().unwrap_or_default()
-    } else {
-        collected.partial_text()
+    let raw_text = match verdict {
+        Verdict::Answered | Verdict::NotMatchingSchema(_) => {
+            collected.final_text().unwrap_or_default()
+        }
+        _ => collected.partial_text(),
     };
     single.output = sanitizer.sanitize(raw_text).into_owned();
     sanitize_display_items(sanitizer, &mut single.display_items);
+    single.structured = ctx.structured.clone().map(|mut value| {
+        sanitizer.sanitize_json(&mut value);
+        value
+    });
     let failure = failure(verdict, outcome, collected, ctx)
         .map(|(code, message)| (code, sanitizer.sanitize(&message).into_owned()));
     single.error = failure.as_ref().map(|(_, message)| message.clone());
-    let content = match &failure {
-        None => single.output.clone(),
-        Some((_, message)) if single.output.is_empty() => message.clone(),
-        Some((_, message)) => format!("{message}\n\nPartial output:\n{}", single.output),
+    let content = match (&failure, &single.structured) {
+        // The validated answer, as compact JSON.
+        (None, Some(value)) => value.to_string(),
+        (None, None) => single.output.clone(),
+        (Some((_, message)), _) if single.output.is_empty() => message.clone(),
+        (Some((_, message)), _) if matches!(verdict, Verdict::NotMatchingSchema(_)) => {
+            format!("{message}\n\nAnswer:\n{}", single.output)
+        }
+        (Some((_, message)), _) => format!("{message}\n\nPartial output:\n{}", single.output),
     };
     let (text, truncation) = truncate_head(&content, ctx.run.truncate, &ctx.session_file);
     let error = match failure {
@@ -111,6 +123,7 @@ fn facts(
         termination: o.map(|o| o.termination),
         leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
+        structured: None,
         warnings: warnings(o, ctx),
     }
 }
@@ -164,6 +177,9 @@ fn failure(
         Verdict::Cancelled => {
             failed("Subagent was cancelled; its process group was stopped.".to_string())
         }
+        Verdict::NotMatchingSchema(mismatch) => failed(format!(
+            "Answer does not match the output schema: {mismatch}"
+        )),
         Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::NoAnswer => {
             failed(child_failure(verdict, outcome, collected, ctx.run.backend.backend))
         }
