@@ -36,6 +36,7 @@ use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
 use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
+use crate::structured::SchemaSource;
 use crate::supervisor::Controls;
 
 /// Arguments of the `subagent` tool. Their doc comments are the schema's descriptions,
@@ -72,6 +73,9 @@ pub(crate) struct SubagentArgs {
     /// full adds every step (large).
     #[serde(default)]
     pub details: Option<DetailLevel>,
+    /// JSON Schema the answer must match.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -109,6 +113,9 @@ impl SubagentArgs {
             agents_dir,
             runtime_timeout: positive("timeoutMs", self.timeout_ms)?,
             idle_timeout: positive("idleTimeoutMs", self.idle_timeout_ms)?,
+            output_schema: self
+                .output_schema
+                .map(|schema| SchemaSource::Inline(serde_json::Value::Object(schema))),
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {
