@@ -48,6 +48,11 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "claude",
     install_hint: "install it with `npm install -g @anthropic-ai/claude-code`",
     resumes: true,
+    // `total_cost_usd` of a resumed session is the session's; `usage` is the run's.
+    resumed_totals: super::SessionTotals {
+        tokens: false,
+        cost: true,
+    },
     output_schema: super::SchemaRoute::Option,
     build,
     new_dialect: Some(|| Box::<ClaudeDialect>::default()),

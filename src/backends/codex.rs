@@ -26,6 +26,11 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "codex",
     install_hint: "install it with `npm install -g @openai/codex`",
     resumes: true,
+    // `exec resume` reports the thread's token counts, the earlier runs' included.
+    resumed_totals: super::SessionTotals {
+        tokens: true,
+        cost: false,
+    },
     output_schema: super::SchemaRoute::Option,
     build,
     new_dialect: Some(|| Box::<CodexDialect>::default()),

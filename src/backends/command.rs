@@ -18,6 +18,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "",
     install_hint: "check the agent's `command:` template",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: None,

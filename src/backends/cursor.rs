@@ -30,6 +30,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "cursor-agent",
     install_hint: "install it with `curl https://cursor.com/install -fsS | bash`",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<CursorDialect>::default()),

@@ -25,6 +25,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "gemini",
     install_hint: "install it with `npm install -g @google/gemini-cli`",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<GeminiDialect>::default()),

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agents::AgentDef;
 use crate::events::{AgentEvent, Transient};
+use crate::result::Usage;
 use crate::structured::OutputSchema;
 
 /// Everything a backend needs to build the child's command line.
@@ -239,6 +240,8 @@ pub struct BackendSpec {
     /// Whether it can continue an earlier run's session (`run --resume`, and the repair
     /// turn of a structured answer).
     pub resumes: bool,
+    /// Which totals it reports for a resumed session are the whole session's.
+    pub resumed_totals: SessionTotals,
     /// How it is asked for an answer matching an output schema.
     pub output_schema: SchemaRoute,
     pub build: fn(OsString, &InvocationInput<'_>) -> Result<Invocation, BackendError>,
@@ -248,6 +251,41 @@ pub struct BackendSpec {
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
+}
+
+/// Which of the totals a CLI reports when it continues a session (`--resume`, a repair
+/// turn) cover the whole session, the earlier runs' included, rather than this run alone.
+/// Observed against the mock: claude 2.1.332's `total_cost_usd` (its `usage` and
+/// `num_turns` are the run's own); codex 0.171.0's token counts in `turn.completed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionTotals {
+    pub tokens: bool,
+    pub cost: bool,
+}
+
+impl SessionTotals {
+    /// Only this run's own totals.
+    pub const NONE: SessionTotals = SessionTotals {
+        tokens: false,
+        cost: false,
+    };
+
+    /// The usage of two runs of one session, `later` continuing `earlier`: each total
+    /// the later run reported for the whole session is taken as it is, the others added.
+    pub fn combine(self, earlier: &Usage, later: &Usage) -> Usage {
+        let mut sum = *later;
+        if !self.tokens {
+            sum.input += earlier.input;
+            sum.output += earlier.output;
+            sum.cache_read += earlier.cache_read;
+            sum.cache_write += earlier.cache_write;
+        }
+        if !self.cost {
+            sum.cost += earlier.cost;
+        }
+        sum.turns += earlier.turns;
+        sum
+    }
 }
 
 /// How a CLI is asked for one JSON value matching an output schema.
@@ -551,6 +589,53 @@ pub(crate) mod test_support {
             }
         }
         assert!(checked >= 18, "only {checked} fixtures found");
+    }
+
+    #[test]
+    fn a_continued_sessions_totals_are_taken_or_added_as_the_cli_reports_them() {
+        let earlier = Usage {
+            input: 100,
+            output: 10,
+            cache_read: 1,
+            cache_write: 2,
+            cost: 0.5,
+            turns: 2,
+        };
+        // What each CLI reports for the later run: its own numbers, or the session's.
+        let own = Usage {
+            input: 500,
+            output: 50,
+            cache_read: 5,
+            cache_write: 6,
+            cost: 1.0,
+            turns: 1,
+        };
+        let session = Usage {
+            input: 600,
+            output: 60,
+            cache_read: 6,
+            cache_write: 8,
+            cost: 1.5,
+            turns: 1,
+        };
+        let whole = Usage {
+            turns: 3,
+            ..session
+        };
+        assert_eq!(SessionTotals::NONE.combine(&earlier, &own), whole);
+        let claude = Backend::Claude.spec().resumed_totals;
+        assert_eq!(claude.combine(&earlier, &Usage { cost: 1.5, ..own }), whole);
+        let codex = Backend::Codex.spec().resumed_totals;
+        assert_eq!(
+            codex.combine(
+                &earlier,
+                &Usage {
+                    cost: 1.0,
+                    ..session
+                }
+            ),
+            whole
+        );
     }
 
     pub(crate) fn args(inv: &Invocation) -> Vec<String> {

@@ -34,6 +34,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "opencode",
     install_hint: "install it with `npm install -g opencode-ai`",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<OpencodeDialect>::default()),

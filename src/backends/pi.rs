@@ -34,6 +34,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
         "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
                    `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once",
     resumes: true,
+    resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::new(PiDialect)),

@@ -223,7 +223,8 @@ async fn attempts(
         output.result.details.results.first_mut(),
         second.result.details.results.first_mut(),
     ) {
-        after.usage.add(&before.usage);
+        let totals = attempt.run.backend.backend.spec().resumed_totals;
+        after.usage = totals.combine(&before.usage, &after.usage);
         after.duration_ms += before.duration_ms;
         let mut items = std::mem::take(&mut before.display_items);
         items.append(&mut after.display_items);
