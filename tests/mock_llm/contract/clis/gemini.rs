@@ -87,6 +87,8 @@ pub const GEMINI: Cli = Cli {
         },
     ],
     resume: None,
+    // No option for a schema: orchestrate asks for the JSON in the prompt.
+    output_schema: SchemaSent::Prompt,
     tool_never_returns: true,
     // Seen with gemini 0.61.0: gemini runs the shell under a pseudo-terminal, in a
     // session of its own, and when the run times out that shell and its command outlive
