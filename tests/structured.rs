@@ -299,3 +299,28 @@ fn a_malformed_schema_is_invalid_input_before_anything_is_spawned() {
                 .is_none()
     );
 }
+
+#[test]
+fn a_long_structured_answer_is_cut_in_the_content_and_whole_in_structured() {
+    let files: Vec<String> = (0..400).map(|i| format!("src/module_{i}.rs")).collect();
+    let answer = json!({"files": files, "count": 400});
+    let sb = sandbox(&[&answer.to_string()]);
+    let out = sb.run(
+        "list every file",
+        &["--output-schema", &schema_flag(&sb), "--max-bytes", "2048"],
+    );
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let json = out.json();
+    let text = json["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.len() < answer.to_string().len() && text.starts_with("{\"count\":400,\"files\":["),
+        "{text}"
+    );
+    assert_eq!(
+        (
+            &json["details"]["error"]["code"],
+            &json["details"]["results"][0]["structured"]
+        ),
+        (&json!("SUBAGENT_OUTPUT_TRUNCATED"), &answer)
+    );
+}
