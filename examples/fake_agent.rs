@@ -49,12 +49,9 @@ fn main() {
     }
     // Like pi with `--session FILE`: the session file gets a line per run, appended, so a
     // resumed run shows the earlier run's line before its own.
-    let argv: Vec<String> = std::env::args().collect();
-    if let Some(i) = argv.iter().position(|a| a == "--session") {
-        if let Some(path) = argv.get(i + 1) {
-            if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
-                let _ = writeln!(f, "{{\"type\":\"session\",\"task\":{:?}}}", prompt_text());
-            }
+    if let Some(path) = session_file() {
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{{\"type\":\"session\",\"task\":{:?}}}", prompt_text());
         }
     }
     // A child that thinks before it answers (fan-out benchmarks).
@@ -266,6 +263,20 @@ fn main() {
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
+        // Answers FAKE_AGENT_ANSWER_<N> in the Nth run of its `--session` file (the
+        // number of lines in it, this run's included), or the highest N given: a child
+        // that answers differently when its session is continued (a repair turn).
+        "answers" => {
+            let turn = session_file()
+                .and_then(|p| fs::read_to_string(p).ok())
+                .map_or(1, |s| s.lines().count().max(1));
+            let text = (1..=turn)
+                .rev()
+                .find_map(|n| env_str(&format!("FAKE_AGENT_ANSWER_{n}")))
+                .unwrap_or_else(|| DEFAULT_TEXT.to_string());
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
         "echo-env" => {
             let text = match env_str("FAKE_AGENT_ECHO_VAR") {
                 Some(name) => match std::env::var_os(&name) {
@@ -288,6 +299,13 @@ fn main() {
 
 // ---------------------------------------------------------------------------
 // Environment helpers
+
+/// The file after `--session`, as pi takes it.
+fn session_file() -> Option<String> {
+    let argv: Vec<String> = std::env::args().collect();
+    let i = argv.iter().position(|a| a == "--session")?;
+    argv.get(i + 1).cloned()
+}
 
 fn env_os(name: &str) -> Option<OsString> {
     std::env::var_os(name)

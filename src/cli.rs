@@ -16,6 +16,7 @@ use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
 use crate::sandbox::{Network, SandboxMode};
 use crate::session::RunId;
+use crate::structured::SchemaSource;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -220,6 +221,11 @@ pub struct RunArgs {
     /// made from HEAD; none: in the working directory (the default).
     #[arg(long, value_parser = isolation)]
     pub isolation: Option<bool>,
+    /// A JSON Schema file the answer must match: the answer is validated JSON, in
+    /// `structured` and as compact JSON in `content[0].text` (over the agent's
+    /// `output_schema:`).
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
     /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
@@ -484,6 +490,10 @@ impl RunArgs {
             sandbox: self.sandbox,
             network: self.network,
             worktree: self.isolation,
+            // Relative to where the command was typed, not to `--cwd`.
+            output_schema: self
+                .output_schema
+                .map(|p| SchemaSource::File(std::path::absolute(&p).unwrap_or(p))),
         }
     }
 

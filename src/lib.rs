@@ -3,7 +3,8 @@
 //! The folders name the concerns: `agents` (definitions and discovery), `backends` (one file
 //! per child CLI: its command line and its JSONL dialect), `supervisor` (the child process:
 //! spawn, timeouts, caps, kills, reaping), `sanitize` and `truncate` (what may leave the
-//! process), `session` (run folders and the run index), `result` (the contract), `run`
+//! process), `session` (run folders and the run index), `structured` (output schemas and
+//! the JSON in an answer), `result` (the contract), `run`
 //! (one run end to end: resolve, attempt, verdict, render), `cli` (the command line) and
 //! `commands` (what each subcommand does and prints).
 //!
@@ -33,6 +34,7 @@ pub(crate) mod run;
 pub(crate) mod sandbox;
 pub mod sanitize;
 pub(crate) mod session;
+pub(crate) mod structured;
 pub(crate) mod supervisor;
 pub(crate) mod truncate;
 pub(crate) mod worktree;

@@ -37,6 +37,7 @@ use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
 use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
 use crate::sandbox::{Network, SandboxMode};
+use crate::structured::SchemaSource;
 use crate::supervisor::Controls;
 
 /// Arguments of the `subagent` tool. Their doc comments are the schema's descriptions,
@@ -72,6 +73,9 @@ pub(crate) struct SubagentArgs {
     /// full adds every step (large).
     #[serde(default)]
     pub details: Option<DetailLevel>,
+    /// JSON Schema the answer must match.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
     // Budgets: the child is stopped once it goes on past one, keeping its partial
     // answer. Zero and non-positive costs are refused in `into_call`.
     #[serde(default)]
@@ -167,6 +171,9 @@ impl SubagentArgs {
                 NetworkArg::Off => Network::Off,
             }),
             worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
+            output_schema: self
+                .output_schema
+                .map(|schema| SchemaSource::Inline(serde_json::Value::Object(schema))),
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {

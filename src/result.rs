@@ -236,6 +236,10 @@ pub struct SingleResult {
     /// The child CLI's own session or thread id (what `run --resume` continues).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_session_id: Option<String>,
+    /// The answer's JSON value, validated against the output schema (structured answers);
+    /// `content[0].text` holds it as compact JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
     /// Restrictions of the agent that its CLI cannot express (tools it cannot limit, a
     /// budget it cannot be held to), so that nothing is relaxed silently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -403,10 +407,10 @@ impl RunResult {
 }
 
 /// Leaves out of serialized details what a parent does not act on (SPEC section 1): each
-/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], and, when `shown` (the
-/// text the parent reads) is given, the `output` of a successful result that it already
-/// holds whole (a single run's answer, a parallel task's section); a streaming update's
-/// `displayItems`.
+/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
+/// successful structured answer, and, when `shown` (the text the parent reads) is given,
+/// the `output` of a successful result that it already holds whole (a single run's answer,
+/// a parallel task's section); a streaming update's `displayItems`.
 fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
     let parallel = details.get("mode").and_then(serde_json::Value::as_str) == Some("parallel");
     if let Some(results) = details
@@ -421,12 +425,15 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             // A failed result keeps its partial output (SPEC section 2), even where the
             // content quotes it. A parallel task's answer is a section of the content; a
             // chain's earlier steps are not the answer, whatever they have in common with it.
+            // A structured answer is `structured` (and compact JSON in the content): the
+            // raw text it was read from is not sent again.
+            let structured = r.contains_key("structured") && !r.contains_key("error");
             let held = match (shown, r.get("output").and_then(serde_json::Value::as_str)) {
                 (Some(text), Some(output)) if !r.contains_key("error") => {
                     text == output || (parallel && text.contains(output))
                 }
                 _ => false,
-            };
+            } || structured;
             if held {
                 r.remove("output");
             }
@@ -498,6 +505,7 @@ mod tests {
             termination: None,
             leak: Leak::None,
             child_session_id: None,
+            structured: None,
             warnings: Vec::new(),
             limit: None,
             attempts_detail: Vec::new(),
@@ -541,6 +549,7 @@ mod tests {
             termination: None,
             leak: Leak::None,
             child_session_id: None,
+            structured: None,
             warnings: Vec::new(),
             limit: None,
             attempts_detail: Vec::new(),
@@ -648,6 +657,35 @@ mod tests {
             .map(|r| r.get("output"))
             .collect();
         assert_eq!(outputs, [Some(&json!("second")), None]);
+    }
+
+    #[test]
+    fn a_lean_structured_answer_is_the_content_and_structured_without_the_raw_text() {
+        let mut answered = single("t", "Here:\n```json\n{\"n\": 1}\n```", None);
+        answered.structured = Some(json!({"n": 1}));
+        let r = result(Mode::Single, r#"{"n":1}"#, vec![answered.clone()]);
+        let lean: serde_json::Value =
+            serde_json::from_str(&r.to_stdout_line(DetailLevel::Lean)).unwrap();
+        assert_eq!(
+            lean,
+            json!({
+                "content": [{"type": "text", "text": "{\"n\":1}"}],
+                "details": {"mode": "single", "runId": "abcd1234", "results": [{
+                    "agent": "explorer", "task": "t", "exitCode": 0,
+                    "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                    "sessionFile": "/s/session.jsonl", "backend": "pi", "durationMs": 5, "attempts": 1,
+                    "structured": {"n": 1}
+                }]}
+            })
+        );
+        assert_eq!(
+            r.details_value(DetailLevel::Lean)["results"][0].get("output"),
+            None
+        );
+        assert_eq!(
+            r.details_value(DetailLevel::Full)["results"][0]["output"],
+            json!(answered.output)
+        );
     }
 
     #[test]

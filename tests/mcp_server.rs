@@ -375,6 +375,57 @@ async fn details_full_adds_the_display_items() {
     server.client.cancel().await.unwrap();
 }
 
+#[tokio::test]
+async fn output_schema_gives_a_structured_answer_and_a_bad_one_is_invalid_input() {
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_ANSWER_1", "Sure: {\"n\": \"seven\"}")
+        .set("FAKE_AGENT_ANSWER_2", "```json\n{\"n\": 7}\n```");
+    let server = start(&sb).await;
+    let schema =
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let r = call_with(
+        &server,
+        json!({"agent": "fake", "task": "count", "outputSchema": schema}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false));
+    assert_eq!(text(&r), "{\"n\":7}");
+    let mut details = structured(&r);
+    let single = &mut details["results"][0];
+    for (key, fixed) in [("durationMs", json!(0)), ("sessionFile", json!("SESSION"))] {
+        single[key] = fixed;
+    }
+    // The repaired answer: no raw text beside `structured`, two attempts, two turns.
+    assert_eq!(
+        details,
+        json!({"mode": "single", "runId": details["runId"], "results": [{
+            "agent": "fake", "task": "count", "exitCode": 0,
+            "usage": {"input": 200, "output": 20, "cacheRead": 0, "cacheWrite": 0, "cost": 0.00024, "turns": 2},
+            "sessionFile": "SESSION", "backend": "pi", "durationMs": 0, "attempts": 2,
+            "attemptsDetail": [
+                {"exitCode": 0, "error": "Answer does not match the output schema: $.n: \"seven\" is not of type \"integer\""},
+                {"exitCode": 0}
+            ],
+            "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
+            "termination": {"kind": "exited", "code": 0},
+            "sandbox": {"mode": "off", "mechanism": "none"},
+            "structured": {"n": 7}
+        }]})
+    );
+    let r = call_with(
+        &server,
+        json!({"agent": "fake", "task": "count", "outputSchema": {"type": "integer", "minimum": "0"}}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        structured(&r)["error"],
+        json!({"code": "INVALID_INPUT", "message": "Invalid input: outputSchema: not a valid JSON Schema: $.minimum: \"0\" is not of type \"number\""})
+    );
+    server.client.cancel().await.unwrap();
+}
+
 /// Calls `subagent` with `args` and returns the result.
 async fn call_with(server: &Server, args: Value) -> CallToolResult {
     server
@@ -398,7 +449,7 @@ async fn bad_arguments_are_invalid_input_results() {
         ),
         (
             json!({"agent": "fake", "task": "x", "timeout": 5}),
-            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`, `maxTurns`, `maxTokens`, `maxCostUsd`, `fallbackModels`, `sandbox`, `network`, `isolation`",
+            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`, `outputSchema`, `maxTurns`, `maxTokens`, `maxCostUsd`, `fallbackModels`, `sandbox`, `network`, `isolation`",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeoutMs": 0}),
@@ -423,6 +474,10 @@ async fn bad_arguments_are_invalid_input_results() {
         (
             json!({"agent": "fake", "task": "x", "maxCostUsd": -1}),
             "maxCostUsd must be a positive number of US dollars, not -1",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "outputSchema": "{\"type\": \"object\"}"}),
+            "invalid arguments: invalid type: string \"{\\\"type\\\": \\\"object\\\"}\", expected a map",
         ),
     ];
     for (args, why) in cases {
@@ -655,9 +710,14 @@ fn the_tool_definitions_are_small_and_strict() {
         "timeoutMs",
         "idleTimeoutMs",
         "details",
+        "outputSchema",
     ] {
         assert!(props.contains_key(key), "{key}");
     }
+    assert_eq!(
+        props["outputSchema"],
+        json!({"type": "object", "description": "JSON Schema the answer must match."})
+    );
     server.close();
 }
 

@@ -725,6 +725,7 @@ mod tests {
             readonly: false,
             command: None,
             dialect: None,
+            output_schema: None,
             enabled: true,
             isolation: Default::default(),
             system_prompt: String::new(),

@@ -12,6 +12,7 @@ use super::{AgentDef, AgentLimits, AgentProblem, AgentSource, Scope};
 use crate::backends::tools::Tool;
 use crate::backends::{BackendChoice, DialectKind};
 use crate::duration::{parse_duration, DurationError};
+use crate::structured::{OutputSchema, SchemaSource};
 
 /// The opening `---` is line 1, so front matter line `i` (0-based) is file line `i + 2`.
 const FIRST_FRONT_LINE: usize = 2;
@@ -157,6 +158,11 @@ pub(super) fn parse_detailed(
         network: fields.read(&["network"], as_network, &mut errors),
         worktree: fields.read(&["isolation"], as_worktree, &mut errors),
     };
+    let output_schema = fields.read(
+        &["output_schema", "outputSchema"],
+        |v| as_output_schema(v, path),
+        &mut errors,
+    );
 
     // One problem per file keeps the report short; the first in the file is the one a
     // person fixing it from the top would meet first.
@@ -189,6 +195,7 @@ pub(super) fn parse_detailed(
             readonly,
             command: command.filter(|c| !c.is_empty()),
             dialect: dialect.flatten(),
+            output_schema,
             enabled,
             isolation,
             system_prompt: doc.body,
@@ -622,6 +629,27 @@ fn as_worktree(v: &Value) -> Result<bool, ValueError> {
     }
 }
 
+/// A JSON Schema written inline as YAML (checked here, so that `orchestrate agents` shows
+/// a broken one), or the path of a JSON file, relative to the agent file's folder (read
+/// when a run uses it).
+fn as_output_schema(v: &Value, agent_file: &Path) -> Result<SchemaSource, ValueError> {
+    const EXPECTED: &str = "a JSON Schema (a YAML mapping) or the path of a JSON Schema file";
+    match v {
+        Value::Mapping(_) => {
+            let json =
+                serde_json::to_value(v).map_err(|e| ValueError::Named(format!("not JSON: {e}")))?;
+            OutputSchema::compile(json.clone()).map_err(|e| ValueError::Named(e.to_string()))?;
+            Ok(SchemaSource::Inline(json))
+        }
+        Value::String(s) if !s.trim().is_empty() => {
+            let file = Path::new(s.trim());
+            let dir = agent_file.parent().unwrap_or(Path::new(""));
+            Ok(SchemaSource::File(dir.join(file)))
+        }
+        other => Err(wrong(EXPECTED, other)),
+    }
+}
+
 /// devkit-pi wrote `readonly: "1"`, and hand-written files say `yes`; accept the usual
 /// spellings rather than reject a file over them.
 fn as_bool(v: &Value) -> Result<bool, ValueError> {
@@ -724,6 +752,7 @@ Be precise.
                 readonly: true,
                 command: None,
                 dialect: None,
+                output_schema: None,
                 enabled: true,
                 isolation: Default::default(),
                 system_prompt: "You are a fast, read-only code explorer.\n\nBe precise.".into(),
@@ -765,6 +794,7 @@ You are a senior code reviewer.
                 readonly: false,
                 command: None,
                 dialect: None,
+                output_schema: None,
                 enabled: true,
                 isolation: Default::default(),
                 system_prompt: "You are a senior code reviewer.".into(),
@@ -817,6 +847,7 @@ You are a senior code reviewer.
                 readonly: false,
                 command: None,
                 dialect: None,
+                output_schema: None,
                 enabled: true,
                 isolation: Default::default(),
                 system_prompt: String::new(),
@@ -1031,6 +1062,55 @@ You are a senior code reviewer.
         // Numbers are fine as names and the allowed punctuation is kept.
         assert_eq!(parse("---\nname: 42\n---\n").unwrap().name, "42");
         assert_eq!(parse("---\nname: a.b_c-D\n---\n").unwrap().name, "a.b_c-D");
+    }
+
+    #[test]
+    fn an_output_schema_is_inline_yaml_or_a_path_next_to_the_agent_file() {
+        let text = "---\nname: x\noutput_schema:\n  type: object\n  properties:\n    files: {type: array, items: {type: string}}\n    count: {type: integer, minimum: 0}\n  required: [files]\n---\nP\n";
+        assert_eq!(
+            parse(text).unwrap().output_schema,
+            Some(SchemaSource::Inline(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "files": {"type": "array", "items": {"type": "string"}},
+                    "count": {"type": "integer", "minimum": 0}
+                },
+                "required": ["files"]
+            })))
+        );
+        // A path is relative to the agent file's folder; an absolute one is kept.
+        assert_eq!(
+            parse("---\nname: x\noutputSchema: schemas/answer.json\n---\nP\n")
+                .unwrap()
+                .output_schema,
+            Some(SchemaSource::File(PathBuf::from(
+                "/proj/.orchestrate/agents/schemas/answer.json"
+            )))
+        );
+        assert_eq!(
+            parse("---\nname: x\noutput_schema: /etc/s.json\n---\nP\n")
+                .unwrap()
+                .output_schema,
+            Some(SchemaSource::File(PathBuf::from("/etc/s.json")))
+        );
+    }
+
+    #[test]
+    fn a_broken_inline_output_schema_is_a_problem_on_its_line() {
+        let (line, reason) =
+            problem("---\nname: x\noutput_schema:\n  type: object\n  required: yes\n---\nP\n");
+        assert_eq!(line, Some(3), "{reason}");
+        assert!(
+            reason.starts_with("invalid `output_schema`: not a valid JSON Schema: $.required: "),
+            "{reason}"
+        );
+        assert_eq!(
+            problem("---\nname: x\noutput_schema: 5\n---\nP\n"),
+            (
+                Some(3),
+                "invalid `output_schema`: expected a JSON Schema (a YAML mapping) or the path of a JSON Schema file, got 5".to_string()
+            )
+        );
     }
 
     #[test]

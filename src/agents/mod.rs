@@ -20,6 +20,7 @@ use serde_json::json;
 
 use crate::backends::tools::Tool;
 use crate::backends::{BackendChoice, DialectKind};
+use crate::structured::SchemaSource;
 
 pub(crate) use discovery::{discover, Catalog, DiscoveryOptions};
 #[cfg(test)]
@@ -45,6 +46,9 @@ pub struct AgentDef {
     /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
     pub command: Option<String>,
     pub dialect: Option<DialectKind>,
+    /// The schema its answers must match (`output_schema:`): inline, or a JSON file whose
+    /// path, when relative, was resolved against the agent file's folder.
+    pub output_schema: Option<SchemaSource>,
     /// `false` keeps the agent listed so a run of it can say why it refuses (SUBAGENT_DISABLED).
     pub enabled: bool,
     /// `sandbox:`, `network:` and `isolation:` (all optional).
@@ -185,6 +189,7 @@ mod tests {
             readonly: true,
             command: None,
             dialect: None,
+            output_schema: None,
             enabled: true,
             isolation: Default::default(),
             system_prompt: "You explore.".into(),

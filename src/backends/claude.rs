@@ -50,6 +50,12 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "claude",
     install_hint: "install it with `npm install -g @anthropic-ai/claude-code`",
     resumes: true,
+    // `total_cost_usd` of a resumed session is the session's; `usage` is the run's.
+    resumed_totals: super::SessionTotals {
+        tokens: false,
+        cost: true,
+    },
+    output_schema: super::SchemaRoute::Option,
     build,
     new_dialect: Some(|| Box::<ClaudeDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -102,6 +108,12 @@ pub(crate) fn build(
     if let Some(from) = input.resume {
         // Before the allow rules: those take several values and would swallow the flag's.
         inv.arg("--resume").arg(from.session_id("claude")?);
+    }
+    if let Some(schema) = input.output_schema {
+        // claude offers the model a `StructuredOutput` tool with this schema as its input,
+        // checks the call against it (a mismatch is a tool error the model sees), and puts
+        // the value, as JSON text, in the `result` line.
+        inv.arg("--json-schema").arg(schema.compact());
     }
     inv.arg("--allowedTools");
     for rule in allowed {
@@ -469,6 +481,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -514,6 +527,7 @@ mod tests {
                 resume: None,
                 max_cost: Some(0.5),
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -557,6 +571,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    output_schema: None,
                 },
             )
             .unwrap();
@@ -581,6 +596,7 @@ mod tests {
                         resume: None,
                         outer_sandbox,
                         max_cost: None,
+                        output_schema: None,
                     },
                 )
                 .unwrap(),
@@ -594,5 +610,55 @@ mod tests {
             .expect("--settings");
         assert_eq!(with[at + 1], setting);
         assert!(!build_with(false).iter().any(|a| a == "--settings"));
+    }
+
+    #[test]
+    fn an_output_schema_is_passed_as_json_schema_in_a_resumed_session_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read"], false, "");
+        let schema = crate::structured::OutputSchema::compile(
+            serde_json::json!({"type": "object", "required": ["n"]}),
+        )
+        .unwrap();
+        let from = crate::backends::ResumeFrom {
+            run_id: "ab12cd34".into(),
+            session_id: Some("sess-1".into()),
+            run_dir: dir.path().to_path_buf(),
+        };
+        let inv = build(
+            "claude".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "repair it",
+                model: None,
+                run_dir: dir.path(),
+                resume: Some(&from),
+                output_schema: Some(&schema),
+                max_cost: None,
+                outer_sandbox: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            args(&inv),
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "dontAsk",
+                "--tools",
+                "Read",
+                "--resume",
+                "sess-1",
+                "--json-schema",
+                "{\"required\":[\"n\"],\"type\":\"object\"}",
+                "--allowedTools",
+                "Read",
+                "--",
+                "repair it",
+            ]
+        );
     }
 }

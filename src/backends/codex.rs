@@ -29,6 +29,12 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "codex",
     install_hint: "install it with `npm install -g @openai/codex`",
     resumes: true,
+    // `exec resume` reports the thread's token counts, the earlier runs' included.
+    resumed_totals: super::SessionTotals {
+        tokens: true,
+        cost: false,
+    },
+    output_schema: super::SchemaRoute::Option,
     build,
     new_dialect: Some(|| Box::<CodexDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -91,6 +97,12 @@ pub(crate) fn build(
         if let Some(path) = input.write_system_prompt()? {
             inv.prompt_files.push(path);
         }
+    }
+    if let Some(path) = input.write_output_schema()? {
+        // codex sends it as the Responses API's strict `text.format` (json_schema), and
+        // its final message is the JSON text.
+        inv.arg("--output-schema").arg(&path);
+        inv.prompt_files.push(path);
     }
     // The positionals after `--`, so that a task that starts with `-` is the prompt and
     // never an option (clap, checked against codex 0.171.0: after `--` not even
@@ -378,6 +390,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -409,6 +422,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -451,6 +465,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    output_schema: None,
                 },
             )
             .unwrap();
@@ -472,6 +487,7 @@ mod tests {
                 resume: Some(&from),
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -530,10 +546,61 @@ mod tests {
                     resume,
                     outer_sandbox: true,
                     max_cost: None,
+                    output_schema: None,
                 },
             )
             .unwrap();
             assert_eq!(args(&inv), want);
+        }
+    }
+
+    #[test]
+    fn an_output_schema_is_a_file_in_the_run_folder_given_to_output_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "edit", "bash"], false, "");
+        let schema = crate::structured::OutputSchema::compile(
+            serde_json::json!({"type": "object", "required": ["n"]}),
+        )
+        .unwrap();
+        let from = crate::backends::ResumeFrom {
+            run_id: "ab12cd34".into(),
+            session_id: Some("thread-1".into()),
+            run_dir: dir.path().to_path_buf(),
+        };
+        let file = dir.path().join("output-schema.json");
+        for resume in [None, Some(&from)] {
+            let inv = build(
+                "codex".into(),
+                &InvocationInput {
+                    agent: &a,
+                    task: "name it",
+                    model: None,
+                    run_dir: dir.path(),
+                    resume,
+                    output_schema: Some(&schema),
+                    max_cost: None,
+                    outer_sandbox: false,
+                },
+            )
+            .unwrap();
+            let mut want = vec!["exec"];
+            if resume.is_some() {
+                want.extend(["resume", "--json", "--skip-git-repo-check", "-c"]);
+                want.push("sandbox_mode=\"workspace-write\"");
+            } else {
+                want.extend(["--json", "--skip-git-repo-check", "-s", "workspace-write"]);
+            }
+            want.extend(["--output-schema", file.to_str().unwrap(), "--"]);
+            if resume.is_some() {
+                want.push("thread-1");
+            }
+            want.push("name it");
+            assert_eq!(args(&inv), want);
+            assert_eq!(inv.prompt_files, std::slice::from_ref(&file));
+            assert_eq!(
+                std::fs::read_to_string(&file).unwrap(),
+                r#"{"required":["n"],"type":"object"}"#
+            );
         }
     }
 }

@@ -18,6 +18,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "",
     install_hint: "check the agent's `command:` template",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: None,
     explain_exit: super::no_exit_meaning,
@@ -151,6 +153,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -187,6 +190,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    output_schema: None,
                 },
             )
             .map(|_| ())
@@ -220,6 +224,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();

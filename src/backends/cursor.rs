@@ -32,6 +32,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "cursor-agent",
     install_hint: "install it with `curl https://cursor.com/install -fsS | bash`",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<CursorDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -306,6 +308,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -342,6 +345,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    output_schema: None,
                 },
             )
             .unwrap();

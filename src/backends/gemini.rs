@@ -28,6 +28,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "gemini",
     install_hint: "install it with `npm install -g @google/gemini-cli`",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<GeminiDialect>::default()),
     explain_exit,
@@ -356,6 +358,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -404,6 +407,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -432,6 +436,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -455,6 +460,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    output_schema: None,
                 },
             )
             .unwrap();
@@ -486,6 +492,7 @@ mod tests {
                     resume: None,
                     outer_sandbox,
                     max_cost: None,
+                    output_schema: None,
                 },
             )
             .unwrap()

@@ -23,7 +23,9 @@ use serde_json::value::RawValue;
 
 use crate::agents::AgentDef;
 use crate::events::{AgentEvent, TextKind, Transient};
+use crate::result::Usage;
 pub(crate) use crate::sandbox::ChildEnv;
+use crate::structured::OutputSchema;
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
@@ -43,6 +45,9 @@ pub struct InvocationInput<'a> {
     /// orchestrate's sandbox confines the child: a CLI's own sandbox would only nest
     /// badly (it cannot mount inside it) and is switched off where the CLI has one.
     pub outer_sandbox: bool,
+    /// The schema the answer must match, for a CLI that takes it through its own option
+    /// (see [`SchemaRoute`]); `None` otherwise, the request being in `task` then.
+    pub output_schema: Option<&'a OutputSchema>,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -77,6 +82,16 @@ impl InvocationInput<'_> {
         }
         let path = self.run_dir.join("system-prompt.md");
         write_prompt_file(&path, &self.agent.system_prompt)?;
+        Ok(Some(path))
+    }
+
+    /// Writes the output schema into the run folder, for a CLI that reads it from a file.
+    pub fn write_output_schema(&self) -> Result<Option<PathBuf>, BackendError> {
+        let Some(schema) = self.output_schema else {
+            return Ok(None);
+        };
+        let path = self.run_dir.join("output-schema.json");
+        write_prompt_file(&path, &schema.compact())?;
         Ok(Some(path))
     }
 
@@ -263,8 +278,13 @@ pub struct BackendSpec {
     /// The program looked up on PATH unless `ORCHESTRATE_<NAME>_BIN` says otherwise.
     pub program: &'static str,
     pub install_hint: &'static str,
-    /// Whether it can continue an earlier run's session (`run --resume`).
+    /// Whether it can continue an earlier run's session (`run --resume`, and the repair
+    /// turn of a structured answer).
     pub resumes: bool,
+    /// Which totals it reports for a resumed session are the whole session's.
+    pub resumed_totals: SessionTotals,
+    /// How it is asked for an answer matching an output schema.
+    pub output_schema: SchemaRoute,
     pub build: fn(OsString, &InvocationInput<'_>) -> Result<Invocation, BackendError>,
     /// Its stdout's parser; `None` for the command backend, whose agent names a dialect.
     pub new_dialect: Option<fn() -> Box<dyn Dialect>>,
@@ -277,6 +297,53 @@ pub struct BackendSpec {
     /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by
     /// default.
     pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
+}
+
+/// Which of the totals a CLI reports when it continues a session (`--resume`, a repair
+/// turn) cover the whole session, the earlier runs' included, rather than this run alone.
+/// Observed against the mock: claude 2.1.332's `total_cost_usd` (its `usage` and
+/// `num_turns` are the run's own); codex 0.171.0's token counts in `turn.completed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionTotals {
+    pub tokens: bool,
+    pub cost: bool,
+}
+
+impl SessionTotals {
+    /// Only this run's own totals.
+    pub const NONE: SessionTotals = SessionTotals {
+        tokens: false,
+        cost: false,
+    };
+
+    /// The usage of two runs of one session, `later` continuing `earlier`: each total
+    /// the later run reported for the whole session is taken as it is, the others added.
+    pub fn combine(self, earlier: &Usage, later: &Usage) -> Usage {
+        let mut sum = *later;
+        if !self.tokens {
+            sum.input += earlier.input;
+            sum.output += earlier.output;
+            sum.cache_read += earlier.cache_read;
+            sum.cache_write += earlier.cache_write;
+        }
+        if !self.cost {
+            sum.cost += earlier.cost;
+        }
+        sum.turns += earlier.turns;
+        sum
+    }
+}
+
+/// How a CLI is asked for one JSON value matching an output schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaRoute {
+    /// Its own option (claude `--json-schema`, codex `--output-schema`), which its build
+    /// passes from [`InvocationInput::output_schema`]. Only for an object schema (root
+    /// `"type": "object"`): the providers' structured output takes no other; any other
+    /// schema goes through the prompt.
+    Option,
+    /// A request after the task in the prompt.
+    Prompt,
 }
 
 /// For CLIs whose exit codes say nothing beyond success or failure.
@@ -441,6 +508,11 @@ impl Backend {
 
     pub fn explain_exit(self, code: i32) -> Option<&'static str> {
         (self.spec().explain_exit)(code)
+    }
+
+    /// Whether this CLI takes `schema` through its own option rather than the prompt.
+    pub fn takes_output_schema(self, schema: &OutputSchema) -> bool {
+        self.spec().output_schema == SchemaRoute::Option && schema.is_object_schema()
     }
 }
 
@@ -726,6 +798,53 @@ pub(crate) mod test_support {
         );
         // The others read nothing there.
         assert_eq!(stderr_retries(DialectKind::Pi, &gemini), (0, None));
+    }
+
+    #[test]
+    fn a_continued_sessions_totals_are_taken_or_added_as_the_cli_reports_them() {
+        let earlier = Usage {
+            input: 100,
+            output: 10,
+            cache_read: 1,
+            cache_write: 2,
+            cost: 0.5,
+            turns: 2,
+        };
+        // What each CLI reports for the later run: its own numbers, or the session's.
+        let own = Usage {
+            input: 500,
+            output: 50,
+            cache_read: 5,
+            cache_write: 6,
+            cost: 1.0,
+            turns: 1,
+        };
+        let session = Usage {
+            input: 600,
+            output: 60,
+            cache_read: 6,
+            cache_write: 8,
+            cost: 1.5,
+            turns: 1,
+        };
+        let whole = Usage {
+            turns: 3,
+            ..session
+        };
+        assert_eq!(SessionTotals::NONE.combine(&earlier, &own), whole);
+        let claude = Backend::Claude.spec().resumed_totals;
+        assert_eq!(claude.combine(&earlier, &Usage { cost: 1.5, ..own }), whole);
+        let codex = Backend::Codex.spec().resumed_totals;
+        assert_eq!(
+            codex.combine(
+                &earlier,
+                &Usage {
+                    cost: 1.0,
+                    ..session
+                }
+            ),
+            whole
+        );
     }
 
     pub(crate) fn args(inv: &Invocation) -> Vec<String> {

@@ -37,6 +37,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     program: "opencode",
     install_hint: "install it with `npm install -g opencode-ai`",
     resumes: false,
+    resumed_totals: super::SessionTotals::NONE,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::<OpencodeDialect>::default()),
     explain_exit: super::no_exit_meaning,
@@ -366,6 +368,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -428,6 +431,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -466,6 +470,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    output_schema: None,
                 },
             )
             .unwrap();

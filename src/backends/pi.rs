@@ -36,6 +36,8 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
         "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
                    `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once",
     resumes: true,
+    resumed_totals: super::SessionTotals::NONE,
+    output_schema: super::SchemaRoute::Prompt,
     build,
     new_dialect: Some(|| Box::new(PiDialect)),
     explain_exit: super::no_exit_meaning,
@@ -60,7 +62,9 @@ pub(crate) fn build(
     // A resumed run starts from a copy of the earlier run's file: each run folder stays the
     // complete record of its own run.
     let session = input.run_dir.join(PI_SESSION_FILE);
-    if let Some(from) = input.resume {
+    // A repair turn continues the run's own session file in place: copying a file onto
+    // itself would empty it.
+    if let Some(from) = input.resume.filter(|from| from.run_dir != input.run_dir) {
         let earlier = from.run_dir.join(PI_SESSION_FILE);
         std::fs::copy(&earlier, &session).map_err(|e| {
             BackendError::Resume(format!(
@@ -481,6 +485,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -527,6 +532,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                output_schema: None,
             },
         )
         .unwrap();
@@ -543,5 +549,37 @@ mod tests {
             .args
             .iter()
             .any(|a| a == "--tools" || a == "--append-system-prompt"));
+    }
+
+    #[test]
+    fn a_repair_turn_continues_the_runs_own_session_file_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join(PI_SESSION_FILE);
+        std::fs::write(&session, "{\"type\":\"session\"}\n").unwrap();
+        let a = agent(&[], false, "");
+        let from = crate::backends::ResumeFrom {
+            run_id: "ab12cd34".into(),
+            session_id: Some("s".into()),
+            run_dir: dir.path().to_path_buf(),
+        };
+        let inv = build(
+            "pi".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "again",
+                model: None,
+                run_dir: dir.path(),
+                resume: Some(&from),
+                output_schema: None,
+                max_cost: None,
+                outer_sandbox: false,
+            },
+        )
+        .unwrap();
+        assert!(inv.args.contains(&session.clone().into_os_string()));
+        assert_eq!(
+            std::fs::read_to_string(&session).unwrap(),
+            "{\"type\":\"session\"}\n"
+        );
     }
 }

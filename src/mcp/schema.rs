@@ -85,7 +85,8 @@ pub(crate) fn subagent_output() -> Arc<JsonObject> {
 /// Drops what costs bytes and tells a model nothing, and what strict validators reject:
 /// `$schema` and `title`; `default` (descriptions say the defaults that matter); the `null`
 /// of an optional field's type (leaving it out is how it is omitted); non-standard
-/// `format`s. Then checks that no boolean schema is left.
+/// `format`s; `additionalProperties` that allows anything. Then checks that no boolean
+/// schema is left.
 pub(crate) fn compact(schema: &mut Value) {
     match schema {
         Value::Object(o) => {
@@ -124,6 +125,10 @@ pub(crate) fn compact(schema: &mut Value) {
                     }
                     _ => {}
                 }
+            }
+            // Any additional property is what JSON Schema allows without the keyword.
+            if o.get("additionalProperties") == Some(&json!({})) {
+                o.remove("additionalProperties");
             }
         }
         Value::Array(_) | Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
@@ -200,6 +205,7 @@ mod tests {
         items: Vec<Item>,
         anything: Option<serde_json::Value>,
         level: Option<Level>,
+        object: Option<serde_json::Map<String, serde_json::Value>>,
     }
 
     #[derive(JsonSchema, serde::Deserialize)]
@@ -233,7 +239,8 @@ mod tests {
                         "properties": {"n": {"type": "integer", "minimum": 0}},
                         "required": ["n"]
                     }},
-                    "anything": {}
+                    "anything": {},
+                    "object": {"type": "object"}
                 }
             })
         );

@@ -1,18 +1,20 @@
 //! One attempt: the child's command line, its session files, the supervised process, and
 //! the verdict on how it ended, rendered into a result.
 
+use std::borrow::Cow;
 use std::fs::File;
 
 use super::progress::{DialectSink, Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
-use super::verdict::verdict;
+use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
+use crate::structured::{self, Mismatch};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
 use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
@@ -22,6 +24,14 @@ pub(super) struct Attempt<'a> {
     pub run_dir: &'a RunDir,
     /// The run's worktree, where the child works instead of the working directory.
     pub worktree: Option<&'a Worktree>,
+    /// What the child is told instead of the task: the message of a repair turn.
+    pub message: Option<&'a str>,
+}
+
+/// An attempt's result, and why its answer did not match the output schema, if it did not.
+pub(super) struct Executed {
+    pub output: RunOutput,
+    pub mismatch: Option<Mismatch>,
 }
 
 /// Attempt 1 writes `session.jsonl` and `stderr.log`; a retry writes
@@ -49,7 +59,7 @@ impl Attempt<'_> {
         model: Option<&str>,
         controls: &Controls,
         observer: Option<&mut Observer<'_>>,
-    ) -> RunOutput {
+    ) -> Executed {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
@@ -59,7 +69,12 @@ impl Attempt<'_> {
         let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
             Ok(p) => p,
             // The run folder exists and is recorded: the refusal keeps the run's id.
-            Err(e) => return RunOutput::from_result(e.to_result(Some(&run.run_id))),
+            Err(e) => {
+                return Executed {
+                    output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
+                    mismatch: None,
+                }
+            }
         };
         let mut sink = DialectSink {
             dialect: invocation.dialect.parser(),
@@ -96,29 +111,59 @@ impl Attempt<'_> {
             // child left there goes now.
             let _ = std::fs::remove_dir_all(tmp);
         }
-        let verdict = verdict(&outcome, &sink.collector);
+        let (verdict, structured) = check_answer(
+            verdict(&outcome, &sink.collector),
+            &sink.collector,
+            run.output_schema.as_ref(),
+        );
         let ctx = Context {
             run,
             program: &invocation.program,
             warnings: &invocation.warnings,
             model,
             session_file: session_path,
+            structured,
         };
-        render(&verdict, &outcome, &sink.collector, &ctx)
+        let output = render(&verdict, &outcome, &sink.collector, &ctx);
+        let mismatch = match verdict {
+            Verdict::NotMatchingSchema(m) => Some(m),
+            _ => None,
+        };
+        Executed { output, mismatch }
+    }
+
+    /// What the child is told: a repair turn's message, or the task, followed by the
+    /// request for a JSON answer when there is an output schema that the CLI does not
+    /// take through an option of its own.
+    fn prompt(&self) -> Cow<'_, str> {
+        let run = self.run;
+        match (self.message, &run.output_schema) {
+            (Some(message), _) => Cow::Borrowed(message),
+            (None, Some(schema)) if !run.backend.backend.takes_output_schema(schema) => {
+                Cow::Owned(structured::task_prompt(&run.task, schema))
+            }
+            (None, _) => Cow::Borrowed(&run.task),
+        }
     }
 
     fn invocation(&self, model: Option<&str>) -> Result<Invocation, RunError> {
         let run = self.run;
+        let backend = run.backend.backend;
+        let prompt = self.prompt();
         let input = InvocationInput {
             agent: &run.agent,
-            task: &run.task,
+            task: &prompt,
             model,
             run_dir: &self.run_dir.path,
             resume: run.resume.as_ref(),
             max_cost: run.budgets.max_cost,
             outer_sandbox: run.sandbox.confines(),
+            output_schema: run
+                .output_schema
+                .as_ref()
+                .filter(|schema| backend.takes_output_schema(schema)),
         };
-        let built = run.backend.backend.build(&input).map(|mut inv| {
+        let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
             inv

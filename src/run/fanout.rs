@@ -247,12 +247,16 @@ pub(crate) async fn run_chain(
             .first()
             .is_none_or(|r| r.error.is_some())
             || out.exit_status != exit_status::SUCCESS;
+        // A structured answer goes on as its compact JSON, not the text it was read from.
         previous = out
             .result
             .details
             .results
             .first()
-            .map(|r| r.output.clone())
+            .map(|r| match &r.structured {
+                Some(value) => value.to_string(),
+                None => r.output.clone(),
+            })
             .unwrap_or_default();
         outputs.push(out);
         if failed {
@@ -325,6 +329,7 @@ fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
         attempts_detail: Vec::new(),
         sandbox: None,
         worktree: None,
+        structured: None,
     }
 }
 

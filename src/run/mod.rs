@@ -26,16 +26,17 @@ pub(crate) use progress::Observer;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backends::{Backend, BackendChoice};
+use crate::backends::{Backend, BackendChoice, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::sandbox::{Network, SandboxMode};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
+use crate::structured::{self, SchemaSource};
 use crate::supervisor::{Controls, StopReason};
 use crate::worktree::Worktree;
 
-use attempt::Attempt;
+use attempt::{Attempt, Executed};
 use resolve::resolve;
 pub(crate) use resolve::{backend_of, refuse_if_not_allowed, truncate_limits, ResolvedRun};
 
@@ -81,6 +82,9 @@ pub struct RunRequest {
     pub network: Option<Network>,
     /// Work in a git worktree of its own (`--isolation worktree`).
     pub worktree: Option<bool>,
+    /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the
+    /// agent's `output_schema:`.
+    pub output_schema: Option<SchemaSource>,
 }
 
 /// What a run takes from outside the request: the effective config (files and
@@ -229,6 +233,7 @@ pub(crate) async fn run(
         env,
         run_dir: &run_dir,
         worktree: worktree.as_ref().map(|(wt, _)| wt),
+        message: None,
     };
     let mut output = attempts(&attempt, controls, observer).await;
     if let Some((wt, warning)) = worktree {
@@ -307,63 +312,102 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
     })
 }
 
-/// Runs attempts until one is not worth repeating: a success, a failure neither a retry
-/// nor another model can fix, or the last attempt of the last model. Each model gets the
-/// run's attempts for transient failures; a model that is unavailable (quota, rate limit,
-/// overload, unknown) after them gives way to the next fallback model. A cancel during a
-/// backoff ends it at once.
+/// The task's turn, with the run's model and then each fallback model while one is
+/// unavailable, each retried while its failures are transient (see [`tried`]); then, when
+/// its answer does not match the output schema, one repair turn continuing the child's own
+/// session (where its CLI can) with the model that answered, retried the same way. The
+/// repair turn counts like any child run: `attempts` is every run of the child (and
+/// `attemptsDetail` lists them when there was more than one), `usage` and `durationMs` are
+/// summed over both turns, and the full record's `displayItems` hold both.
 async fn attempts(
     attempt: &Attempt<'_>,
     controls: &Controls,
     mut observer: Option<Observer<'_>>,
 ) -> RunOutput {
     let run = attempt.run;
-    let max_attempts = run.attempts;
-    let backend = run.backend.backend;
     let models: Vec<Option<&str>> = std::iter::once(run.model.as_deref())
         .chain(run.fallback_models.iter().map(|m| Some(m.as_str())))
         .collect();
     let mut details = Vec::new();
-    let mut n = 0;
-    let mut m = 0;
-    let mut tries = 0;
-    let mut output = loop {
-        n += 1;
-        tries += 1;
-        let model = models[m];
-        let out = attempt.execute(n, model, controls, observer.as_mut()).await;
-        details.push(out.detail(model));
-        if let Some(kind) = (tries < max_attempts)
-            .then(|| out.transient(backend))
-            .flatten()
-        {
-            let wait = retry::backoff(tries);
-            tracing::warn!(
-                "attempt {tries} of {max_attempts} failed ({kind:?}); retrying in {:.1}s",
-                wait.as_secs_f64()
-            );
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => continue,
-                _ = controls.cancel.cancelled() => {
-                    let mut out = out;
-                    out.exit_status = exit_status::CANCELLED;
-                    break out;
-                }
+    let (first, n, model) = tried(attempt, &models, 1, controls, &mut observer, &mut details).await;
+    let (Some(mismatch), Some(schema)) = (first.mismatch, &run.output_schema) else {
+        return with_attempts(first.output, n, details);
+    };
+    let mut output = first.output;
+    let from = match repair_from(attempt, &output) {
+        Ok(from) => from,
+        Err(why) => {
+            if let Some(single) = output.result.details.results.first_mut() {
+                single.warnings.push(format!(
+                    "no repair turn for the answer that does not match the output schema: {why}"
+                ));
             }
-        }
-        match out.unavailable(backend) {
-            Some(why) if m + 1 < models.len() => {
-                tracing::warn!(
-                    "model {} is unavailable ({why:?}); falling back to {}",
-                    model.unwrap_or("(the CLI's default)"),
-                    models[m + 1].unwrap_or_default()
-                );
-                m += 1;
-                tries = 0;
-            }
-            _ => break out,
+            return with_attempts(output, n, details);
         }
     };
+    if controls.cancel.is_cancelled() {
+        return with_attempts(output, n, details);
+    }
+    let repaired = ResolvedRun {
+        resume: Some(from),
+        ..run.clone()
+    };
+    let message = structured::repair_prompt(schema, &mismatch);
+    let repair = Attempt {
+        run: &repaired,
+        message: Some(&message),
+        ..*attempt
+    };
+    let (second, last, _) = tried(
+        &repair,
+        &[model],
+        n + 1,
+        controls,
+        &mut observer,
+        &mut details,
+    )
+    .await;
+    let mut second = second.output;
+    if let (Some(before), Some(after)) = (
+        output.result.details.results.first_mut(),
+        second.result.details.results.first_mut(),
+    ) {
+        let totals = run.backend.backend.spec().resumed_totals;
+        after.usage = totals.combine(&before.usage, &after.usage);
+        after.duration_ms += before.duration_ms;
+        let mut items = std::mem::take(&mut before.display_items);
+        items.append(&mut after.display_items);
+        after.display_items = items;
+        for w in before.warnings.drain(..) {
+            if !after.warnings.contains(&w) {
+                after.warnings.push(w);
+            }
+        }
+    }
+    with_attempts(second, last, details)
+}
+
+/// The run's own child session, for its repair turn; why there is none otherwise.
+fn repair_from(attempt: &Attempt<'_>, output: &RunOutput) -> Result<ResumeFrom, String> {
+    let backend = attempt.run.backend.backend;
+    if !backend.spec().resumes {
+        return Err(format!("{backend} cannot continue its session"));
+    }
+    let session_id = output
+        .result
+        .details
+        .results
+        .first()
+        .and_then(|r| r.child_session_id.clone())
+        .ok_or_else(|| format!("{backend} reported no session id to continue"))?;
+    Ok(ResumeFrom {
+        run_id: attempt.run.run_id.clone(),
+        session_id: Some(session_id),
+        run_dir: attempt.run_dir.path.clone(),
+    })
+}
+
+fn with_attempts(mut output: RunOutput, n: u32, details: Vec<AttemptDetail>) -> RunOutput {
     if let Some(single) = output.result.details.results.first_mut() {
         single.attempts = n;
         if details.len() > 1 {
@@ -371,6 +415,66 @@ async fn attempts(
         }
     }
     output
+}
+
+/// Runs attempts of one turn, numbered from `first`, until one is not worth repeating: a
+/// success, a failure neither a retry nor another model can fix, or the last try of the
+/// last model. Each model gets the run's attempts for transient failures; a model that is
+/// unavailable (quota, rate limit, overload, unknown) after them gives way to the next of
+/// `models`. A cancel during a backoff ends it at once. Each attempt is added to
+/// `details`; returns the last attempt, its number and its model.
+async fn tried<'m>(
+    attempt: &Attempt<'_>,
+    models: &[Option<&'m str>],
+    first: u32,
+    controls: &Controls,
+    observer: &mut Option<Observer<'_>>,
+    details: &mut Vec<AttemptDetail>,
+) -> (Executed, u32, Option<&'m str>) {
+    let max_tries = attempt.run.attempts;
+    let backend = attempt.run.backend.backend;
+    let mut n = first;
+    let mut m = 0;
+    let mut tries = 1;
+    loop {
+        let model = models[m];
+        let mut out = attempt.execute(n, model, controls, observer.as_mut()).await;
+        details.push(out.output.detail(model));
+        if let Some(kind) = (tries < max_tries)
+            .then(|| out.output.transient(backend))
+            .flatten()
+        {
+            let wait = retry::backoff(tries);
+            tracing::warn!(
+                "attempt {tries} of {max_tries} failed ({kind:?}); retrying in {:.1}s",
+                wait.as_secs_f64()
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {
+                    n += 1;
+                    tries += 1;
+                    continue;
+                }
+                _ = controls.cancel.cancelled() => {
+                    out.output.exit_status = exit_status::CANCELLED;
+                    return (out, n, model);
+                }
+            }
+        }
+        match out.output.unavailable(backend) {
+            Some(why) if m + 1 < models.len() => {
+                tracing::warn!(
+                    "model {} is unavailable ({why:?}); falling back to {}",
+                    model.unwrap_or("(the CLI's default)"),
+                    models[m + 1].unwrap_or_default()
+                );
+                m += 1;
+                n += 1;
+                tries = 1;
+            }
+            _ => return (out, n, model),
+        }
+    }
 }
 
 /// Writes `result.json` and the run's line in `runs.jsonl`.

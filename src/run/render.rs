@@ -28,6 +28,8 @@ pub(crate) struct Context<'a> {
     /// The model this attempt ran (the run's, or a fallback).
     pub model: Option<&'a str>,
     pub session_file: String,
+    /// The answer's JSON value, validated against the output schema.
+    pub structured: Option<serde_json::Value>,
 }
 
 pub(crate) fn render(
@@ -44,10 +46,10 @@ pub(crate) fn render(
         Verdict::Budget { limit, .. } => single.limit = Some(*limit),
         _ => {}
     }
-    let answer = if verdict.is_success() {
-        collected.final_kept()
-    } else {
-        collected.partial_kept()
+    // An answer that does not match the output schema is still the answer, shown whole.
+    let answer = match verdict {
+        Verdict::Answered | Verdict::NotMatchingSchema(_) => collected.final_kept(),
+        _ => collected.partial_kept(),
     };
     let raw_text = answer.map_or("", KeptText::as_str);
     // Of an answer longer than orchestrate keeps, the rest is only counted: the marker
@@ -63,13 +65,22 @@ pub(crate) fn render(
         });
     let body = sanitizer.sanitize(raw_text).into_owned();
     sanitize_display_items(sanitizer, &mut single.display_items);
+    single.structured = ctx.structured.clone().map(|mut value| {
+        sanitizer.sanitize_json(&mut value);
+        value
+    });
     let failure = failure(verdict, outcome, collected, ctx)
         .map(|(code, message)| (code, sanitizer.sanitize(&message).into_owned()));
     single.error = failure.as_ref().map(|(_, message)| message.clone());
-    let content = match &failure {
-        None => body.clone(),
-        Some((_, message)) if body.is_empty() => message.clone(),
-        Some((_, message)) => format!("{message}\n\nPartial output:\n{body}"),
+    let content = match (&failure, &single.structured) {
+        // The validated answer, as compact JSON.
+        (None, Some(value)) => value.to_string(),
+        (None, None) => body.clone(),
+        (Some((_, message)), _) if body.is_empty() => message.clone(),
+        (Some((_, message)), _) if matches!(verdict, Verdict::NotMatchingSchema(_)) => {
+            format!("{message}\n\nAnswer:\n{body}")
+        }
+        (Some((_, message)), _) => format!("{message}\n\nPartial output:\n{body}"),
     };
     let (text, truncation) =
         truncate_head_of_longer(&content, missing, ctx.run.truncate, &ctx.session_file);
@@ -138,6 +149,7 @@ fn facts(
         termination: o.map(|o| o.termination),
         leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
+        structured: None,
         warnings: warnings(o, ctx),
         limit: None,
         attempts_detail: Vec::new(),
@@ -232,6 +244,9 @@ fn failure(
         Verdict::Cancelled => {
             failed("Subagent was cancelled; its process group was stopped.".to_string())
         }
+        Verdict::NotMatchingSchema(mismatch) => failed(format!(
+            "Answer does not match the output schema: {mismatch}"
+        )),
         Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::NoAnswer => {
             failed(child_failure(verdict, outcome, collected, ctx.run.backend.backend))
         }

@@ -16,6 +16,7 @@ use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
 use crate::sandbox::{self, SandboxPlan};
+use crate::structured::{OutputSchema, SchemaSource};
 use crate::truncate::TruncateLimits;
 
 /// Everything one run needs, decided before anything is spawned.
@@ -42,6 +43,8 @@ pub(crate) struct ResolvedRun {
     pub sandbox: SandboxPlan,
     /// The child works in a git worktree of its own.
     pub worktree: bool,
+    /// The schema the answer must match, compiled.
+    pub output_schema: Option<OutputSchema>,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -163,6 +166,7 @@ pub(crate) fn resolve(
     if worktree {
         crate::worktree::check(&cwd).map_err(|e| RunError::invalid(e.to_string()))?;
     }
+    let output_schema = output_schema(req, &agent)?;
     Ok(ResolvedRun {
         run_id: run_id.to_string(),
         preset_dir: req.run_id.is_some(),
@@ -187,6 +191,40 @@ pub(crate) fn resolve(
         resume,
         sandbox,
         worktree,
+        output_schema,
+    })
+}
+
+/// The output schema, compiled: the request's (`--output-schema`, MCP `outputSchema`) over
+/// the agent's own `output_schema:` (there is no config or environment layer: a schema
+/// belongs to a task or an agent). A schema that cannot be used is bad input, named by
+/// where it was given.
+fn output_schema(req: &RunRequest, agent: &AgentDef) -> Result<Option<OutputSchema>, RunError> {
+    let none = Setting::default(None);
+    let Some(source) = pick(
+        req.output_schema.clone().map(Some),
+        agent.output_schema.clone().map(Some),
+        &none,
+    ) else {
+        return Ok(None);
+    };
+    OutputSchema::load(&source).map(Some).map_err(|e| {
+        let given = match (&req.output_schema, &source) {
+            (Some(_), SchemaSource::File(path)) => format!("--output-schema {}", path.display()),
+            (Some(_), SchemaSource::Inline(_)) => "outputSchema".to_string(),
+            (None, SchemaSource::File(path)) => format!(
+                "agent {}: invalid `output_schema` in {}: {}",
+                agent.name,
+                agent.source.display(),
+                path.display()
+            ),
+            (None, SchemaSource::Inline(_)) => format!(
+                "agent {}: invalid `output_schema` in {}",
+                agent.name,
+                agent.source.display()
+            ),
+        };
+        RunError::invalid(format!("{given}: {e}"))
     })
 }
 
@@ -521,6 +559,111 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "every layer from {top:?} down is set");
         }
+    }
+
+    /// Resolves a run of `agents/<name>.md` (written from `agent`) with `flag` as the
+    /// request's output schema.
+    fn resolve_schema(
+        dir: &std::path::Path,
+        agent: &str,
+        flag: Option<SchemaSource>,
+    ) -> Result<ResolvedRun, RunError> {
+        let agents = dir.join("agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(agents.join("probe.md"), agent).unwrap();
+        let req = RunRequest {
+            agent: "probe".into(),
+            task: "t".into(),
+            cwd: Some(dir.to_path_buf()),
+            agents_dir: Some(agents),
+            output_schema: flag,
+            ..RunRequest::default()
+        };
+        let env = RunEnv {
+            depth: 0,
+            config: Config::default(),
+            state: StateDir {
+                root: dir.join("state"),
+            },
+            total: None,
+        };
+        resolve(&req, &env, "ab12cd34")
+    }
+
+    #[test]
+    fn the_output_schema_is_the_flags_over_the_agents_and_compiled_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("agent.json"), r#"{"type": "array"}"#).unwrap();
+        std::fs::write(d.join("flag.json"), r#"{"type": "object"}"#).unwrap();
+        let agent = "---\nname: probe\noutput_schema: ../agent.json\n---\nP\n";
+        let compact = |r: ResolvedRun| r.output_schema.map(|s| s.compact());
+        assert_eq!(
+            compact(resolve_schema(d, agent, None).unwrap()),
+            Some(r#"{"type":"array"}"#.to_string())
+        );
+        assert_eq!(
+            compact(
+                resolve_schema(d, agent, Some(SchemaSource::File(d.join("flag.json")))).unwrap()
+            ),
+            Some(r#"{"type":"object"}"#.to_string())
+        );
+        let inline = SchemaSource::Inline(serde_json::json!({"type": "string"}));
+        assert_eq!(
+            compact(resolve_schema(d, agent, Some(inline)).unwrap()),
+            Some(r#"{"type":"string"}"#.to_string())
+        );
+        assert_eq!(
+            compact(resolve_schema(d, "---\nname: probe\n---\nP\n", None).unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn an_unusable_output_schema_is_invalid_input_naming_where_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(
+            d.join("bad.json"),
+            r#"{"type": "object", "minProperties": -1}"#,
+        )
+        .unwrap();
+        let plain = "---\nname: probe\n---\nP\n";
+        let err = resolve_schema(d, plain, Some(SchemaSource::File(d.join("bad.json"))))
+            .unwrap_err()
+            .to_string();
+        let want = format!(
+            "Invalid input: --output-schema {}: not a valid JSON Schema: $.minProperties: ",
+            d.join("bad.json").display()
+        );
+        assert!(err.starts_with(&want), "{err}");
+        let err = resolve_schema(
+            d,
+            plain,
+            Some(SchemaSource::Inline(serde_json::json!({"type": "thing"}))),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("Invalid input: outputSchema: not a valid JSON Schema: $.type: "),
+            "{err}"
+        );
+        let err = resolve_schema(
+            d,
+            "---\nname: probe\noutput_schema: missing.json\n---\nP\n",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        let agents = d.join("agents");
+        assert_eq!(
+            err,
+            format!(
+                "Invalid input: agent probe: invalid `output_schema` in {}: {}: cannot read it: No such file or directory (os error 2)",
+                agents.join("probe.md").display(),
+                agents.join("missing.json").display()
+            )
+        );
     }
 
     #[test]

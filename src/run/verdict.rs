@@ -3,6 +3,7 @@
 
 use crate::collector::Collector;
 use crate::result::{Limit, TimeoutReason};
+use crate::structured::{Mismatch, OutputSchema};
 use crate::supervisor::{LeaderExit, Outcome, StopReason, SuperviseError};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,8 @@ pub(crate) enum Verdict {
     Signaled(i32),
     /// It ended cleanly but said nothing usable.
     NoAnswer,
+    /// It answered, but its answer does not match the output schema.
+    NotMatchingSchema(Mismatch),
 }
 
 impl Verdict {
@@ -124,6 +127,22 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
         Verdict::NoAnswer
     } else {
         Verdict::Answered
+    }
+}
+
+/// An answer checked against the output schema, when there is one: the value it holds,
+/// or [`Verdict::NotMatchingSchema`]. Any other verdict stands as it is.
+pub(crate) fn check_answer(
+    verdict: Verdict,
+    collected: &Collector,
+    schema: Option<&OutputSchema>,
+) -> (Verdict, Option<serde_json::Value>) {
+    let Some(schema) = schema.filter(|_| verdict.is_success()) else {
+        return (verdict, None);
+    };
+    match schema.check(collected.final_text().unwrap_or_default()) {
+        Ok(value) => (Verdict::Answered, Some(value)),
+        Err(mismatch) => (Verdict::NotMatchingSchema(mismatch), None),
     }
 }
 
@@ -362,6 +381,45 @@ mod tests {
             let got = verdict(&outcome, &collected);
             assert_eq!((&got, got.exit_code(&outcome)), (&want, code), "{name}");
         }
+    }
+
+    #[test]
+    fn an_answer_is_checked_against_the_schema_when_there_is_one() {
+        let schema = OutputSchema::compile(serde_json::json!({
+            "type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            check_answer(
+                Verdict::Answered,
+                &answered("```json\n{\"n\": 1}\n```"),
+                Some(&schema)
+            ),
+            (Verdict::Answered, Some(serde_json::json!({"n": 1})))
+        );
+        assert_eq!(
+            check_answer(
+                Verdict::Answered,
+                &answered("{\"n\": \"one\"}"),
+                Some(&schema)
+            ),
+            (
+                Verdict::NotMatchingSchema(Mismatch::Invalid {
+                    path: "$.n".into(),
+                    message: "\"one\" is not of type \"integer\"".into()
+                }),
+                None
+            )
+        );
+        // No schema, or no answer to check: the verdict stands.
+        assert_eq!(
+            check_answer(Verdict::Answered, &answered("{\"n\": \"one\"}"), None),
+            (Verdict::Answered, None)
+        );
+        assert_eq!(
+            check_answer(Verdict::Exited(3), &answered("nope"), Some(&schema)),
+            (Verdict::Exited(3), None)
+        );
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub struct Cli {
     pub refusals: &'static [Refusal],
     /// Whether `orchestrate run --resume` can continue the CLI's session.
     pub resume: Option<Resume>,
+    /// How an output schema reaches the model (structured answers).
+    pub output_schema: SchemaSent,
     /// Whether the "tool that never returns" scenario runs (the tool's shell must die
     /// with the run).
     pub tool_never_returns: bool,
@@ -129,6 +131,51 @@ pub struct Unreachable {
     /// Whether it retries until orchestrate's connect limit stops it (else it gives up
     /// by itself first).
     pub stopped: bool,
+}
+
+/// How the CLI passes an output schema on to the model, and how the model answers with it.
+#[derive(Clone, Copy)]
+pub enum SchemaSent {
+    /// As a tool whose input schema is the schema (claude's `StructuredOutput`): the model
+    /// answers by calling it, the CLI checks the call and ends the turn. When the model
+    /// answers with text instead, the CLI asks it once more to call the tool
+    /// (`text_requests` requests in all), then ends with that text.
+    Tool {
+        name: &'static str,
+        /// The turns the CLI counts for an answer given by calling the tool.
+        turns: u64,
+        text_requests: usize,
+    },
+    /// As the Responses API's `text.format` (codex): a strict `json_schema` named
+    /// `codex_output_schema`; the answer is the final message's text.
+    TextFormat,
+    /// In the first message, after the task (orchestrate asks for it there).
+    Prompt,
+}
+
+impl SchemaSent {
+    /// The model's reply answering `value` as the CLI takes it, and how orchestrate shows
+    /// that reply.
+    pub fn answer(self, value: &Value, usage: MockUsage) -> (Reply, Value) {
+        match self {
+            SchemaSent::Tool { name, .. } => (
+                Reply::tool(name, value.clone(), usage),
+                tool_item(name, value),
+            ),
+            SchemaSent::TextFormat | SchemaSent::Prompt => {
+                let text = value.to_string();
+                (Reply::text(&text, usage), text_item(&text))
+            }
+        }
+    }
+
+    /// The requests of a turn whose answer is text.
+    pub fn text_requests(self) -> usize {
+        match self {
+            SchemaSent::Tool { text_requests, .. } => text_requests,
+            SchemaSent::TextFormat | SchemaSent::Prompt => 1,
+        }
+    }
 }
 
 pub struct Resume {

@@ -8,7 +8,9 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
-use super::cli::{subset_of, text_item, Cli, Offered, PromptIn, Refusal, ToolUse, Traffic};
+use super::cli::{
+    subset_of, text_item, Cli, Offered, PromptIn, Refusal, SchemaSent, ToolUse, Traffic,
+};
 use super::harness::{note, Run};
 use super::{normalized, report, round_cost, Finished, Sandbox};
 use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
@@ -144,6 +146,25 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
         out.push((
             "a_resumed_run_continues_the_clis_own_session".into(),
             Box::new(move |bin| resumed_run(cli, bin)),
+        ));
+    }
+    out.push((
+        "a_structured_answer_is_validated_and_returned_as_structured".into(),
+        Box::new(move |bin| structured_valid(cli, bin)),
+    ));
+    if cli.resume.is_some() {
+        out.push((
+            "a_wrong_structured_answer_is_repaired_in_the_clis_own_session".into(),
+            Box::new(move |bin| structured_repaired(cli, bin)),
+        ));
+        out.push((
+            "a_structured_answer_wrong_twice_is_subagent_failed_with_its_json_path".into(),
+            Box::new(move |bin| structured_failing(cli, bin)),
+        ));
+    } else {
+        out.push((
+            "a_wrong_structured_answer_fails_at_once_where_the_cli_cannot_resume".into(),
+            Box::new(move |bin| structured_without_resume(cli, bin)),
         ));
     }
     for case in cli.refusals {
@@ -1214,4 +1235,232 @@ fn setsid_daemon(cli: &Cli, bin: &Path, end: DaemonEnd) {
         Duration::from_secs(5),
     );
     assert_eq!(late, [], "no process of the run is left");
+}
+
+/// The schema of the structured-answer scenarios, in `<root>/schema.json`.
+const FILES_SCHEMA: &str = r#"{"type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}, "count": {"type": "integer"}}, "required": ["files", "count"]}"#;
+const STRUCTURED_TASK: &str = "List the auth files.";
+/// What the mock's model answers wrongly: `count` is a string.
+const WRONG_ANSWER: &str = r#"{"files": ["src/auth.rs"], "count": "one"}"#;
+const WRONG_ERROR: &str = r#"$.count: "one" is not of type "integer""#;
+
+fn right_answer() -> Value {
+    json!({"files": ["src/auth.rs", "src/session.rs"], "count": 2})
+}
+
+fn files_schema() -> Value {
+    serde_json::from_str(FILES_SCHEMA).unwrap()
+}
+
+/// Every string in `v`, joined: what a request says, whatever its API's shape.
+fn strings_in(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(strings_in).collect::<Vec<_>>().join("\n"),
+        Value::Object(m) => m.values().map(strings_in).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// A sandbox with the schema written, whose mock answers `replies` in turn; and the
+/// `--output-schema` flags.
+fn structured_setup(cli: &Cli, bin: &Path, replies: Vec<Reply>) -> (MockLlm, Sandbox, Vec<String>) {
+    let (mock, sb) = setup(cli, bin, |_| Script::sequence(replies));
+    let file = sb.root.path().join("schema.json");
+    std::fs::write(&file, FILES_SCHEMA).unwrap();
+    let flags = vec![
+        "--output-schema".to_string(),
+        file.to_str().unwrap().to_string(),
+    ];
+    (mock, sb, flags)
+}
+
+fn run_structured(sb: &Sandbox, flags: &[String]) -> super::Finished {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    sb.run("worker", STRUCTURED_TASK, &flags, WALL_CLOCK)
+}
+
+/// The schema reached the model the way the CLI passes it on.
+fn check_schema_sent(cli: &Cli, req: &RecordedRequest) {
+    match cli.output_schema {
+        SchemaSent::Tool { name, .. } => {
+            let tool = req.body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["name"] == json!(name))
+                .unwrap_or_else(|| panic!("no {name} tool: {}", req.body["tools"]));
+            assert_eq!(tool["input_schema"], files_schema());
+        }
+        SchemaSent::TextFormat => assert_eq!(
+            req.body["text"]["format"],
+            json!({"type": "json_schema", "name": "codex_output_schema", "strict": true,
+                   "schema": files_schema()})
+        ),
+        SchemaSent::Prompt => {
+            let asked = strings_in(&req.body);
+            let compact = files_schema().to_string();
+            let request = "matches this JSON Schema, and nothing else (no prose around it; a ```json fence is fine):";
+            // opencode 1.18.33 hands its model the message argument in double quotes,
+            // the quotes inside it escaped (`"List …{\"properties\":…}"`).
+            let escaped = compact.replace('"', "\\\"");
+            assert!(
+                asked.contains(&format!("{request}\n{compact}"))
+                    || asked.contains(&format!("{request}\n{escaped}")),
+                "the schema follows the task: {asked}"
+            );
+        }
+    }
+}
+
+/// The turns the CLI counts for `text` text requests and `tool` answers by tool call.
+fn structured_turns(cli: &Cli, text: usize, tool: usize) -> u64 {
+    let per_tool = match cli.output_schema {
+        SchemaSent::Tool { turns, .. } => turns,
+        SchemaSent::TextFormat | SchemaSent::Prompt => 1,
+    };
+    text as u64 + tool as u64 * per_tool
+}
+
+fn usage_n(n: u64) -> MockUsage {
+    MockUsage {
+        input: 100 * n,
+        output: 10 * n,
+        cached: 0,
+    }
+}
+
+fn structured_valid(cli: &Cli, bin: &Path) {
+    let right = right_answer();
+    let (reply, shown) = cli.output_schema.answer(&right, usage_n(1));
+    let (mock, sb, flags) = structured_setup(cli, bin, vec![reply]);
+    let out = run_structured(&sb, &flags);
+    report("structured, valid", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let json = out.json();
+    assert_eq!(json["content"], json!([text_item(&right.to_string())]));
+    assert_eq!(json["details"].get("error"), None);
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            "worker",
+            STRUCTURED_TASK,
+            json!({"exitCode": 0, "usage": summed(cli, &[usage_n(1)], structured_turns(cli, 0, 1)),
+                   "output": right.to_string(), "displayItems": [shown],
+                   "structured": right})
+        )
+    );
+    let reqs = conversation(cli, &mock, 1);
+    check_schema_sent(cli, &reqs[0]);
+}
+
+fn structured_repaired(cli: &Cli, bin: &Path) {
+    let right = right_answer();
+    let texts = cli.output_schema.text_requests();
+    let mut replies: Vec<Reply> = (0..texts)
+        .map(|i| Reply::text(WRONG_ANSWER, usage_n(i as u64 + 1)))
+        .collect();
+    let (reply, shown) = cli.output_schema.answer(&right, usage_n(5));
+    replies.push(reply);
+    let usages: Vec<MockUsage> = (0..texts)
+        .map(|i| usage_n(i as u64 + 1))
+        .chain([usage_n(5)])
+        .collect();
+    let (mock, sb, flags) = structured_setup(cli, bin, replies);
+    let out = run_structured(&sb, &flags);
+    report("structured, repaired", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let json = out.json();
+    assert_eq!(json["content"], json!([text_item(&right.to_string())]));
+    let mut items = vec![text_item(WRONG_ANSWER); texts];
+    items.push(shown);
+    // Two attempts; the usage of both turns, as the CLI reported it for each (see
+    // `resumed_totals` in src/backends/: claude's cost and codex's tokens for a resumed
+    // session are the whole session's).
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            "worker",
+            STRUCTURED_TASK,
+            json!({"exitCode": 0, "usage": summed(cli, &usages, structured_turns(cli, texts, 1)),
+                   "output": right.to_string(), "displayItems": items,
+                   "structured": right, "attempts": 2})
+        )
+    );
+    // The repair turn continued the child's own session: its request carries the first
+    // turn's wrong answer and the message saying what was wrong with it.
+    let reqs = conversation(cli, &mock, texts + 1);
+    check_schema_sent(cli, &reqs[0]);
+    check_schema_sent(cli, &reqs[texts]);
+    let asked = strings_in(&reqs[texts].body);
+    let message = format!(
+        "Your answer does not match the required output schema: {WRONG_ERROR}. Answer again with only one JSON value that matches this JSON Schema, and nothing else:\n{}",
+        files_schema()
+    );
+    assert!(asked.contains(&message), "the repair message: {asked}");
+    assert!(
+        asked.contains(WRONG_ANSWER),
+        "the first turn's answer: {asked}"
+    );
+    assert!(asked.contains(STRUCTURED_TASK), "the task: {asked}");
+}
+
+fn structured_failing(cli: &Cli, bin: &Path) {
+    let texts = cli.output_schema.text_requests();
+    let (mock, sb, flags) = structured_setup(cli, bin, vec![Reply::text(WRONG_ANSWER, usage_n(1))]);
+    let out = run_structured(&sb, &flags);
+    report("structured, failing", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let message = format!("Answer does not match the output schema: {WRONG_ERROR}");
+    let json = out.json();
+    assert_eq!(
+        json["details"]["error"],
+        json!({"code": "SUBAGENT_FAILED", "message": message})
+    );
+    assert_eq!(
+        json["content"],
+        json!([text_item(&format!("{message}\n\nAnswer:\n{WRONG_ANSWER}"))])
+    );
+    assert_eq!(
+        normalized(out.result()),
+        expected(
+            cli,
+            "worker",
+            STRUCTURED_TASK,
+            json!({"exitCode": 0,
+                   "usage": summed(cli, &vec![usage_n(1); 2 * texts], structured_turns(cli, 2 * texts, 0)),
+                   "error": message, "output": WRONG_ANSWER,
+                   "displayItems": vec![text_item(WRONG_ANSWER); 2 * texts], "attempts": 2})
+        )
+    );
+    conversation(cli, &mock, 2 * texts);
+}
+
+fn structured_without_resume(cli: &Cli, bin: &Path) {
+    let (mock, sb, flags) = structured_setup(cli, bin, vec![Reply::text(WRONG_ANSWER, usage_n(1))]);
+    let out = run_structured(&sb, &flags);
+    report("structured, no resume", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let message = format!("Answer does not match the output schema: {WRONG_ERROR}");
+    let mut want = expected(
+        cli,
+        "worker",
+        STRUCTURED_TASK,
+        json!({"exitCode": 0, "usage": summed(cli, &[usage_n(1)], 1),
+               "error": message, "output": WRONG_ANSWER,
+               "displayItems": [text_item(WRONG_ANSWER)]}),
+    );
+    let warning = format!(
+        "no repair turn for the answer that does not match the output schema: {} cannot continue its session",
+        cli.name
+    );
+    match want.get_mut("warnings").and_then(Value::as_array_mut) {
+        Some(w) => w.push(json!(warning)),
+        None => want["warnings"] = json!([warning]),
+    }
+    assert_eq!(normalized(out.result()), want);
+    let reqs = conversation(cli, &mock, 1);
+    check_schema_sent(cli, &reqs[0]);
 }

@@ -57,6 +57,15 @@ pub const CLAUDE: Cli = Cli {
         workdir_files: &[],
     }],
     resume: Some(Resume { session_file: None }),
+    // `--json-schema`: a `StructuredOutput` tool (observed with 2.1.332: no tool_choice,
+    // no output format; the call's input is checked against the schema and a mismatch
+    // is a tool error; one request answered by the call counts as 2 turns; a text answer
+    // gets "[structured-output-enforce] You MUST call the StructuredOutput tool…" once).
+    output_schema: SchemaSent::Tool {
+        name: "StructuredOutput",
+        turns: 2,
+        text_requests: 2,
+    },
     tool_never_returns: true,
     unreachable: Unreachable {
         env: &[("CLAUDE_CODE_MAX_RETRIES", "10")],

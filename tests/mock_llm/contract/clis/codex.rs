@@ -63,6 +63,10 @@ pub const CODEX: Cli = Cli {
         workdir_files: &[],
     }],
     resume: Some(Resume { session_file: None }),
+    // `--output-schema FILE`: `text.format` = {type: json_schema, name:
+    // codex_output_schema, strict: true, schema} on every request; codex does not check
+    // the answer itself.
+    output_schema: SchemaSent::TextFormat,
     tool_never_returns: true,
     unreachable: Unreachable {
         env: &[],

@@ -87,6 +87,8 @@ pub const GEMINI: Cli = Cli {
         },
     ],
     resume: None,
+    // No option for a schema: orchestrate asks for the JSON in the prompt.
+    output_schema: SchemaSent::Prompt,
     // gemini runs the shell under a pseudo-terminal, in a session of its own; it dies
     // with the run because the whole tree does (it outlived gemini's process group
     // before orchestrate held the tree in a PID namespace).

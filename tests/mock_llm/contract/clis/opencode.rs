@@ -70,6 +70,8 @@ pub const OPENCODE: Cli = Cli {
     resume: None,
     // opencode 1.18.33 never started the command of a tool call within the 10 s of the
     // scenario (no process, no event): not understood yet, so not run.
+    // No option for a schema: orchestrate asks for the JSON in the prompt.
+    output_schema: SchemaSent::Prompt,
     tool_never_returns: false,
     // opencode retries with backoff for about a minute, saying so only in its log
     // (which orchestrate turns on), then gives up.

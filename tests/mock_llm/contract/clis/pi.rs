@@ -64,6 +64,8 @@ pub const PI: Cli = Cli {
     resume: Some(Resume {
         session_file: Some("pi-session.jsonl"),
     }),
+    // No option for a schema: orchestrate asks for the JSON in the prompt.
+    output_schema: SchemaSent::Prompt,
     tool_never_returns: true,
     unreachable: Unreachable {
         env: &[],
