@@ -1,7 +1,7 @@
 //! Regex-shaped secrets: one [`TokenRule`] per family, in two tables: `vendor` (prefixed
 //! vendor tokens) and `structural` (headers, URLs, command lines, cookies, named cloud
-//! credentials). Adding a family is adding one entry to one of them, with a test case in
-//! that file's `CASES`.
+//! credentials). Adding a family is adding one entry to one of them (a [`token_rules!`]
+//! table, a rule to an entry), with a test case in that file's `cases()`.
 //!
 //! All rules run in one pass. A single literal search over every rule's gates (the regex
 //! crate compiles an alternation of literals to Aho-Corasick or Teddy) finds the lines that
@@ -38,6 +38,34 @@ pub(crate) struct TokenRule {
     /// Decides whether this match is really a secret.
     pub accept: fn(&Candidate) -> bool,
 }
+
+/// A table of [`TokenRule`]s, one rule to an entry after the comment that says why it is
+/// shaped so:
+///
+/// ```text
+/// "family" [gates…] accept [requires [literals…]]
+///     pattern;
+/// ```
+///
+/// `gates` may also name a constant array of gates. The entries stay a `const` table of
+/// typed values: an unknown `accept` function or a missing field fails to compile, and
+/// nothing is parsed at run time.
+macro_rules! token_rules {
+    (@requires) => { &[] };
+    (@requires $requires:tt) => { &$requires };
+    ($($family:literal $gates:tt $accept:ident $(requires $requires:tt)? $pattern:literal;)*) => {
+        &[$(
+            $crate::sanitize::rules::TokenRule {
+                family: $family,
+                gates: &$gates,
+                requires: token_rules!(@requires $($requires)?),
+                pattern: $pattern,
+                accept: $accept,
+            },
+        )*]
+    };
+}
+pub(crate) use token_rules;
 
 /// What `accept` sees of a match: the `secret` group and the rest of its line on each side.
 #[derive(Debug, Clone, Copy)]
