@@ -11,6 +11,17 @@
 //! `"worst_dense_slowdown"` over those that are (an edit, a mask or a home mapped to `~`,
 //! every [`DENSE_BYTES_PER_EDIT`] bytes or closer): there each edit costs a regex capture,
 //! so their time follows the number of secrets rather than the size of the text.
+//!
+//! Two more modes, for measurements that must not depend on the machine's load:
+//! - `bench_sanitize FILE --write OUT` sanitizes FILE once and writes the result to OUT,
+//!   so that two builds can be compared byte for byte;
+//! - `bench_sanitize FILE --run NAME` sanitizes one input once more after a first call
+//!   that builds what is built lazily: NAME is `file` (FILE itself), `clean` (the slice of
+//!   FILE that pathological inputs are compared with) or a pathological input's name. The
+//!   second call is made in [`measured`], so that
+//!   `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measured*'` counts
+//!   the instructions of that call alone (`scripts/bench --only sanitizer-instructions`);
+//!   `--list` prints the pathological inputs' names, one a line.
 
 use std::time::Instant;
 
@@ -155,13 +166,47 @@ fn pathological(bytes: usize) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The call whose instructions `--run` has callgrind count.
+#[inline(never)]
+fn measured(sanitizer: &Sanitizer, text: &str) -> usize {
+    sanitizer.sanitize(std::hint::black_box(text)).len()
+}
+
+/// The clean text that pathological inputs are compared with: the start of FILE.
+fn clean_slice(text: &str) -> &str {
+    let mut cut = PATHOLOGICAL_BYTES.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let with_pathological = args.iter().any(|a| a == "--pathological");
-    let mut positional = args.iter().filter(|a| !a.starts_with("--"));
-    let path = positional
-        .next()
-        .expect("usage: bench_sanitize FILE [ROUNDS] [--pathological]");
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in pathological(16) {
+            println!("{name}");
+        }
+        return;
+    }
+    let option = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args.get(i + 1).expect("option takes a value").as_str())
+    };
+    let (write, run) = (option("--write"), option("--run"));
+    let mut positional = args
+        .iter()
+        .enumerate()
+        .filter(|&(i, a)| {
+            let value_of_option = i > 0 && matches!(args[i - 1].as_str(), "--write" | "--run");
+            !a.starts_with("--") && !value_of_option
+        })
+        .map(|(_, a)| a);
+    let path = positional.next().expect(
+        "usage: bench_sanitize FILE [ROUNDS] [--pathological] | FILE --write OUT | FILE --run NAME",
+    );
     let rounds: usize = positional
         .next()
         .map_or(5, |r| r.parse().expect("ROUNDS is a number"));
@@ -169,6 +214,29 @@ fn main() {
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let mb = text.len() as f64 / 1e6;
     let sanitizer = Sanitizer::global();
+    if let Some(out) = write {
+        std::fs::write(out, sanitizer.sanitize(&text).as_bytes()).expect("writable output");
+        return;
+    }
+    if let Some(name) = run {
+        let clean = clean_slice(&text);
+        let input = match name {
+            "file" => text.clone(),
+            "clean" => clean.to_string(),
+            _ => {
+                pathological(clean.len())
+                    .into_iter()
+                    .find(|(n, _)| *n == name)
+                    .unwrap_or_else(|| panic!("no input named {name:?}"))
+                    .1
+            }
+        };
+        let first = sanitizer.sanitize(&input).len();
+        let again = measured(sanitizer, &input);
+        assert_eq!(first, again, "sanitizing is deterministic");
+        println!("{{\"input\": {name:?}, \"bytes\": {}}}", input.len());
+        return;
+    }
     let (ours, edits) = rate(sanitizer, &text, rounds);
     let changed = edits > 0;
     let base = median(
@@ -186,11 +254,8 @@ fn main() {
         text.len()
     );
     if with_pathological {
-        let mut cut = PATHOLOGICAL_BYTES.min(text.len());
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let clean_text = &text[..cut];
+        let clean_text = clean_slice(&text);
+        let cut = clean_text.len();
         let (clean, _) = rate(sanitizer, clean_text, rounds);
         let (mut worst, mut worst_dense): (f64, f64) = (0.0, 0.0);
         let rows: Vec<String> = pathological(cut)

@@ -6,292 +6,132 @@
 //! Each rule keeps the context (the header name, the scheme, the URL up to the password)
 //! and masks only the value.
 
+use super::rules::token_rules;
 use super::rules::{
-    always, not_placeholder, random_not_placeholder, raw_credential, Candidate, TokenRule,
+    always, lead_len, not_placeholder, random_not_placeholder, raw_credential, Candidate,
+    TokenRule, AUTH_SCHEMES,
 };
-use super::value::{is_placeholder, is_prose_word, looks_random, percent_decode};
+use super::value::{
+    ends_with_ignore_ascii_case, is_placeholder, is_prose_word, looks_random, percent_decode,
+};
 use super::MASK;
 
-pub(crate) const RULES: &[TokenRule] = &[
+pub(crate) const RULES: &[TokenRule] = token_rules! {
     // JSON Web Tokens, header and payload both `eyJ` (base64 of `{"`). Vendors whose
     // tokens embed one (`ops_eyJ…`, `sk.eyJ…`) are masked first with their prefix kept.
-    TokenRule {
-        family: "jwt",
-        gates: &["eyJ"],
-        requires: &[],
-        pattern: r"{LEAD}(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)",
-        accept: always,
-    },
+    "jwt" ["eyJ"] always
+        r"{LEAD}(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)";
     // `Authorization` and `Proxy-Authorization` with a scheme, in every dress: HTTP dumps,
     // `curl -H`, JSON and Python dicts, Go's `map[Authorization:[Bearer …]]`, CGI's
     // `HTTP_AUTHORIZATION`, percent-encoded, and in source code a header map's entry
     // (`headers["Authorization"] = "Basic …"`, `'Authorization' => 'Basic …'`) or a
     // setter's arguments (`setRequestHeader("Authorization", "Basic …")`).
-    TokenRule {
-        family: "authorization-scheme",
-        gates: AUTHORIZATION_GATES,
-        requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#,
-        accept: scheme_credential,
-    },
+    "authorization-scheme" AUTHORIZATION_GATES scheme_credential locate after_scheme
+        r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#;
     // A header value without a scheme; it must look like a credential, since
     // "Authorization: required" is prose. Eight characters at least, in the pattern
     // itself: a shorter value (`= headers`) then costs no capture.
-    TokenRule {
-        family: "authorization-raw",
-        gates: AUTHORIZATION_GATES,
-        requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/){8,})"#,
-        accept: raw_credential,
-    },
+    "authorization-raw" AUTHORIZATION_GATES raw_credential
+        r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*)(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/){8,})"#;
     // A bearer token anywhere (SDK debug logs print it without the header name).
-    TokenRule {
-        family: "bearer",
-        gates: &["earer", "EARER"],
-        requires: &[],
-        pattern: r"{LEAD}(?i-u:bearer)(?:[ \t]+|%20|\+)(?P<secret>(?:[A-Za-z0-9._~+/-]|\\/){16,}=*)",
-        accept: random_not_placeholder,
-    },
+    "bearer" ["earer", "EARER"] random_not_placeholder
+        r"{LEAD}(?i-u:bearer)(?:[ \t]+|%20|\+)(?P<secret>(?:[A-Za-z0-9._~+/-]|\\/){16,}=*)";
     // API-key and token headers: `x-api-key`, `api-key`, `x-goog-api-key`,
     // `ocp-apim-subscription-key`, `x-functions-key`, `x-auth-token`, `private-token`,
     // `x-vault-token`, `x-amz-security-token`, …
-    TokenRule {
-        family: "api-key-header",
-        gates: &[
-            "api-key",
-            "Api-Key",
-            "API-Key",
-            "API-KEY",
-            "apikey",
-            "ApiKey",
-            "APIKey",
-            "APIKEY",
-            "apiKey",
-            "-token",
-            "-Token",
-            "-TOKEN",
-            "ubscription-key",
-            "ubscription-Key",
-            "UBSCRIPTION-KEY",
-            "unctions-key",
-            "unctions-Key",
-            "UNCTIONS-KEY",
-        ],
-        requires: &[],
-        pattern: r#"{LEAD}(?i-u:(?:[a-z0-9]+-)*(?:api-?key|(?:auth|access|api|vault|private|session|security|server|gitlab|figma|job)-token|subscription-key|functions-key))(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'\[])?(?P<secret>(?:[A-Za-z0-9._~+/=-]|\\/|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f]))+)"#,
-        accept: random_not_placeholder,
-    },
+    "api-key-header" [
+        "api-key", "Api-Key", "API-Key", "API-KEY", "apikey", "ApiKey", "APIKey", "APIKEY",
+        "apiKey", "-token", "-Token", "-TOKEN", "ubscription-key", "ubscription-Key",
+        "UBSCRIPTION-KEY", "unctions-key", "unctions-Key", "UNCTIONS-KEY"
+    ] random_not_placeholder
+        r#"{LEAD}(?i-u:(?:[a-z0-9]+-)*(?:api-?key|(?:auth|access|api|vault|private|session|security|server|gitlab|figma|job)-token|subscription-key|functions-key))(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'\[])?(?P<secret>(?:[A-Za-z0-9._~+/=-]|\\/|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f]))+)"#;
     // `scheme://user:password@host` for any scheme; the scheme stays outside the match so
     // that the regex starts at the literal `:`. `\/` for JSON writers that escape slashes.
     // A password may hold a raw `#`, which people write though it should be encoded.
-    TokenRule {
-        family: "url-password",
-        gates: &["://", r":\/\/"],
-        requires: &["@"],
-        pattern: r#":(?:\\?/){2}[^\s:/?#@"'<>\\]*:(?P<secret>[^\s/?@"'<>\\]+)@"#,
-        accept: not_placeholder,
-    },
+    "url-password" ["://", r":\/\/"] not_placeholder requires ["@"]
+        r#":(?:\\?/){2}[^\s:/?#@"'<>\\]*:(?P<secret>[^\s/?@"'<>\\]+)@"#;
     // The same, percent-encoded inside another URL (`redirect=https%3A%2F%2Fu%3Ap%40h`).
-    TokenRule {
-        family: "url-password-encoded",
-        gates: &["%3A%2F%2F", "%3a%2f%2f", "%3A%2f%2f", "%3a%2F%2F"],
-        requires: &["%40"],
-        pattern: r"%3[aA]%2[fF]%2[fF](?:[A-Za-z0-9._~!$'()*+,;=-]|%(?:[014-9A-Fa-f][0-9A-Fa-f]|2[0-24-9A-Ea-e]|3[0-9B-Eb-e]))*%3[aA](?P<secret>(?:[A-Za-z0-9._~!$'()*+,;=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-24-9A-Ea-e]|3[0-9A-Ea-e]))+?)%40",
-        accept: not_placeholder,
-    },
+    "url-password-encoded" [
+        "%3A%2F%2F", "%3a%2f%2f", "%3A%2f%2f", "%3a%2F%2F"
+    ] not_placeholder requires ["%40"]
+        r"%3[aA]%2[fF]%2[fF](?:[A-Za-z0-9._~!$'()*+,;=-]|%(?:[014-9A-Fa-f][0-9A-Fa-f]|2[0-24-9A-Ea-e]|3[0-9B-Eb-e]))*%3[aA](?P<secret>(?:[A-Za-z0-9._~!$'()*+,;=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-24-9A-Ea-e]|3[0-9A-Ea-e]))+?)%40";
     // `Password=` / `Pwd=` in ADO.NET, ODBC and JDBC connection strings: a `;` on one
     // side tells a connection string from prose.
-    TokenRule {
-        family: "connection-string-password",
-        gates: &[
-            "assword=",
-            "ASSWORD=",
-            "assword =",
-            "ASSWORD =",
-            "wd=",
-            "WD=",
-            "wd =",
-            "WD =",
-        ],
-        requires: &[";"],
-        pattern: r#"(?i-u:(?:^|[;"'\s])(?:password|pwd)[ \t]*=[ \t]*)(?P<secret>[^;"'\\\r\n]*[^;"'\\\s])"#,
-        accept: connection_string_password,
-    },
+    "connection-string-password" [
+        "assword=", "ASSWORD=", "assword =", "ASSWORD =", "wd=", "WD=", "wd =", "WD ="
+    ] connection_string_password requires [";"]
+        r#"(?i-u:(?:^|[;"'\s])(?:password|pwd)[ \t]*=[ \t]*)(?P<secret>[^;"'\\\r\n]*[^;"'\\\s])"#;
     // `curl -u user:password`, `curl --user=user:password`.
-    TokenRule {
-        family: "curl-user",
-        gates: &["curl"],
-        requires: &["-u", ":"],
-        pattern: r#"(?-u:\b)curl(?-u:\b)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)(?:\\?["'])?[^\s:"'\\]*:(?P<secret>[^\s"'\\]+)"#,
-        accept: not_placeholder,
-    },
+    "curl-user" ["curl"] not_placeholder requires ["-u", ":"] locate after_user
+        r#"(?-u:\b)curl(?-u:\b)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)(?:\\?["'])?[^\s:"'\\]*:(?P<secret>[^\s"'\\]+)"#;
     // `.netrc`: `machine h login u password p`, or `password p` on a line of its own.
-    TokenRule {
-        family: "netrc-password",
-        gates: &["password ", "password	"],
-        requires: &[],
-        pattern: r#"(?:(?-u:\b)login[ \t]+[^\s"'\\]+[ \t]+|^[ \t]*|\\n[ \t]*)password[ \t]+(?P<secret>[^\s"'\\=:][^\s"'\\]*)"#,
-        accept: netrc_password,
-    },
+    "netrc-password" ["password ", "password	"] netrc_password
+        r#"(?:(?-u:\b)login[ \t]+[^\s"'\\]+[ \t]+|^[ \t]*|\\n[ \t]*)password[ \t]+(?P<secret>[^\s"'\\=:][^\s"'\\]*)"#;
     // Session cookies in `Cookie:` / `Set-Cookie:` headers, `document.cookie`, and curl's
     // `-b` / `--cookie`: each `name=value` pair whose name says session, id or token.
-    TokenRule {
-        family: "session-cookie",
-        gates: &["ookie", "OOKIE", "curl"],
-        requires: &["="],
-        pattern: r#"(?:(?i-u:(?:set-)?cookie)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?|--cookie[ \t=]+(?:\\?["'])?|[ \t]-b[ \t]+(?:\\?["'])?|;[ \t]*)[A-Za-z0-9_.!#$%&*+^|~-]+=(?P<secret>[^;,\s"'\\]+)"#,
-        accept: session_cookie,
-    },
+    "session-cookie" ["ookie", "OOKIE", "curl"] session_cookie requires ["="]
+        r#"(?:(?i-u:(?:set-)?cookie)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?|--cookie[ \t=]+(?:\\?["'])?|[ \t]-b[ \t]+(?:\\?["'])?|;[ \t]*)[A-Za-z0-9_.!#$%&*+^|~-]+=(?P<secret>[^;,\s"'\\]+)"#;
     // AWS secret access keys next to their name (`aws_secret_access_key = …`,
     // `"SecretAccessKey": "…"`), 40 base64 characters.
-    TokenRule {
-        family: "aws-secret-access-key",
-        gates: &[
-            "ecret_access_key",
-            "ECRET_ACCESS_KEY",
-            "ecretAccessKey",
-            "ecret-access-key",
-            "ecret_key",
-            "ECRET_KEY",
-            "ecretKey",
-        ],
-        requires: &[],
-        pattern: r#"(?i-u:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key)(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\?["'])?(?P<secret>(?:[A-Za-z0-9+/]|\\/){40})(?:[^A-Za-z0-9+/=]|$)"#,
-        accept: aws_secret,
-    },
+    "aws-secret-access-key" [
+        "ecret_access_key", "ECRET_ACCESS_KEY", "ecretAccessKey", "ecret-access-key", "ecret_key",
+        "ECRET_KEY", "ecretKey"
+    ] aws_secret
+        r#"(?i-u:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key)(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\?["'])?(?P<secret>(?:[A-Za-z0-9+/]|\\/){40})(?:[^A-Za-z0-9+/=]|$)"#;
     // AWS session tokens next to their name (`aws_session_token`, `"SessionToken"`,
     // `X-Amz-Security-Token`).
-    TokenRule {
-        family: "aws-session-token",
-        gates: &[
-            "ession_token",
-            "ESSION_TOKEN",
-            "essionToken",
-            "ecurity_token",
-            "ECURITY_TOKEN",
-            "ecurity-token",
-            "ecurity-Token",
-            "ECURITY-TOKEN",
-            "ecurityToken",
-        ],
-        requires: &[],
-        pattern: r#"(?i-u:(?:aws[_-]?)?session[_-]?token|(?:x-amz-|aws[_-]?)security[_-]?token)(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\?["'])?(?P<secret>(?:[A-Za-z0-9+/=]|\\/){100,})"#,
-        accept: always,
-    },
+    "aws-session-token" [
+        "ession_token", "ESSION_TOKEN", "essionToken", "ecurity_token", "ECURITY_TOKEN",
+        "ecurity-token", "ecurity-Token", "ECURITY-TOKEN", "ecurityToken"
+    ] always
+        r#"(?i-u:(?:aws[_-]?)?session[_-]?token|(?:x-amz-|aws[_-]?)security[_-]?token)(?:\\?["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\?["'])?(?P<secret>(?:[A-Za-z0-9+/=]|\\/){100,})"#;
     // `<password>…</password>` (Maven `settings.xml`, .NET configs) and kin.
-    TokenRule {
-        family: "xml-password",
-        gates: &[
-            "assword>",
-            "ASSWORD>",
-            "asswd>",
-            "assphrase>",
-            "ecret>",
-            "ECRET>",
-            "oken>",
-            "OKEN>",
-            "piKey>",
-            "pikey>",
-            "pi_key>",
-        ],
-        requires: &[],
-        pattern: r"<[A-Za-z_][A-Za-z0-9_:.-]*>(?P<secret>[^<\s][^<]*)</",
-        accept: xml_password,
-    },
+    "xml-password" [
+        "assword>", "ASSWORD>", "asswd>", "assphrase>", "ecret>", "ECRET>", "oken>", "OKEN>",
+        "piKey>", "pikey>", "pi_key>"
+    ] xml_password
+        r"<[A-Za-z_][A-Za-z0-9_:.-]*>(?P<secret>[^<\s][^<]*)</";
     // NuGet's `<add key="ClearTextPassword" value="…" />`.
-    TokenRule {
-        family: "nuget-clear-text-password",
-        gates: &["TextPassword"],
-        requires: &[],
-        pattern: r#"(?i-u:key=\\?"ClearTextPassword\\?"[ \t]+value=\\?")(?P<secret>[^"\\]+)"#,
-        accept: not_placeholder,
-    },
+    "nuget-clear-text-password" ["TextPassword"] not_placeholder
+        r#"(?i-u:key=\\?"ClearTextPassword\\?"[ \t]+value=\\?")(?P<secret>[^"\\]+)"#;
     // `mysql -pPASSWORD` (no space: with a space, mysql prompts).
-    TokenRule {
-        family: "mysql-password-flag",
-        gates: &["mysql"],
-        requires: &["-p"],
-        pattern: r#"(?-u:\b)mysql(?:dump|admin|import|sh|check|pump|binlog|slap)?(?-u:\b)[^\n]*?[ \t]-p(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
-        accept: not_placeholder,
-    },
+    "mysql-password-flag" ["mysql"] not_placeholder requires ["-p"]
+        r#"(?-u:\b)mysql(?:dump|admin|import|sh|check|pump|binlog|slap)?(?-u:\b)[^\n]*?[ \t]-p(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#;
     // `--password VALUE` with a space (`--password=VALUE` is an assignment, `assign`'s).
-    TokenRule {
-        family: "cli-password-option",
-        gates: &["--pass"],
-        requires: &[],
-        pattern: r#"(?:^|[ \t])--(?:password|passwd|pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
-        accept: cli_password,
-    },
+    "cli-password-option" ["--pass"] cli_password
+        r#"(?:^|[ \t])--(?:password|passwd|pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#;
     // `docker login -p VALUE` and the other registry clients that copy it.
-    TokenRule {
-        family: "docker-login-password",
-        gates: &["login"],
-        requires: &["-p"],
-        pattern: r#"(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras)[ \t]+login(?-u:\b)[^\n]*?[ \t]-p[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
-        accept: cli_password,
-    },
+    "docker-login-password" ["login"] cli_password requires ["-p"]
+        r#"(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]+registry)?|oras)[ \t]+login(?-u:\b)[^\n]*?[ \t]-p[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#;
     // `sshpass -p VALUE`.
-    TokenRule {
-        family: "sshpass-password",
-        gates: &["sshpass"],
-        requires: &[],
-        pattern: r#"sshpass[ \t]+-p[ \t]*(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
-        accept: cli_password,
-    },
+    "sshpass-password" ["sshpass"] cli_password
+        r#"sshpass[ \t]+-p[ \t]*(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#;
     // OpenSSL's `-passin pass:VALUE`, `-passout pass:VALUE`.
-    TokenRule {
-        family: "openssl-pass-arg",
-        gates: &["pass:"],
-        requires: &[],
-        pattern: r#"-pass(?:in|out)?[ \t]+pass:(?P<secret>[^\s"'\\]+)"#,
-        accept: not_placeholder,
-    },
+    "openssl-pass-arg" ["pass:"] not_placeholder
+        r#"-pass(?:in|out)?[ \t]+pass:(?P<secret>[^\s"'\\]+)"#;
     // `redis-cli -a VALUE`.
-    TokenRule {
-        family: "redis-cli-password",
-        gates: &["redis-cli"],
-        requires: &[],
-        pattern: r#"redis-cli(?-u:\b)[^\n]*?[ \t](?:-a|--pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#,
-        accept: cli_password,
-    },
+    "redis-cli-password" ["redis-cli"] cli_password
+        r#"redis-cli(?-u:\b)[^\n]*?[ \t](?:-a|--pass)[ \t]+(?:\\?["'])?(?P<secret>[^\s"'\\-][^\s"'\\]*)"#;
     // The credential, security-token and signature parameters of pre-signed cloud storage
     // URLs (S3 and its kin, GCS, OSS, CloudFront, S3 and GCS v2): whoever holds the URL
     // holds the access until it expires. The whole value goes, with the access key id that
     // a vendor rule may have masked inside it already.
-    TokenRule {
-        family: "presigned-url-credential",
-        gates: &[
-            "X-Amz-",
-            "x-amz-",
-            "X-AMZ-",
-            "X-Goog-",
-            "x-goog-",
-            "X-GOOG-",
-            "x-oss-",
-            "Signature=",
-            "signature=",
-            "security-token=",
-        ],
-        requires: &["="],
-        pattern: r"(?:[?&;]|\\u0026|&amp;)(?i-u:x-(?:amz|goog|oss)-(?:credential|security-token|signature)|security-token|signature)=(?P<secret>(?:[A-Za-z0-9._~+/=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f])|\\/|\[REDACTED\])+)",
-        accept: presigned_param,
-    },
+    "presigned-url-credential" [
+        "X-Amz-", "x-amz-", "X-AMZ-", "X-Goog-", "x-goog-", "X-GOOG-", "x-oss-", "Signature=",
+        "signature=", "security-token="
+    ] presigned_param requires ["="] locate after_equals
+        r"(?:[?&;]|\\u0026|&amp;)(?i-u:x-(?:amz|goog|oss)-(?:credential|security-token|signature)|security-token|signature)=(?P<secret>(?:[A-Za-z0-9._~+/=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f])|\\/|\[REDACTED\])+)";
     // A secret passed positionally to an SDK constructor right after the id that names its
     // vendor: Twilio's account SID (`Client("AC…", "<auth token>")`), an AWS access key id
     // (`new BasicAWSCredentials("AKIA…", "<secret key>")`), an Alibaba Cloud one
     // (`AcsClient("LTAI…", "<secret>")`). The id stays (AWS's and Alibaba's are masked by
     // their own families).
-    TokenRule {
-        family: "sdk-positional-secret",
-        gates: &["\"AC", "'AC", "AKIA", "ASIA", "LTAI"],
-        requires: &[","],
-        pattern: r#"(?-u:\b)(?:AC[0-9a-f]{32}|(?:AKIA|ASIA)(?:[A-Z0-9]{16}|\[REDACTED\])|LTAI(?:[A-Za-z0-9]{20}|\[REDACTED\]))\\?["'][ \t]*,[ \t]*\\?["'](?P<secret>[A-Za-z0-9/+=]{30,40})\\?["']"#,
-        accept: sdk_positional,
-    },
-];
+    "sdk-positional-secret" ["\"AC", "'AC", "AKIA", "ASIA", "LTAI"] sdk_positional requires [","]
+        r#"(?-u:\b)(?:AC[0-9a-f]{32}|(?:AKIA|ASIA)(?:[A-Z0-9]{16}|\[REDACTED\])|LTAI(?:[A-Za-z0-9]{20}|\[REDACTED\]))\\?["'][ \t]*,[ \t]*\\?["'](?P<secret>[A-Za-z0-9/+=]{30,40})\\?["']"#;
+};
 
 /// The gates of the two `Authorization` rules: the header's name and what may follow it.
-const AUTHORIZATION_GATES: &[&str] = &[
+const AUTHORIZATION_GATES: [&str; 14] = [
     "uthorization:",
     "uthorization=",
     "uthorization\"",
@@ -307,6 +147,99 @@ const AUTHORIZATION_GATES: &[&str] = &[
     "UTHORIZATION%3",
     "UTHORIZATION]",
 ];
+
+// Locators: where the `secret` group of a match starts, found by reading the match as its
+// pattern does. Each returns `None` where the match is not read as expected, and the regex
+// resolves the group instead.
+
+/// `authorization-scheme`: the header's name (every byte of it a name byte, so it runs to
+/// the first other byte), its separator, blanks, an opening quote or bracket, `%20`s and
+/// `+`s, the scheme, and the blanks, `%20` or single `+` after it. Each part can end in one
+/// place only: what follows it cannot start the part again.
+fn after_scheme(m: &str) -> Option<usize> {
+    let b = m.as_bytes();
+    let is_name = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-');
+    let blanks = |i: usize| {
+        i + b[i..]
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t'))
+            .count()
+    };
+    let name = lead_len(b, |rest| {
+        rest.first().is_some_and(u8::is_ascii_alphanumeric)
+    })?;
+    let mut i = name + b[name..].iter().take_while(|c| is_name(c)).count();
+    if !ends_with_ignore_ascii_case(&b[name..i], "authorization") {
+        return None;
+    }
+    // `\\?["']\]?[ \t]*(?:=>|[:=,])` or `\]?[ \t]*(?:=>|[:=]|%3a)`.
+    let quoted = match b.get(i..)? {
+        [b'\\', b'"' | b'\'', ..] => Some(2),
+        [b'"' | b'\'', ..] => Some(1),
+        _ => None,
+    };
+    i += quoted.unwrap_or(0);
+    i += usize::from(b.get(i) == Some(&b']'));
+    i = blanks(i);
+    let rest = &b[i..];
+    i += if rest.starts_with(b"=>") {
+        2
+    } else if rest.first().is_some_and(|c| matches!(c, b':' | b'=')) {
+        1
+    } else if quoted.is_some() && rest.first() == Some(&b',') {
+        1
+    } else if quoted.is_none() && rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%3a") {
+        3
+    } else {
+        return None;
+    };
+    i = blanks(i);
+    i += match b.get(i..)? {
+        [b'\\', b'"' | b'\'' | b'[', ..] => 2,
+        [b'"' | b'\'' | b'[', ..] => 1,
+        _ => 0,
+    };
+    loop {
+        if b[i..].starts_with(b"%20") {
+            i += 3;
+        } else if b.get(i) == Some(&b'+') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let scheme = AUTH_SCHEMES
+        .iter()
+        .find(|w| b.len() >= i + w.len() && b[i..i + w.len()].eq_ignore_ascii_case(w.as_bytes()))?;
+    i += scheme.len();
+    i = match b.get(i..)? {
+        [b' ' | b'\t', ..] => blanks(i),
+        [b'%', b'2', b'0', ..] => i + 3,
+        [b'+', ..] => i + 1,
+        _ => return None,
+    };
+    (i < b.len()).then_some(i)
+}
+
+/// `curl-user`: the secret has no white space, and before it on its run of non-white
+/// space stand only `-u=` or `--user=`, a quote and a user name, none of which holds a
+/// `:`; so it starts after the first `:` of the match's last run of non-white space
+/// (white space as the regex's `\s` reads it, Unicode's).
+fn after_user(m: &str) -> Option<usize> {
+    let run = m
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace())
+        .map(|(i, c)| i + c.len_utf8())?;
+    let colon = memchr::memchr(b':', &m.as_bytes()[run..])?;
+    Some(run + colon + 1)
+}
+
+/// `presigned-url-credential`: the parameter's name holds no `=`, so the secret starts
+/// after the match's first `=`.
+fn after_equals(m: &str) -> Option<usize> {
+    memchr::memchr(b'=', m.as_bytes()).map(|i| i + 1)
+}
 
 /// A credential after an `Authorization` scheme, unless it is a placeholder or the prefix
 /// of a masked token (`Bearer ghp_****`, `Bearer sk-<key>`).

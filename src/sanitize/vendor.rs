@@ -6,789 +6,307 @@
 //! alphabet runs greedily to the token's end, so no trailing character survives, and the
 //! `accept` check throws out words that happen to share the prefix (`sk-spinner-…`).
 
+use super::rules::token_rules;
 use super::rules::{
     alnum, always, ends_here, mixed_alnum, not_placeholder, random, Candidate, TokenRule,
 };
 use super::value::{has_digit, has_upper_and_lower, is_filler, is_hex_or_uuid};
 
-pub(crate) const RULES: &[TokenRule] = &[
+pub(crate) const RULES: &[TokenRule] = token_rules! {
     // Anthropic API keys, `sk-ant-api03-…`.
-    TokenRule {
-        family: "anthropic-api-key",
-        gates: &["sk-ant-api"],
-        requires: &[],
-        pattern: r"{LEAD}sk-ant-api\d\d-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "anthropic-api-key" ["sk-ant-api"] mixed_alnum
+        r"{LEAD}sk-ant-api\d\d-(?P<secret>[A-Za-z0-9_-]{20,})";
     // Anthropic Admin API keys, `sk-ant-admin01-…`.
-    TokenRule {
-        family: "anthropic-admin-key",
-        gates: &["sk-ant-admin"],
-        requires: &[],
-        pattern: r"{LEAD}sk-ant-admin\d\d-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "anthropic-admin-key" ["sk-ant-admin"] mixed_alnum
+        r"{LEAD}sk-ant-admin\d\d-(?P<secret>[A-Za-z0-9_-]{20,})";
     // Anthropic OAuth access tokens (Claude Code logins), `sk-ant-oat01-…`.
-    TokenRule {
-        family: "anthropic-oauth-access-token",
-        gates: &["sk-ant-oat"],
-        requires: &[],
-        pattern: r"{LEAD}sk-ant-oat\d\d-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "anthropic-oauth-access-token" ["sk-ant-oat"] mixed_alnum
+        r"{LEAD}sk-ant-oat\d\d-(?P<secret>[A-Za-z0-9_-]{20,})";
     // Anthropic OAuth refresh tokens, `sk-ant-ort01-…`.
-    TokenRule {
-        family: "anthropic-oauth-refresh-token",
-        gates: &["sk-ant-ort"],
-        requires: &[],
-        pattern: r"{LEAD}sk-ant-ort\d\d-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "anthropic-oauth-refresh-token" ["sk-ant-ort"] mixed_alnum
+        r"{LEAD}sk-ant-ort\d\d-(?P<secret>[A-Za-z0-9_-]{20,})";
     // OpenRouter keys, `sk-or-v1-` and 64 hex digits.
-    TokenRule {
-        family: "openrouter-api-key",
-        gates: &["sk-or-v1-"],
-        requires: &[],
-        pattern: r"{LEAD}sk-or-v1-(?P<secret>[A-Za-z0-9]{32,})",
-        accept: alnum,
-    },
+    "openrouter-api-key" ["sk-or-v1-"] alnum
+        r"{LEAD}sk-or-v1-(?P<secret>[A-Za-z0-9]{32,})";
     // OpenAI project keys, `sk-proj-…`.
-    TokenRule {
-        family: "openai-project-key",
-        gates: &["sk-proj-"],
-        requires: &[],
-        pattern: r"{LEAD}sk-proj-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "openai-project-key" ["sk-proj-"] mixed_alnum
+        r"{LEAD}sk-proj-(?P<secret>[A-Za-z0-9_-]{20,})";
     // OpenAI service-account keys, `sk-svcacct-…`.
-    TokenRule {
-        family: "openai-service-account-key",
-        gates: &["sk-svcacct-"],
-        requires: &[],
-        pattern: r"{LEAD}sk-svcacct-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "openai-service-account-key" ["sk-svcacct-"] mixed_alnum
+        r"{LEAD}sk-svcacct-(?P<secret>[A-Za-z0-9_-]{20,})";
     // OpenAI admin keys, `sk-admin-…`.
-    TokenRule {
-        family: "openai-admin-key",
-        gates: &["sk-admin-"],
-        requires: &[],
-        pattern: r"{LEAD}sk-admin-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: mixed_alnum,
-    },
+    "openai-admin-key" ["sk-admin-"] mixed_alnum
+        r"{LEAD}sk-admin-(?P<secret>[A-Za-z0-9_-]{20,})";
     // Any other `sk-` key: OpenAI user keys (`sk-…T3BlbkFJ…`), DeepSeek and compatible APIs
     // (`sk-` and 32 hex digits), Anthropic keys of kinds not listed above.
-    TokenRule {
-        family: "openai-api-key",
-        gates: &["sk-"],
-        requires: &[],
-        pattern: r"{LEAD}sk-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: sk_key,
-    },
+    "openai-api-key" ["sk-"] sk_key
+        r"{LEAD}sk-(?P<secret>[A-Za-z0-9_-]{20,})";
     // Groq keys, `gsk_…`.
-    TokenRule {
-        family: "groq-api-key",
-        gates: &["gsk_"],
-        requires: &[],
-        pattern: r"{LEAD}gsk_(?P<secret>[A-Za-z0-9]{40,})",
-        accept: mixed_alnum,
-    },
+    "groq-api-key" ["gsk_"] mixed_alnum
+        r"{LEAD}gsk_(?P<secret>[A-Za-z0-9]{40,})";
     // xAI keys, `xai-…`.
-    TokenRule {
-        family: "xai-api-key",
-        gates: &["xai-"],
-        requires: &[],
-        pattern: r"{LEAD}xai-(?P<secret>[A-Za-z0-9]{60,})",
-        accept: mixed_alnum,
-    },
+    "xai-api-key" ["xai-"] mixed_alnum
+        r"{LEAD}xai-(?P<secret>[A-Za-z0-9]{60,})";
     // Hugging Face user (`hf_…`) and organization (`api_org_…`) tokens.
-    TokenRule {
-        family: "huggingface-token",
-        gates: &["hf_", "api_org_"],
-        requires: &[],
-        pattern: r"{LEAD}(?:hf_|api_org_)(?P<secret>[A-Za-z]{30,})(?-u:\b)",
-        accept: mixed_case,
-    },
+    "huggingface-token" ["hf_", "api_org_"] mixed_case
+        r"{LEAD}(?:hf_|api_org_)(?P<secret>[A-Za-z]{30,})(?-u:\b)";
     // Replicate tokens, `r8_…`.
-    TokenRule {
-        family: "replicate-api-token",
-        gates: &["r8_"],
-        requires: &[],
-        pattern: r"{LEAD}r8_(?P<secret>[A-Za-z0-9]{30,})",
-        accept: alnum,
-    },
+    "replicate-api-token" ["r8_"] alnum
+        r"{LEAD}r8_(?P<secret>[A-Za-z0-9]{30,})";
     // Perplexity keys, `pplx-…`.
-    TokenRule {
-        family: "perplexity-api-key",
-        gates: &["pplx-"],
-        requires: &[],
-        pattern: r"{LEAD}pplx-(?P<secret>[A-Za-z0-9]{40,})",
-        accept: alnum,
-    },
+    "perplexity-api-key" ["pplx-"] alnum
+        r"{LEAD}pplx-(?P<secret>[A-Za-z0-9]{40,})";
     // AWS access key ids (`AKIA…`, temporary `ASIA…`); the documentation's `…EXAMPLE` ids are
     // left alone.
-    TokenRule {
-        family: "aws-access-key-id",
-        gates: &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
-        requires: &[],
-        pattern: r"{LEAD}(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])(?P<secret>[A-Z0-9]{16})(?-u:\b)",
-        accept: not_example,
-    },
+    "aws-access-key-id" ["AKIA", "ASIA", "ABIA", "ACCA", "A3T"] not_example
+        r"{LEAD}(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])(?P<secret>[A-Z0-9]{16})(?-u:\b)";
     // AWS STS session tokens wherever they appear, by their fixed opening bytes.
-    TokenRule {
-        family: "aws-sts-session-token",
-        gates: &["IQoJb3JpZ2lu", "FwoGZXIvYXdz"],
-        requires: &[],
-        pattern: r"{LEAD}(?P<secret>(?:IQoJb3JpZ2lu|FwoGZXIvYXdz)(?:[A-Za-z0-9+/=]|\\/|%2[bBfF]|%3[dD]){40,})",
-        accept: always,
-    },
+    "aws-sts-session-token" ["IQoJb3JpZ2lu", "FwoGZXIvYXdz"] always
+        r"{LEAD}(?P<secret>(?:IQoJb3JpZ2lu|FwoGZXIvYXdz)(?:[A-Za-z0-9+/=]|\\/|%2[bBfF]|%3[dD]){40,})";
     // GitHub classic personal access tokens, `ghp_…`.
-    TokenRule {
-        family: "github-pat",
-        gates: &["ghp_"],
-        requires: &[],
-        pattern: r"{LEAD}ghp_(?P<secret>[A-Za-z0-9]{36,})",
-        accept: always,
-    },
+    "github-pat" ["ghp_"] always
+        r"{LEAD}ghp_(?P<secret>[A-Za-z0-9]{36,})";
     // GitHub OAuth tokens (`gh auth token`), `gho_…`.
-    TokenRule {
-        family: "github-oauth-token",
-        gates: &["gho_"],
-        requires: &[],
-        pattern: r"{LEAD}gho_(?P<secret>[A-Za-z0-9]{36,})",
-        accept: always,
-    },
+    "github-oauth-token" ["gho_"] always
+        r"{LEAD}gho_(?P<secret>[A-Za-z0-9]{36,})";
     // GitHub App user-to-server (`ghu_…`) and installation (`ghs_…`) tokens.
-    TokenRule {
-        family: "github-app-token",
-        gates: &["ghu_", "ghs_"],
-        requires: &[],
-        pattern: r"{LEAD}gh[us]_(?P<secret>[A-Za-z0-9]{36,})",
-        accept: always,
-    },
+    "github-app-token" ["ghu_", "ghs_"] always
+        r"{LEAD}gh[us]_(?P<secret>[A-Za-z0-9]{36,})";
     // GitHub refresh tokens, `ghr_…`.
-    TokenRule {
-        family: "github-refresh-token",
-        gates: &["ghr_"],
-        requires: &[],
-        pattern: r"{LEAD}ghr_(?P<secret>[A-Za-z0-9]{36,})",
-        accept: always,
-    },
+    "github-refresh-token" ["ghr_"] always
+        r"{LEAD}ghr_(?P<secret>[A-Za-z0-9]{36,})";
     // GitHub fine-grained personal access tokens, `github_pat_…`.
-    TokenRule {
-        family: "github-fine-grained-pat",
-        gates: &["github_pat_"],
-        requires: &[],
-        pattern: r"{LEAD}github_pat_(?P<secret>[A-Za-z0-9_]{22,})",
-        accept: always,
-    },
+    "github-fine-grained-pat" ["github_pat_"] always
+        r"{LEAD}github_pat_(?P<secret>[A-Za-z0-9_]{22,})";
     // GitLab personal, project and group access tokens, `glpat-…`.
-    TokenRule {
-        family: "gitlab-pat",
-        gates: &["glpat-"],
-        requires: &[],
-        pattern: r"{LEAD}glpat-(?P<secret>[A-Za-z0-9_.-]{20,})",
-        accept: alnum_or_mixed,
-    },
+    "gitlab-pat" ["glpat-"] alnum_or_mixed
+        r"{LEAD}glpat-(?P<secret>[A-Za-z0-9_.-]{20,})";
     // GitLab runner authentication (`glrt-…`) and registration (`GR1348941…`) tokens.
-    TokenRule {
-        family: "gitlab-runner-token",
-        gates: &["glrt-", "GR1348941"],
-        requires: &[],
-        pattern: r"{LEAD}(?:glrt-|GR1348941)(?P<secret>[A-Za-z0-9_.-]{20,})",
-        accept: alnum_or_mixed,
-    },
+    "gitlab-runner-token" ["glrt-", "GR1348941"] alnum_or_mixed
+        r"{LEAD}(?:glrt-|GR1348941)(?P<secret>[A-Za-z0-9_.-]{20,})";
     // Other GitLab tokens: pipeline trigger, deploy, CI job, feed, incoming mail, agent, OAuth
     // app secret, SCIM, feature flags.
-    TokenRule {
-        family: "gitlab-token",
-        gates: &[
-            "glptt-", "gldt-", "glcbt-", "glft-", "glimt-", "glagent-", "gloas-", "glsoat-",
-            "glffct-",
-        ],
-        requires: &[],
-        pattern: r"{LEAD}(?:glptt|gldt|glcbt|glft|glimt|glagent|gloas|glsoat|glffct)-(?P<secret>[A-Za-z0-9_.-]{20,})",
-        accept: alnum_or_mixed,
-    },
+    "gitlab-token" [
+        "glptt-", "gldt-", "glcbt-", "glft-", "glimt-", "glagent-", "gloas-", "glsoat-", "glffct-"
+    ] alnum_or_mixed
+        r"{LEAD}(?:glptt|gldt|glcbt|glft|glimt|glagent|gloas|glsoat|glffct)-(?P<secret>[A-Za-z0-9_.-]{20,})";
     // Slack configuration access and refresh tokens, `xoxe.xoxp-…`, `xoxe-…`.
-    TokenRule {
-        family: "slack-config-token",
-        gates: &["xoxe"],
-        requires: &[],
-        pattern: r"{LEAD}xoxe(?:\.xox[bp])?-(?P<secret>[A-Za-z0-9-]{20,})",
-        accept: digit,
-    },
+    "slack-config-token" ["xoxe"] digit
+        r"{LEAD}xoxe(?:\.xox[bp])?-(?P<secret>[A-Za-z0-9-]{20,})";
     // Slack bot, user, workspace and legacy tokens, `xoxb-…`, `xoxp-…`.
-    TokenRule {
-        family: "slack-token",
-        gates: &["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-"],
-        requires: &[],
-        pattern: r"{LEAD}xox[bparso]-(?P<secret>[A-Za-z0-9-]{10,})",
-        accept: digit,
-    },
+    "slack-token" ["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-"] digit
+        r"{LEAD}xox[bparso]-(?P<secret>[A-Za-z0-9-]{10,})";
     // Slack app-level tokens, `xapp-…`.
-    TokenRule {
-        family: "slack-app-token",
-        gates: &["xapp-"],
-        requires: &[],
-        pattern: r"{LEAD}xapp-(?P<secret>[A-Za-z0-9-]{20,})",
-        accept: digit,
-    },
+    "slack-app-token" ["xapp-"] digit
+        r"{LEAD}xapp-(?P<secret>[A-Za-z0-9-]{20,})";
     // Slack incoming webhooks and workflow triggers; `\/` is how JSON writers that escape
     // slashes print them.
-    TokenRule {
-        family: "slack-webhook",
-        gates: &["hooks.slack.com"],
-        requires: &[],
-        pattern: r"hooks\.slack\.com(?:\\?/|%2[fF]|%252[fF])(?:services|workflows|triggers)(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){8,})",
-        accept: webhook,
-    },
+    "slack-webhook" ["hooks.slack.com"] webhook
+        r"hooks\.slack\.com(?:\\?/|%2[fF]|%252[fF])(?:services|workflows|triggers)(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){8,})";
     // Discord webhooks (id and token).
-    TokenRule {
-        family: "discord-webhook",
-        gates: &["discord.com", "discordapp.com"],
-        requires: &[],
-        pattern: r"discord(?:app)?\.com(?:\\?/|%2[fF]|%252[fF])api(?:\\?/|%2[fF]|%252[fF])(?:v\d+(?:\\?/|%2[fF]|%252[fF]))?webhooks(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){20,})",
-        accept: webhook,
-    },
+    "discord-webhook" ["discord.com", "discordapp.com"] webhook
+        r"discord(?:app)?\.com(?:\\?/|%2[fF]|%252[fF])api(?:\\?/|%2[fF]|%252[fF])(?:v\d+(?:\\?/|%2[fF]|%252[fF]))?webhooks(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){20,})";
     // Microsoft Teams incoming webhooks.
-    TokenRule {
-        family: "microsoft-teams-webhook",
-        gates: &["webhook.office.com"],
-        requires: &[],
-        pattern: r"webhook\.office\.com(?:\\?/|%2[fF]|%252[fF])webhookb2(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9@_-]|\\?/|%2[fF]|%252[fF]|%40|%2540){20,})",
-        accept: webhook,
-    },
+    "microsoft-teams-webhook" ["webhook.office.com"] webhook
+        r"webhook\.office\.com(?:\\?/|%2[fF]|%252[fF])webhookb2(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9@_-]|\\?/|%2[fF]|%252[fF]|%40|%2540){20,})";
     // Zapier catch hooks.
-    TokenRule {
-        family: "zapier-webhook",
-        gates: &["hooks.zapier.com"],
-        requires: &[],
-        pattern: r"hooks\.zapier\.com(?:\\?/|%2[fF]|%252[fF])hooks(?:\\?/|%2[fF]|%252[fF])catch(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){6,})",
-        accept: webhook,
-    },
+    "zapier-webhook" ["hooks.zapier.com"] webhook
+        r"hooks\.zapier\.com(?:\\?/|%2[fF]|%252[fF])hooks(?:\\?/|%2[fF]|%252[fF])catch(?:\\?/|%2[fF]|%252[fF])(?P<secret>(?:[A-Za-z0-9_-]|\\?/|%2[fF]|%252[fF]){6,})";
     // Stripe secret keys, live and test; publishable `pk_` keys are public and left alone.
-    TokenRule {
-        family: "stripe-secret-key",
-        gates: &["sk_live_", "sk_test_"],
-        requires: &[],
-        pattern: r"{LEAD}sk_(?:live|test)_(?P<secret>[A-Za-z0-9]{16,})",
-        accept: alnum,
-    },
+    "stripe-secret-key" ["sk_live_", "sk_test_"] alnum
+        r"{LEAD}sk_(?:live|test)_(?P<secret>[A-Za-z0-9]{16,})";
     // Stripe restricted keys.
-    TokenRule {
-        family: "stripe-restricted-key",
-        gates: &["rk_live_", "rk_test_"],
-        requires: &[],
-        pattern: r"{LEAD}rk_(?:live|test)_(?P<secret>[A-Za-z0-9]{16,})",
-        accept: alnum,
-    },
+    "stripe-restricted-key" ["rk_live_", "rk_test_"] alnum
+        r"{LEAD}rk_(?:live|test)_(?P<secret>[A-Za-z0-9]{16,})";
     // Stripe (and Svix) webhook signing secrets, `whsec_…`.
-    TokenRule {
-        family: "stripe-webhook-secret",
-        gates: &["whsec_"],
-        requires: &[],
-        pattern: r"{LEAD}whsec_(?P<secret>(?:[A-Za-z0-9+/=]|\\/){24,})",
-        accept: alnum,
-    },
+    "stripe-webhook-secret" ["whsec_"] alnum
+        r"{LEAD}whsec_(?P<secret>(?:[A-Za-z0-9+/=]|\\/){24,})";
     // Google API keys (Gemini, Maps, Firebase), `AIza…`.
-    TokenRule {
-        family: "google-api-key",
-        gates: &["AIza"],
-        requires: &[],
-        pattern: r"{LEAD}AIza(?P<secret>[A-Za-z0-9_-]{30,})",
-        accept: alnum,
-    },
+    "google-api-key" ["AIza"] alnum
+        r"{LEAD}AIza(?P<secret>[A-Za-z0-9_-]{30,})";
     // Google OAuth access tokens, `ya29.…`.
-    TokenRule {
-        family: "google-oauth-access-token",
-        gates: &["ya29."],
-        requires: &[],
-        pattern: r"{LEAD}ya29\.(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: random,
-    },
+    "google-oauth-access-token" ["ya29."] random
+        r"{LEAD}ya29\.(?P<secret>[A-Za-z0-9_-]{20,})";
     // Google OAuth client secrets, `GOCSPX-…`.
-    TokenRule {
-        family: "google-oauth-client-secret",
-        gates: &["GOCSPX-"],
-        requires: &[],
-        pattern: r"{LEAD}GOCSPX-(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: always,
-    },
+    "google-oauth-client-secret" ["GOCSPX-"] always
+        r"{LEAD}GOCSPX-(?P<secret>[A-Za-z0-9_-]{20,})";
     // Google OAuth refresh tokens, `1//0…`.
-    TokenRule {
-        family: "google-oauth-refresh-token",
-        gates: &["1//0"],
-        requires: &[],
-        pattern: r"{LEAD}1//0(?P<secret>[A-Za-z0-9_-]{30,})",
-        accept: mixed_alnum,
-    },
+    "google-oauth-refresh-token" ["1//0"] mixed_alnum
+        r"{LEAD}1//0(?P<secret>[A-Za-z0-9_-]{30,})";
     // npm access tokens, `npm_…`.
-    TokenRule {
-        family: "npm-token",
-        gates: &["npm_"],
-        requires: &[],
-        pattern: r"{LEAD}npm_(?P<secret>[A-Za-z0-9]{36,})",
-        accept: alnum,
-    },
+    "npm-token" ["npm_"] alnum
+        r"{LEAD}npm_(?P<secret>[A-Za-z0-9]{36,})";
     // PyPI upload tokens, `pypi-AgE…`.
-    TokenRule {
-        family: "pypi-token",
-        gates: &["pypi-AgE"],
-        requires: &[],
-        pattern: r"{LEAD}pypi-(?P<secret>AgE[A-Za-z0-9_-]{50,})",
-        accept: always,
-    },
+    "pypi-token" ["pypi-AgE"] always
+        r"{LEAD}pypi-(?P<secret>AgE[A-Za-z0-9_-]{50,})";
     // crates.io API tokens, `cio` and 32 characters.
-    TokenRule {
-        family: "crates-io-token",
-        gates: &["cio"],
-        requires: &[],
-        pattern: r"{LEAD}cio(?P<secret>[A-Za-z0-9]{32})(?-u:\b)",
-        accept: mixed_alnum,
-    },
+    "crates-io-token" ["cio"] mixed_alnum
+        r"{LEAD}cio(?P<secret>[A-Za-z0-9]{32})(?-u:\b)";
     // RubyGems API keys, `rubygems_…`.
-    TokenRule {
-        family: "rubygems-api-key",
-        gates: &["rubygems_"],
-        requires: &[],
-        pattern: r"{LEAD}rubygems_(?P<secret>[a-f0-9]{48})(?-u:\b)",
-        accept: always,
-    },
+    "rubygems-api-key" ["rubygems_"] always
+        r"{LEAD}rubygems_(?P<secret>[a-f0-9]{48})(?-u:\b)";
     // NuGet API keys, `oy2…`.
-    TokenRule {
-        family: "nuget-api-key",
-        gates: &["oy2"],
-        requires: &[],
-        pattern: r"{LEAD}oy2(?P<secret>[a-z0-9]{43})(?-u:\b)",
-        accept: alnum,
-    },
+    "nuget-api-key" ["oy2"] alnum
+        r"{LEAD}oy2(?P<secret>[a-z0-9]{43})(?-u:\b)";
     // Clojars deploy tokens, `CLOJARS_…`.
-    TokenRule {
-        family: "clojars-token",
-        gates: &["CLOJARS_"],
-        requires: &[],
-        pattern: r"{LEAD}CLOJARS_(?P<secret>[a-z0-9]{60})(?-u:\b)",
-        accept: alnum,
-    },
+    "clojars-token" ["CLOJARS_"] alnum
+        r"{LEAD}CLOJARS_(?P<secret>[a-z0-9]{60})(?-u:\b)";
     // Docker Hub personal and organization access tokens, `dckr_pat_…`.
-    TokenRule {
-        family: "dockerhub-token",
-        gates: &["dckr_pat_", "dckr_oat_"],
-        requires: &[],
-        pattern: r"{LEAD}dckr_(?:pat|oat)_(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: always,
-    },
+    "dockerhub-token" ["dckr_pat_", "dckr_oat_"] always
+        r"{LEAD}dckr_(?:pat|oat)_(?P<secret>[A-Za-z0-9_-]{20,})";
     // JFrog Artifactory API keys, `AKCp…`.
-    TokenRule {
-        family: "artifactory-api-key",
-        gates: &["AKCp"],
-        requires: &[],
-        pattern: r"{LEAD}AKCp(?P<secret>[A-Za-z0-9]{60,})",
-        accept: alnum,
-    },
+    "artifactory-api-key" ["AKCp"] alnum
+        r"{LEAD}AKCp(?P<secret>[A-Za-z0-9]{60,})";
     // DigitalOcean personal, OAuth and refresh tokens, `dop_v1_…`.
-    TokenRule {
-        family: "digitalocean-token",
-        gates: &["dop_v1_", "doo_v1_", "dor_v1_"],
-        requires: &[],
-        pattern: r"{LEAD}do[opr]_v1_(?P<secret>[a-f0-9]{64})(?-u:\b)",
-        accept: always,
-    },
+    "digitalocean-token" ["dop_v1_", "doo_v1_", "dor_v1_"] always
+        r"{LEAD}do[opr]_v1_(?P<secret>[a-f0-9]{64})(?-u:\b)";
     // SendGrid API keys, `SG.….…`.
-    TokenRule {
-        family: "sendgrid-api-key",
-        gates: &["SG."],
-        requires: &[],
-        pattern: r"{LEAD}SG\.(?P<secret>[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{20,})",
-        accept: alnum,
-    },
+    "sendgrid-api-key" ["SG."] alnum
+        r"{LEAD}SG\.(?P<secret>[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{20,})";
     // Brevo (Sendinblue) API and SMTP keys.
-    TokenRule {
-        family: "brevo-api-key",
-        gates: &["xkeysib-", "xsmtpsib-"],
-        requires: &[],
-        pattern: r"{LEAD}x(?:keysib|smtpsib)-(?P<secret>[a-f0-9]{64}-[A-Za-z0-9]{16})",
-        accept: always,
-    },
+    "brevo-api-key" ["xkeysib-", "xsmtpsib-"] always
+        r"{LEAD}x(?:keysib|smtpsib)-(?P<secret>[a-f0-9]{64}-[A-Za-z0-9]{16})";
     // Twilio API key SIDs, `SK` and 32 hex digits.
-    TokenRule {
-        family: "twilio-api-key",
-        gates: &["SK"],
-        requires: &[],
-        pattern: r"{LEAD}SK(?P<secret>[0-9a-fA-F]{32})(?-u:\b)",
-        accept: alnum,
-    },
+    "twilio-api-key" ["SK"] alnum
+        r"{LEAD}SK(?P<secret>[0-9a-fA-F]{32})(?-u:\b)";
     // Mailgun private API keys, `key-` and 32 hex digits.
-    TokenRule {
-        family: "mailgun-api-key",
-        gates: &["key-"],
-        requires: &[],
-        pattern: r"{LEAD}key-(?P<secret>[0-9a-f]{32})(?-u:\b)",
-        accept: alnum,
-    },
+    "mailgun-api-key" ["key-"] alnum
+        r"{LEAD}key-(?P<secret>[0-9a-f]{32})(?-u:\b)";
     // Mailchimp API keys, 32 hex digits and `-us<N>`.
-    TokenRule {
-        family: "mailchimp-api-key",
-        gates: &[
-            "-us1", "-us2", "-us3", "-us4", "-us5", "-us6", "-us7", "-us8", "-us9",
-        ],
-        requires: &[],
-        pattern: r"{LEAD}(?P<secret>[0-9a-f]{32}-us\d{1,2})(?-u:\b)",
-        accept: alnum,
-    },
+    "mailchimp-api-key" [
+        "-us1", "-us2", "-us3", "-us4", "-us5", "-us6", "-us7", "-us8", "-us9"
+    ] alnum
+        r"{LEAD}(?P<secret>[0-9a-f]{32}-us\d{1,2})(?-u:\b)";
     // Shopify access tokens and shared secrets.
-    TokenRule {
-        family: "shopify-token",
-        gates: &["shpat_", "shpca_", "shppa_", "shpss_"],
-        requires: &[],
-        pattern: r"{LEAD}shp(?:at|ca|pa|ss)_(?P<secret>[a-fA-F0-9]{32,})",
-        accept: always,
-    },
+    "shopify-token" ["shpat_", "shpca_", "shppa_", "shpss_"] always
+        r"{LEAD}shp(?:at|ca|pa|ss)_(?P<secret>[a-fA-F0-9]{32,})";
     // Atlassian (Jira, Confluence) API tokens, `ATATT3…`.
-    TokenRule {
-        family: "atlassian-api-token",
-        gates: &["ATATT3", "ATCTT3"],
-        requires: &[],
-        pattern: r"{LEAD}AT[AC]TT3(?P<secret>[A-Za-z0-9_=-]{60,})",
-        accept: alnum,
-    },
+    "atlassian-api-token" ["ATATT3", "ATCTT3"] alnum
+        r"{LEAD}AT[AC]TT3(?P<secret>[A-Za-z0-9_=-]{60,})";
     // Bitbucket app passwords, `ATBB…`.
-    TokenRule {
-        family: "bitbucket-app-password",
-        gates: &["ATBB"],
-        requires: &[],
-        pattern: r"{LEAD}ATBB(?P<secret>[A-Za-z0-9_=.-]{24,})",
-        accept: alnum,
-    },
+    "bitbucket-app-password" ["ATBB"] alnum
+        r"{LEAD}ATBB(?P<secret>[A-Za-z0-9_=.-]{24,})";
     // Linear API keys and OAuth tokens.
-    TokenRule {
-        family: "linear-api-key",
-        gates: &["lin_api_", "lin_oauth_"],
-        requires: &[],
-        pattern: r"{LEAD}lin_(?:api|oauth)_(?P<secret>[A-Za-z0-9]{32,})",
-        accept: alnum,
-    },
+    "linear-api-key" ["lin_api_", "lin_oauth_"] alnum
+        r"{LEAD}lin_(?:api|oauth)_(?P<secret>[A-Za-z0-9]{32,})";
     // Notion integration tokens, `ntn_…` and the older `secret_…`.
-    TokenRule {
-        family: "notion-token",
-        gates: &["ntn_", "secret_"],
-        requires: &[],
-        pattern: r"{LEAD}(?:ntn_|secret_)(?P<secret>[A-Za-z0-9]{40,})",
-        accept: mixed_alnum,
-    },
+    "notion-token" ["ntn_", "secret_"] mixed_alnum
+        r"{LEAD}(?:ntn_|secret_)(?P<secret>[A-Za-z0-9]{40,})";
     // Vercel personal, integration, app and API tokens, `vcp_…`.
-    TokenRule {
-        family: "vercel-token",
-        gates: &["vcp_", "vci_", "vca_", "vcr_", "vck_"],
-        requires: &[],
-        pattern: r"{LEAD}vc[pcairk]_(?P<secret>[A-Za-z0-9]{24,})",
-        accept: alnum,
-    },
+    "vercel-token" ["vcp_", "vci_", "vca_", "vcr_", "vck_"] alnum
+        r"{LEAD}vc[pcairk]_(?P<secret>[A-Za-z0-9]{24,})";
     // Netlify access tokens, `nfp_…`.
-    TokenRule {
-        family: "netlify-token",
-        gates: &["nfp_", "nfo_", "nfc_", "nfu_"],
-        requires: &[],
-        pattern: r"{LEAD}nf[pocu]_(?P<secret>[A-Za-z0-9]{30,})",
-        accept: alnum,
-    },
+    "netlify-token" ["nfp_", "nfo_", "nfc_", "nfu_"] alnum
+        r"{LEAD}nf[pocu]_(?P<secret>[A-Za-z0-9]{30,})";
     // Heroku API keys, `HRKU-…`.
-    TokenRule {
-        family: "heroku-api-key",
-        gates: &["HRKU-"],
-        requires: &[],
-        pattern: r"{LEAD}HRKU-(?P<secret>[A-Za-z0-9_-]{40,})",
-        accept: always,
-    },
+    "heroku-api-key" ["HRKU-"] always
+        r"{LEAD}HRKU-(?P<secret>[A-Za-z0-9_-]{40,})";
     // Doppler personal, service, CLI, service-account, SCIM and audit tokens.
-    TokenRule {
-        family: "doppler-token",
-        gates: &[
-            "dp.pt.",
-            "dp.st.",
-            "dp.ct.",
-            "dp.sa.",
-            "dp.scim.",
-            "dp.audit.",
-        ],
-        requires: &[],
-        pattern: r"{LEAD}dp\.(?:pt|st|ct|sa|scim|audit)\.(?P<secret>[A-Za-z0-9._-]{30,})",
-        accept: alnum,
-    },
+    "doppler-token" ["dp.pt.", "dp.st.", "dp.ct.", "dp.sa.", "dp.scim.", "dp.audit."] alnum
+        r"{LEAD}dp\.(?:pt|st|ct|sa|scim|audit)\.(?P<secret>[A-Za-z0-9._-]{30,})";
     // HashiCorp Vault service, batch and recovery tokens, `hvs.…`.
-    TokenRule {
-        family: "vault-token",
-        gates: &["hvs.", "hvb.", "hvr."],
-        requires: &[],
-        pattern: r"{LEAD}hv[sbr]\.(?P<secret>[A-Za-z0-9_-]{20,})",
-        accept: alnum,
-    },
+    "vault-token" ["hvs.", "hvb.", "hvr."] alnum
+        r"{LEAD}hv[sbr]\.(?P<secret>[A-Za-z0-9_-]{20,})";
     // Terraform Cloud / HCP Terraform API tokens, `….atlasv1.…`.
-    TokenRule {
-        family: "terraform-cloud-token",
-        gates: &[".atlasv1."],
-        requires: &[],
-        pattern: r"{LEAD}(?P<secret>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})",
-        accept: always,
-    },
+    "terraform-cloud-token" [".atlasv1."] always
+        r"{LEAD}(?P<secret>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})";
     // Pulumi access tokens, `pul-…`.
-    TokenRule {
-        family: "pulumi-token",
-        gates: &["pul-"],
-        requires: &[],
-        pattern: r"{LEAD}pul-(?P<secret>[a-f0-9]{40})(?-u:\b)",
-        accept: alnum,
-    },
+    "pulumi-token" ["pul-"] alnum
+        r"{LEAD}pul-(?P<secret>[a-f0-9]{40})(?-u:\b)";
     // Postman API keys, `PMAK-…`.
-    TokenRule {
-        family: "postman-api-key",
-        gates: &["PMAK-"],
-        requires: &[],
-        pattern: r"{LEAD}PMAK-(?P<secret>[A-Za-z0-9]{20,}-[A-Za-z0-9]{20,})",
-        accept: always,
-    },
+    "postman-api-key" ["PMAK-"] always
+        r"{LEAD}PMAK-(?P<secret>[A-Za-z0-9]{20,}-[A-Za-z0-9]{20,})";
     // Databricks personal access tokens, `dapi…`.
-    TokenRule {
-        family: "databricks-token",
-        gates: &["dapi"],
-        requires: &[],
-        pattern: r"{LEAD}dapi(?P<secret>[a-f0-9]{32}(?:-\d+)?)(?-u:\b)",
-        accept: alnum,
-    },
+    "databricks-token" ["dapi"] alnum
+        r"{LEAD}dapi(?P<secret>[a-f0-9]{32}(?:-\d+)?)(?-u:\b)";
     // Azure storage account keys in connection strings, `AccountKey=…`.
-    TokenRule {
-        family: "azure-storage-account-key",
-        gates: &["AccountKey="],
-        requires: &[],
-        pattern: r"AccountKey=(?P<secret>(?:[A-Za-z0-9+/]|\\/){40,}={0,2})",
-        accept: not_placeholder,
-    },
+    "azure-storage-account-key" ["AccountKey="] not_placeholder
+        r"AccountKey=(?P<secret>(?:[A-Za-z0-9+/]|\\/){40,}={0,2})";
     // Azure Service Bus, Event Hubs and IoT Hub shared access keys.
-    TokenRule {
-        family: "azure-shared-access-key",
-        gates: &["SharedAccessKey=", "SharedSecretValue="],
-        requires: &[],
-        pattern: r"(?:SharedAccessKey|SharedSecretValue)=(?P<secret>(?:[A-Za-z0-9+/]|\\/){20,}={0,2})",
-        accept: not_placeholder,
-    },
+    "azure-shared-access-key" ["SharedAccessKey=", "SharedSecretValue="] not_placeholder
+        r"(?:SharedAccessKey|SharedSecretValue)=(?P<secret>(?:[A-Za-z0-9+/]|\\/){20,}={0,2})";
     // The signature of Azure SAS URLs and tokens, `…&sig=…`.
-    TokenRule {
-        family: "azure-sas-signature",
-        gates: &["sig="],
-        requires: &[],
-        pattern: r"(?:[?&;]|\\u0026|&amp;)sig=(?P<secret>(?:[A-Za-z0-9+/=]|%[0-9A-Fa-f]{2}|\\/){20,})",
-        accept: alnum,
-    },
+    "azure-sas-signature" ["sig="] alnum
+        r"(?:[?&;]|\\u0026|&amp;)sig=(?P<secret>(?:[A-Za-z0-9+/=]|%[0-9A-Fa-f]{2}|\\/){20,})";
     // Microsoft Entra ID (Azure AD) client secrets, `…Q~…`.
-    TokenRule {
-        family: "azure-ad-client-secret",
-        gates: &["Q~"],
-        requires: &[],
-        pattern: r"(?:^|[^A-Za-z0-9_~.-])(?P<secret>[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})",
-        accept: ends_here,
-    },
+    "azure-ad-client-secret" ["Q~"] ends_here
+        r"(?:^|[^A-Za-z0-9_~.-])(?P<secret>[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})";
     // Azure DevOps personal access tokens of the 84-character format.
-    TokenRule {
-        family: "azure-devops-pat",
-        gates: &["AZDO"],
-        requires: &[],
-        pattern: r"{LEAD}(?P<secret>[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4})(?-u:\b)",
-        accept: always,
-    },
+    "azure-devops-pat" ["AZDO"] always
+        r"{LEAD}(?P<secret>[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4})(?-u:\b)";
     // age encryption secret keys.
-    TokenRule {
-        family: "age-secret-key",
-        gates: &["AGE-SECRET-KEY-1"],
-        requires: &[],
-        pattern: r"AGE-SECRET-KEY-1(?P<secret>[0-9A-Z]{50,})",
-        accept: always,
-    },
+    "age-secret-key" ["AGE-SECRET-KEY-1"] always
+        r"AGE-SECRET-KEY-1(?P<secret>[0-9A-Z]{50,})";
     // Sentry organization and user auth tokens.
-    TokenRule {
-        family: "sentry-token",
-        gates: &["sntrys_", "sntryu_"],
-        requires: &[],
-        pattern: r"{LEAD}sntry[su]_(?P<secret>(?:[A-Za-z0-9+/=_]|\\/){40,})",
-        accept: alnum,
-    },
+    "sentry-token" ["sntrys_", "sntryu_"] alnum
+        r"{LEAD}sntry[su]_(?P<secret>(?:[A-Za-z0-9+/=_]|\\/){40,})";
     // Grafana Cloud, service-account and legacy API keys.
-    TokenRule {
-        family: "grafana-token",
-        gates: &["glc_", "glsa_", "eyJrIjoi"],
-        requires: &[],
-        pattern: r"{LEAD}(?:glc_|glsa_|eyJrIjoi)(?P<secret>(?:[A-Za-z0-9+/=_]|\\/){32,})",
-        accept: alnum,
-    },
+    "grafana-token" ["glc_", "glsa_", "eyJrIjoi"] alnum
+        r"{LEAD}(?:glc_|glsa_|eyJrIjoi)(?P<secret>(?:[A-Za-z0-9+/=_]|\\/){32,})";
     // New Relic user API and insert keys.
-    TokenRule {
-        family: "new-relic-key",
-        gates: &["NRAK-", "NRII-"],
-        requires: &[],
-        pattern: r"{LEAD}NR(?:AK|II)-(?P<secret>[A-Za-z0-9-]{20,})",
-        accept: alnum,
-    },
+    "new-relic-key" ["NRAK-", "NRII-"] alnum
+        r"{LEAD}NR(?:AK|II)-(?P<secret>[A-Za-z0-9-]{20,})";
     // 1Password service-account tokens, `ops_eyJ…`.
-    TokenRule {
-        family: "1password-service-account-token",
-        gates: &["ops_eyJ"],
-        requires: &[],
-        pattern: r"{LEAD}ops_(?P<secret>eyJ(?:[A-Za-z0-9+/=_-]|\\/){50,})",
-        accept: always,
-    },
+    "1password-service-account-token" ["ops_eyJ"] always
+        r"{LEAD}ops_(?P<secret>eyJ(?:[A-Za-z0-9+/=_-]|\\/){50,})";
     // Alibaba Cloud access key ids, `LTAI…`.
-    TokenRule {
-        family: "alibaba-access-key-id",
-        gates: &["LTAI"],
-        requires: &[],
-        pattern: r"{LEAD}LTAI(?P<secret>[A-Za-z0-9]{20})(?-u:\b)",
-        accept: mixed_alnum,
-    },
+    "alibaba-access-key-id" ["LTAI"] mixed_alnum
+        r"{LEAD}LTAI(?P<secret>[A-Za-z0-9]{20})(?-u:\b)";
     // Mapbox secret tokens, `sk.eyJ…`; public `pk.` tokens are left alone.
-    TokenRule {
-        family: "mapbox-secret-token",
-        gates: &["sk.eyJ"],
-        requires: &[],
-        pattern: r"{LEAD}sk\.(?P<secret>eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)",
-        accept: always,
-    },
+    "mapbox-secret-token" ["sk.eyJ"] always
+        r"{LEAD}sk\.(?P<secret>eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)";
     // Tailscale auth, API and client keys, `tskey-…`.
-    TokenRule {
-        family: "tailscale-key",
-        gates: &["tskey-"],
-        requires: &[],
-        pattern: r"{LEAD}tskey-(?P<secret>[A-Za-z0-9-]{20,})",
-        accept: alnum,
-    },
+    "tailscale-key" ["tskey-"] alnum
+        r"{LEAD}tskey-(?P<secret>[A-Za-z0-9-]{20,})";
     // Square access tokens and OAuth secrets.
-    TokenRule {
-        family: "square-token",
-        gates: &["sq0atp-", "sq0csp-"],
-        requires: &[],
-        pattern: r"{LEAD}sq0(?:atp|csp)-(?P<secret>[A-Za-z0-9_-]{22,})",
-        accept: alnum,
-    },
+    "square-token" ["sq0atp-", "sq0csp-"] alnum
+        r"{LEAD}sq0(?:atp|csp)-(?P<secret>[A-Za-z0-9_-]{22,})";
     // Shippo API tokens.
-    TokenRule {
-        family: "shippo-token",
-        gates: &["shippo_live_", "shippo_test_"],
-        requires: &[],
-        pattern: r"{LEAD}shippo_(?:live|test)_(?P<secret>[a-fA-F0-9]{40})",
-        accept: always,
-    },
+    "shippo-token" ["shippo_live_", "shippo_test_"] always
+        r"{LEAD}shippo_(?:live|test)_(?P<secret>[a-fA-F0-9]{40})";
     // Flutterwave secret and encryption keys.
-    TokenRule {
-        family: "flutterwave-secret-key",
-        gates: &["FLWSECK"],
-        requires: &[],
-        pattern: r"{LEAD}FLWSECK(?:_TEST)?-(?P<secret>[a-fA-F0-9]{12,}(?:-X)?)",
-        accept: always,
-    },
+    "flutterwave-secret-key" ["FLWSECK"] always
+        r"{LEAD}FLWSECK(?:_TEST)?-(?P<secret>[a-fA-F0-9]{12,}(?:-X)?)";
     // PlanetScale service tokens, passwords and OAuth tokens.
-    TokenRule {
-        family: "planetscale-token",
-        gates: &["pscale_"],
-        requires: &[],
-        pattern: r"{LEAD}pscale_(?:tkn|pw|oauth)_(?P<secret>[A-Za-z0-9_.=-]{32,})",
-        accept: alnum,
-    },
+    "planetscale-token" ["pscale_"] alnum
+        r"{LEAD}pscale_(?:tkn|pw|oauth)_(?P<secret>[A-Za-z0-9_.=-]{32,})";
     // Supabase access tokens and secret keys.
-    TokenRule {
-        family: "supabase-key",
-        gates: &["sbp_", "sb_secret_"],
-        requires: &[],
-        pattern: r"{LEAD}(?:sbp_|sb_secret_)(?P<secret>[A-Za-z0-9_-]{30,})",
-        accept: alnum,
-    },
+    "supabase-key" ["sbp_", "sb_secret_"] alnum
+        r"{LEAD}(?:sbp_|sb_secret_)(?P<secret>[A-Za-z0-9_-]{30,})";
     // LangSmith personal and service keys.
-    TokenRule {
-        family: "langsmith-api-key",
-        gates: &["lsv2_"],
-        requires: &[],
-        pattern: r"{LEAD}lsv2_(?:pt|sk)_(?P<secret>[a-f0-9]{32}_[a-f0-9]{10})",
-        accept: always,
-    },
+    "langsmith-api-key" ["lsv2_"] always
+        r"{LEAD}lsv2_(?:pt|sk)_(?P<secret>[a-f0-9]{32}_[a-f0-9]{10})";
     // Pinecone API keys, `pcsk_…`.
-    TokenRule {
-        family: "pinecone-api-key",
-        gates: &["pcsk_"],
-        requires: &[],
-        pattern: r"{LEAD}pcsk_(?P<secret>[A-Za-z0-9_]{40,})",
-        accept: alnum,
-    },
+    "pinecone-api-key" ["pcsk_"] alnum
+        r"{LEAD}pcsk_(?P<secret>[A-Za-z0-9_]{40,})";
     // Tavily API keys, `tvly-…`.
-    TokenRule {
-        family: "tavily-api-key",
-        gates: &["tvly-"],
-        requires: &[],
-        pattern: r"{LEAD}tvly-(?:dev-|prod-)?(?P<secret>[A-Za-z0-9]{24,})",
-        accept: alnum,
-    },
+    "tavily-api-key" ["tvly-"] alnum
+        r"{LEAD}tvly-(?:dev-|prod-)?(?P<secret>[A-Za-z0-9]{24,})";
     // Dynatrace API tokens, `dt0c01.…`.
-    TokenRule {
-        family: "dynatrace-token",
-        gates: &["dt0c01."],
-        requires: &[],
-        pattern: r"{LEAD}dt0c01\.(?P<secret>[A-Za-z0-9]{24}\.[A-Za-z0-9]{64})",
-        accept: always,
-    },
+    "dynatrace-token" ["dt0c01."] always
+        r"{LEAD}dt0c01\.(?P<secret>[A-Za-z0-9]{24}\.[A-Za-z0-9]{64})";
     // Fly.io access and macaroon tokens.
-    TokenRule {
-        family: "flyio-token",
-        gates: &["fo1_", "fm1a_", "fm1r_", "fm2_"],
-        requires: &[],
-        pattern: r"{LEAD}(?:fo1_|fm1[ar]_|fm2_)(?P<secret>(?:[A-Za-z0-9+/=_-]|\\/){40,})",
-        accept: alnum,
-    },
+    "flyio-token" ["fo1_", "fm1a_", "fm1r_", "fm2_"] alnum
+        r"{LEAD}(?:fo1_|fm1[ar]_|fm2_)(?P<secret>(?:[A-Za-z0-9+/=_-]|\\/){40,})";
     // Facebook / Meta Graph API access tokens, `EAA…`.
-    TokenRule {
-        family: "facebook-access-token",
-        gates: &["EAA"],
-        requires: &[],
-        pattern: r"{LEAD}EAA(?P<secret>[A-Za-z0-9]{90,})",
-        accept: mixed_alnum,
-    },
+    "facebook-access-token" ["EAA"] mixed_alnum
+        r"{LEAD}EAA(?P<secret>[A-Za-z0-9]{90,})";
     // Telegram bot tokens, `<bot id>:AA…`.
-    TokenRule {
-        family: "telegram-bot-token",
-        gates: &[":AA"],
-        requires: &[],
-        pattern: r"(?:{LEAD}|/bot)(?P<secret>\d{8,10}:AA[A-Za-z0-9_-]{33})",
-        accept: ends_here,
-    },
+    "telegram-bot-token" [":AA"] ends_here
+        r"(?:{LEAD}|/bot)(?P<secret>\d{8,10}:AA[A-Za-z0-9_-]{33})";
     // Cloudflare Origin CA keys, `v1.0-…`.
-    TokenRule {
-        family: "cloudflare-origin-ca-key",
-        gates: &["v1.0-"],
-        requires: &[],
-        pattern: r"{LEAD}v1\.0-(?P<secret>[a-f0-9]{24}-[a-f0-9]{146})",
-        accept: always,
-    },
+    "cloudflare-origin-ca-key" ["v1.0-"] always
+        r"{LEAD}v1\.0-(?P<secret>[a-f0-9]{24}-[a-f0-9]{146})";
     // Sourcegraph access tokens, `sgp_…`.
-    TokenRule {
-        family: "sourcegraph-token",
-        gates: &["sgp_"],
-        requires: &[],
-        pattern: r"{LEAD}sgp_(?P<secret>(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40})",
-        accept: always,
-    },
+    "sourcegraph-token" ["sgp_"] always
+        r"{LEAD}sgp_(?P<secret>(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40})";
     // Buildkite user access tokens, `bkua_…`.
-    TokenRule {
-        family: "buildkite-token",
-        gates: &["bkua_"],
-        requires: &[],
-        pattern: r"{LEAD}bkua_(?P<secret>[a-f0-9]{40})",
-        accept: always,
-    },
+    "buildkite-token" ["bkua_"] always
+        r"{LEAD}bkua_(?P<secret>[a-f0-9]{40})";
     // OpenShift user tokens, `sha256~…` (Docker digests use `sha256:` and are left alone).
-    TokenRule {
-        family: "openshift-token",
-        gates: &["sha256~"],
-        requires: &[],
-        pattern: r"{LEAD}sha256~(?P<secret>[A-Za-z0-9_-]{43})",
-        accept: always,
-    },
-];
+    "openshift-token" ["sha256~"] always
+        r"{LEAD}sha256~(?P<secret>[A-Za-z0-9_-]{43})";
+};
 
 /// `sk-` keys of any vendor: OpenAI's mixed-case base62, or 32+ lowercase hex digits
 /// (DeepSeek and other OpenAI-compatible APIs).
