@@ -11,7 +11,7 @@ use std::ops::Range;
 use memchr::memmem;
 use std::sync::OnceLock;
 
-use regex::{Captures, Match, Regex};
+use regex::{Captures, Regex};
 
 #[derive(Debug)]
 pub(crate) struct GatedRegex {
@@ -44,16 +44,13 @@ impl GatedRegex {
         })
     }
 
-    /// For each match, `edit` gets the regex, the haystack it was found in (the text up to
-    /// the end of the match's line) and the match, and may return a byte range inside the
-    /// match; every range returned is replaced with `with`. Finding a match costs a fraction
-    /// of resolving its groups, so `edit` resolves them only when it must
-    /// ([`captures`]).
+    /// For each match, `edit` gets the captures and the end of the match's line and may
+    /// return a byte range inside the match; every range returned is replaced with `with`.
     pub(super) fn replace<'a>(
         &self,
         text: &'a str,
         with: &str,
-        mut edit: impl FnMut(&Regex, &str, Match) -> Option<Range<usize>>,
+        mut edit: impl FnMut(&Captures, usize) -> Option<Range<usize>>,
     ) -> Cow<'a, str> {
         let bytes = text.as_bytes();
         let find_from = |gate: &memmem::Finder, from: usize| {
@@ -70,12 +67,13 @@ impl GatedRegex {
             // with the whole text so that `\b` and the like see what precedes the line.
             let haystack = &text[..line_end];
             let mut at = line_start;
-            while let Some(found) = self.regex().find_at(haystack, at) {
-                if found.is_empty() {
+            while let Some(caps) = self.regex().captures_at(haystack, at) {
+                let whole = caps.get(0).expect("group 0 is the whole match");
+                if whole.is_empty() {
                     break;
                 }
-                at = found.end();
-                if let Some(range) = edit(self.regex(), haystack, found) {
+                at = whole.end();
+                if let Some(range) = edit(&caps, line_end) {
                     if range.start >= copied {
                         super::reserve_copy(&mut out, text.len());
                         out.push_str(&text[copied..range.start]);
@@ -96,10 +94,4 @@ impl GatedRegex {
         out.push_str(&text[copied..]);
         Cow::Owned(out)
     }
-}
-
-/// The groups of `found`, a match of `regex` in `haystack`: the same match searched again
-/// from its start, so that what precedes it still counts for look-around.
-pub(super) fn captures<'h>(regex: &Regex, haystack: &'h str, found: Match) -> Option<Captures<'h>> {
-    regex.captures_at(haystack, found.start())
 }

@@ -112,28 +112,27 @@ impl Sanitizer {
     /// `None` when nothing changed.
     fn touch_up(&self, text: &str) -> Option<String> {
         let b = text.as_bytes();
-        // The lines holding a mark, each found once: after a mark, the search goes on from
-        // the end of its line, so a line made of masks costs one search rather than one
-        // per mask. Each kind of mark's next place is kept, so that each scans the text once.
-        let mask = memchr::memmem::Finder::new(MASK);
-        let next_mask = |from: usize| mask.find(&b[from..]).map_or(usize::MAX, |i| from + i);
-        let next_home =
-            |from: usize| memchr::memchr(b'~', &b[from..]).map_or(usize::MAX, |i| from + i);
-        let (mut masks, mut homes) = (next_mask(0), next_home(0));
-        let mut lines: Vec<(usize, usize)> = Vec::new();
-        while let Some(p) = Some(masks.min(homes)).filter(|&p| p != usize::MAX) {
-            // Back to the line's start, no further than the previous line's end.
-            let from = lines.last().map_or(0, |&(_, end)| end + 1);
-            let start = memchr::memrchr(b'\n', &b[from..p]).map_or(from, |i| from + i + 1);
-            let end = memchr::memchr(b'\n', &b[p..]).map_or(b.len(), |i| p + i);
-            lines.push((start, end));
-            if masks <= end {
-                masks = next_mask(end);
+        let mut marks: Vec<usize> = memchr::memmem::find_iter(b, MASK.as_bytes())
+            .chain(memchr::memchr_iter(b'~', b))
+            .collect();
+        marks.sort_unstable();
+        // Each mark's line start, searched back only to the previous mark: a long line
+        // with many masks would otherwise be scanned back once per mask.
+        let mut starts: Vec<usize> = Vec::new();
+        let (mut scanned, mut start) = (0, 0);
+        for p in marks {
+            if let Some(i) = memchr::memrchr(b'\n', &b[scanned..p]) {
+                start = scanned + i + 1;
             }
-            if homes <= end {
-                homes = next_home(end);
+            scanned = p;
+            if starts.last() != Some(&start) {
+                starts.push(start);
             }
         }
+        let lines: Vec<(usize, usize)> = starts
+            .into_iter()
+            .map(|s| (s, memchr::memchr(b'\n', &b[s..]).map_or(b.len(), |i| s + i)))
+            .collect();
         let batch = lines
             .iter()
             .map(|&(s, e)| &text[s..e])

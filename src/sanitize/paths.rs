@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use memchr::memmem;
-use regex::{Match, Regex};
+use regex::Captures;
 
-use super::gated::{captures, GatedRegex};
+use super::gated::GatedRegex;
 
 /// What may stand right before a home path: the start of the text, a byte that cannot be
 /// part of a longer path component (so `/srv/home/x` is not a home), or a JSON escape,
@@ -95,16 +95,8 @@ impl HomeDirs {
             }
         }
         // Windows first: `C:/Users/x` would otherwise read as `C:` and the macOS `/Users/x`.
-        let stages: [(&GatedRegex, Locate); 3] = [
-            (&self.windows_spaced, |_| None),
-            (&self.windows, windows_home),
-            (&self.unix, unix_home),
-        ];
-        for (regex, locate) in stages {
-            let edit = |regex: &Regex, haystack: &str, found: Match| {
-                home_range(regex, haystack, found, locate)
-            };
-            if let Cow::Owned(s) = regex.replace(&out, "~", edit) {
+        for regex in [&self.windows_spaced, &self.windows, &self.unix] {
+            if let Cow::Owned(s) = regex.replace(&out, "~", home_range) {
                 out = Cow::Owned(s);
             }
         }
@@ -112,85 +104,16 @@ impl HomeDirs {
     }
 }
 
-/// Where a home's path starts in a match (after its `lead`) and where its user name
-/// stands, as offsets in the match, found by reading the match as its regex does; `None`
-/// where it does not read so, and the regex resolves its groups.
-type Locate = fn(&str) -> Option<(usize, Range<usize>)>;
-
-/// The home directory in a match: all of it but the leading byte that bounds it. A match
-/// costs a fraction of its groups, so they are resolved only for a regex without a locator
-/// (debug builds resolve them always, and check that the two agree).
-fn home_range(regex: &Regex, haystack: &str, found: Match, locate: Locate) -> Option<Range<usize>> {
-    let s = found.start();
-    let located =
-        locate(found.as_str()).map(|(path, user)| (s + path, s + user.start..s + user.end));
-    #[cfg(debug_assertions)]
-    if let Some(located) = &located {
-        let caps = captures(regex, haystack, found).expect("a match has its groups");
-        let resolved = caps
-            .name("lead")
-            .zip(caps.name("user"))
-            .map(|(l, u)| (l.end(), u.range()));
-        assert_eq!(
-            Some(located.clone()),
-            resolved,
-            "home located where its regex does not in {:?}",
-            found.as_str()
-        );
-    }
-    let (path, user) = match located {
-        Some(located) => located,
-        None => {
-            let caps = captures(regex, haystack, found)?;
-            (caps.name("lead")?.end(), caps.name("user")?.range())
-        }
-    };
+/// The home directory in a match: all of it but the leading byte that bounds it.
+fn home_range(caps: &Captures, _line_end: usize) -> Option<Range<usize>> {
+    let user = caps.name("user")?;
     if NOT_USERS
         .iter()
-        .any(|u| u.eq_ignore_ascii_case(&haystack[user.clone()]))
+        .any(|u| u.eq_ignore_ascii_case(user.as_str()))
     {
         return None;
     }
-    Some(path..user.end)
-}
-
-/// The user name of a match of the unix or Windows regex: it ends the match and holds no
-/// separator, so it follows the match's last `/` or `\`.
-fn user_at_end(m: &[u8]) -> Option<usize> {
-    memchr::memrchr2(b'/', b'\\', m)
-        .map(|i| i + 1)
-        .filter(|&u| u < m.len())
-}
-
-/// `{LEAD}/(?:home|Users)/{USER}`: the path starts at the `/home/` or `/Users/` before
-/// the user name.
-fn unix_home(m: &str) -> Option<(usize, Range<usize>)> {
-    let b = m.as_bytes();
-    let user = user_at_end(b)?;
-    let root = [&b"/home/"[..], b"/Users/"]
-        .into_iter()
-        .find(|root| b[..user].ends_with(root))?;
-    Some((user - root.len(), user..b.len()))
-}
-
-/// `{LEAD}[A-Za-z]:(?:\\\\|\\|/)(?i-u:users)(?:\\\\|\\|/){USER}`, read back from the user
-/// name: a separator (two backslashes where there are two, since `users` ends in a
-/// letter), `users`, a separator, `:` and the drive letter, where the path starts.
-fn windows_home(m: &str) -> Option<(usize, Range<usize>)> {
-    let b = m.as_bytes();
-    let user = user_at_end(b)?;
-    let separator_before = |i: usize| match b[..i] {
-        [.., b'\\', b'\\'] => Some(i - 2),
-        [.., b'\\' | b'/'] => Some(i - 1),
-        _ => None,
-    };
-    let users = separator_before(user)?.checked_sub(5)?;
-    if !b[users..users + 5].eq_ignore_ascii_case(b"users") {
-        return None;
-    }
-    let colon = separator_before(users)?.checked_sub(1)?;
-    let drive = colon.checked_sub(1)?;
-    (b[colon] == b':' && b[drive].is_ascii_alphabetic()).then_some((drive, user..b.len()))
+    Some(caps.name("lead")?.end()..user.end())
 }
 
 fn is_component_byte(b: u8) -> bool {

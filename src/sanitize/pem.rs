@@ -183,9 +183,9 @@ fn is_base64(c: u8) -> bool {
 fn base64_block(text: &str, at: usize) -> Option<Range<usize>> {
     let b = text.as_bytes();
     // The match must start the run, or it is the inside of other base64; a JSON escape
-    // (`\n`) before it ends in a letter but is not base64.
+    // (`\n`) before it ends in a letter but is not base64, and padding (`=`) ends a run.
     let escaped = at >= 2 && b[at - 2] == b'\\' && matches!(b[at - 1], b'n' | b'r' | b't');
-    if at > 0 && is_base64(b[at - 1]) && !escaped {
+    if at > 0 && is_base64(b[at - 1]) && b[at - 1] != b'=' && !escaped {
         return None;
     }
     let mut end = at;
@@ -288,6 +288,16 @@ mod tests {
             }
         }
         out
+    }
+
+    /// `=` is base64's padding: what follows it starts a run of its own, as in
+    /// `tls.key=LS0t…` (found by the idempotence property: once a redaction before the `=`
+    /// took it, the second pass saw the key).
+    #[test]
+    fn a_base64_key_right_after_an_equals_sign_is_found() {
+        let key = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQ";
+        assert_eq!(run(&format!("tls.key={key}")), "tls.key=[REDACTED]");
+        assert_eq!(run(&format!("Password={key}")), "Password=[REDACTED]");
     }
 
     #[test]

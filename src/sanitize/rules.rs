@@ -37,36 +37,23 @@ pub(crate) struct TokenRule {
     pub pattern: &'static str,
     /// Decides whether this match is really a secret.
     pub accept: fn(&Candidate) -> bool,
-    /// Where the `secret` group starts in a match, for a family whose group ends the match
-    /// and whose pattern leaves one place for it to start that a scan of the match finds
-    /// (the first `=`, the word after a scheme): resolving the group with the regex costs
-    /// more than finding the match, which text made of secrets pays for every one. `None`
-    /// from it, or no locator, and the regex resolves the group; debug builds resolve it
-    /// both ways and check that they agree.
-    pub locate: Option<fn(&str) -> Option<usize>>,
 }
 
 /// A table of [`TokenRule`]s, one rule to an entry after the comment that says why it is
 /// shaped so:
 ///
 /// ```text
-/// "family" [gates…] accept [requires [literals…]] [locate function]
+/// "family" [gates…] accept [requires [literals…]]
 ///     pattern;
 /// ```
 ///
-/// `gates` may also name a constant array of gates; `locate` names the family's
-/// [`TokenRule::locate`]. The entries stay a `const` table of
+/// `gates` may also name a constant array of gates. The entries stay a `const` table of
 /// typed values: an unknown `accept` function or a missing field fails to compile, and
 /// nothing is parsed at run time.
 macro_rules! token_rules {
     (@requires) => { &[] };
     (@requires $requires:tt) => { &$requires };
-    (@locate) => { None };
-    (@locate $locate:ident) => { Some($locate) };
-    ($(
-        $family:literal $gates:tt $accept:ident
-        $(requires $requires:tt)? $(locate $locate:ident)? $pattern:literal;
-    )*) => {
+    ($($family:literal $gates:tt $accept:ident $(requires $requires:tt)? $pattern:literal;)*) => {
         &[$(
             $crate::sanitize::rules::TokenRule {
                 family: $family,
@@ -74,7 +61,6 @@ macro_rules! token_rules {
                 requires: token_rules!(@requires $($requires)?),
                 pattern: $pattern,
                 accept: $accept,
-                locate: token_rules!(@locate $($locate)?),
             },
         )*]
     };
@@ -96,42 +82,6 @@ pub(crate) struct Candidate<'a> {
 /// regex crate has no look-behind, so the escape is matched and kept as non-secret text.
 pub(crate) const LEAD: &str =
     r"(?:(?-u:\b)|\\[nrt]|\x1b\[[0-9;]*m|\\u001[bB]\[[0-9;]*m|\\u[0-9A-Fa-f]{4}|%[0-9A-Fa-f]{2})";
-
-/// The length of the [`LEAD`] a match starts with, for a locator: the first of its
-/// alternatives, in the regex's order, that the match holds and after which `follows`
-/// holds. A match starting with a word character starts at a word boundary (every other
-/// alternative starts with `\\`, ESC or `%`).
-pub(crate) fn lead_len(m: &[u8], follows: impl Fn(&[u8]) -> bool) -> Option<usize> {
-    // `[0-9;]*m` from `i`: the end of an SGR code's parameters and its `m`.
-    let sgr_end = |i: usize| {
-        let n = m
-            .get(i..)?
-            .iter()
-            .take_while(|c| c.is_ascii_digit() || **c == b';')
-            .count();
-        (m.get(i + n) == Some(&b'm')).then_some(i + n + 1)
-    };
-    let hex = |r: std::ops::Range<usize>| {
-        m.get(r)
-            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
-    };
-    let alternatives = [
-        m.first()
-            .filter(|c| c.is_ascii_alphanumeric() || **c == b'_')
-            .map(|_| 0),
-        (m.len() >= 2 && m[0] == b'\\' && matches!(m[1], b'n' | b'r' | b't')).then_some(2),
-        m.starts_with(b"\x1b[").then(|| sgr_end(2)).flatten(),
-        (m.starts_with(b"\\u001b[") || m.starts_with(b"\\u001B["))
-            .then(|| sgr_end(7))
-            .flatten(),
-        (m.starts_with(b"\\u") && hex(2..6)).then_some(6),
-        (m.first() == Some(&b'%') && hex(1..3)).then_some(3),
-    ];
-    alternatives
-        .into_iter()
-        .flatten()
-        .find(|&n| follows(&m[n..]))
-}
 
 /// The rules in the order they run: vendor tokens first, so that a vendor token keeps its
 /// public prefix wherever it appears (`Authorization: token ghp_[REDACTED]`).
@@ -209,31 +159,15 @@ impl CompiledRule {
             if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
                 continue;
             }
-            let located = self
-                .rule
-                .locate
-                .and_then(|locate| locate(found.as_str()))
-                .map(|offset| (found.start() + offset, found.end()));
-            #[cfg(debug_assertions)]
-            if let Some(located) = located {
-                let resolved = regex
-                    .captures_read_at(&mut groups, &line[..found.end()], found.start())
-                    .and_then(|_| groups.get(secret_group));
-                assert_eq!(
-                    Some(located),
-                    resolved,
-                    "{} locates its secret where its regex does not in {:?}",
-                    self.rule.family,
-                    found.as_str()
-                );
+            // The same match, its groups resolved on its own span (the text before it still
+            // counts for look-around).
+            if regex
+                .captures_read_at(&mut groups, &line[..found.end()], found.start())
+                .is_none()
+            {
+                continue;
             }
-            let Some((start, end)) = located.or_else(|| {
-                // The same match, its groups resolved on its own span (the text before it
-                // still counts for look-around).
-                regex
-                    .captures_read_at(&mut groups, &line[..found.end()], found.start())
-                    .and_then(|_| groups.get(secret_group))
-            }) else {
+            let Some((start, end)) = groups.get(secret_group) else {
                 continue;
             };
             let candidate = Candidate {
@@ -303,10 +237,6 @@ impl RuleSet {
 /// Text at least this long gets the DFA prefilter (see [`TokenRules`]).
 const DFA_MIN_TEXT_BYTES: usize = 64 * 1024;
 
-/// Gate hits on one line after which the rest of the line is searched in one overlapping
-/// pass rather than a search per hit (see [`TokenRules::each_line`]).
-const DENSE_LINE_GATE_HITS: usize = 8;
-
 fn build_prefilter(
     gates: &[(&'static [u8], RuleSet)],
     kind: aho_corasick::AhoCorasickKind,
@@ -326,9 +256,6 @@ pub(crate) struct TokenRules {
     /// but costs milliseconds to build, so it is built only when large text comes.
     prefilter: aho_corasick::AhoCorasick,
     prefilter_dfa: OnceLock<aho_corasick::AhoCorasick>,
-    /// Every gate in a DFA of overlapping matches, for lines dense with gates: built the
-    /// first time one comes.
-    all_gates: OnceLock<aho_corasick::dfa::DFA>,
     /// Each distinct gate literal and the rules it gates.
     gates: Vec<(&'static [u8], RuleSet)>,
     /// For each gate, its rules and those of every gate it holds: all are on the line
@@ -380,7 +307,6 @@ impl TokenRules {
             rules,
             prefilter,
             prefilter_dfa: OnceLock::new(),
-            all_gates: OnceLock::new(),
             gates,
             within,
             around,
@@ -388,11 +314,25 @@ impl TokenRules {
     }
 
     pub(super) fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let bytes = text.as_bytes();
         let mut out = String::new();
         let mut copied = 0;
-        self.each_line(text.as_bytes(), |start, end, set| {
-            self.flush(text, start, end, set, &mut out, &mut copied);
+        // The line being collected: its bounds and the rules its gates named.
+        let mut line: Option<(usize, usize, RuleSet)> = None;
+        self.each_gate(bytes, |p, named| match &mut line {
+            Some((_, end, set)) if p < *end => set.union(named),
+            _ => {
+                if let Some((start, end, set)) = line.take() {
+                    self.flush(text, start, end, &set, &mut out, &mut copied);
+                }
+                let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
+                let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
+                line = Some((start, end, *named));
+            }
         });
+        if let Some((start, end, set)) = line {
+            self.flush(text, start, end, &set, &mut out, &mut copied);
+        }
         if copied == 0 {
             return Cow::Borrowed(text);
         }
@@ -400,19 +340,13 @@ impl TokenRules {
         Cow::Owned(out)
     }
 
-    /// Calls `each` with the bounds of every line that holds a gate, in order, and the
-    /// rules of all the gates it holds.
-    ///
-    /// The search reports the gate that ends first and goes on from the next byte, so a
-    /// longer gate around it (`security-token=` around `ecurity-token`) is never reported
-    /// itself: each hit also counts the gates it holds, and those around it that the text
-    /// holds too. An overlapping search would report them all, at a tenth of the
-    /// sanitizer's time on ordinary text, where a line holds a gate or two. A line that
-    /// holds many (`Authorization: Bearer …` repeated) costs a search per hit that way, so
-    /// after [`DENSE_LINE_GATE_HITS`] hits the rest of the line is read in one pass that
-    /// names every gate occurring there ([`TokenRules::name_all_gates`]); those starting
-    /// before it were all counted already.
-    fn each_line(&self, bytes: &[u8], mut each: impl FnMut(usize, usize, &RuleSet)) {
+    /// Calls `each` with the start of every gate hit and the rules of every gate found
+    /// there. The search reports the gate that ends first and goes on from the next byte,
+    /// so a longer gate around it (`security-token=` around `ecurity-token`) is never
+    /// reported itself: each hit also counts the gates it holds, and those around it that
+    /// the text holds too. An overlapping search would report them all, at a tenth of the
+    /// sanitizer's time on ordinary text.
+    fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet)) {
         let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
             self.prefilter_dfa
                 .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
@@ -421,71 +355,23 @@ impl TokenRules {
         };
         let mut pos = 0;
         while let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..)) {
-            let p = hit.start();
-            let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
-            let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
-            let mut named = self.named_by(bytes, &hit);
-            pos = p + 1;
-            let mut hits = 1;
-            while hits < DENSE_LINE_GATE_HITS {
-                let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..end))
-                else {
-                    break;
-                };
-                named.union(&self.named_by(bytes, &hit));
-                pos = hit.start() + 1;
-                hits += 1;
-            }
-            if hits == DENSE_LINE_GATE_HITS {
-                self.name_all_gates(&bytes[pos..end], &mut named);
-            }
-            each(start, end, &named);
-            pos = pos.max(end);
-        }
-    }
-
-    /// Adds the rules of every gate that occurs in `bytes`: a DFA stepped a byte at a time,
-    /// each of its states knowing every gate that ends there, so that a gate costs no call
-    /// of its own.
-    fn name_all_gates(&self, bytes: &[u8], named: &mut RuleSet) {
-        use aho_corasick::automaton::Automaton;
-        use aho_corasick::Anchored;
-        let dfa = self.all_gates.get_or_init(|| {
-            aho_corasick::dfa::DFA::builder()
-                .prefilter(false)
-                .build(self.gates.iter().map(|(g, _)| *g))
-                .expect("a set of literals builds")
-        });
-        let mut state = dfa
-            .start_state(Anchored::No)
-            .expect("the DFA searches unanchored");
-        for &byte in bytes {
-            state = dfa.next_state(Anchored::No, state, byte);
-            if dfa.is_special(state) && dfa.is_match(state) {
-                for i in 0..dfa.match_len(state) {
-                    named.union(&self.gates[dfa.match_pattern(state, i).as_usize()].1);
+            let (p, g) = (hit.start(), hit.pattern().as_usize());
+            let mut named = self.within[g];
+            for &(h, offset) in &self.around[g] {
+                if p >= offset && bytes[p - offset..].starts_with(self.gates[h].0) {
+                    named.union(&self.gates[h].1);
                 }
             }
+            each(p, &named);
+            pos = p + 1;
         }
-    }
-
-    /// The rules of the gate `hit` found, of the gates it holds and of those around it.
-    fn named_by(&self, bytes: &[u8], hit: &aho_corasick::Match) -> RuleSet {
-        let (p, g) = (hit.start(), hit.pattern().as_usize());
-        let mut named = self.within[g];
-        for &(h, offset) in &self.around[g] {
-            if p >= offset && bytes[p - offset..].starts_with(self.gates[h].0) {
-                named.union(&self.gates[h].1);
-            }
-        }
-        named
     }
 
     /// The rules that the gates on a one-line text name (tests).
     #[cfg(test)]
     fn rules_named_on(&self, line: &str) -> RuleSet {
         let mut named = RuleSet::default();
-        self.each_line(line.as_bytes(), |_, _, set| named.union(set));
+        self.each_gate(line.as_bytes(), |_, set| named.union(set));
         named
     }
 

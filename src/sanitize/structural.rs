@@ -8,12 +8,9 @@
 
 use super::rules::token_rules;
 use super::rules::{
-    always, lead_len, not_placeholder, random_not_placeholder, raw_credential, Candidate,
-    TokenRule, AUTH_SCHEMES,
+    always, not_placeholder, random_not_placeholder, raw_credential, Candidate, TokenRule,
 };
-use super::value::{
-    ends_with_ignore_ascii_case, is_placeholder, is_prose_word, looks_random, percent_decode,
-};
+use super::value::{is_placeholder, is_prose_word, looks_random, percent_decode};
 use super::MASK;
 
 pub(crate) const RULES: &[TokenRule] = token_rules! {
@@ -26,7 +23,7 @@ pub(crate) const RULES: &[TokenRule] = token_rules! {
     // `HTTP_AUTHORIZATION`, percent-encoded, and in source code a header map's entry
     // (`headers["Authorization"] = "Basic …"`, `'Authorization' => 'Basic …'`) or a
     // setter's arguments (`setRequestHeader("Authorization", "Basic …")`).
-    "authorization-scheme" AUTHORIZATION_GATES scheme_credential locate after_scheme
+    "authorization-scheme" AUTHORIZATION_GATES scheme_credential
         r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#;
     // A header value without a scheme; it must look like a credential, since
     // "Authorization: required" is prose. Eight characters at least, in the pattern
@@ -62,7 +59,7 @@ pub(crate) const RULES: &[TokenRule] = token_rules! {
     ] connection_string_password requires [";"]
         r#"(?i-u:(?:^|[;"'\s])(?:password|pwd)[ \t]*=[ \t]*)(?P<secret>[^;"'\\\r\n]*[^;"'\\\s])"#;
     // `curl -u user:password`, `curl --user=user:password`.
-    "curl-user" ["curl"] not_placeholder requires ["-u", ":"] locate after_user
+    "curl-user" ["curl"] not_placeholder requires ["-u", ":"]
         r#"(?-u:\b)curl(?-u:\b)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)(?:\\?["'])?[^\s:"'\\]*:(?P<secret>[^\s"'\\]+)"#;
     // `.netrc`: `machine h login u password p`, or `password p` on a line of its own.
     "netrc-password" ["password ", "password	"] netrc_password
@@ -119,7 +116,7 @@ pub(crate) const RULES: &[TokenRule] = token_rules! {
     "presigned-url-credential" [
         "X-Amz-", "x-amz-", "X-AMZ-", "X-Goog-", "x-goog-", "X-GOOG-", "x-oss-", "Signature=",
         "signature=", "security-token="
-    ] presigned_param requires ["="] locate after_equals
+    ] presigned_param requires ["="]
         r"(?:[?&;]|\\u0026|&amp;)(?i-u:x-(?:amz|goog|oss)-(?:credential|security-token|signature)|security-token|signature)=(?P<secret>(?:[A-Za-z0-9._~+/=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f])|\\/|\[REDACTED\])+)";
     // A secret passed positionally to an SDK constructor right after the id that names its
     // vendor: Twilio's account SID (`Client("AC…", "<auth token>")`), an AWS access key id
@@ -147,99 +144,6 @@ const AUTHORIZATION_GATES: [&str; 14] = [
     "UTHORIZATION%3",
     "UTHORIZATION]",
 ];
-
-// Locators: where the `secret` group of a match starts, found by reading the match as its
-// pattern does. Each returns `None` where the match is not read as expected, and the regex
-// resolves the group instead.
-
-/// `authorization-scheme`: the header's name (every byte of it a name byte, so it runs to
-/// the first other byte), its separator, blanks, an opening quote or bracket, `%20`s and
-/// `+`s, the scheme, and the blanks, `%20` or single `+` after it. Each part can end in one
-/// place only: what follows it cannot start the part again.
-fn after_scheme(m: &str) -> Option<usize> {
-    let b = m.as_bytes();
-    let is_name = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-');
-    let blanks = |i: usize| {
-        i + b[i..]
-            .iter()
-            .take_while(|c| matches!(c, b' ' | b'\t'))
-            .count()
-    };
-    let name = lead_len(b, |rest| {
-        rest.first().is_some_and(u8::is_ascii_alphanumeric)
-    })?;
-    let mut i = name + b[name..].iter().take_while(|c| is_name(c)).count();
-    if !ends_with_ignore_ascii_case(&b[name..i], "authorization") {
-        return None;
-    }
-    // `\\?["']\]?[ \t]*(?:=>|[:=,])` or `\]?[ \t]*(?:=>|[:=]|%3a)`.
-    let quoted = match b.get(i..)? {
-        [b'\\', b'"' | b'\'', ..] => Some(2),
-        [b'"' | b'\'', ..] => Some(1),
-        _ => None,
-    };
-    i += quoted.unwrap_or(0);
-    i += usize::from(b.get(i) == Some(&b']'));
-    i = blanks(i);
-    let rest = &b[i..];
-    i += if rest.starts_with(b"=>") {
-        2
-    } else if rest.first().is_some_and(|c| matches!(c, b':' | b'=')) {
-        1
-    } else if quoted.is_some() && rest.first() == Some(&b',') {
-        1
-    } else if quoted.is_none() && rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%3a") {
-        3
-    } else {
-        return None;
-    };
-    i = blanks(i);
-    i += match b.get(i..)? {
-        [b'\\', b'"' | b'\'' | b'[', ..] => 2,
-        [b'"' | b'\'' | b'[', ..] => 1,
-        _ => 0,
-    };
-    loop {
-        if b[i..].starts_with(b"%20") {
-            i += 3;
-        } else if b.get(i) == Some(&b'+') {
-            i += 1;
-        } else {
-            break;
-        }
-    }
-    let scheme = AUTH_SCHEMES
-        .iter()
-        .find(|w| b.len() >= i + w.len() && b[i..i + w.len()].eq_ignore_ascii_case(w.as_bytes()))?;
-    i += scheme.len();
-    i = match b.get(i..)? {
-        [b' ' | b'\t', ..] => blanks(i),
-        [b'%', b'2', b'0', ..] => i + 3,
-        [b'+', ..] => i + 1,
-        _ => return None,
-    };
-    (i < b.len()).then_some(i)
-}
-
-/// `curl-user`: the secret has no white space, and before it on its run of non-white
-/// space stand only `-u=` or `--user=`, a quote and a user name, none of which holds a
-/// `:`; so it starts after the first `:` of the match's last run of non-white space
-/// (white space as the regex's `\s` reads it, Unicode's).
-fn after_user(m: &str) -> Option<usize> {
-    let run = m
-        .char_indices()
-        .rev()
-        .find(|(_, c)| c.is_whitespace())
-        .map(|(i, c)| i + c.len_utf8())?;
-    let colon = memchr::memchr(b':', &m.as_bytes()[run..])?;
-    Some(run + colon + 1)
-}
-
-/// `presigned-url-credential`: the parameter's name holds no `=`, so the secret starts
-/// after the match's first `=`.
-fn after_equals(m: &str) -> Option<usize> {
-    memchr::memchr(b'=', m.as_bytes()).map(|i| i + 1)
-}
 
 /// A credential after an `Authorization` scheme, unless it is a placeholder or the prefix
 /// of a masked token (`Bearer ghp_****`, `Bearer sk-<key>`).
