@@ -96,6 +96,9 @@ pub(crate) struct SubagentArgs {
     /// worktree: a new git worktree on branch orchestrate/<runId>.
     #[serde(default)]
     pub isolation: Option<IsolationArg>,
+    /// local, slurm, or a configured runner.
+    #[serde(default)]
+    pub runner: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -160,6 +163,7 @@ impl SubagentArgs {
             sandbox: self.sandbox,
             network: self.network,
             worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
+            runner: self.runner,
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {

@@ -325,6 +325,7 @@ fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
         attempts_detail: Vec::new(),
         sandbox: None,
         worktree: None,
+        runner: None,
     }
 }
 

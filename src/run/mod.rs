@@ -81,6 +81,10 @@ pub struct RunRequest {
     pub network: Option<Network>,
     /// Work in a git worktree of its own (`--isolation worktree`).
     pub worktree: Option<bool>,
+    /// Where the child runs: `local`, `slurm` or a named runner.
+    pub runner: Option<String>,
+    /// How long its job may wait in a cluster engine's queue.
+    pub queue_timeout: Option<Duration>,
 }
 
 /// What a run takes from outside the request: the effective config (files and

@@ -3,6 +3,7 @@
 
 use crate::collector::Collector;
 use crate::result::{Limit, TimeoutReason};
+use crate::runner::slurm::{self, SlurmError};
 use crate::supervisor::{LeaderExit, Outcome, StopReason, SuperviseError};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,9 @@ pub(crate) enum Verdict {
     Signaled(i32),
     /// It ended cleanly but said nothing usable.
     NoAnswer,
+    /// The cluster engine failed it: refused the job, could not be reached, or ended it
+    /// for reasons of its own (a node failure). The message is in the engine's words.
+    Engine(String),
 }
 
 impl Verdict {
@@ -57,6 +61,10 @@ impl Verdict {
                 },
                 _,
             ) => 127,
+            (Verdict::Engine(_), Err(SuperviseError::Engine(SlurmError::NoSrun))) => 127,
+            // srun returns 0 on a node failure: the run failed all the same.
+            (Verdict::Engine(_), Err(_)) => 1,
+            (Verdict::Engine(_), Ok(o)) if o.exit.code() == 0 => 1,
             (Verdict::NotStarted { .. }, _) | (_, Err(_)) => 126,
             (Verdict::Timeout(_), _) => 124,
             (_, Ok(o)) if o.stop() == Some(StopReason::AfterTerminalEvent) => 0,
@@ -68,6 +76,7 @@ impl Verdict {
 pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Collector) -> Verdict {
     let o = match outcome {
         Ok(o) => o,
+        Err(SuperviseError::Engine(e)) => return Verdict::Engine(e.to_string()),
         Err(e) => {
             return Verdict::NotStarted {
                 not_found: e.is_not_found(),
@@ -85,6 +94,7 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
         Some(StopReason::RuntimeTimeout) => return Verdict::Timeout(TimeoutReason::Runtime),
         Some(StopReason::IdleTimeout) => return Verdict::Timeout(TimeoutReason::Idle),
         Some(StopReason::ToolTimeout) => return Verdict::Timeout(TimeoutReason::Tool),
+        Some(StopReason::QueueTimeout) => return Verdict::Timeout(TimeoutReason::Queue),
         Some(StopReason::OutputCap) => return Verdict::Capped,
         Some(StopReason::Cancelled) => return Verdict::Cancelled,
         Some(StopReason::ProviderUnreachable) => {
@@ -101,6 +111,9 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
             }
         }
         Some(StopReason::AfterTerminalEvent) | None => {}
+    }
+    if let Some(why) = engine_failure(o) {
+        return Verdict::Engine(why);
     }
     // A CLI that stopped itself at the budget it was given (claude's cost budget) failed
     // for that reason, whatever error it reports for it.
@@ -124,6 +137,44 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
         Verdict::NoAnswer
     } else {
         Verdict::Answered
+    }
+}
+
+/// What the cluster engine did to a job orchestrate did not stop: refused it before it
+/// started (srun failed), or ended it for reasons of its own. In Slurm's words.
+fn engine_failure(o: &Outcome) -> Option<String> {
+    let remote = o.remote.as_ref()?;
+    if o.stop().is_some() {
+        return None;
+    }
+    let said = slurm::srun_errors(&o.stderr_tail).join("; ");
+    let said = |fallback: String| {
+        if said.is_empty() {
+            fallback
+        } else {
+            said.clone()
+        }
+    };
+    match &remote.job {
+        Some(job) if job.is_engine_failure() => Some(format!(
+            "Slurm ended job {} {}{}: {}",
+            job.id,
+            job.state,
+            remote
+                .node
+                .as_ref()
+                .map_or(String::new(), |n| format!(" on node {n}")),
+            said(format!("srun exited with code {}", o.exit.code()))
+        )),
+        // No job at all: srun failed before Slurm made one (a bad partition, say).
+        None if !remote.started && o.exit.code() != 0 => Some(format!(
+            "Slurm did not run the job: {}",
+            said(format!(
+                "srun exited with code {} before the job started",
+                o.exit.code()
+            ))
+        )),
+        _ => None,
     }
 }
 
@@ -151,6 +202,7 @@ mod tests {
             stderr_tail: String::new(),
             session_write_error: None,
             elapsed: std::time::Duration::from_millis(1),
+            remote: None,
         })
     }
 
