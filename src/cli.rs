@@ -217,6 +217,14 @@ pub struct RunArgs {
     /// off: the child gets no network at all (only a loopback of its own). Default on.
     #[arg(long, value_parser = network)]
     pub network: Option<Network>,
+    /// Where the child runs: local (the default), slurm (through srun on a Slurm
+    /// cluster), or a runner named in the config ([runners.NAME]).
+    #[arg(long, value_name = "NAME")]
+    pub runner: Option<String>,
+    /// How long a job may wait in the cluster's queue before it starts (it counts against
+    /// no other limit meanwhile). Default 10m.
+    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
+    pub queue_timeout: Option<Duration>,
     /// worktree: the child works in a new git worktree on branch orchestrate/<run id>,
     /// made from HEAD; none: in the working directory (the default).
     #[arg(long, value_parser = isolation)]
@@ -494,6 +502,8 @@ impl RunArgs {
             output_schema: self
                 .output_schema
                 .map(|p| SchemaSource::File(std::path::absolute(&p).unwrap_or(p))),
+            runner: self.runner,
+            queue_timeout: self.queue_timeout,
         }
     }
 

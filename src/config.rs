@@ -7,6 +7,7 @@
 //! decided. Every value remembers where it came from, so that `orchestrate config` can
 //! answer "why is my timeout 90s?".
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use serde_json::{json, Value};
 use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
+use crate::runner::{self, RunnerDef};
 use crate::sandbox::{Network, SandboxMode};
 use crate::truncate;
 
@@ -104,6 +106,13 @@ pub struct Config {
     /// `None` (`auto`): read-only for agents that cannot write, workspace-write otherwise.
     pub sandbox: Setting<Option<SandboxMode>>,
     pub network: Setting<Network>,
+    /// Where children run: `local`, `slurm`, or a name of `runners`.
+    pub runner: Setting<String>,
+    /// How long a job may wait in a cluster engine's queue before it starts.
+    pub queue_timeout: Setting<Duration>,
+    /// Named runners (`[runners.NAME]`); a project file's entry replaces the user file's
+    /// of the same name.
+    pub runners: Setting<BTreeMap<String, RunnerDef>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +170,9 @@ impl Default for Config {
             fallback_models: Setting::default(Vec::new()),
             sandbox: Setting::default(None),
             network: Setting::default(Network::On),
+            runner: Setting::default(runner::LOCAL.to_string()),
+            queue_timeout: Setting::default(runner::DEFAULT_QUEUE_TIMEOUT),
+            runners: Setting::default(BTreeMap::new()),
         }
     }
 }
@@ -369,6 +381,40 @@ const KEYS: &[Key] = &[
         env: "ORCHESTRATE_NETWORK",
         apply: |c, raw, src| {
             c.network = Setting::new(Network::parse(&string(raw)?)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "runner",
+        env: "ORCHESTRATE_RUNNER",
+        // Checked against the named runners when a run resolves it: they may come from
+        // another file.
+        apply: |c, raw, src| {
+            c.runner = Setting::new(string(raw)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "queue_timeout",
+        env: "ORCHESTRATE_QUEUE_TIMEOUT",
+        apply: |c, raw, src| {
+            c.queue_timeout = Setting::new(duration(raw, false)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "runners",
+        env: "ORCHESTRATE_RUNNERS",
+        apply: |c, raw, src| {
+            let Raw::Toml(value) = raw else {
+                return Err(
+                    "named runners are set in a config file ([runners.NAME] with kind and args), not in the environment"
+                        .to_string(),
+                );
+            };
+            let mut runners = c.runners.value.clone();
+            runners.extend(runner::parse_table(value)?);
+            c.runners = Setting::new(runners, src);
             Ok(())
         },
     },
@@ -699,6 +745,27 @@ impl Config {
                 json!(self.network.value.name()),
                 &self.network.source,
             ),
+            ("runner", json!(self.runner.value), &self.runner.source),
+            (
+                "queue_timeout",
+                dur(&self.queue_timeout),
+                &self.queue_timeout.source,
+            ),
+            (
+                "runners",
+                self.runners
+                    .value
+                    .iter()
+                    .map(|(name, def)| {
+                        (
+                            name.clone(),
+                            json!({"kind": def.kind.name(), "args": def.args}),
+                        )
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+                &self.runners.source,
+            ),
         ]
     }
 
@@ -845,6 +912,9 @@ mod tests {
                 "fallback_models": {"value": [], "source": "default"},
                 "sandbox": {"value": "auto", "source": "default"},
                 "network": {"value": "on", "source": "default"},
+                "runner": {"value": "local", "source": "default"},
+                "queue_timeout": {"value": "10m", "source": "default"},
+                "runners": {"value": {}, "source": "default"},
             })
         );
     }
@@ -959,6 +1029,11 @@ max_total_cost = "$2"
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 sandbox = "read-only"
 network = "off"
+runner = "gpu"
+queue_timeout = "2m"
+[runners.gpu]
+kind = "slurm"
+args = ["--partition=gpu", "--time=30"]
 "#,
         );
         let src = || Source::Project(p.clone());
@@ -991,6 +1066,9 @@ network = "off"
                 ),
                 sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
                 network: Setting::new(Network::Off, src()),
+                runner: Setting::new("gpu".into(), src()),
+                queue_timeout: Setting::new(Duration::from_secs(120), src()),
+                runners: Setting::new(gpu_runner(), src()),
             }
         );
 
@@ -1018,6 +1096,8 @@ network = "off"
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
             ("ORCHESTRATE_SANDBOX", "auto"),
             ("ORCHESTRATE_NETWORK", "on"),
+            ("ORCHESTRATE_RUNNER", "slurm"),
+            ("ORCHESTRATE_QUEUE_TIMEOUT", "30s"),
         ];
         for (k, v) in vars {
             f.set(k, v);
@@ -1069,8 +1149,25 @@ network = "off"
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
                 network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
+                runner: Setting::new("slurm".into(), Source::Env("ORCHESTRATE_RUNNER")),
+                queue_timeout: Setting::new(
+                    Duration::from_secs(30),
+                    Source::Env("ORCHESTRATE_QUEUE_TIMEOUT")
+                ),
+                // Named runners come from files only.
+                runners: Setting::new(gpu_runner(), src()),
             }
         );
+    }
+
+    fn gpu_runner() -> BTreeMap<String, RunnerDef> {
+        BTreeMap::from([(
+            "gpu".to_string(),
+            RunnerDef {
+                kind: crate::runner::RunnerKind::Slurm,
+                args: vec!["--partition=gpu".into(), "--time=30".into()],
+            },
+        )])
     }
 
     #[test]

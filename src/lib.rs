@@ -31,6 +31,7 @@ pub(crate) mod mcp;
 pub(crate) mod platform;
 pub mod result;
 pub(crate) mod run;
+pub(crate) mod runner;
 pub(crate) mod sandbox;
 pub mod sanitize;
 pub(crate) mod session;

@@ -42,6 +42,8 @@ pub(crate) struct SupervisionLimits {
     pub drain_after_exit: Duration,
     pub max_output_bytes: u64,
     pub max_line_bytes: usize,
+    /// How long a job may wait in a cluster engine's queue before it starts.
+    pub queue_timeout: Duration,
 }
 
 impl Default for SupervisionLimits {
@@ -56,6 +58,7 @@ impl Default for SupervisionLimits {
             drain_after_exit: DEFAULT_DRAIN_AFTER_EXIT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            queue_timeout: crate::runner::DEFAULT_QUEUE_TIMEOUT,
         }
     }
 }

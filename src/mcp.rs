@@ -95,6 +95,9 @@ pub(crate) struct SubagentArgs {
     // worktree: a git worktree of its own, on branch orchestrate/<runId>.
     #[serde(default)]
     pub isolation: Option<IsolationArg>,
+    // local, slurm, or a runner named in the config.
+    #[serde(default)]
+    pub runner: Option<String>,
 }
 
 // `network` without the sandbox type's documentation, which would weigh on every parent
@@ -174,6 +177,7 @@ impl SubagentArgs {
             output_schema: self
                 .output_schema
                 .map(|schema| SchemaSource::Inline(serde_json::Value::Object(schema))),
+            runner: self.runner,
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {

@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::runner::RunnerInfo;
 use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
 use crate::worktree::WorktreeInfo;
@@ -179,6 +180,8 @@ pub enum TimeoutReason {
     Idle,
     /// One tool call ran past the tool limit with no tool finishing.
     Tool,
+    /// The job waited in the cluster engine's queue for the queue timeout without starting.
+    Queue,
 }
 
 /// One attempt of a run that took several (retries, fallback models): which model, how
@@ -258,6 +261,10 @@ pub struct SingleResult {
     /// The git worktree the child worked in (`--isolation worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
+    /// Where the child ran, when not here: `{"kind": "slurm", "jobId": 42, "node": "n3",
+    /// "queueWaitMs": 120}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<RunnerInfo>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -511,6 +518,7 @@ mod tests {
             attempts_detail: Vec::new(),
             sandbox: None,
             worktree: None,
+            runner: None,
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
@@ -555,6 +563,7 @@ mod tests {
             attempts_detail: Vec::new(),
             sandbox: None,
             worktree: None,
+            runner: None,
         }
     }
 

@@ -180,6 +180,36 @@ pub(crate) fn plan(
     })
 }
 
+/// The sandbox of a child that runs on another machine (a Slurm node), where orchestrate's
+/// own (Landlock, the network namespace) does not reach: none, said in a warning. A mode
+/// or `network: off` asked for explicitly refuses the run rather than go unconfined.
+pub(crate) fn remote_plan(
+    requested: Option<SandboxMode>,
+    network: Network,
+    runner: &str,
+) -> Result<SandboxPlan, String> {
+    if let Some(mode) = requested.filter(|m| *m != SandboxMode::Off) {
+        return Err(format!(
+            "sandbox {mode} was asked for, but orchestrate's sandbox does not reach a child that runs through the {runner} runner (use --sandbox off, or --runner local)"
+        ));
+    }
+    if network == Network::Off {
+        return Err(format!(
+            "network off was asked for, but orchestrate cannot cut the network of a child that runs through the {runner} runner (use --runner local)"
+        ));
+    }
+    Ok(SandboxPlan {
+        mode: SandboxMode::Off,
+        network,
+        mechanism: None,
+        warning: requested.is_none().then(|| {
+            format!(
+                "no sandbox: the child runs through the {runner} runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"
+            )
+        }),
+    })
+}
+
 /// The child's environment as a backend sees it when declaring its directories: the
 /// variables the invocation sets over orchestrate's own.
 pub struct ChildEnv<'a> {

@@ -105,6 +105,9 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             // tests/support turns the sandbox off for the fake agent's sake.
             "sandbox": {"value": "off", "source": "env:ORCHESTRATE_SANDBOX"},
             "network": {"value": "on", "source": "default"},
+            "runner": {"value": "local", "source": "default"},
+            "queue_timeout": {"value": "10m", "source": "default"},
+            "runners": {"value": {}, "source": "default"},
         })
     );
 }
@@ -116,7 +119,7 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 23, "{text}");
+    assert_eq!(lines.len(), 26, "{text}");
     assert_eq!(
         lines[2],
         format!(

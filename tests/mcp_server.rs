@@ -449,7 +449,7 @@ async fn bad_arguments_are_invalid_input_results() {
         ),
         (
             json!({"agent": "fake", "task": "x", "timeout": 5}),
-            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`, `outputSchema`, `maxTurns`, `maxTokens`, `maxCostUsd`, `fallbackModels`, `sandbox`, `network`, `isolation`",
+            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`, `outputSchema`, `maxTurns`, `maxTokens`, `maxCostUsd`, `fallbackModels`, `sandbox`, `network`, `isolation`, `runner`",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeoutMs": 0}),

@@ -146,6 +146,7 @@ pub(super) fn parse_detailed(
             as_models,
             &mut errors,
         ),
+        queue_timeout: fields.read(&["queue_timeout", "queueTimeout"], as_duration, &mut errors),
     };
     let readonly = fields
         .read(&["readonly"], as_bool, &mut errors)
@@ -157,6 +158,7 @@ pub(super) fn parse_detailed(
         sandbox: fields.read(&["sandbox"], as_sandbox, &mut errors),
         network: fields.read(&["network"], as_network, &mut errors),
         worktree: fields.read(&["isolation"], as_worktree, &mut errors),
+        runner: fields.read(&["runner"], as_text, &mut errors),
     };
     let output_schema = fields.read(
         &["output_schema", "outputSchema"],
@@ -720,6 +722,8 @@ max_cost: 0.50
 tool_timeout: 5m
 connect_timeout: 30s
 fallback_models: [claude-sonnet-4-5, gpt-5.5]
+runner: gpu
+queue_timeout: 5m
 readonly: true
 enabled: true
 ---
@@ -748,13 +752,17 @@ Be precise.
                     tool_timeout: Some(Duration::from_secs(300)),
                     connect_timeout: Some(Duration::from_secs(30)),
                     fallback_models: Some(vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()]),
+                    queue_timeout: Some(Duration::from_secs(300)),
                 },
                 readonly: true,
                 command: None,
                 dialect: None,
                 output_schema: None,
                 enabled: true,
-                isolation: Default::default(),
+                isolation: crate::agents::Isolation {
+                    runner: Some("gpu".into()),
+                    ..Default::default()
+                },
                 system_prompt: "You are a fast, read-only code explorer.\n\nBe precise.".into(),
                 source: AgentSource::File {
                     path: path(),

@@ -69,6 +69,8 @@ pub struct AgentLimits {
     pub tool_timeout: Option<Duration>,
     pub connect_timeout: Option<Duration>,
     pub fallback_models: Option<Vec<String>>,
+    /// How long its job may wait in a cluster engine's queue.
+    pub queue_timeout: Option<Duration>,
 }
 
 // Costs are finite (non-finite values are refused when the file is read), so equality on
@@ -99,6 +101,9 @@ pub struct Isolation {
     pub network: Option<crate::sandbox::Network>,
     /// `isolation: worktree`: the child works in a git worktree of its own.
     pub worktree: Option<bool>,
+    /// `runner:`: where the child runs (`local`, `slurm`, or a named runner of the
+    /// config; checked when a run resolves it).
+    pub runner: Option<String>,
 }
 
 /// Where a definition was found; serialized lowercase (`"flag"` is `--agents-dir`).

@@ -111,6 +111,9 @@ max_total_cost = (not set)     (default)
 fallback_models = [\"gpt-5.5\"]  (project:/p/.orchestrate/config.toml)
 sandbox = \"auto\"               (default)
 network = \"on\"                 (default)
+runner = \"local\"               (default)
+queue_timeout = \"10m\"          (default)
+runners = {}                   (default)
 "
         );
         assert_eq!(

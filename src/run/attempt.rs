@@ -12,10 +12,12 @@ use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::runner::slurm::{self, SlurmJob};
+use crate::runner::RunnerKind;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
-use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
+use crate::supervisor::{self, ChildSpec, Controls, OutputSinks, SuperviseError};
 use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
@@ -63,7 +65,7 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
-            let spec = self.child_spec(&inv)?;
+            let spec = self.child_spec(&inv, n)?;
             Ok((inv, files, spec))
         });
         let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
@@ -88,17 +90,28 @@ impl Attempt<'_> {
             recognized: false,
             total: self.env.total.clone(),
         };
-        let outcome = supervisor::supervise(
-            &spec,
-            run.limits,
-            &mut sink,
-            OutputSinks {
-                stdout_copy: &mut session_file,
-                stderr_copy: &mut stderr_file,
-            },
-            controls,
-        )
-        .await;
+        // A cluster that cannot take the job is said at once, in its own words, rather
+        // than after srun's own retries.
+        let preflight = match &spec.remote {
+            Some(_) => slurm::preflight(&spec.cwd).await,
+            None => Ok(()),
+        };
+        let outcome = match preflight {
+            Err(e) => Err(SuperviseError::Engine(e)),
+            Ok(()) => {
+                supervisor::supervise(
+                    &spec,
+                    run.limits,
+                    &mut sink,
+                    OutputSinks {
+                        stdout_copy: &mut session_file,
+                        stderr_copy: &mut stderr_file,
+                    },
+                    controls,
+                )
+                .await
+            }
+        };
         // Stopped because the fan-out's tasks together spent its budget: that budget is
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
@@ -197,8 +210,9 @@ impl Attempt<'_> {
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
-    /// created here, and its private TMPDIR).
-    fn child_spec(&self, invocation: &Invocation) -> Result<ChildSpec, RunError> {
+    /// created here, and its private TMPDIR). Through the Slurm runner the command is
+    /// `srun … -- <the child's command>`; the environment reaches the node with it.
+    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<ChildSpec, RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
@@ -234,13 +248,29 @@ impl Attempt<'_> {
             source,
         })?;
         env.extend(vars);
+        let (program, args, remote) = match run.runner.kind {
+            RunnerKind::Local => (invocation.program.clone(), invocation.args.clone(), None),
+            RunnerKind::Slurm => {
+                let job = SlurmJob::new(&run.run_id, n, run.limits.queue_timeout);
+                let (program, args) = slurm::command_line(
+                    &job,
+                    &cwd,
+                    run.limits.runtime_timeout + run.limits.kill_grace,
+                    &run.runner.args,
+                    &invocation.program,
+                    &invocation.args,
+                );
+                (program, args, Some(job))
+            }
+        };
         Ok(ChildSpec {
-            program: invocation.program.clone(),
-            args: invocation.args.clone(),
+            program,
+            args,
             cwd,
             env,
             env_remove,
             confinement,
+            remote,
         })
     }
 }

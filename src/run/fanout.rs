@@ -330,6 +330,7 @@ fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
         sandbox: None,
         worktree: None,
         structured: None,
+        runner: None,
     }
 }
 

@@ -14,6 +14,7 @@ use crate::result::{
     exit_status, Details, ErrorCode, ErrorInfo, Limit, Mode, RunResult, SingleResult, TextContent,
     TimeoutReason,
 };
+use crate::runner::RunnerInfo;
 use crate::sanitize::Sanitizer;
 use crate::supervisor::{Outcome, SuperviseError};
 use crate::truncate::{truncate_head_of_longer, Missing, TruncateLimits};
@@ -155,7 +156,26 @@ fn facts(
         attempts_detail: Vec::new(),
         sandbox: Some(run.sandbox.info()),
         worktree: None,
+        runner: runner_info(o, ctx),
     }
+}
+
+/// Where the child ran, for a run that did not run here.
+fn runner_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Option<RunnerInfo> {
+    let runner = &ctx.run.runner;
+    if runner.is_local() {
+        return None;
+    }
+    let remote = outcome.and_then(|o| o.remote.as_ref());
+    let job = remote.and_then(|r| r.job.as_ref());
+    Some(RunnerInfo {
+        kind: runner.kind,
+        name: (runner.name != runner.kind.name()).then(|| runner.name.clone()),
+        job_id: job.map(|j| j.id),
+        node: remote.and_then(|r| r.node.clone()),
+        queue_wait_ms: remote.map_or(0, |r| r.queue_wait.as_millis() as u64),
+        state: job.map(|j| j.state.clone()),
+    })
 }
 
 /// What the run could not honour: the CLI's own limits, and a session file that could not
@@ -165,6 +185,19 @@ fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     warnings.extend(ctx.run.sandbox.warning.iter().cloned());
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
+    }
+    if let Some(r) = outcome
+        .and_then(|o| o.remote.as_ref())
+        .filter(|r| r.lingering)
+    {
+        warnings.push(format!(
+            "Slurm still listed job {} as {} {}s after its srun had exited; it was cancelled",
+            r.job
+                .as_ref()
+                .map_or("(unknown)".to_string(), |j| j.id.to_string()),
+            r.job.as_ref().map_or("unfinished", |j| j.state.as_str()),
+            crate::runner::slurm::SETTLE_TIMEOUT.as_secs()
+        ));
     }
     if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
         warnings.push(format!(
@@ -203,6 +236,20 @@ fn failure(
                 limits.idle_timeout.as_millis()
             ),
         )),
+        Verdict::Timeout(TimeoutReason::Queue) => Some((
+            ErrorCode::SubagentTimeout,
+            format!(
+                "Subagent's job waited in Slurm's queue for {}ms without starting (queue timeout{}); it was cancelled.",
+                limits.queue_timeout.as_millis(),
+                outcome
+                    .as_ref()
+                    .ok()
+                    .and_then(|o| o.remote.as_ref())
+                    .and_then(|r| r.pending_reason.as_ref())
+                    .map_or(String::new(), |why| format!("; Slurm's reason: {why}"))
+            ),
+        )),
+        Verdict::Engine(why) => failed(format!("Subagent could not run on Slurm: {why}")),
         Verdict::Timeout(TimeoutReason::Tool) => Some((
             ErrorCode::SubagentTimeout,
             format!(

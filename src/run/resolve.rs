@@ -15,6 +15,7 @@ use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
+use crate::runner::{self, Runner};
 use crate::sandbox::{self, SandboxPlan};
 use crate::structured::{OutputSchema, SchemaSource};
 use crate::truncate::TruncateLimits;
@@ -45,6 +46,8 @@ pub(crate) struct ResolvedRun {
     pub worktree: bool,
     /// The schema the answer must match, compiled.
     pub output_schema: Option<OutputSchema>,
+    /// Where the child runs.
+    pub runner: Runner,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -78,6 +81,11 @@ fn limits(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> SupervisionLimits
         kill_grace: pick(req.kill_grace, None, &cfg.kill_grace),
         terminal_exit_grace: pick(req.terminal_exit_grace, None, &cfg.exit_grace),
         max_output_bytes: pick(req.max_output_bytes, None, &cfg.max_output_bytes),
+        queue_timeout: pick(
+            req.queue_timeout,
+            agent.limits.queue_timeout,
+            &cfg.queue_timeout,
+        ),
         ..SupervisionLimits::default()
     }
 }
@@ -150,17 +158,32 @@ pub(crate) fn resolve(
     }
     let cfg = &env.config;
     let backend = pick(req.backend, agent.backend, &cfg.backend).select();
-    let sandbox = sandbox::plan(
-        pick(
-            req.sandbox.map(Some),
-            agent.isolation.sandbox.map(Some),
-            &cfg.sandbox,
+    let runner = runner::select(
+        &pick(
+            req.runner.clone(),
+            agent.isolation.runner.clone(),
+            &cfg.runner,
         ),
-        Permissions::of(&agent).readonly,
-        pick(req.network, agent.isolation.network, &cfg.network),
-        backend.backend,
-        crate::platform::sandbox_mechanism(),
+        &cfg.runners.value,
     )
+    .map_err(|e| RunError::invalid(e.to_string()))?;
+    let requested_sandbox = pick(
+        req.sandbox.map(Some),
+        agent.isolation.sandbox.map(Some),
+        &cfg.sandbox,
+    );
+    let network = pick(req.network, agent.isolation.network, &cfg.network);
+    let sandbox = if runner.is_local() {
+        sandbox::plan(
+            requested_sandbox,
+            Permissions::of(&agent).readonly,
+            network,
+            backend.backend,
+            crate::platform::sandbox_mechanism(),
+        )
+    } else {
+        sandbox::remote_plan(requested_sandbox, network, &runner.name)
+    }
     .map_err(RunError::invalid)?;
     let worktree = req.worktree.or(agent.isolation.worktree).unwrap_or(false);
     if worktree {
@@ -191,6 +214,7 @@ pub(crate) fn resolve(
         resume,
         sandbox,
         worktree,
+        runner,
         output_schema,
     })
 }

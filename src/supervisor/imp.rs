@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
-use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
+use super::outcome::{Leak, Outcome, RemoteReport, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
+use crate::runner::slurm::{self, JobView, SlurmJob, Target};
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -27,6 +28,10 @@ const MAX_STDERR_LINE_BYTES: usize = 64 * 1024;
 /// When both pipes are closed but no SIGCHLD has told us about the leader yet, look again
 /// this often, so that a lost wake-up can never hang a run.
 const EXIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+/// After `scancel --signal=KILL`, how long srun gets to report the step's end and exit on
+/// its own before it is SIGKILLed here. Killed at once, srun cannot tell Slurm the job is
+/// over, and the job stays COMPLETING for seconds longer.
+const SRUN_EXIT_AFTER_KILL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -40,6 +45,10 @@ pub(crate) struct ChildSpec {
     pub env_remove: Vec<OsString>,
     /// What the child may write and reach.
     pub confinement: Confinement,
+    /// The program is `srun` and this is its job: it may wait in Slurm's queue before it
+    /// starts, it is stopped through `scancel`, and the run is over once Slurm reports the
+    /// job gone.
+    pub remote: Option<SlurmJob>,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -86,6 +95,31 @@ struct Machine<'a> {
     sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
     session_write_error: Option<String>,
+    remote: Option<RemoteJob>,
+}
+
+/// A Slurm job as the loop knows it.
+struct RemoteJob {
+    job: SlurmJob,
+    /// The last look at the queue.
+    seen: Option<JobView>,
+    /// When it was first seen running, or first printed.
+    started: Option<Instant>,
+    /// Why it was pending at the last look before it started.
+    pending_reason: Option<String>,
+    /// When srun is SIGKILLed here, if it has not exited after the job's processes were.
+    kill_srun_at: Option<Instant>,
+}
+
+impl RemoteJob {
+    /// Whom scancel is for: the job's id once known (a name could also match a job of a
+    /// later attempt), else its name.
+    fn target(&self) -> Target {
+        match &self.seen {
+            Some(view) => Target::Id(view.id),
+            None => Target::Name(self.job.name.clone()),
+        }
+    }
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
@@ -125,12 +159,25 @@ pub(crate) async fn supervise<'a>(
         None => None,
     };
 
+    // Every limit counts from the same instant as `elapsed` (before the spawn), so none is
+    // late by the time the spawn took; a job in a queue counts them from when it starts.
+    let life = match &spec.remote {
+        Some(job) => Lifecycle::queued(
+            Graces::new(&limits),
+            Patience::new(&limits),
+            start,
+            job.queue_timeout,
+        ),
+        None => Lifecycle::new(Graces::new(&limits), Patience::new(&limits), start),
+    };
+    let mut start_watch = spec
+        .remote
+        .as_ref()
+        .map(|job| slurm::watch_start(job.name.clone()));
     let mut m = Machine {
         group,
         limits,
-        // Every limit counts from the same instant as `elapsed` (before the spawn), so
-        // none is late by the time the spawn took.
-        life: Lifecycle::new(Graces::new(&limits), Patience::new(&limits), start),
+        life,
         stdout_open: true,
         stderr_open: true,
         stdout_bytes: 0,
@@ -141,6 +188,13 @@ pub(crate) async fn supervise<'a>(
         sink,
         out,
         session_write_error: None,
+        remote: spec.remote.clone().map(|job| RemoteJob {
+            job,
+            seen: None,
+            started: None,
+            pending_reason: None,
+            kill_srun_at: None,
+        }),
     };
 
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
@@ -198,6 +252,16 @@ pub(crate) async fn supervise<'a>(
             _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
                 m.look_for_exit()?;
             }
+            _ = sleep_until(m.kill_srun_at().unwrap_or(far_future)), if m.kill_srun_at().is_some() && !m.life.has_exited() => {
+                m.kill_srun();
+            }
+            view = next_view(start_watch.as_mut()), if start_watch.is_some() && !m.life.has_exited() => {
+                match view {
+                    Some(view) => m.on_job_view(view),
+                    // The watcher has said all it will.
+                    None => start_watch = None,
+                }
+            }
             _ = sleep_until(due.unwrap_or(far_future)), if due.is_some() => {
                 // Decide on the child's state as it is now, not as a late SIGCHLD left it.
                 m.look_for_exit()?;
@@ -207,9 +271,35 @@ pub(crate) async fn supervise<'a>(
         }
     }
 
+    drop(start_watch);
     // Kills descendants that outlived the child (closed their pipes, left its group).
     m.group.kill_and_reap()?;
     let leftovers = m.group.leftovers();
+    // The run is over only once Slurm reports the job gone (a job can outlive its srun).
+    let remote = match m.remote.take() {
+        Some(r) => {
+            let settled = slurm::settle(
+                &r.job.name,
+                r.seen.as_ref().map(|v| v.id),
+                slurm::SETTLE_TIMEOUT,
+            )
+            .await;
+            let started_at = r.started.unwrap_or_else(Instant::now);
+            Some(RemoteReport {
+                node: r
+                    .seen
+                    .as_ref()
+                    .and_then(|v| v.node.clone())
+                    .or_else(|| settled.last.as_ref().and_then(|v| v.node.clone())),
+                job: settled.last,
+                queue_wait: started_at.saturating_duration_since(start),
+                started: r.started.is_some(),
+                pending_reason: r.pending_reason,
+                lingering: settled.lingering,
+            })
+        }
+        None => None,
+    };
     let elapsed = start.elapsed();
 
     let (exit, termination, leak) = m
@@ -218,6 +308,9 @@ pub(crate) async fn supervise<'a>(
         .expect("the loop ends only after the leader exited");
     // What the leftovers were found in decides how they are named.
     let leak = match (leak, leftovers) {
+        // srun leaves a helper of its own behind for a moment (it cancels the job should
+        // srun die): srun's business, not a descendant of the agent that outlived it.
+        (Leak::StayedInGroup | Leak::Outlived, _) if spec.remote.is_some() => Leak::None,
         (Leak::StayedInGroup, Leftovers::InTree) => Leak::Outlived,
         (leak, _) => leak,
     };
@@ -231,7 +324,22 @@ pub(crate) async fn supervise<'a>(
         stderr_tail: String::from_utf8_lossy(&m.stderr_tail).into_owned(),
         session_write_error: m.session_write_error,
         elapsed,
+        remote,
     })
+}
+
+/// The next look at the queue; None once the watcher has stopped (the job started or
+/// ended), and never where there is no watcher.
+async fn next_view(
+    watch: Option<&mut tokio::sync::watch::Receiver<Option<JobView>>>,
+) -> Option<JobView> {
+    match watch {
+        Some(rx) => match rx.changed().await {
+            Ok(()) => rx.borrow_and_update().clone(),
+            Err(_) => None,
+        },
+        None => std::future::pending().await,
+    }
 }
 
 /// Waits until the child's exit notice is readable; never, where there is none.
@@ -257,6 +365,8 @@ impl Machine<'_> {
     }
 
     fn on_stdout(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+        // A queued job that prints has started, whether or not the queue said so yet.
+        self.job_started(Instant::now());
         self.life.on_output(Instant::now());
         let Some(chunk) = self.admit(chunk, true)? else {
             return Ok(());
@@ -352,7 +462,83 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// A look at the queue: a job no longer pending has started.
+    fn on_job_view(&mut self, view: JobView) {
+        let Some(remote) = &mut self.remote else {
+            return;
+        };
+        tracing::debug!(job = view.id, state = %view.state, node = ?view.node, reason = ?view.reason, "slurm job");
+        let pending = view.is_pending();
+        if pending {
+            remote.pending_reason = view.reason.clone();
+        }
+        remote.seen = Some(view);
+        if !pending {
+            self.job_started(Instant::now());
+        }
+    }
+
+    fn job_started(&mut self, now: Instant) {
+        if let Some(remote) = &mut self.remote {
+            if remote.started.is_none() {
+                remote.started = Some(now);
+                self.life.started(now);
+            }
+        }
+    }
+
+    /// Stops a Slurm job: a graceful stop signals the step's processes through Slurm
+    /// (a SIGTERM to srun would kill the step at once, with no grace); a job still in the
+    /// queue is cancelled, as SIGTERM to its srun also does.
+    fn act_remote(&mut self, action: Action) -> bool {
+        let Some(remote) = &self.remote else {
+            return false;
+        };
+        let target = remote.target();
+        match action {
+            Action::Terminate if remote.started.is_none() => {
+                tracing::debug!(?target, "cancelling the queued Slurm job");
+                slurm::scancel(Target::Name(remote.job.name.clone()), None);
+                if let Err(e) = self.group.terminate() {
+                    tracing::warn!("failed to send SIGTERM to srun: {e}");
+                }
+            }
+            Action::Terminate => {
+                tracing::debug!(?target, "SIGTERM to the Slurm job's processes");
+                slurm::scancel(target, Some("TERM"));
+            }
+            Action::Kill => {
+                tracing::debug!(?target, "SIGKILL to the Slurm job's processes");
+                slurm::scancel(target, Some("KILL"));
+                if let Some(remote) = &mut self.remote {
+                    remote.kill_srun_at = Some(Instant::now() + SRUN_EXIT_AFTER_KILL);
+                }
+            }
+            Action::Nothing | Action::AbandonPipes => return false,
+        }
+        true
+    }
+
+    fn kill_srun_at(&self) -> Option<Instant> {
+        self.remote.as_ref().and_then(|r| r.kill_srun_at)
+    }
+
+    /// srun did not exit after its job's processes were killed (a controller that does
+    /// not answer, say): kill it here; the job is cancelled once srun is gone.
+    fn kill_srun(&mut self) {
+        if let Some(remote) = &mut self.remote {
+            remote.kill_srun_at = None;
+        }
+        tracing::debug!("SIGKILL to srun");
+        if let Err(e) = self.group.kill() {
+            tracing::warn!("failed to kill srun: {e}");
+        }
+    }
+
     fn act(&mut self, action: Action) {
+        if self.act_remote(action) {
+            return;
+        }
         match action {
             Action::Nothing => {}
             Action::Terminate => {

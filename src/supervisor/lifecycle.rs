@@ -143,6 +143,11 @@ impl Watchdog {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
+    /// Submitted to a cluster engine and waiting in its queue until `until` (the queue
+    /// timeout): neither the runtime nor the idle limit counts yet.
+    Queued {
+        until: Instant,
+    },
     Running,
     /// The final event arrived; the child may still exit on its own until `until`.
     ExitGrace {
@@ -207,6 +212,7 @@ impl Graces {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Lifecycle {
     graces: Graces,
+    patience: Patience,
     runtime_deadline: Instant,
     watchdog: Watchdog,
     phase: Phase,
@@ -219,12 +225,45 @@ impl Lifecycle {
     pub(super) fn new(graces: Graces, patience: Patience, start: Instant) -> Lifecycle {
         Lifecycle {
             graces,
+            patience,
             runtime_deadline: start + patience.runtime,
             watchdog: Watchdog::new(patience, start),
             phase: Phase::Running,
             ended: None,
             leak: Leak::None,
         }
+    }
+
+    /// A child submitted to a cluster engine at `submitted`: it waits in the queue, for at
+    /// most `queue_timeout`, until [`Lifecycle::started`]; every other limit counts from
+    /// then.
+    pub(super) fn queued(
+        graces: Graces,
+        patience: Patience,
+        submitted: Instant,
+        queue_timeout: Duration,
+    ) -> Lifecycle {
+        Lifecycle {
+            phase: Phase::Queued {
+                until: submitted + queue_timeout,
+            },
+            ..Lifecycle::new(graces, patience, submitted)
+        }
+    }
+
+    /// The queued child started running at `now`: the runtime and idle limits count from
+    /// here. (Nothing changes for a child that was not queued.)
+    pub(super) fn started(&mut self, now: Instant) {
+        if let Phase::Queued { .. } = self.phase {
+            self.phase = Phase::Running;
+            self.runtime_deadline = now + self.patience.runtime;
+            self.watchdog = Watchdog::new(self.patience, now);
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_queued(&self) -> bool {
+        matches!(self.phase, Phase::Queued { .. })
     }
 
     /// Output arrived (see [`Watchdog::on_output`]).
@@ -242,6 +281,7 @@ impl Lifecycle {
     /// and calls [`Lifecycle::tick`].
     pub(super) fn next_due(&self) -> Option<Instant> {
         match self.phase {
+            Phase::Queued { until } => Some(until),
             Phase::Running => Some(self.runtime_deadline.min(self.watchdog.next().0)),
             Phase::ExitGrace { until } => Some(self.runtime_deadline.min(until)),
             _ => self.deadline(),
@@ -250,6 +290,12 @@ impl Lifecycle {
 
     /// Time passed: carries out whatever is due at `now`, the runtime limit first.
     pub(super) fn tick(&mut self, now: Instant, pipes_open: bool) -> Action {
+        if let Phase::Queued { until } = self.phase {
+            if now >= until {
+                return self.stop(StopReason::QueueTimeout, now, pipes_open);
+            }
+            return Action::Nothing;
+        }
         if self.counts_time() && now >= self.runtime_deadline {
             return self.stop(StopReason::RuntimeTimeout, now, pipes_open);
         }
@@ -279,7 +325,9 @@ impl Lifecycle {
     pub(super) fn deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Running => None,
-            Phase::ExitGrace { until } | Phase::Draining { until } => Some(until),
+            Phase::Queued { until } | Phase::ExitGrace { until } | Phase::Draining { until } => {
+                Some(until)
+            }
             Phase::Terminating { kill_at, .. } => Some(kill_at),
             Phase::Killed { give_up_at, .. } => give_up_at,
         }
@@ -288,13 +336,16 @@ impl Lifecycle {
     /// Whether the runtime timeout and a graceful cancel still apply: not once a stop is
     /// under way or the child has exited.
     pub(super) fn counts_time(&self) -> bool {
-        matches!(self.phase, Phase::Running | Phase::ExitGrace { .. })
+        matches!(
+            self.phase,
+            Phase::Queued { .. } | Phase::Running | Phase::ExitGrace { .. }
+        )
     }
 
-    /// Whether the child is still working towards its answer (not past its final event,
-    /// not being stopped, not exited).
+    /// Whether the child is still working towards its answer, or waiting in a queue to
+    /// start on it (not past its final event, not being stopped, not exited).
     pub(super) fn is_running(&self) -> bool {
-        self.phase == Phase::Running
+        matches!(self.phase, Phase::Running | Phase::Queued { .. })
     }
 
     /// Whether an immediate kill still has something to do.
@@ -360,6 +411,7 @@ impl Lifecycle {
     pub(super) fn deadline_passed(&mut self, now: Instant, pipes_open: bool) -> Action {
         match self.phase {
             Phase::Running => Action::Nothing,
+            Phase::Queued { .. } => self.stop(StopReason::QueueTimeout, now, pipes_open),
             Phase::ExitGrace { .. } => self.stop(StopReason::AfterTerminalEvent, now, pipes_open),
             Phase::Terminating { reason, .. } => {
                 self.kill_group(Some(reason), KillKind::Escalated, now, pipes_open)
@@ -393,9 +445,10 @@ impl Lifecycle {
             return;
         }
         let termination = match self.phase {
-            Phase::Running | Phase::ExitGrace { .. } | Phase::Draining { .. } => {
-                Termination::on_its_own(exit)
-            }
+            Phase::Queued { .. }
+            | Phase::Running
+            | Phase::ExitGrace { .. }
+            | Phase::Draining { .. } => Termination::on_its_own(exit),
             Phase::Terminating { reason, .. } => Termination::Terminated { reason },
             Phase::Killed {
                 reason: Some(reason),
@@ -405,7 +458,12 @@ impl Lifecycle {
             Phase::Killed { reason: None, .. } => Termination::on_its_own(exit),
         };
         self.ended = Some((exit, termination));
-        if pipes_open && matches!(self.phase, Phase::Running | Phase::ExitGrace { .. }) {
+        if pipes_open
+            && matches!(
+                self.phase,
+                Phase::Queued { .. } | Phase::Running | Phase::ExitGrace { .. }
+            )
+        {
             self.phase = Phase::Draining {
                 until: now + self.graces.drain_after_exit,
             };
@@ -992,6 +1050,66 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    fn queued(queue_timeout: f64) -> Run {
+        let t0 = Instant::now();
+        Run {
+            t0,
+            life: Lifecycle::queued(GRACES, PATIENCE, t0, Duration::from_secs_f64(queue_timeout)),
+            actions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_queued_job_counts_no_limit_until_it_starts_and_then_counts_them_from_its_start() {
+        let mut r = queued(600.0);
+        assert!(r.life.is_queued() && r.life.is_running() && r.life.counts_time());
+        // Only the queue timeout is due while it waits, however long past the idle limit.
+        assert_eq!(r.life.next_due(), Some(r.at(600.0)));
+        r.life.started(r.at(500.0));
+        assert!(!r.life.is_queued());
+        assert_eq!(r.life.phase(), Phase::Running);
+        // The idle limit (10 s) from the start, not from the submission.
+        assert_eq!(r.wake(true), 510.0);
+        assert!(matches!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::IdleTimeout,
+                ..
+            }
+        ));
+        // Started again: nothing changes.
+        r.life.started(r.at(520.0));
+        assert!(matches!(r.life.phase(), Phase::Terminating { .. }));
+    }
+
+    #[test]
+    fn a_job_that_never_starts_is_stopped_at_the_queue_timeout() {
+        let mut r = queued(60.0);
+        assert_eq!(r.wake(true), 60.0);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::QueueTimeout,
+                kill_at: r.at(65.0)
+            }
+        );
+        r.exit(LeaderExit::Exited(1), 60.1, false);
+        assert_eq!(r.actions, [Action::Terminate]);
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Terminated {
+                reason: StopReason::QueueTimeout
+            }
+        );
+        // A job refused at once (srun failed) is the child's own exit.
+        let mut r = queued(60.0);
+        r.exit(LeaderExit::Exited(1), 0.05, false);
+        assert_eq!(
+            r.life.finish(false).unwrap().1,
+            Termination::Exited { code: 1 }
+        );
     }
 
     #[test]

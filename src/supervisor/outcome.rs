@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{Containment, LeaderExit};
+use crate::runner::slurm::JobView;
 
 /// Why orchestrate stopped the child (the first reason wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -37,6 +38,8 @@ pub enum StopReason {
     /// The child only retried or reconnected to its provider, for the connect limit or
     /// too many times in a row.
     ProviderUnreachable,
+    /// Its job waited in the cluster engine's queue for the queue timeout without starting.
+    QueueTimeout,
 }
 
 /// How orchestrate's SIGKILL to the child's group came about.
@@ -132,6 +135,26 @@ pub(crate) struct Outcome {
     /// Set when writing the session copy failed; the run goes on without it.
     pub session_write_error: Option<String>,
     pub elapsed: Duration,
+    /// What the cluster engine said about the child's job (None for a local child).
+    pub remote: Option<RemoteReport>,
+}
+
+/// A child that ran as a job of a cluster engine (Slurm): what became of the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RemoteReport {
+    /// The job's last state seen, with its id and node (None: the engine refused it before
+    /// it had an id, or could not be asked).
+    pub job: Option<JobView>,
+    /// The node it ran on, as seen while it ran (a finished job may no longer say).
+    pub node: Option<String>,
+    /// From the submission until it started, or until it was given up on.
+    pub queue_wait: Duration,
+    /// It was seen running, or it printed.
+    pub started: bool,
+    /// Why it was pending at the last look before it started (or was given up on).
+    pub pending_reason: Option<String>,
+    /// The engine still listed it as unfinished when orchestrate stopped waiting for it.
+    pub lingering: bool,
 }
 
 impl Outcome {
@@ -151,6 +174,9 @@ pub(crate) enum SuperviseError {
     },
     #[error("failed to watch the child: {0}")]
     Io(#[from] std::io::Error),
+    /// The cluster engine cannot take the job (no srun, its controller down, …).
+    #[error("{0}")]
+    Engine(#[from] crate::runner::slurm::SlurmError),
 }
 
 impl SuperviseError {

@@ -1385,8 +1385,14 @@ fn structured_repaired(cli: &Cli, bin: &Path) {
             "worker",
             STRUCTURED_TASK,
             json!({"exitCode": 0, "usage": summed(cli, &usages, structured_turns(cli, texts, 1)),
-                   "output": right.to_string(), "displayItems": items,
-                   "structured": right, "attempts": 2})
+            "output": right.to_string(), "displayItems": items,
+            "structured": right, "attempts": 2,
+            // The repair turn is an attempt of its own.
+            "attemptsDetail": [
+                {"model": cli.model, "exitCode": 0,
+                 "error": format!("Answer does not match the output schema: {WRONG_ERROR}")},
+                {"model": cli.model, "exitCode": 0}
+            ]})
         )
     );
     // The repair turn continued the child's own session: its request carries the first
@@ -1430,9 +1436,13 @@ fn structured_failing(cli: &Cli, bin: &Path) {
             "worker",
             STRUCTURED_TASK,
             json!({"exitCode": 0,
-                   "usage": summed(cli, &vec![usage_n(1); 2 * texts], structured_turns(cli, 2 * texts, 0)),
-                   "error": message, "output": WRONG_ANSWER,
-                   "displayItems": vec![text_item(WRONG_ANSWER); 2 * texts], "attempts": 2})
+            "usage": summed(cli, &vec![usage_n(1); 2 * texts], structured_turns(cli, 2 * texts, 0)),
+            "error": message, "output": WRONG_ANSWER,
+            "displayItems": vec![text_item(WRONG_ANSWER); 2 * texts], "attempts": 2,
+            "attemptsDetail": [
+                {"model": cli.model, "exitCode": 0, "error": message},
+                {"model": cli.model, "exitCode": 0, "error": message}
+            ]})
         )
     );
     conversation(cli, &mock, 2 * texts);
