@@ -5,10 +5,15 @@
 //! every process of a test sandbox carries (`ORCHESTRATE_TEST_SANDBOX`, passed to the job
 //! by `srun --export=ALL`).
 //!
+//! One test runs the real pi instead, against the loopback mock LLM of the contract tests
+//! (tests/mock_llm/): it needs `ORCHESTRATE_CONTRACT_PI` as the pi contract tests do, and
+//! is ignored, with the reason, without it (failed with `ORCHESTRATE_REQUIRE_CONTRACT=1`).
+//!
 //! `harness = false` (libtest-mimic): whether Slurm is installed is known only at run
 //! time. Without it (or without root, which the cluster needs) every test is reported
 //! `ignored (<why>)`, unless `ORCHESTRATE_REQUIRE_SLURM=1` (CI), which makes them fail.
 
+mod mock_llm;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -16,6 +21,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use mock_llm::contract::cli::{text_item, tool_item};
+use mock_llm::contract::clis::pi::PI;
+use mock_llm::contract::{self, harness, scenarios};
+use mock_llm::{MockUsage, Reply, Script};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use support::Sandbox;
@@ -72,9 +81,9 @@ fn main() {
     let missing = missing_prerequisite();
     let required = std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1");
     if let Some(why) = missing {
-        let trials = tests
-            .into_iter()
-            .map(|(name, _)| {
+        let names = tests.iter().map(|(name, _)| *name).chain([REAL_PI_TEST]);
+        let trials = names
+            .map(|name| {
                 let why = why.clone();
                 if required {
                     Trial::test(name, move || {
@@ -95,7 +104,7 @@ fn main() {
     } else {
         Some(Cluster::start().unwrap_or_else(|e| panic!("{e}")))
     };
-    let trials = tests
+    let mut trials: Vec<Trial> = tests
         .into_iter()
         .map(|(name, f)| {
             Trial::test(name, move || {
@@ -103,6 +112,15 @@ fn main() {
             })
         })
         .collect();
+    // Needs the real pi too: run, ignored or failed as pi's contract tests are.
+    harness::install_panic_hook();
+    trials.push(harness::trial_needing(
+        &args,
+        PI.var,
+        PI.name,
+        REAL_PI_TEST.to_string(),
+        Box::new(the_real_pi_runs_as_a_slurm_job_against_the_mock_llm),
+    ));
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(cluster) = cluster {
         cluster.stop();
@@ -590,4 +608,107 @@ fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {
             json!(["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"])
         )
     );
+}
+
+const REAL_PI_TEST: &str = "the_real_pi_runs_as_a_slurm_job_against_the_mock_llm";
+
+/// The bound on the real pi's run through Slurm (node's start, the job's start, two
+/// model turns), with room for a loaded machine.
+const REAL_PI_RUN_LIMIT: Duration = Duration::from_secs(120);
+/// How long the processes of a finished run may take to be gone.
+const SURVIVOR_LIMIT: Duration = Duration::from_secs(10);
+
+/// The real pi as the job, pointed at the mock as in pi's contract tests: its bash tool
+/// reports the job it runs in, then it answers. The node is this machine, so pi reaches
+/// the mock on 127.0.0.1 and its processes show in `/proc`.
+fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
+    let first = MockUsage {
+        input: 200,
+        output: 14,
+        cached: 40,
+    };
+    let second = MockUsage {
+        input: 300,
+        output: 9,
+        cached: 100,
+    };
+    let answer = "Hello from pi on Slurm.";
+    let task = "Say where you run.";
+    // The marker too: the check for survivors below looks for it in `/proc`.
+    let args = json!({"command": "echo job=$SLURM_JOB_ID node=$SLURMD_NODENAME marker=$ORCHESTRATE_CONTRACT_SANDBOX"});
+    let (mock, sb) = scenarios::setup(&PI, bin, |_| {
+        Script::tool_then_text(
+            Reply::tool("bash", args.clone(), first),
+            Reply::text(answer, second),
+        )
+    });
+    let out = sb.run("worker", task, &["--runner", "slurm"], REAL_PI_RUN_LIMIT);
+    contract::report("real pi through slurm", &mock, &out, 600);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+
+    let mut result = out.result();
+    let (runner, id) = runner_of(&result);
+    result["runner"] = runner;
+    // pi's prices are 1 and 2 $ per million input and output tokens; cached tokens
+    // are free and not input.
+    let (input, cache_read, output) = (200 - 40 + 300 - 100, 40 + 100, 14 + 9);
+    let cost = contract::round_cost((input as f64 + 2.0 * output as f64) / 1e6);
+    assert_eq!(
+        (out.json()["content"].clone(), contract::normalized(result)),
+        (
+            json!([text_item(answer)]),
+            json!({
+                "agent": "worker",
+                "task": task,
+                "backend": "pi",
+                "model": PI.model,
+                "sessionFile": "SESSION",
+                "durationMs": 0,
+                "attempts": 1,
+                "exitCode": 0,
+                "termination": {"kind": "exited", "code": 0},
+                "usage": {"input": input, "output": output, "cacheRead": cache_read,
+                          "cacheWrite": 0, "cost": cost, "turns": 2},
+                "output": answer,
+                "displayItems": [tool_item("bash", &args), text_item(answer)],
+                "sandbox": {"mode": "off", "mechanism": "none"},
+                "warnings": ["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"],
+                "runner": {"kind": "slurm", "jobId": "<id>", "node": node(), "state": "COMPLETED"}
+            })
+        )
+    );
+
+    // pi ran as the job: the mock got both of its turns, and its shell ran inside job
+    // `id` on the node, carrying the sandbox's marker.
+    let reqs = mock.conversation();
+    assert_eq!(reqs.len(), 2, "{:#?}", mock.requests());
+    assert_eq!(
+        mock_llm::tool_result_texts(&reqs[1].body)
+            .iter()
+            .map(|t| t.trim().to_string())
+            .collect::<Vec<_>>(),
+        [format!(
+            "job={id} node={} marker={}",
+            node(),
+            sb.root.path().display()
+        )]
+    );
+
+    // Nothing of the run is left, and Slurm is done with the job.
+    let marker = sb.marker();
+    let deadline = Instant::now() + SURVIVOR_LIMIT;
+    loop {
+        let left = contract::pids_with_env(&[&marker]);
+        if left.is_empty() {
+            break;
+        }
+        let described: Vec<(i32, String)> =
+            left.iter().map(|p| (*p, contract::cmdline(*p))).collect();
+        assert!(
+            Instant::now() < deadline,
+            "processes of the run still alive {SURVIVOR_LIMIT:?} after it ended: {described:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(is_final(job_state(id).as_deref()), "{:?}", job_state(id));
 }

@@ -116,6 +116,14 @@ pub fn main_needing(tests: Vec<Needing>) -> ! {
     libtest_mimic::run(&args, trials).exit()
 }
 
+/// One trial outside the table of scenarios, in a test binary with a `main` of its own
+/// (the Slurm tests): it needs the CLI named by `var`, and is run, ignored or failed as
+/// a scenario of that CLI would be. Call [`install_panic_hook`] once first, so that a
+/// failure carries its panic message.
+pub fn trial_needing(args: &Arguments, var: &str, cli: &str, name: String, run: Run) -> Trial {
+    trial(args, &Install::find_var(var, cli), name, run)
+}
+
 #[derive(Clone)]
 enum Install {
     Found(PathBuf),
@@ -261,7 +269,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// While a scenario's output is captured, a panic on its thread goes into the log (with
 /// the place it was raised) instead of straight to stderr; other panics as before.
-fn install_panic_hook() {
+pub fn install_panic_hook() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let kept = CAPTURED.with(|c| match c.try_borrow_mut() {

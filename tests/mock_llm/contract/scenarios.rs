@@ -201,7 +201,7 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
 
 /// A sandbox whose CLI talks only to a mock running `script` (made with the sandbox at
 /// hand), with the four agents written.
-fn setup(cli: &Cli, bin: &Path, script: impl FnOnce(&Sandbox) -> Script) -> (MockLlm, Sandbox) {
+pub fn setup(cli: &Cli, bin: &Path, script: impl FnOnce(&Sandbox) -> Script) -> (MockLlm, Sandbox) {
     let mut sb = Sandbox::with_bin(bin.to_path_buf(), cli.name, cli.model);
     let mock = MockLlm::start(script(&sb));
     sb.catch_outbound(&mock);
