@@ -37,23 +37,35 @@ pub(crate) struct TokenRule {
     pub pattern: &'static str,
     /// Decides whether this match is really a secret.
     pub accept: fn(&Candidate) -> bool,
+    /// Where the `secret` group starts in a match (an offset in it), for a family whose
+    /// group ends the match at a place that a scan of the match finds without a regex:
+    /// resolving the group costs several times finding the match, which text made of
+    /// secrets pays for every one. `None` from it, or no locator, and the regex resolves
+    /// the group; debug builds (every test) resolve it both ways and check they agree.
+    pub locate: Option<fn(&str) -> Option<usize>>,
 }
 
 /// A table of [`TokenRule`]s, one rule to an entry after the comment that says why it is
 /// shaped so:
 ///
 /// ```text
-/// "family" [gates…] accept [requires [literals…]]
+/// "family" [gates…] accept [requires [literals…]] [locate function]
 ///     pattern;
 /// ```
 ///
-/// `gates` may also name a constant array of gates. The entries stay a `const` table of
+/// `gates` may also name a constant array of gates; `locate` names the family's
+/// [`TokenRule::locate`]. The entries stay a `const` table of
 /// typed values: an unknown `accept` function or a missing field fails to compile, and
 /// nothing is parsed at run time.
 macro_rules! token_rules {
     (@requires) => { &[] };
     (@requires $requires:tt) => { &$requires };
-    ($($family:literal $gates:tt $accept:ident $(requires $requires:tt)? $pattern:literal;)*) => {
+    (@locate) => { None };
+    (@locate $locate:ident) => { Some($locate) };
+    ($(
+        $family:literal $gates:tt $accept:ident
+        $(requires $requires:tt)? $(locate $locate:ident)? $pattern:literal;
+    )*) => {
         &[$(
             $crate::sanitize::rules::TokenRule {
                 family: $family,
@@ -61,6 +73,7 @@ macro_rules! token_rules {
                 requires: token_rules!(@requires $($requires)?),
                 pattern: $pattern,
                 accept: $accept,
+                locate: token_rules!(@locate $($locate)?),
             },
         )*]
     };
@@ -159,15 +172,29 @@ impl CompiledRule {
             if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
                 continue;
             }
+            let located = self
+                .rule
+                .locate
+                .and_then(|locate| locate(found.as_str()))
+                .map(|offset| (found.start() + offset, found.end()));
             // The same match, its groups resolved on its own span (the text before it still
             // counts for look-around).
-            if regex
-                .captures_read_at(&mut groups, &line[..found.end()], found.start())
-                .is_none()
-            {
-                continue;
+            let resolve = |groups: &mut regex::CaptureLocations| {
+                regex
+                    .captures_read_at(groups, &line[..found.end()], found.start())
+                    .and_then(|_| groups.get(secret_group))
+            };
+            #[cfg(debug_assertions)]
+            if let Some(located) = located {
+                assert_eq!(
+                    Some(located),
+                    resolve(&mut groups),
+                    "{} locates its secret where its regex does not in {:?}",
+                    self.rule.family,
+                    found.as_str()
+                );
             }
-            let Some((start, end)) = groups.get(secret_group) else {
+            let Some((start, end)) = located.or_else(|| resolve(&mut groups)) else {
                 continue;
             };
             let candidate = Candidate {
@@ -547,6 +574,63 @@ pub(crate) mod testing {
             masked: masked.to_string(),
             negative: negative.to_string(),
         }
+    }
+
+    /// Checks the locator of `family` against its regex on lines made of `slots`: each
+    /// line is one choice from every slot in turn, the whole repeated once or twice, so
+    /// that the rule matches in all the shapes the choices make and around them: wherever
+    /// the regex matches, the locator finds the start of the `secret` group that the
+    /// regex resolves, or leaves it to the regex.
+    pub(crate) fn check_locator(table: &'static [TokenRule], family: &str, slots: &[&[&str]]) {
+        let rule = table
+            .iter()
+            .find(|r| r.family == family)
+            .unwrap_or_else(|| panic!("no family {family}"));
+        let locate = rule.locate.expect("the family has a locator");
+        let compiled = CompiledRule::new(rule);
+        let (regex, group) = (compiled.regex(), compiled.secret_group());
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let (mut located, mut matches) = (0, 0);
+        for _ in 0..100_000 {
+            let line: String = (0..1 + next(2))
+                .flat_map(|_| {
+                    slots
+                        .iter()
+                        .map(|slot| slot[next(slot.len())])
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for found in regex.find_iter(&line) {
+                matches += 1;
+                let caps = regex
+                    .captures_at(&line[..found.end()], found.start())
+                    .expect("a match has its groups");
+                let secret = caps.get(group).expect("the secret group takes part");
+                assert_eq!(secret.end(), found.end(), "{family}: {line:?}");
+                if let Some(offset) = locate(found.as_str()) {
+                    located += 1;
+                    assert_eq!(
+                        found.start() + offset,
+                        secret.start(),
+                        "{family} in {:?}",
+                        found.as_str()
+                    );
+                }
+            }
+        }
+        // The slots must make the rule match often, and the locator must read nearly all
+        // of those matches, or the check checks little.
+        assert!(matches >= 10_000, "{family}: {matches} matches");
+        assert!(
+            located * 10 >= matches * 9,
+            "{family}: located {located} of {matches}"
+        );
     }
 
     /// Checks that every family of `table` has a case and every case holds.
