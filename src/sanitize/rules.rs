@@ -163,7 +163,9 @@ impl CompiledRule {
         let mut copied = 0;
         let regex = self.regex();
         let secret_group = self.secret_group();
-        let mut groups = regex.capture_locations();
+        // Allocated for the first match whose groups the regex resolves: most lines that
+        // reach a rule have none, and a located secret needs none.
+        let mut groups: Option<regex::CaptureLocations> = None;
         for found in regex.find_iter(line) {
             // Resolving groups costs far more than finding the match, so it is skipped for
             // a match longer than any token (a megabyte run of token characters after a
@@ -179,7 +181,8 @@ impl CompiledRule {
                 .map(|offset| (found.start() + offset, found.end()));
             // The same match, its groups resolved on its own span (the text before it still
             // counts for look-around).
-            let resolve = |groups: &mut regex::CaptureLocations| {
+            let resolve = |groups: &mut Option<regex::CaptureLocations>| {
+                let groups = groups.get_or_insert_with(|| regex.capture_locations());
                 regex
                     .captures_read_at(groups, &line[..found.end()], found.start())
                     .and_then(|_| groups.get(secret_group))
