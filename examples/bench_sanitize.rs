@@ -9,8 +9,9 @@
 //! `"pathological": [{"name": …, "mb_s": …, "slowdown": …, "edits_per_kb": …}, …]`,
 //! `"worst_slowdown"` over the inputs that are not mostly secrets, and
 //! `"worst_dense_slowdown"` over those that are (an edit, a mask or a home mapped to `~`,
-//! every [`DENSE_BYTES_PER_EDIT`] bytes or closer): there each edit costs a regex capture,
-//! so their time follows the number of secrets rather than the size of the text.
+//! every [`DENSE_BYTES_PER_EDIT`] bytes or closer): there each edit costs a judgement and
+//! often a regex capture, so their time follows the number of secrets rather than the size
+//! of the text.
 //!
 //! Two more modes, for measurements that must not depend on the machine's load:
 //! - `bench_sanitize FILE --write OUT` sanitizes FILE once and writes the result to OUT,
