@@ -9,12 +9,14 @@
 //! `"pathological": [{"name": …, "mb_s": …, "slowdown": …, "edits_per_kb": …}, …]`,
 //! `"worst_slowdown"` over the inputs that are not mostly secrets, and
 //! `"worst_dense_slowdown"` over those that are (an edit, a mask or a home mapped to `~`,
-//! every [`DENSE_BYTES_PER_EDIT`] bytes or closer): there each edit costs a regex capture,
-//! so their time follows the number of secrets rather than the size of the text.
+//! every [`DENSE_BYTES_PER_EDIT`] bytes or closer): there each edit costs a judgement and
+//! often a regex capture, so their time follows the number of secrets rather than the size
+//! of the text.
 //!
 //! Two more modes, for measurements that must not depend on the machine's load:
 //! - `bench_sanitize FILE --write OUT` sanitizes FILE once and writes the result to OUT,
-//!   so that two builds can be compared byte for byte;
+//!   so that two builds can be compared byte for byte (with `--run NAME`, the input NAME
+//!   is sanitized and written instead);
 //! - `bench_sanitize FILE --run NAME` sanitizes one input once more after a first call
 //!   that builds what is built lazily: NAME is `file` (FILE itself), `clean` (the slice of
 //!   FILE that pathological inputs are compared with) or a pathological input's name. The
@@ -214,7 +216,7 @@ fn main() {
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let mb = text.len() as f64 / 1e6;
     let sanitizer = Sanitizer::global();
-    if let Some(out) = write {
+    if let (Some(out), None) = (write, run) {
         std::fs::write(out, sanitizer.sanitize(&text).as_bytes()).expect("writable output");
         return;
     }
@@ -231,6 +233,10 @@ fn main() {
                     .1
             }
         };
+        if let Some(out) = write {
+            std::fs::write(out, sanitizer.sanitize(&input).as_bytes()).expect("writable output");
+            return;
+        }
         let first = sanitizer.sanitize(&input).len();
         let again = measured(sanitizer, &input);
         assert_eq!(first, again, "sanitizing is deterministic");

@@ -15,7 +15,7 @@
 //! search over the keywords' three spellings finds the candidates.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::LazyLock;
 
 use memchr::memmem;
@@ -520,7 +520,7 @@ impl Assignments {
             } else {
                 // Most candidates are words in prose or code (`the token is`, `auth(req)`):
                 // only a sentence that gives the value is worth a closer look.
-                prose_value(text, start, end)
+                prose_value(text, start, end, &ends)
             };
             let Some((vs, ve)) = found else {
                 continue;
@@ -771,12 +771,30 @@ fn ends_any_value(c: u8) -> bool {
 /// the candidates of one text. Their values start further and further on, so each byte is
 /// looked at about once however many names a stretch holds: `token=token=…` looked a
 /// kilobyte ahead from every name before.
-struct ValueEnds(Cell<(usize, usize)>);
+///
+/// It also remembers the last verdict on a value ([`ValueEnds::judged`]): text that repeats
+/// an assignment (a setting printed on every line of a log) has it judged once.
+struct ValueEnds(Cell<(usize, usize)>, RefCell<Verdict>);
+
+/// A verdict and everything it was given: where the value and the name stand in the text
+/// (compared by content), and what of the key and the context the judgement reads.
+#[derive(Default)]
+struct Verdict {
+    value: (usize, usize),
+    name: (usize, usize),
+    /// The strength, how the key was written and the context, as [`judge`] or
+    /// [`judge_prose`] read them; `None` before the first verdict.
+    given: Option<Given>,
+    secret: bool,
+}
+
+/// Strength, `spaced`, `tight`, the context of an assignment or `None` for prose, quoted.
+type Given = (Strength, bool, bool, Option<Context>, bool);
 
 impl ValueEnds {
     fn new() -> ValueEnds {
         // `from > end`: nothing known yet.
-        ValueEnds(Cell::new((1, 0)))
+        ValueEnds(Cell::new((1, 0)), RefCell::new(Verdict::default()))
     }
 
     fn from(&self, b: &[u8], i: usize) -> usize {
@@ -790,6 +808,33 @@ impl ValueEnds {
             .map_or(b.len(), |n| i + n);
         self.0.set((i, end));
         end
+    }
+
+    /// `judge()`, which is `given` the rest of what decides the verdict about the value at
+    /// `value` assigned to the name at `name` in `text`, unless the last verdict was given
+    /// exactly the same.
+    fn judged(
+        &self,
+        text: &str,
+        value: (usize, usize),
+        name: (usize, usize),
+        given: Given,
+        judge: impl FnOnce() -> bool,
+    ) -> bool {
+        let b = text.as_bytes();
+        let same = |a: (usize, usize), c: (usize, usize)| b[a.0..a.1] == b[c.0..c.1];
+        let mut last = self.1.borrow_mut();
+        if last.given == Some(given) && same(last.value, value) && same(last.name, name) {
+            return last.secret;
+        }
+        let secret = judge();
+        *last = Verdict {
+            value,
+            name,
+            given: Some(given),
+            secret,
+        };
+        secret
     }
 }
 
@@ -810,6 +855,7 @@ fn secret_value(
     let name = &text[start..end];
     let key = Key {
         name,
+        name_at: start,
         strength,
         env_style: sep == Sep::Tight && is_env_name(name.as_bytes()),
         tight: sep == Sep::Tight,
@@ -856,6 +902,8 @@ fn separator(b: &[u8], i: usize) -> Option<(usize, Sep)> {
 /// What the name of an assignment says about its value.
 struct Key<'a> {
     name: &'a str,
+    /// Where `name` starts in the text.
+    name_at: usize,
     strength: Strength,
     /// `NAME=value`, where a value is a literal string even when it is a plain word.
     env_style: bool,
@@ -935,7 +983,17 @@ fn value_at(text: &str, i: usize, key: &Key, may_be_typed: bool) -> Option<(usiz
         };
         (i, ve, context)
     };
-    judge(&text[vs..ve], key, context).then_some((vs, ve))
+    let value = &text[vs..ve];
+    // Too short a value is no secret, which `judge` finds first: most candidates of
+    // ordinary text, not worth remembering.
+    if value.len() < min_chars(key.strength, context) {
+        return None;
+    }
+    let name = (key.name_at, key.name_at + key.name.len());
+    let given = (key.strength, key.spaced, key.tight, Some(context), false);
+    key.ends
+        .judged(text, (vs, ve), name, given, || judge(value, key, context))
+        .then_some((vs, ve))
 }
 
 /// Where the quote `q` (`"`, `'`, `` ` `` or JSON's `\"`) closes in `window`, if it does
@@ -956,15 +1014,20 @@ fn closing_quote(window: &[u8], q: &[u8]) -> Option<usize> {
     None
 }
 
+/// The fewest characters a secret of this strength has in this context.
+fn min_chars(strength: Strength, context: Context) -> usize {
+    match (strength, context) {
+        (Strength::Password, Context::Unquoted { .. }) => 6,
+        (Strength::Password, _) => 4,
+        _ => 8,
+    }
+}
+
 /// Whether the value is a secret, given its key and context.
 fn judge(value: &str, key: &Key, context: Context) -> bool {
     // A URL is where a secret is used, not the secret; its password is the URL rule's.
     let random = || looks_random(value) && !value.contains("://");
-    let min_chars = match (key.strength, context) {
-        (Strength::Password, Context::Unquoted { .. }) => 6,
-        (Strength::Password, _) => 4,
-        _ => 8,
-    };
+    let min_chars = min_chars(key.strength, context);
     // Cheapest first: most candidates fail the first checks.
     if value.len() < min_chars
         || (!value.is_ascii() && value.chars().count() < min_chars)
@@ -1198,6 +1261,7 @@ fn encoded_value(
     }
     let key = Key {
         name: &text[start..end],
+        name_at: start,
         strength,
         env_style: false,
         tight: true,
@@ -1214,7 +1278,7 @@ fn encoded_value(
 /// `the staging password is …`, `Password for the admin account is …`, `my API key is
 /// …`, `I set the password to …`: the range of the value a sentence gives for the word at
 /// `start..end`, if it looks like that kind of secret.
-fn prose_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
+fn prose_value(text: &str, start: usize, end: usize, ends: &ValueEnds) -> Option<(usize, usize)> {
     let b = text.as_bytes();
     // The first look is two bytes: prose has a space after the name, then `is`, `was`,
     // `for`, `of`, `on`, `in` or `to`. Most names in text are followed by neither.
@@ -1300,7 +1364,12 @@ fn prose_value(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
         }
     };
     let value = text.get(vs..ve)?;
-    judge_prose(value, strength, quoted).then_some((vs, ve))
+    // The name plays no part in the verdict on prose.
+    let given = (strength, false, false, None, quoted);
+    ends.judged(text, (vs, ve), (0, 0), given, || {
+        judge_prose(value, strength, quoted)
+    })
+    .then_some((vs, ve))
 }
 
 /// Whether `c` may stand before a word of a sentence.
@@ -1424,6 +1493,36 @@ mod tests {
 
     fn run(input: &str) -> String {
         Assignments::new().apply(input).into_owned()
+    }
+
+    #[test]
+    fn a_remembered_verdict_is_the_verdict() {
+        // Verdicts are remembered from one candidate to the next: the same value after
+        // another name, in another context or at another strength must be judged anew.
+        let pieces = [
+            "api_key=\"q7VbN2xK9mPzR4tLw8Yc\"",
+            "api_key: q7VbN2xK9mPzR4tLw8Yc",
+            "page_token=q7VbN2xK9mPzR4tLw8Yc",
+            "PASSWORD=PASSWORD_VALUE",
+            "password = PASSWORD_VALUE",
+            "cache_key=q7VbN2xK9mPzR4tLw8Yc",
+            "x_api_key = \"x_api_key\"",
+            "token = \"x_api_key\"",
+            "the password is Harbor4417!",
+            "the token is Harbor4417!",
+            "the password is 'Harbor4417!'",
+            "DB_PASSWORD=hunter2hunter2",
+            "db_password: hunter2hunter2",
+        ];
+        for a in pieces {
+            for b in pieces {
+                for sep in [" ", "\n"] {
+                    let text = format!("{a}{sep}{b}{sep}{a}");
+                    let expected = format!("{}{sep}{}{sep}{}", run(a), run(b), run(a));
+                    assert_eq!(run(&text), expected, "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]

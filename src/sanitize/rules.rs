@@ -37,23 +37,35 @@ pub(crate) struct TokenRule {
     pub pattern: &'static str,
     /// Decides whether this match is really a secret.
     pub accept: fn(&Candidate) -> bool,
+    /// Where the `secret` group starts in a match (an offset in it), for a family whose
+    /// group ends the match at a place that a scan of the match finds without a regex:
+    /// resolving the group costs several times finding the match, which text made of
+    /// secrets pays for every one. `None` from it, or no locator, and the regex resolves
+    /// the group; debug builds (every test) resolve it both ways and check they agree.
+    pub locate: Option<fn(&str) -> Option<usize>>,
 }
 
 /// A table of [`TokenRule`]s, one rule to an entry after the comment that says why it is
 /// shaped so:
 ///
 /// ```text
-/// "family" [gates…] accept [requires [literals…]]
+/// "family" [gates…] accept [requires [literals…]] [locate function]
 ///     pattern;
 /// ```
 ///
-/// `gates` may also name a constant array of gates. The entries stay a `const` table of
+/// `gates` may also name a constant array of gates; `locate` names the family's
+/// [`TokenRule::locate`]. The entries stay a `const` table of
 /// typed values: an unknown `accept` function or a missing field fails to compile, and
 /// nothing is parsed at run time.
 macro_rules! token_rules {
     (@requires) => { &[] };
     (@requires $requires:tt) => { &$requires };
-    ($($family:literal $gates:tt $accept:ident $(requires $requires:tt)? $pattern:literal;)*) => {
+    (@locate) => { None };
+    (@locate $locate:ident) => { Some($locate) };
+    ($(
+        $family:literal $gates:tt $accept:ident
+        $(requires $requires:tt)? $(locate $locate:ident)? $pattern:literal;
+    )*) => {
         &[$(
             $crate::sanitize::rules::TokenRule {
                 family: $family,
@@ -61,6 +73,7 @@ macro_rules! token_rules {
                 requires: token_rules!(@requires $($requires)?),
                 pattern: $pattern,
                 accept: $accept,
+                locate: token_rules!(@locate $($locate)?),
             },
         )*]
     };
@@ -150,7 +163,9 @@ impl CompiledRule {
         let mut copied = 0;
         let regex = self.regex();
         let secret_group = self.secret_group();
-        let mut groups = regex.capture_locations();
+        // Allocated for the first match whose groups the regex resolves: most lines that
+        // reach a rule have none, and a located secret needs none.
+        let mut groups: Option<regex::CaptureLocations> = None;
         for found in regex.find_iter(line) {
             // Resolving groups costs far more than finding the match, so it is skipped for
             // a match longer than any token (a megabyte run of token characters after a
@@ -159,15 +174,30 @@ impl CompiledRule {
             if found.len() > MAX_CAPTURE_SPAN_BYTES || found.as_str().ends_with(MASK) {
                 continue;
             }
+            let located = self
+                .rule
+                .locate
+                .and_then(|locate| locate(found.as_str()))
+                .map(|offset| (found.start() + offset, found.end()));
             // The same match, its groups resolved on its own span (the text before it still
             // counts for look-around).
-            if regex
-                .captures_read_at(&mut groups, &line[..found.end()], found.start())
-                .is_none()
-            {
-                continue;
+            let resolve = |groups: &mut Option<regex::CaptureLocations>| {
+                let groups = groups.get_or_insert_with(|| regex.capture_locations());
+                regex
+                    .captures_read_at(groups, &line[..found.end()], found.start())
+                    .and_then(|_| groups.get(secret_group))
+            };
+            #[cfg(debug_assertions)]
+            if let Some(located) = located {
+                assert_eq!(
+                    Some(located),
+                    resolve(&mut groups),
+                    "{} locates its secret where its regex does not in {:?}",
+                    self.rule.family,
+                    found.as_str()
+                );
             }
-            let Some((start, end)) = groups.get(secret_group) else {
+            let Some((start, end)) = located.or_else(|| resolve(&mut groups)) else {
                 continue;
             };
             let candidate = Candidate {
@@ -237,6 +267,10 @@ impl RuleSet {
 /// Text at least this long gets the DFA prefilter (see [`TokenRules`]).
 const DFA_MIN_TEXT_BYTES: usize = 64 * 1024;
 
+/// Gate hits on one line after which the rest of the line is read in one overlapping pass
+/// rather than a search per hit (see [`TokenRules::each_gate`]).
+const DENSE_LINE_GATE_HITS: usize = 8;
+
 fn build_prefilter(
     gates: &[(&'static [u8], RuleSet)],
     kind: aho_corasick::AhoCorasickKind,
@@ -256,6 +290,9 @@ pub(crate) struct TokenRules {
     /// but costs milliseconds to build, so it is built only when large text comes.
     prefilter: aho_corasick::AhoCorasick,
     prefilter_dfa: OnceLock<aho_corasick::AhoCorasick>,
+    /// Every gate in a DFA stepped by hand for overlapping matches, for lines dense with
+    /// gates: built the first time one comes.
+    all_gates: OnceLock<aho_corasick::dfa::DFA>,
     /// Each distinct gate literal and the rules it gates.
     gates: Vec<(&'static [u8], RuleSet)>,
     /// For each gate, its rules and those of every gate it holds: all are on the line
@@ -307,6 +344,7 @@ impl TokenRules {
             rules,
             prefilter,
             prefilter_dfa: OnceLock::new(),
+            all_gates: OnceLock::new(),
             gates,
             within,
             around,
@@ -320,7 +358,10 @@ impl TokenRules {
         // The line being collected: its bounds and the rules its gates named.
         let mut line: Option<(usize, usize, RuleSet)> = None;
         self.each_gate(bytes, |p, named| match &mut line {
-            Some((_, end, set)) if p < *end => set.union(named),
+            Some((_, end, set)) if p < *end => {
+                set.union(named);
+                *end
+            }
             _ => {
                 if let Some((start, end, set)) = line.take() {
                     self.flush(text, start, end, &set, &mut out, &mut copied);
@@ -328,6 +369,7 @@ impl TokenRules {
                 let start = memchr::memrchr(b'\n', &bytes[..p]).map_or(0, |i| i + 1);
                 let end = memchr::memchr(b'\n', &bytes[p..]).map_or(bytes.len(), |i| p + i);
                 line = Some((start, end, *named));
+                end
             }
         });
         if let Some((start, end, set)) = line {
@@ -346,7 +388,14 @@ impl TokenRules {
     /// reported itself: each hit also counts the gates it holds, and those around it that
     /// the text holds too. An overlapping search would report them all, at a tenth of the
     /// sanitizer's time on ordinary text.
-    fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet)) {
+    ///
+    /// Each hit, every gate around it included, counts a gate occurrence that starts at or
+    /// before it, and every occurrence is counted by the hit of the search it falls in. So
+    /// a line with many hits (`Authorization: Bearer …` repeated), which would cost a
+    /// search per hit, is read past its [`DENSE_LINE_GATE_HITS`]th in one overlapping pass
+    /// that names every gate occurring in the rest of it: the same rules, far fewer calls.
+    /// `each` returns the end of the hit's line.
+    fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet) -> usize) {
         let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
             self.prefilter_dfa
                 .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
@@ -354,6 +403,8 @@ impl TokenRules {
             &self.prefilter
         };
         let mut pos = 0;
+        // The end of the line of the last hit, and how many hits it has had.
+        let (mut line_end, mut line_hits) = (0, 0);
         while let Some(hit) = prefilter.find(aho_corasick::Input::new(bytes).range(pos..)) {
             let (p, g) = (hit.start(), hit.pattern().as_usize());
             let mut named = self.within[g];
@@ -362,8 +413,39 @@ impl TokenRules {
                     named.union(&self.gates[h].1);
                 }
             }
-            each(p, &named);
             pos = p + 1;
+            line_hits = if p < line_end { line_hits + 1 } else { 1 };
+            line_end = each(p, &named);
+            if line_hits >= DENSE_LINE_GATE_HITS {
+                let mut rest = RuleSet::default();
+                self.name_all_gates(&bytes[pos..line_end], &mut rest);
+                each(p, &rest);
+                pos = line_end;
+            }
+        }
+    }
+
+    /// Adds the rules of every gate occurring in `bytes`: a DFA stepped a byte at a time,
+    /// each state knowing the gates that end there, so a gate costs no search of its own.
+    fn name_all_gates(&self, bytes: &[u8], named: &mut RuleSet) {
+        use aho_corasick::automaton::Automaton;
+        let dfa = self.all_gates.get_or_init(|| {
+            aho_corasick::dfa::DFA::builder()
+                .prefilter(false)
+                .build(self.gates.iter().map(|(g, _)| *g))
+                .expect("a set of literals builds")
+        });
+        let anchored = aho_corasick::Anchored::No;
+        let mut state = dfa
+            .start_state(anchored)
+            .expect("the DFA searches unanchored");
+        for &byte in bytes {
+            state = dfa.next_state(anchored, state, byte);
+            if dfa.is_special(state) && dfa.is_match(state) {
+                for i in 0..dfa.match_len(state) {
+                    named.union(&self.gates[dfa.match_pattern(state, i).as_usize()].1);
+                }
+            }
         }
     }
 
@@ -371,7 +453,10 @@ impl TokenRules {
     #[cfg(test)]
     fn rules_named_on(&self, line: &str) -> RuleSet {
         let mut named = RuleSet::default();
-        self.each_gate(line.as_bytes(), |_, set| named.union(set));
+        self.each_gate(line.as_bytes(), |_, set| {
+            named.union(set);
+            line.len()
+        });
         named
     }
 
@@ -494,6 +579,63 @@ pub(crate) mod testing {
         }
     }
 
+    /// Checks the locator of `family` against its regex on lines made of `slots`: each
+    /// line is one choice from every slot in turn, the whole repeated once or twice, so
+    /// that the rule matches in all the shapes the choices make and around them: wherever
+    /// the regex matches, the locator finds the start of the `secret` group that the
+    /// regex resolves, or leaves it to the regex.
+    pub(crate) fn check_locator(table: &'static [TokenRule], family: &str, slots: &[&[&str]]) {
+        let rule = table
+            .iter()
+            .find(|r| r.family == family)
+            .unwrap_or_else(|| panic!("no family {family}"));
+        let locate = rule.locate.expect("the family has a locator");
+        let compiled = CompiledRule::new(rule);
+        let (regex, group) = (compiled.regex(), compiled.secret_group());
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let (mut located, mut matches) = (0, 0);
+        for _ in 0..100_000 {
+            let line: String = (0..1 + next(2))
+                .flat_map(|_| {
+                    slots
+                        .iter()
+                        .map(|slot| slot[next(slot.len())])
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for found in regex.find_iter(&line) {
+                matches += 1;
+                let caps = regex
+                    .captures_at(&line[..found.end()], found.start())
+                    .expect("a match has its groups");
+                let secret = caps.get(group).expect("the secret group takes part");
+                assert_eq!(secret.end(), found.end(), "{family}: {line:?}");
+                if let Some(offset) = locate(found.as_str()) {
+                    located += 1;
+                    assert_eq!(
+                        found.start() + offset,
+                        secret.start(),
+                        "{family} in {:?}",
+                        found.as_str()
+                    );
+                }
+            }
+        }
+        // The slots must make the rule match often, and the locator must read nearly all
+        // of those matches, or the check checks little.
+        assert!(matches >= 10_000, "{family}: {matches} matches");
+        assert!(
+            located * 10 >= matches * 9,
+            "{family}: located {located} of {matches}"
+        );
+    }
+
     /// Checks that every family of `table` has a case and every case holds.
     pub(crate) fn check_table(table: &'static [TokenRule], cases: &[Case]) {
         for rule in table {
@@ -591,6 +733,46 @@ mod tests {
         assert!(names.contains(&"presigned-url-credential"), "{names:?}");
         assert!(names.contains(&"aws-session-token"), "{names:?}");
         assert!(names.contains(&"api-key-header"), "{names:?}");
+    }
+
+    #[test]
+    fn every_gate_on_a_line_names_its_rules_however_dense() {
+        // Lines made of gates and pieces of gates, overlapping and run together, with few
+        // hits and with many (past DENSE_LINE_GATE_HITS, where the rest of the line is
+        // read in one pass): the rules named are those of every gate the line holds.
+        let rules = TokenRules::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for round in 0..400 {
+            let mut line = Vec::new();
+            for _ in 0..1 + round % 40 {
+                let (gate, _) = rules.gates[next(rules.gates.len())];
+                let (a, b) = (next(gate.len()), next(gate.len() + 1));
+                match next(4) {
+                    0 => line.extend_from_slice(&gate[a.min(b)..a.max(b)]),
+                    1 => line.extend_from_slice(b" x="),
+                    _ => line.extend_from_slice(gate),
+                }
+            }
+            let line = String::from_utf8_lossy(&line).replace('\n', " ");
+            let mut expected = RuleSet::default();
+            for (gate, set) in &rules.gates {
+                if memchr::memmem::find(line.as_bytes(), gate).is_some() {
+                    expected.union(set);
+                }
+            }
+            let named = rules.rules_named_on(&line);
+            assert_eq!(
+                named.iter().collect::<Vec<_>>(),
+                expected.iter().collect::<Vec<_>>(),
+                "{line:?}"
+            );
+        }
     }
 
     #[test]

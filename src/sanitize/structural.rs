@@ -9,6 +9,7 @@
 use super::rules::token_rules;
 use super::rules::{
     always, not_placeholder, random_not_placeholder, raw_credential, Candidate, TokenRule,
+    AUTH_SCHEMES,
 };
 use super::value::{is_placeholder, is_prose_word, looks_random, percent_decode};
 use super::MASK;
@@ -23,7 +24,7 @@ pub(crate) const RULES: &[TokenRule] = token_rules! {
     // `HTTP_AUTHORIZATION`, percent-encoded, and in source code a header map's entry
     // (`headers["Authorization"] = "Basic …"`, `'Authorization' => 'Basic …'`) or a
     // setter's arguments (`setRequestHeader("Authorization", "Basic …")`).
-    "authorization-scheme" AUTHORIZATION_GATES scheme_credential
+    "authorization-scheme" AUTHORIZATION_GATES scheme_credential locate after_scheme
         r#"{LEAD}(?i-u:(?:[a-z0-9]+[_-])*(?:proxy-)?authorization(?:\\?["']\]?[ \t]*(?:=>|[:=,])|\]?[ \t]*(?:=>|[:=]|%3a))[ \t]*(?:\\?["'\[])?(?:%20|\+)*(?:bearer|basic|token|digest|negotiate|ntlm|dpop|apikey|sso-key)(?:[ \t]+|%20|\+))(?P<secret>(?:[A-Za-z0-9._~+/=:-]|\\/|%2[bBfF]|%3[dD])+)"#;
     // A header value without a scheme; it must look like a credential, since
     // "Authorization: required" is prose. Eight characters at least, in the pattern
@@ -59,7 +60,7 @@ pub(crate) const RULES: &[TokenRule] = token_rules! {
     ] connection_string_password requires [";"]
         r#"(?i-u:(?:^|[;"'\s])(?:password|pwd)[ \t]*=[ \t]*)(?P<secret>[^;"'\\\r\n]*[^;"'\\\s])"#;
     // `curl -u user:password`, `curl --user=user:password`.
-    "curl-user" ["curl"] not_placeholder requires ["-u", ":"]
+    "curl-user" ["curl"] not_placeholder requires ["-u", ":"] locate after_user
         r#"(?-u:\b)curl(?-u:\b)[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)(?:\\?["'])?[^\s:"'\\]*:(?P<secret>[^\s"'\\]+)"#;
     // `.netrc`: `machine h login u password p`, or `password p` on a line of its own.
     "netrc-password" ["password ", "password	"] netrc_password
@@ -116,7 +117,7 @@ pub(crate) const RULES: &[TokenRule] = token_rules! {
     "presigned-url-credential" [
         "X-Amz-", "x-amz-", "X-AMZ-", "X-Goog-", "x-goog-", "X-GOOG-", "x-oss-", "Signature=",
         "signature=", "security-token="
-    ] presigned_param requires ["="]
+    ] presigned_param requires ["="] locate after_equals
         r"(?:[?&;]|\\u0026|&amp;)(?i-u:x-(?:amz|goog|oss)-(?:credential|security-token|signature)|security-token|signature)=(?P<secret>(?:[A-Za-z0-9._~+/=-]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f])|\\/|\[REDACTED\])+)";
     // A secret passed positionally to an SDK constructor right after the id that names its
     // vendor: Twilio's account SID (`Client("AC…", "<auth token>")`), an AWS access key id
@@ -144,6 +145,115 @@ const AUTHORIZATION_GATES: [&str; 14] = [
     "UTHORIZATION%3",
     "UTHORIZATION]",
 ];
+
+// Locators (`TokenRule::locate`): where the `secret` group of a match starts, read off the
+// match the one way its pattern allows. Each returns `None` where the match does not read
+// as expected, and the regex resolves the group instead.
+
+/// `authorization-scheme`: every part before the secret ends at the one place where what
+/// follows cannot continue it: the lead (a word character, or an escape whose end the
+/// header's name follows), the name (a run of name bytes, ending `authorization`), the
+/// separator (quoted or not), blanks, an opening quote or bracket, `%20`s and `+`s, the
+/// scheme (no scheme starts another), then blanks, `%20` or a single `+`.
+fn after_scheme(m: &str) -> Option<usize> {
+    let b = m.as_bytes();
+    let at = |i: usize| b.get(i).copied();
+    let blanks = |i: usize| {
+        i + b[i.min(b.len())..]
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t'))
+            .count()
+    };
+    let starts_ci =
+        |i: usize, w: &[u8]| b.len() >= i + w.len() && b[i..i + w.len()].eq_ignore_ascii_case(w);
+    // {LEAD}: `\b`, `\\[nrt]`, ESC `[…m`, `\\u001b[…m`, `\\u` and four hex digits, `%` and two.
+    let sgr_end = |i: usize| {
+        let n = b[i.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || **c == b';')
+            .count();
+        (at(i + n) == Some(b'm')).then_some(i + n + 1)
+    };
+    let hex =
+        |i: usize, n: usize| b.len() >= i + n && b[i..i + n].iter().all(u8::is_ascii_hexdigit);
+    let lead = match (at(0)?, at(1)) {
+        (c, _) if c.is_ascii_alphanumeric() || c == b'_' => 0,
+        (b'\\', Some(b'n' | b'r' | b't')) => 2,
+        (b'\\', Some(b'u')) if starts_ci(2, b"001b[") => sgr_end(7)?,
+        (b'\\', Some(b'u')) if hex(2, 4) => 6,
+        (0x1b, Some(b'[')) => sgr_end(2)?,
+        (b'%', _) if hex(1, 2) => 3,
+        _ => return None,
+    };
+    let name_end = lead
+        + b[lead..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
+            .count();
+    if name_end < lead + 13 || !b[name_end - 13..name_end].eq_ignore_ascii_case(b"authorization") {
+        return None;
+    }
+    let mut i = name_end;
+    // `\\?["']\]?[ \t]*(?:=>|[:=,])` or `\]?[ \t]*(?:=>|[:=]|%3a)`.
+    let quoted = match (at(i), at(i + 1)) {
+        (Some(b'\\'), Some(b'"' | b'\'')) => 2,
+        (Some(b'"' | b'\''), _) => 1,
+        _ => 0,
+    };
+    i += quoted;
+    i += usize::from(at(i) == Some(b']'));
+    i = blanks(i);
+    i += match at(i)? {
+        b'=' if at(i + 1) == Some(b'>') => 2,
+        b':' | b'=' => 1,
+        b',' if quoted > 0 => 1,
+        b'%' if quoted == 0 && starts_ci(i, b"%3a") => 3,
+        _ => return None,
+    };
+    i = blanks(i);
+    i += match (at(i), at(i + 1)) {
+        (Some(b'\\'), Some(b'"' | b'\'' | b'[')) => 2,
+        (Some(b'"' | b'\'' | b'['), _) => 1,
+        _ => 0,
+    };
+    loop {
+        if b[i.min(b.len())..].starts_with(b"%20") {
+            i += 3;
+        } else if at(i) == Some(b'+') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let scheme = AUTH_SCHEMES.iter().find(|w| starts_ci(i, w.as_bytes()))?;
+    i += scheme.len();
+    i = match at(i)? {
+        b' ' | b'\t' => blanks(i),
+        b'%' if b[i..].starts_with(b"%20") => i + 3,
+        b'+' => i + 1,
+        _ => return None,
+    };
+    (i < b.len()).then_some(i)
+}
+
+/// `curl-user`: the secret holds no white space, and between it and the match's last
+/// white space stand only `-u=` or `--user=`, a quote and the user name, none of which
+/// holds a `:`; so it starts after the first `:` of the match's last run of non-white
+/// space (white space as the regex's `\s` reads it: Unicode's, which is `char`'s).
+fn after_user(m: &str) -> Option<usize> {
+    let run = m
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace())
+        .map(|(i, c)| i + c.len_utf8())?;
+    memchr::memchr(b':', &m.as_bytes()[run..]).map(|colon| run + colon + 1)
+}
+
+/// `presigned-url-credential`: neither what opens the parameter nor its name holds a
+/// `=`, so the secret starts after the match's first `=`.
+fn after_equals(m: &str) -> Option<usize> {
+    memchr::memchr(b'=', m.as_bytes()).map(|i| i + 1)
+}
 
 /// A credential after an `Authorization` scheme, unless it is a placeholder or the prefix
 /// of a masked token (`Bearer ghp_****`, `Bearer sk-<key>`).
@@ -284,7 +394,7 @@ fn cli_password(c: &Candidate) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rules::testing::{case, check_table, Case};
+    use super::super::rules::testing::{case, check_locator, check_table, Case};
     use super::*;
 
     // Random values generated for these tests, split so that secret scanners do not flag
@@ -309,6 +419,136 @@ mod tests {
     );
     const HEX32: &str = concat!("672005ed217a33c1", "13ddd3cab40fbbef");
     const HEX32B: &str = concat!("90d024bb94ab1246", "db5c63c112fdbf3d");
+
+    #[test]
+    fn locators_agree_with_their_regexes() {
+        // What may stand around and inside a secret: blanks and Unicode white space,
+        // quotes, escapes, percent-escapes, masks, separators again.
+        let noise: &[&str] = &[
+            "",
+            "",
+            " ",
+            "\t",
+            "\"",
+            "'",
+            "\\",
+            ":",
+            "=",
+            "+",
+            "%20",
+            "%2F",
+            "\\/",
+            "é",
+            "\u{a0}",
+            "\u{2028}",
+            "[REDACTED]",
+            "x",
+            "-",
+            ",",
+        ];
+        let value: &[&str] = &[
+            "q7VbN2xK9mPzR4tLw8Yc",
+            "a",
+            "+x",
+            "=:~",
+            "p%3dq",
+            "",
+            "[REDACTED]",
+        ];
+        check_locator(
+            RULES,
+            "authorization-scheme",
+            &[
+                &[
+                    "",
+                    "x",
+                    "\\n",
+                    "\\u001b[1;31m",
+                    "\\u001B[m",
+                    "\x1b[0m",
+                    "\\u0041",
+                    "%41",
+                    " ",
+                    "_",
+                ],
+                &["", "my_", "x-", "a1-b2_", "proxy-", "Proxy-", "-"],
+                &[
+                    "Authorization",
+                    "authorization",
+                    "AUTHORIZATION",
+                    "authorisation",
+                ],
+                &["", "\"", "'", "\\\"", "\\'", "]", "\"]", "\\"],
+                &["", " ", "\t ", "  "],
+                &[":", "=", "=>", ",", "%3a", "%3A", "%3b", ";"],
+                &["", " ", "\t"],
+                &["", "\"", "'", "[", "\\\"", "\\[", "\\x"],
+                &["", "%20", "+", "%20+%20", "++"],
+                &[
+                    "Bearer",
+                    "bearer",
+                    "BASIC",
+                    "token",
+                    "Digest",
+                    "negotiate",
+                    "NTLM",
+                    "dpop",
+                    "ApiKey",
+                    "sso-key",
+                    "Bearers",
+                    "tok",
+                ],
+                &[" ", "\t", "  ", "%20", "+", "++", "%2B", "", "\u{a0}"],
+                value,
+                noise,
+            ],
+        );
+        check_locator(
+            RULES,
+            "curl-user",
+            &[
+                &["curl", "curl", "xcurl", "curl_"],
+                &[" ", "\t", " -s ", " -H 'a: b' ", "\u{a0}", " -u a:b "],
+                &["-u", "--user", "-U", "-user"],
+                &[" ", "\t\t", "=", "\u{2028}", ""],
+                &["", "\"", "'", "\\\"", "\\'"],
+                &["", "alice", "a\u{a0}b", "é", "a=b"],
+                &[":", "::", ":é:", ":\\"],
+                value,
+                noise,
+            ],
+        );
+        check_locator(
+            RULES,
+            "presigned-url-credential",
+            &[
+                &["https://b.s3.amazonaws.com/k", "", "x"],
+                &["?", "&", ";", "\\u0026", "&amp;", "#"],
+                &[
+                    "X-Amz-Signature",
+                    "x-goog-credential",
+                    "X-OSS-Security-Token",
+                    "security-token",
+                    "Signature",
+                    "signature",
+                    "X-Amz-Credential",
+                ],
+                &["=", "==", "=%3D"],
+                value,
+                noise,
+            ],
+        );
+    }
+
+    #[test]
+    fn the_scheme_locator_knows_the_schemes_of_the_pattern() {
+        let rule = RULES
+            .iter()
+            .find(|r| r.family == "authorization-scheme")
+            .expect("the family exists");
+        let schemes = format!("(?:{})", AUTH_SCHEMES.join("|"));
+        assert!(rule.pattern.contains(&schemes), "{schemes}");
+    }
 
     fn cases() -> Vec<Case> {
         vec![

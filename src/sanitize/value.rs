@@ -317,15 +317,16 @@ pub(crate) fn is_path(v: &str) -> bool {
 /// A value that a sentence puts after "password is" without it being a password: a
 /// compound (`SHA256-hashed`, `AES-256-encrypted`), a date, a time or a version.
 pub(crate) fn is_prose_value(v: &str) -> bool {
-    let lower = v.to_ascii_lowercase();
-    let compound = lower.rsplit_once('-').is_some_and(|(_, last)| {
+    // The last part after a `-` is a word of four letters or more with a word's ending,
+    // in any case (compared without a lowercased copy).
+    let compound = v.rsplit_once('-').is_some_and(|(_, last)| {
         last.len() >= 4
-            && last.bytes().all(|c| c.is_ascii_lowercase())
+            && last.bytes().all(|c| c.is_ascii_alphabetic())
             && [
                 "ed", "ing", "based", "only", "like", "safe", "free", "length",
             ]
             .iter()
-            .any(|s| last.ends_with(s))
+            .any(|s| ends_with_ignore_ascii_case(last.as_bytes(), s))
     });
     let numeric = v
         .bytes()
