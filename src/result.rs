@@ -196,7 +196,7 @@ pub struct AttemptDetail {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SingleResult {
     /// The task's own run id, in parallel and chain results (each task has its own folder).
@@ -487,11 +487,9 @@ mod tests {
     #[test]
     fn single_result_serializes_to_the_contract_shape() {
         let r = SingleResult {
-            run_id: None,
             agent: "explorer".into(),
             task: "find auth".into(),
             exit_code: 124,
-            usage: Usage::default(),
             error: Some("Subagent timed out after 1000ms without activity.".into()),
             session_file: "/s/session.jsonl".into(),
             output: "partial".into(),
@@ -504,21 +502,9 @@ mod tests {
             ],
             timeout_reason: Some(TimeoutReason::Idle),
             backend: "pi".into(),
-            model: None,
             duration_ms: 1001,
             attempts: 1,
-            skipped_lines: 0,
-            leaked_processes: false,
-            termination: None,
-            leak: Leak::None,
-            child_session_id: None,
-            structured: None,
-            warnings: Vec::new(),
-            limit: None,
-            attempts_detail: Vec::new(),
-            sandbox: None,
-            worktree: None,
-            runner: None,
+            ..SingleResult::default()
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
@@ -535,11 +521,9 @@ mod tests {
 
     fn single(task: &str, output: &str, error: Option<&str>) -> SingleResult {
         SingleResult {
-            run_id: None,
             agent: "explorer".into(),
             task: task.into(),
             exit_code: if error.is_some() { 1 } else { 0 },
-            usage: Usage::default(),
             error: error.map(str::to_string),
             session_file: "/s/session.jsonl".into(),
             output: output.into(),
@@ -547,23 +531,10 @@ mod tests {
                 name: "read".into(),
                 args: json!({"path": "a"}),
             }],
-            timeout_reason: None,
             backend: "pi".into(),
-            model: None,
             duration_ms: 5,
             attempts: 1,
-            skipped_lines: 0,
-            leaked_processes: false,
-            termination: None,
-            leak: Leak::None,
-            child_session_id: None,
-            structured: None,
-            warnings: Vec::new(),
-            limit: None,
-            attempts_detail: Vec::new(),
-            sandbox: None,
-            worktree: None,
-            runner: None,
+            ..SingleResult::default()
         }
     }
 

@@ -305,32 +305,11 @@ fn unrun_result(asked: &Asked, out: &RunOutput) -> SingleResult {
         |e| e.message.clone(),
     );
     SingleResult {
-        run_id: None,
         agent: asked.agent.clone(),
         task: asked.task.clone(),
         exit_code: out.exit_status,
-        usage: Default::default(),
         error: Some(message),
-        session_file: String::new(),
-        output: String::new(),
-        display_items: Vec::new(),
-        timeout_reason: None,
-        backend: String::new(),
-        model: None,
-        duration_ms: 0,
-        attempts: 0,
-        skipped_lines: 0,
-        leaked_processes: false,
-        termination: None,
-        leak: Default::default(),
-        child_session_id: None,
-        warnings: Vec::new(),
-        limit: None,
-        attempts_detail: Vec::new(),
-        sandbox: None,
-        worktree: None,
-        structured: None,
-        runner: None,
+        ..SingleResult::default()
     }
 }
 
