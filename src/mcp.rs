@@ -91,22 +91,13 @@ pub(crate) struct SubagentArgs {
     #[serde(default)]
     pub sandbox: Option<SandboxMode>,
     #[serde(default)]
-    pub network: Option<NetworkArg>,
+    pub network: Option<Network>,
     // worktree: a git worktree of its own, on branch orchestrate/<runId>.
     #[serde(default)]
     pub isolation: Option<IsolationArg>,
     // local, slurm, or a runner named in the config.
     #[serde(default)]
     pub runner: Option<String>,
-}
-
-// `network` without the sandbox type's documentation, which would weigh on every parent
-// session's tool list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum NetworkArg {
-    On,
-    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -169,10 +160,7 @@ impl SubagentArgs {
             },
             fallback_models: self.fallback_models,
             sandbox: self.sandbox,
-            network: self.network.map(|n| match n {
-                NetworkArg::On => Network::On,
-                NetworkArg::Off => Network::Off,
-            }),
+            network: self.network,
             worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
             output_schema: self
                 .output_schema

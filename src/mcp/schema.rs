@@ -130,8 +130,50 @@ pub(crate) fn compact(schema: &mut Value) {
             if o.get("additionalProperties") == Some(&json!({})) {
                 o.remove("additionalProperties");
             }
+            flatten_choices(o);
         }
         Value::Array(_) | Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+    }
+}
+
+/// An optional value and an enum whose variants carry doc comments come out of schemars
+/// as `anyOf: [X, {type: null}]` and `oneOf` of one `const` per variant, each with its
+/// description: written as X itself, and as a plain `enum` of the values, so that an
+/// argument costs the same bytes whatever its type's documentation says: the description
+/// inside the `anyOf` (the type's doc comment) is left out, the argument's own stays.
+fn flatten_choices(o: &mut serde_json::Map<String, Value>) {
+    if let Some(Value::Array(subs)) = o.get("anyOf") {
+        let mut rest = subs
+            .iter()
+            .filter(|s| s.get("type") != Some(&json!("null")));
+        if let (Some(Value::Object(only)), None) = (rest.next(), rest.next()) {
+            let only = only.clone();
+            o.remove("anyOf");
+            for (k, v) in only.into_iter().filter(|(k, _)| k != "description") {
+                o.entry(k).or_insert(v);
+            }
+        }
+    }
+    let values: Option<Vec<Value>> = match o.get("oneOf") {
+        Some(Value::Array(variants)) => variants
+            .iter()
+            .map(|v| {
+                let single = v
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .filter(|e| e.len() == 1);
+                v.get("const")
+                    .or_else(|| single.map(|e| &e[0]))
+                    .filter(|c| c.is_string())
+                    .cloned()
+            })
+            .collect(),
+        _ => None,
+    };
+    if let Some(values) = values {
+        o.remove("oneOf");
+        o.insert("type".to_string(), json!("string"));
+        o.insert("enum".to_string(), Value::Array(values));
     }
 }
 
@@ -205,7 +247,20 @@ mod tests {
         items: Vec<Item>,
         anything: Option<serde_json::Value>,
         level: Option<Level>,
+        /// Which mode.
+        mode: Option<Mode>,
         object: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+
+    /// A mode whose variants say what they do: their words are for the code, not for
+    /// every parent session's tool list.
+    #[derive(JsonSchema, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    #[allow(dead_code)]
+    enum Mode {
+        On,
+        /// Nothing at all, which takes a long sentence to explain.
+        Off,
     }
 
     #[derive(JsonSchema, serde::Deserialize)]
@@ -233,6 +288,7 @@ mod tests {
                 "properties": {
                     "name": {"type": "string", "description": "Who."},
                     "level": {"type": "string", "enum": ["low", "high"]},
+                    "mode": {"type": "string", "enum": ["on", "off"], "description": "Which mode."},
                     "waitMs": {"type": "integer", "minimum": 1, "description": "How long."},
                     "items": {"type": "array", "items": {
                         "type": "object",
