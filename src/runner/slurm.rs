@@ -135,9 +135,7 @@ pub(crate) fn command_line(
 /// is, and the controller answers (`scontrol ping` says so at once where srun would retry
 /// for seconds).
 pub(crate) async fn preflight(cwd: &Path) -> Result<(), SlurmError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|dir| is_executable(&dir.join("srun")));
-    if !found {
+    if crate::backends::find_program("srun".as_ref()).is_none() {
         return Err(SlurmError::NoSrun);
     }
     if let Some(conf) = std::env::var_os("SLURM_CONF").filter(|c| !c.is_empty()) {
@@ -161,11 +159,6 @@ pub(crate) async fn preflight(cwd: &Path) -> Result<(), SlurmError> {
         }));
     }
     Ok(())
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// A job as `squeue` shows it.
