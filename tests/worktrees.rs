@@ -4,32 +4,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
+use support::git::{checkout_state, git};
 use support::Sandbox;
 
 const WRITER: &str =
     "---\nname: writer\ndescription: d\ntools: read, bash\nbackend: pi\n---\nYou write.\n";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// `sb.work` as a repository with a commit, and the writer agent.
 fn repository() -> Sandbox {
@@ -37,51 +20,11 @@ fn repository() -> Sandbox {
         .scenario("write-probe")
         .set("ORCHESTRATE_SANDBOX", "auto");
     std::fs::write(sb.agents.join("writer.md"), WRITER).unwrap();
-    let w = &sb.work;
-    git(w, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(w.join("README.md"), "hello\n").unwrap();
-    std::fs::create_dir_all(w.join("src")).unwrap();
-    std::fs::write(w.join("src/lib.rs"), "fn main() {}\n").unwrap();
-    git(w, &["add", "."]);
-    git(
-        w,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "--quiet",
-            "-m",
-            "init",
-        ],
+    support::git::commit_files(
+        &sb.work,
+        &[("README.md", "hello\n"), ("src/lib.rs", "fn main() {}\n")],
     );
     sb
-}
-
-/// Every file of the checkout (outside `.git`) with its bytes, the index and HEAD: what
-/// must not change.
-type CheckoutState = (BTreeMap<String, Vec<u8>>, Vec<u8>, String);
-
-fn checkout_state(dir: &Path) -> CheckoutState {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.file_name().is_some_and(|n| n == ".git") {
-                continue;
-            }
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut files = BTreeMap::new();
-    walk(dir, dir, &mut files);
-    let index = std::fs::read(dir.join(".git/index")).unwrap();
-    (files, index, git(dir, &["rev-parse", "HEAD"]))
 }
 
 fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value) {

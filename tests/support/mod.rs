@@ -8,6 +8,8 @@
 //! starts inherits that, plus the `ORCHESTRATE_RUN_ID` orchestrate gives its children.
 #![allow(dead_code)]
 
+pub mod git;
+
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -12,8 +12,13 @@ use super::cli::{
     subset_of, text_item, Cli, Offered, PromptIn, Refusal, SchemaSent, ToolUse, Traffic,
 };
 use super::harness::{note, Run};
+// The contract binaries have no `support` module; tests/slurm.rs has both, hence two copies.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../support/git.rs"]
+mod git;
 use super::{normalized, report, round_cost, Finished, Sandbox};
 use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
+use git::{checkout_state, git};
 
 /// The bound on each `orchestrate` run.
 const WALL_CLOCK: Duration = Duration::from_secs(60);
@@ -1022,48 +1027,6 @@ fn sandboxed_workspace_write(cli: &Cli, bin: &Path) {
     drop(sb);
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Every file of a checkout outside `.git` with its bytes, its index, and HEAD.
-type CheckoutState = (Vec<(String, Vec<u8>)>, Vec<u8>, String);
-
-/// The state of the checkout at `dir`.
-fn checkout_state(dir: &Path) -> CheckoutState {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.file_name().is_some_and(|n| n == ".git") {
-                continue;
-            }
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().display().to_string();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files);
-    files.sort();
-    let index = std::fs::read(dir.join(".git/index")).unwrap();
-    (files, index, git(dir, &["rev-parse", "HEAD"]))
-}
-
 fn parallel_worktrees(cli: &Cli, bin: &Path) {
     let shell = (cli.shell)("pwd > where.txt");
     let (mock, sb) = setup(cli, bin, |_| {
@@ -1085,22 +1048,7 @@ fn parallel_worktrees(cli: &Cli, bin: &Path) {
     assert_eq!(warm_up.status, 0, "stderr: {}", warm_up.stderr);
     let w = &sb.work;
     std::fs::remove_file(w.join("where.txt")).unwrap();
-    git(w, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(w.join("README.md"), "hello\n").unwrap();
-    git(w, &["add", "."]);
-    git(
-        w,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "--quiet",
-            "-m",
-            "init",
-        ],
-    );
+    git::commit_files(w, &[("README.md", "hello\n")]);
     let before = checkout_state(w);
     let out = sb.run_args(
         &[
