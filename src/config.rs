@@ -171,7 +171,7 @@ impl Default for Config {
             sandbox: Setting::default(None),
             network: Setting::default(Network::On),
             runner: Setting::default(runner::LOCAL.to_string()),
-            queue_timeout: Setting::default(runner::DEFAULT_QUEUE_TIMEOUT),
+            queue_timeout: Setting::default(limits::DEFAULT_QUEUE_TIMEOUT),
             runners: Setting::default(BTreeMap::new()),
         }
     }

@@ -26,6 +26,8 @@ pub(crate) mod duration;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod history;
+#[cfg(test)]
+mod layering;
 pub(crate) mod limits;
 pub(crate) mod mcp;
 pub(crate) mod platform;

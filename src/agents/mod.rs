@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::backends::tools::Tool;
-use crate::backends::{BackendChoice, DialectKind};
+use crate::backends::tools::{Permissions, Tool};
+use crate::backends::{AgentBrief, BackendChoice, DialectKind};
 use crate::structured::SchemaSource;
 
 pub(crate) use discovery::{discover, Catalog, DiscoveryOptions};
@@ -28,7 +28,7 @@ pub(crate) use frontmatter::parse_agent_file;
 
 /// One agent: what the parent asks for by name, and how its child is configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentDef {
+pub(crate) struct AgentDef {
     pub name: String,
     pub description: String,
     /// In the order written, read into the one tool vocabulary. Empty means the backend's
@@ -61,7 +61,7 @@ pub struct AgentDef {
 /// What an agent file may set beyond `max_turns`: the rest of the budgets, the tool and
 /// connect timeouts, and the models to fall back on.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentLimits {
+pub(crate) struct AgentLimits {
     /// Input + output + cache-write tokens.
     pub max_tokens: Option<u64>,
     /// USD.
@@ -78,8 +78,26 @@ pub struct AgentLimits {
 impl Eq for AgentLimits {}
 
 impl AgentDef {
+    /// What a backend needs of this agent to run it.
+    pub(crate) fn brief(&self) -> AgentBrief {
+        AgentBrief {
+            name: self.name.clone(),
+            source: self.source.display(),
+            tools: self.tools.clone(),
+            readonly: self.readonly,
+            system_prompt: self.system_prompt.clone(),
+            command: self.command.clone(),
+            dialect: self.dialect,
+        }
+    }
+
+    /// What it may do, from its tools and `readonly`.
+    pub(crate) fn permissions(&self) -> Permissions {
+        Permissions::new(&self.tools, self.readonly)
+    }
+
     /// The shape `orchestrate agents --json` prints for each agent.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         json!({
             "name": self.name,
             "description": self.description,
@@ -96,7 +114,7 @@ impl AgentDef {
 
 /// How an agent's child is isolated, as its file asks (`None`: the run's default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Isolation {
+pub(crate) struct Isolation {
     pub sandbox: Option<crate::sandbox::SandboxMode>,
     pub network: Option<crate::sandbox::Network>,
     /// `isolation: worktree`: the child works in a git worktree of its own.
@@ -109,7 +127,7 @@ pub struct Isolation {
 /// Where a definition was found; serialized lowercase (`"flag"` is `--agents-dir`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Scope {
+pub(crate) enum Scope {
     Flag,
     Project,
     User,
@@ -117,7 +135,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scope::Flag => "flag",
             Scope::Project => "project",
@@ -134,21 +152,21 @@ impl std::fmt::Display for Scope {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentSource {
+pub(crate) enum AgentSource {
     Builtin,
     File { path: PathBuf, scope: Scope },
 }
 
 impl AgentSource {
     /// `"builtin"`, or the file's path (absolute when it came from [`discover`]).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             AgentSource::Builtin => "builtin".to_string(),
             AgentSource::File { path, .. } => path.display().to_string(),
         }
     }
 
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         match self {
             AgentSource::Builtin => Scope::Builtin,
             AgentSource::File { scope, .. } => *scope,

@@ -510,13 +510,13 @@ mod tests {
         assert_eq!(inv.warnings.len(), 1);
     }
 
-    /// Turns are counted by orchestrate from the stream; the cost, which claude reports
-    /// only at the end, is claude's own to keep to.
+    /// Turns are counted by orchestrate from the stream (a backend is not even told the
+    /// agent's turn budget); the cost, which claude reports only at the end, is claude's
+    /// own to keep to.
     #[test]
     fn writers_get_their_tools_allowed_and_the_cost_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let mut a = agent(&["read", "edit", "write", "bash"], false, "");
-        a.max_turns = Some(7);
+        let a = agent(&["read", "edit", "write", "bash"], false, "");
         let inv = build(
             "claude".into(),
             &InvocationInput {

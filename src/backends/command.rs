@@ -41,7 +41,7 @@ fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, 
         .ok_or_else(|| {
             BackendError::Command(format!(
                 "a command template: set `command:` in {} or ORCHESTRATE_COMMAND_TEMPLATE",
-                input.agent.source.display()
+                input.agent.source
             ))
         })?;
     let dialect = match input.agent.dialect {
@@ -51,7 +51,7 @@ fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, 
                 BackendError::Command(format!(
                     "a dialect: set `dialect:` ({}) in {} or ORCHESTRATE_COMMAND_DIALECT",
                     super::dialect_names().join(", "),
-                    input.agent.source.display()
+                    input.agent.source
                 ))
             })?;
             DialectKind::parse(&name).map_err(|e| {
@@ -179,7 +179,7 @@ mod tests {
     fn missing_pieces_are_named() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = agent(&[], false, "");
-        let input = |a: &crate::agents::AgentDef| {
+        let input = |a: &crate::backends::AgentBrief| {
             build(
                 OsString::new(),
                 &InvocationInput {

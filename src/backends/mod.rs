@@ -21,16 +21,32 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use crate::agents::AgentDef;
 use crate::events::{AgentEvent, TextKind, Transient};
+pub(crate) use crate::platform::find_program;
 use crate::result::Usage;
 pub(crate) use crate::sandbox::ChildEnv;
 use crate::structured::OutputSchema;
 
+/// What a backend needs of the agent it runs, taken from the agent's definition
+/// (`AgentDef::brief`): backends read no agent files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentBrief {
+    pub name: String,
+    /// Where it was defined, for messages: its file's path, or `builtin`.
+    pub source: String,
+    /// As written; empty means the CLI's default set.
+    pub tools: Vec<tools::Tool>,
+    pub readonly: bool,
+    pub system_prompt: String,
+    /// For the `command` backend: the command template and the dialect of its output.
+    pub command: Option<String>,
+    pub dialect: Option<DialectKind>,
+}
+
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
 pub struct InvocationInput<'a> {
-    pub agent: &'a AgentDef,
+    pub agent: &'a AgentBrief,
     pub task: &'a str,
     /// The run's resolved model (flag, agent file, environment or config); `None` leaves
     /// the choice to the CLI.
@@ -506,6 +522,14 @@ impl Backend {
         (spec.build)(self.program(), input)
     }
 
+    /// What the sandbox must know of this CLI.
+    pub(crate) fn sandbox_needs(self) -> crate::sandbox::CliNeeds {
+        crate::sandbox::CliNeeds {
+            name: self.name(),
+            writable_dirs: self.spec().writable_dirs,
+        }
+    }
+
     pub fn explain_exit(self, code: i32) -> Option<&'static str> {
         (self.spec().explain_exit)(code)
     }
@@ -520,25 +544,6 @@ impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Looks a program up like `execvp` would: a path with a slash as is, else on PATH.
-pub(crate) fn find_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let as_path = Path::new(program);
-    if program.is_empty() {
-        return None;
-    }
-    if as_path.components().count() > 1 {
-        return executable(as_path).then(|| as_path.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| executable(p))
 }
 
 /// Writes a prompt file with owner-only permissions.
@@ -617,13 +622,16 @@ pub(crate) mod test_support {
     use super::*;
     use crate::collector::Collector;
 
-    pub(crate) fn agent(tools: &[&str], readonly: bool, prompt: &str) -> AgentDef {
-        let text = format!(
-            "---\nname: t\ndescription: d\ntools: [{}]\nreadonly: {readonly}\n---\n{prompt}\n",
-            tools.join(", ")
-        );
-        crate::agents::parse_agent_file(&text, Path::new("/x/t.md"), crate::agents::Scope::User)
-            .expect("valid agent")
+    pub(crate) fn agent(tools: &[&str], readonly: bool, prompt: &str) -> AgentBrief {
+        AgentBrief {
+            name: "t".into(),
+            source: "/x/t.md".into(),
+            tools: tools.iter().map(|t| tools::Tool::parse(t)).collect(),
+            readonly,
+            system_prompt: prompt.into(),
+            command: None,
+            dialect: None,
+        }
     }
 
     /// Runs `lines` through `dialect` and returns the collector and the skipped count.

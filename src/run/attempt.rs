@@ -163,8 +163,9 @@ impl Attempt<'_> {
         let run = self.run;
         let backend = run.backend.backend;
         let prompt = self.prompt();
+        let agent = run.agent.brief();
         let input = InvocationInput {
-            agent: &run.agent,
+            agent: &agent,
             task: &prompt,
             model,
             run_dir: &self.run_dir.path,
@@ -238,7 +239,7 @@ impl Attempt<'_> {
         };
         let (confinement, vars) = sandbox::confinement(
             &run.sandbox,
-            run.backend.backend,
+            &run.backend.backend.sandbox_needs(),
             &ChildEnv { overrides: &env },
             &writable,
         )

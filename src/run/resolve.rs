@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use super::{resume, RunEnv, RunRequest};
 use crate::agents::{self, AgentDef, Catalog, DiscoveryOptions};
-use crate::backends::tools::Permissions;
 use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
@@ -176,9 +175,9 @@ pub(crate) fn resolve(
     let sandbox = if runner.is_local() {
         sandbox::plan(
             requested_sandbox,
-            Permissions::of(&agent).readonly,
+            agent.permissions().readonly,
             network,
-            backend.backend,
+            &backend.backend.sandbox_needs(),
             crate::platform::sandbox_mechanism(),
         )
     } else {

@@ -201,7 +201,7 @@ fn engine_failure(o: &Outcome) -> Option<String> {
 mod tests {
     use super::*;
     use crate::events::AgentEvent;
-    use crate::supervisor::{Leak, Termination};
+    use crate::result::{Leak, Termination};
     use pretty_assertions::assert_eq;
     use std::borrow::Cow;
 

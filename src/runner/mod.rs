@@ -10,26 +10,12 @@
 pub(crate) mod slurm;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
-
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// How long a job may wait in the engine's queue before it starts (it counts against
-/// neither the runtime nor the idle limit meanwhile).
-pub(crate) const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// The built-in runner names.
-pub(crate) const LOCAL: &str = "local";
-pub(crate) const SLURM: &str = "slurm";
+pub(crate) const LOCAL: &str = RunnerKind::Local.name();
+pub(crate) const SLURM: &str = RunnerKind::Slurm.name();
 
-/// The engine behind a runner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerKind {
-    Local,
-    Slurm,
-}
+pub(crate) use crate::result::{RunnerInfo, RunnerKind};
 
 impl RunnerKind {
     pub(crate) fn parse(s: &str) -> Result<RunnerKind, RunnerError> {
@@ -37,13 +23,6 @@ impl RunnerKind {
             LOCAL => Ok(RunnerKind::Local),
             SLURM => Ok(RunnerKind::Slurm),
             other => Err(RunnerError::UnknownKind(other.to_string())),
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            RunnerKind::Local => LOCAL,
-            RunnerKind::Slurm => SLURM,
         }
     }
 }
@@ -184,27 +163,6 @@ pub(crate) fn parse_table(value: &toml::Value) -> Result<BTreeMap<String, Runner
         out.insert(name.clone(), RunnerDef { kind, args });
     }
     Ok(out)
-}
-
-/// Where a run's child ran, in its result (absent for a local run): `{"kind": "slurm",
-/// "jobId": 42, "node": "n3", "queueWaitMs": 120}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RunnerInfo {
-    pub kind: RunnerKind,
-    /// The runner's name when it is a named one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// None when the engine refused the job before it had an id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// From the submission until the job started (or until it was given up on).
-    pub queue_wait_ms: u64,
-    /// The engine's final word on the job (`COMPLETED`, `CANCELLED`, `NODE_FAIL`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
 }
 
 #[cfg(test)]

@@ -14,4 +14,4 @@ mod outcome;
 pub(crate) use crate::platform::LeaderExit;
 pub(crate) use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
 pub(crate) use lifecycle::StreamFacts;
-pub(crate) use outcome::{Leak, Outcome, StopReason, SuperviseError, Termination};
+pub(crate) use outcome::{Outcome, StopReason, SuperviseError};

@@ -1,13 +1,16 @@
 //! The result contract (SPEC sections 1–3): what every surface returns, the error codes,
 //! and the process exit status each outcome maps to.
 
+mod isolation;
+mod termination;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::runner::RunnerInfo;
-use crate::sandbox::SandboxInfo;
-use crate::supervisor::{Leak, Termination};
-use crate::worktree::WorktreeInfo;
+pub use isolation::{
+    DiffStat, Network, RunnerInfo, RunnerKind, SandboxInfo, SandboxMode, WorktreeInfo,
+};
+pub use termination::{KillKind, Leak, StopReason, Termination};
 
 /// How much of a result goes to a parent (SPEC section 1). Lean: no `displayItems`,
 /// `task` cut to [`MAX_LEAN_TASK_CHARS`], and on stdout no `output` that `content[0].text`
