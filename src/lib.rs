@@ -22,7 +22,6 @@ pub mod cli;
 pub(crate) mod collector;
 pub mod commands;
 pub(crate) mod config;
-pub(crate) mod duration;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod history;
@@ -37,9 +36,11 @@ pub(crate) mod runner;
 pub(crate) mod sandbox;
 pub mod sanitize;
 pub(crate) mod session;
+pub(crate) mod settings;
 pub(crate) mod structured;
 pub(crate) mod supervisor;
 pub(crate) mod truncate;
+pub(crate) mod units;
 pub(crate) mod worktree;
 
 /// Entry points for the fuzz targets; not a stable API.

@@ -442,42 +442,59 @@ async fn call_with(server: &Server, args: Value) -> CallToolResult {
 async fn bad_arguments_are_invalid_input_results() {
     let sb = Sandbox::new().scenario("replay");
     let server = start(&sb).await;
+    // Each names the argument and what it takes.
     let cases = [
         (
             json!({"agent": 5, "task": "x"}),
-            "invalid arguments: invalid type: integer `5`, expected a string",
+            "agent: expected a string, got 5",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeout": 5}),
-            "invalid arguments: unknown field `timeout`, expected one of `agent`, `task`, `tasks`, `chain`, `cwd`, `model`, `timeoutMs`, `idleTimeoutMs`, `details`, `outputSchema`, `maxTurns`, `maxTokens`, `maxCostUsd`, `fallbackModels`, `sandbox`, `network`, `isolation`, `runner`",
+            "timeout: not an argument of subagent (did you mean timeoutMs?)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "bogus": true}),
+            "bogus: not an argument of subagent (it takes agent, task, tasks, chain, cwd, details, model, timeoutMs, idleTimeoutMs, maxTurns, maxTokens, maxCostUsd, fallbackModels, sandbox, network, runner, isolation, outputSchema)",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "timeoutMs": "soon"}),
+            "timeoutMs: expected a whole number of milliseconds, got \"soon\"",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeoutMs": 0}),
-            "timeoutMs must be greater than zero (leave it out for the default)",
+            "timeoutMs: must be greater than zero (leave it out for the default)",
         ),
         (
             json!({"agent": "fake", "task": "x", "idleTimeoutMs": 0}),
-            "idleTimeoutMs must be greater than zero (leave it out for the default)",
+            "idleTimeoutMs: must be greater than zero (leave it out for the default)",
         ),
         (
             json!({"agent": "fake", "task": "x", "tasks": [{"agent": "fake", "task": "y"}]}),
             "give either agent and task, or tasks, not both",
         ),
         (
+            json!({"tasks": [{"agent": 3, "task": "y"}]}),
+            "tasks[0].agent: expected a string, got 3",
+        ),
+        (
             json!({"agent": "fake", "task": "x", "details": "everything"}),
-            "invalid arguments: unknown variant `everything`, expected `lean` or `full`",
+            "details: expected lean or full, got \"everything\"",
         ),
         (
             json!({"agent": "fake", "task": "x", "maxTurns": 0}),
-            "maxTurns must be greater than zero (leave it out for no limit)",
+            "maxTurns: expected a whole number of at least 1, got 0",
         ),
         (
             json!({"agent": "fake", "task": "x", "maxCostUsd": -1}),
-            "maxCostUsd must be a positive number of US dollars, not -1",
+            "maxCostUsd: expected an amount of US dollars greater than 0, such as 0.50, got -1",
+        ),
+        (
+            json!({"agent": "fake", "task": "x", "sandbox": "rw"}),
+            "sandbox: unknown sandbox mode \"rw\" (use read-only, workspace-write, off)",
         ),
         (
             json!({"agent": "fake", "task": "x", "outputSchema": "{\"type\": \"object\"}"}),
-            "invalid arguments: invalid type: string \"{\\\"type\\\": \\\"object\\\"}\", expected a map",
+            "outputSchema: expected a JSON Schema (an object), got a string",
         ),
     ];
     for (args, why) in cases {
