@@ -349,7 +349,7 @@ mod tests {
         c.timeout = Setting::flag(Duration::from_secs(240));
         let expected = Config {
             backend: Setting::new(
-                BackendChoice::Named(Backend::Gemini),
+                BackendChoice::Named(Backend::named("gemini")),
                 Source::Env("ORCHESTRATE_BACKEND"),
             ),
             timeout: Setting::flag(Duration::from_secs(240)),
@@ -432,7 +432,7 @@ args = ["--partition=gpu", "--time=30"]
         assert_eq!(
             f.load().unwrap(),
             Config {
-                backend: Setting::new(BackendChoice::Named(Backend::Pi), src()),
+                backend: Setting::new(BackendChoice::Named(Backend::named("pi")), src()),
                 model: Setting::new(Some("claude-haiku-4-5".into()), src()),
                 timeout: Setting::new(Duration::from_secs(5400), src()),
                 idle_timeout: Setting::new(Duration::from_secs(90), src()),
@@ -499,7 +499,7 @@ args = ["--partition=gpu", "--time=30"]
             f.load().unwrap(),
             Config {
                 backend: Setting::new(
-                    BackendChoice::Named(Backend::Claude),
+                    BackendChoice::Named(Backend::named("claude")),
                     Source::Env("ORCHESTRATE_BACKEND")
                 ),
                 model: Setting::new(Some("gpt-5".into()), Source::Env("ORCHESTRATE_MODEL")),

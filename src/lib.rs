@@ -46,13 +46,13 @@ pub(crate) mod worktree;
 /// Entry points for the fuzz targets; not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {
-    use crate::backends::DialectKind;
+    use crate::backends::Backend;
     use crate::collector::Collector;
 
     /// Feeds `text`, line by line, through every dialect into a collector, then reads
     /// everything a result reads from the collector. Nothing may panic.
     pub fn every_dialect(text: &str) {
-        for kind in DialectKind::ALL {
+        for kind in Backend::dialects() {
             let mut parser = kind.parser();
             let mut collector = Collector::new();
             for line in text.split('\n') {

@@ -253,18 +253,32 @@ mod tests {
     #[test]
     fn the_default_follows_whether_the_agent_can_write() {
         let ok = || Ok("landlock");
-        let p = plan(None, true, Network::On, &Backend::Pi.sandbox_needs(), ok()).unwrap();
+        let p = plan(
+            None,
+            true,
+            Network::On,
+            &Backend::named("pi").sandbox_needs(),
+            ok(),
+        )
+        .unwrap();
         assert_eq!(
             (p.mode, p.mechanism),
             (SandboxMode::ReadOnly, Some("landlock"))
         );
-        let p = plan(None, false, Network::On, &Backend::Pi.sandbox_needs(), ok()).unwrap();
+        let p = plan(
+            None,
+            false,
+            Network::On,
+            &Backend::named("pi").sandbox_needs(),
+            ok(),
+        )
+        .unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
         let p = plan(
             Some(SandboxMode::Off),
             true,
             Network::On,
-            &Backend::Pi.sandbox_needs(),
+            &Backend::named("pi").sandbox_needs(),
             ok(),
         )
         .unwrap();
@@ -281,7 +295,7 @@ mod tests {
             None,
             true,
             Network::On,
-            &Backend::Claude.sandbox_needs(),
+            &Backend::named("claude").sandbox_needs(),
             none(),
         )
         .unwrap();
@@ -293,7 +307,7 @@ mod tests {
             )
         );
         assert_eq!(
-            plan(Some(SandboxMode::ReadOnly), true, Network::On, &Backend::Claude.sandbox_needs(), none()),
+            plan(Some(SandboxMode::ReadOnly), true, Network::On, &Backend::named("claude").sandbox_needs(), none()),
             Err("sandbox read-only was asked for, but no sandbox can be had here: Landlock is not in this kernel".to_string())
         );
         // Off needs no mechanism.
@@ -301,7 +315,7 @@ mod tests {
             Some(SandboxMode::Off),
             true,
             Network::On,
-            &Backend::Claude.sandbox_needs(),
+            &Backend::named("claude").sandbox_needs(),
             none()
         )
         .is_ok());
@@ -313,7 +327,7 @@ mod tests {
             None,
             false,
             Network::On,
-            &Backend::Cursor.sandbox_needs(),
+            &Backend::named("cursor").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
@@ -323,7 +337,7 @@ mod tests {
             Some(SandboxMode::WorkspaceWrite),
             false,
             Network::On,
-            &Backend::Cursor.sandbox_needs(),
+            &Backend::named("cursor").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
@@ -384,11 +398,17 @@ mod tests {
             None,
             true,
             Network::On,
-            &Backend::Codex.sandbox_needs(),
+            &Backend::named("codex").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
-        let (c, vars) = confinement(&ro, &Backend::Codex.sandbox_needs(), &env, &writable).unwrap();
+        let (c, vars) = confinement(
+            &ro,
+            &Backend::named("codex").sandbox_needs(),
+            &env,
+            &writable,
+        )
+        .unwrap();
         let devices: Vec<PathBuf> = DEVICES
             .iter()
             .map(PathBuf::from)
@@ -407,11 +427,17 @@ mod tests {
             None,
             false,
             Network::Off,
-            &Backend::Codex.sandbox_needs(),
+            &Backend::named("codex").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
-        let (c, _) = confinement(&ww, &Backend::Codex.sandbox_needs(), &env, &writable).unwrap();
+        let (c, _) = confinement(
+            &ww,
+            &Backend::named("codex").sandbox_needs(),
+            &env,
+            &writable,
+        )
+        .unwrap();
         let mut want = vec![run.clone(), home.join(".codex"), work.clone()];
         want.extend(devices);
         assert_eq!(c.writable.as_ref(), Some(&want));
@@ -420,12 +446,17 @@ mod tests {
             Some(SandboxMode::Off),
             false,
             Network::On,
-            &Backend::Codex.sandbox_needs(),
+            &Backend::named("codex").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
-        let (c, vars) =
-            confinement(&off, &Backend::Codex.sandbox_needs(), &env, &writable).unwrap();
+        let (c, vars) = confinement(
+            &off,
+            &Backend::named("codex").sandbox_needs(),
+            &env,
+            &writable,
+        )
+        .unwrap();
         assert_eq!((c, vars), (Confinement::default(), Vec::new()));
     }
 }

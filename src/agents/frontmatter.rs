@@ -9,7 +9,7 @@ use yaml_serde::{Mapping, Value};
 
 use super::{AgentDef, AgentProblem, AgentSource, Scope};
 use crate::backends::tools::Tool;
-use crate::backends::DialectKind;
+use crate::backends::Backend;
 use crate::settings::kinds::{describe_yaml, Raw};
 use crate::settings::{AnySetting, Values, SETTINGS};
 
@@ -442,12 +442,12 @@ fn as_text(v: &Value) -> Result<String, ValueError> {
     }
 }
 
-fn as_dialect(v: &Value) -> Result<Option<DialectKind>, ValueError> {
+fn as_dialect(v: &Value) -> Result<Option<Backend>, ValueError> {
     let name = as_text(v)?;
     if name.is_empty() {
         return Ok(None);
     }
-    DialectKind::parse(&name)
+    Backend::parse_dialect(&name)
         .map(Some)
         .map_err(|e| ValueError::Named(e.to_string()))
 }
@@ -576,7 +576,7 @@ Be precise.
                 readonly: true,
                 settings: Values {
                     model: Some("claude-haiku-4-5".into()),
-                    backend: Some(BackendChoice::Named(crate::backends::Backend::Pi)),
+                    backend: Some(BackendChoice::Named(Backend::named("pi"))),
                     timeout: Some(Duration::from_secs(600)),
                     idle_timeout: Some(Duration::from_secs(90)),
                     max_turns: Some(12),
@@ -991,15 +991,15 @@ You are a senior code reviewer.
             problem("---\nname: x\nbackend: command\ndialect: klingon\n---\nP\n"),
             (
                 Some(4),
-                "invalid `dialect`: unknown dialect \"klingon\" (available: pi, claude, codex, gemini, opencode, cursor)".to_string()
+                "invalid `dialect`: unknown dialect \"klingon\" (available: claude, pi, codex, gemini, opencode, cursor)".to_string()
             )
         );
         let def = parse("---\nname: x\nbackend: claude-code\ndialect: codex\n---\nP\n").unwrap();
         assert_eq!(
             (def.settings.backend, def.dialect),
             (
-                Some(BackendChoice::Named(crate::backends::Backend::Claude)),
-                Some(DialectKind::Codex)
+                Some(BackendChoice::Named(Backend::named("claude"))),
+                Some(Backend::named("codex"))
             )
         );
     }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use crate::backends::tools::{Permissions, Tool};
-use crate::backends::{AgentBrief, BackendChoice, DialectKind};
+use crate::backends::{AgentBrief, Backend, BackendChoice};
 use crate::settings::Values;
 
 pub(crate) use discovery::{discover, Catalog, DiscoveryOptions};
@@ -40,7 +40,7 @@ pub(crate) struct AgentDef {
     /// For the generic `command` backend: the command template (`{task}`,
     /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
     pub command: Option<String>,
-    pub dialect: Option<DialectKind>,
+    pub dialect: Option<Backend>,
     /// `false` keeps the agent listed so a run of it can say why it refuses (SUBAGENT_DISABLED).
     pub enabled: bool,
     /// The Markdown body, without the blank lines around it, line endings normalized to `\n`.
@@ -164,7 +164,7 @@ mod tests {
             tools: vec![Tool::Read, Tool::Grep],
             readonly: true,
             settings: Values {
-                backend: Some(BackendChoice::Named(crate::backends::Backend::Pi)),
+                backend: Some(BackendChoice::Named(Backend::named("pi"))),
                 ..Values::default()
             },
             command: None,

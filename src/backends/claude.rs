@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
-    DialectKind, Invocation, InvocationInput,
+    Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
@@ -44,11 +44,12 @@ const DEFAULT_WRITER_TOOLS: &[&str] = &[
 ];
 const READONLY_TOOLS: &[&str] = &["Read", "Grep", "Glob"];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static SPEC: BackendSpec = BackendSpec {
     name: "claude",
     aliases: &["claude-code"],
     program: "claude",
     install_hint: "install it with `npm install -g @anthropic-ai/claude-code`",
+    auto: true,
     resumes: true,
     // `total_cost_usd` of a resumed session is the session's; `usage` is the run's.
     resumed_totals: super::SessionTotals {
@@ -57,7 +58,15 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     },
     output_schema: super::SchemaRoute::Option,
     build,
-    new_dialect: Some(|| Box::<ClaudeDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<ClaudeDialect>::default(),
+        // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message usage
+        // counts the input while it runs.
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // It completes a run with a read-only HOME, but keeps the transcript `--resume` needs
@@ -73,7 +82,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Claude);
+    let mut inv = Invocation::new(program, super::Backend(&SPEC));
     inv.arg("-p")
         .arg("--output-format")
         .arg("stream-json")

@@ -16,18 +16,18 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
-    InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static SPEC: BackendSpec = BackendSpec {
     name: "codex",
     aliases: &[],
     program: "codex",
     install_hint: "install it with `npm install -g @openai/codex`",
+    auto: true,
     resumes: true,
     // `exec resume` reports the thread's token counts, the earlier runs' included.
     resumed_totals: super::SessionTotals {
@@ -36,7 +36,13 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     },
     output_schema: super::SchemaRoute::Option,
     build,
-    new_dialect: Some(|| Box::<CodexDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<CodexDialect>::default(),
+        reports: super::Reports {
+            cost: false,
+            usage_while_running: false,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Its state (sqlite databases, sessions, and in tmp/ the arg0 aliases its shell tool
@@ -52,7 +58,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Codex);
+    let mut inv = Invocation::new(program, super::Backend(&SPEC));
     inv.arg("exec");
     if input.resume.is_some() {
         inv.arg("resume");

@@ -15,23 +15,30 @@ use serde_json::value::RawValue;
 
 use super::tools::Permissions;
 use super::{
-    is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind,
-    Invocation, InvocationInput,
+    is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation,
+    InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind, Transient};
 use crate::result::Usage;
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static SPEC: BackendSpec = BackendSpec {
     name: "gemini",
     aliases: &[],
     program: "gemini",
     install_hint: "install it with `npm install -g @google/gemini-cli`",
+    auto: true,
     resumes: false,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::<GeminiDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<GeminiDialect>::default(),
+        reports: super::Reports {
+            cost: false,
+            usage_while_running: false,
+        },
+    }),
     explain_exit,
     transient_exit,
     // ~/.gemini itself: it rewrites projects.json (and settings.json) there.
@@ -48,7 +55,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Gemini);
+    let mut inv = Invocation::new(program, super::Backend(&SPEC));
     // Gemini has no flag to append to its system prompt, and replacing it
     // (GEMINI_SYSTEM_MD) would drop its tool instructions: the agent's prompt goes first
     // in the message instead.

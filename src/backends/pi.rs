@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
-    Dialect, DialectKind, Invocation, InvocationInput,
+    Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
@@ -28,18 +28,25 @@ pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
 /// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static SPEC: BackendSpec = BackendSpec {
     name: "pi",
     aliases: &[],
     program: "pi",
     install_hint:
         "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
                    `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once",
+    auto: true,
     resumes: true,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::new(PiDialect)),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::new(PiDialect),
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Lock directories in its agent dir (its session file is in the run folder).
@@ -54,7 +61,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Pi);
+    let mut inv = Invocation::new(program, super::Backend(&SPEC));
     for a in ["--mode", "json", "-p"] {
         inv.arg(a);
     }

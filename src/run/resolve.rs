@@ -312,12 +312,12 @@ mod tests {
         LAYERS.iter().position(|l| *l == layer).unwrap() as u64 + 1
     }
 
-    const BACKEND_OF: [(Layer, Backend); 5] = [
-        (Layer::Flag, Backend::Claude),
-        (Layer::Agent, Backend::Codex),
-        (Layer::Env, Backend::Gemini),
-        (Layer::Project, Backend::Opencode),
-        (Layer::User, Backend::Cursor),
+    const BACKEND_OF: [(Layer, &str); 5] = [
+        (Layer::Flag, "claude"),
+        (Layer::Agent, "codex"),
+        (Layer::Env, "gemini"),
+        (Layer::Project, "opencode"),
+        (Layer::User, "cursor"),
     ];
 
     /// A cost that says which layer it was set in.
@@ -326,7 +326,7 @@ mod tests {
     }
 
     fn backend_set_in(layer: Layer) -> Backend {
-        BACKEND_OF.iter().find(|(l, _)| *l == layer).unwrap().1
+        Backend::named(BACKEND_OF.iter().find(|(l, _)| *l == layer).unwrap().1)
     }
 
     /// The settings a run resolves when every layer from `top` down sets every key it
@@ -459,7 +459,7 @@ mod tests {
         };
         let backend = BACKEND_OF
             .iter()
-            .find(|(_, b)| *b == r.backend.backend && !r.backend.auto)
+            .find(|(_, b)| *b == r.backend.backend.name() && !r.backend.auto)
             .map_or(Layer::Default, |(l, _)| *l);
         let model = LAYERS
             .into_iter()

@@ -37,7 +37,7 @@ impl TypedValueParser for Checked {
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
         let names = self.0.names()?;
-        Some(Box::new(names.iter().map(|n| PossibleValue::new(*n))))
+        Some(Box::new(names.into_iter().map(PossibleValue::new)))
     }
 }
 

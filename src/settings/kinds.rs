@@ -156,7 +156,7 @@ pub(crate) trait Kind<T>: Sync {
     }
 
     /// The names it takes, when they are few (for completion and `--help`).
-    fn names(&self) -> Option<&'static [&'static str]> {
+    fn names(&self) -> Option<Vec<&'static str>> {
         None
     }
 
@@ -423,11 +423,6 @@ impl Kind<Vec<String>> for Names {
 /// A child CLI: `auto`, or a backend's name or alias.
 pub(crate) struct Backend;
 
-/// What `--backend` takes.
-const BACKEND_NAMES: &[&str] = &[
-    "auto", "claude", "pi", "codex", "gemini", "opencode", "cursor", "command",
-];
-
 impl Kind<BackendChoice> for Backend {
     fn read(&self, raw: Raw<'_>) -> Result<BackendChoice, String> {
         let text = raw.text().ok_or_else(|| expected("text", raw))?;
@@ -438,8 +433,9 @@ impl Kind<BackendChoice> for Backend {
         json!(value.name())
     }
 
-    fn names(&self) -> Option<&'static [&'static str]> {
-        Some(BACKEND_NAMES)
+    fn names(&self) -> Option<Vec<&'static str>> {
+        let names = crate::backends::Backend::all().map(crate::backends::Backend::name);
+        Some(std::iter::once("auto").chain(names).collect())
     }
 }
 
@@ -464,8 +460,8 @@ impl Kind<Option<SandboxMode>> for Sandbox {
         json!({"type": "string", "enum": ["read-only", "workspace-write", "off"]})
     }
 
-    fn names(&self) -> Option<&'static [&'static str]> {
-        Some(&["read-only", "workspace-write", "off", "auto"])
+    fn names(&self) -> Option<Vec<&'static str>> {
+        Some(vec!["read-only", "workspace-write", "off", "auto"])
     }
 }
 
@@ -489,8 +485,8 @@ impl Kind<Network> for NetworkKind {
         json!({"type": "string", "enum": ["on", "off"]})
     }
 
-    fn names(&self) -> Option<&'static [&'static str]> {
-        Some(&["on", "off"])
+    fn names(&self) -> Option<Vec<&'static str>> {
+        Some(vec!["on", "off"])
     }
 }
 
@@ -548,8 +544,8 @@ impl Kind<bool> for Isolation {
         json!({"type": "string", "enum": ["worktree", "none"]})
     }
 
-    fn names(&self) -> Option<&'static [&'static str]> {
-        Some(&["worktree", "none"])
+    fn names(&self) -> Option<Vec<&'static str>> {
+        Some(vec!["worktree", "none"])
     }
 }
 

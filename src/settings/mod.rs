@@ -175,7 +175,7 @@ pub(crate) trait AnySetting: Sync {
     /// The JSON Schema of its MCP argument.
     fn schema(&self) -> Json;
     /// The names it takes, when they are few.
-    fn names(&self) -> Option<&'static [&'static str]>;
+    fn names(&self) -> Option<Vec<&'static str>>;
     /// Whether a flag's value may start with `-`.
     fn numeric(&self) -> bool;
 }
@@ -227,7 +227,7 @@ impl<T: Clone + 'static, C: From<T> + 'static> AnySetting for Entry<T, C> {
         self.kind.schema()
     }
 
-    fn names(&self) -> Option<&'static [&'static str]> {
+    fn names(&self) -> Option<Vec<&'static str>> {
         self.kind.names()
     }
 
