@@ -36,20 +36,21 @@ pub struct RunResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextContent {
     #[serde(rename = "type")]
-    pub kind: TextKind,
+    pub kind: ContentKind,
     pub text: String,
 }
 
+/// What a piece of `content` is: text, the only kind a result has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TextKind {
+pub enum ContentKind {
     Text,
 }
 
 impl TextContent {
     pub fn text(text: impl Into<String>) -> Self {
         TextContent {
-            kind: TextKind::Text,
+            kind: ContentKind::Text,
             text: text.into(),
         }
     }
