@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 use std::fs::File;
 
-use super::progress::{DialectSink, Observer, Progress};
+use super::progress::{Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
+use super::sink::DialectSink;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};

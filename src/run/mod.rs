@@ -5,8 +5,10 @@
 //! --`verdict`--> `Verdict` --`render`--> result (wording, sanitizing, truncation)
 //! --`retry`--> another attempt when the failure was transient --> `result.json` + index.
 //!
-//! - `progress`: the line sink feeding the dialect, and streaming updates; `decode`: a
-//!   line's bytes as text, damaged characters replaced rather than the line dropped.
+//! - `sink`: the line sink feeding the child's output through its dialect into the
+//!   collector, where budgets are checked; `progress`: the streaming updates published
+//!   from it; `decode`: a line's bytes as text, damaged characters replaced rather than
+//!   the line dropped.
 //! - `fanout`: several tasks at once, in parallel or as a chain.
 //! - `resume`: what an earlier run left that its CLI can continue.
 
@@ -18,6 +20,7 @@ mod render;
 mod resolve;
 mod resume;
 pub(crate) mod retry;
+mod sink;
 pub(crate) mod total;
 mod verdict;
 
