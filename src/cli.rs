@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::commands::run::{OutputFormat, Plan};
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
-use crate::run::RunRequest;
+use crate::run::{Plan, RunRequest};
 use crate::session::RunId;
 use crate::settings::Values;
 use crate::units::parse_duration;
+
+/// How many recent runs `orchestrate runs` lists unless told.
+pub const RUNS_LISTED: usize = 20;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -47,14 +49,14 @@ pub enum Command {
         #[arg(long, value_parser = duration)]
         timeout: Option<Duration>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
-        output: Format,
+        output: OutputFormat,
     },
     /// Stop a background run (its whole process tree) and print its result.
     Stop {
         #[arg(value_parser = run_id)]
         run_id: RunId,
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
-        output: Format,
+        output: OutputFormat,
     },
     /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
     Runs {
@@ -65,7 +67,7 @@ pub enum Command {
         #[arg(long)]
         agent: Option<String>,
         /// How many recent runs to list; totals always cover every run.
-        #[arg(long, default_value_t = crate::commands::runs::DEFAULT_LIMIT)]
+        #[arg(long, default_value_t = RUNS_LISTED)]
         limit: usize,
     },
     /// One run: its result, its session file and the last lines of its stderr.
@@ -166,7 +168,7 @@ pub struct RunArgs {
     /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
     /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
-    pub output: Format,
+    pub output: OutputFormat,
     /// How much of the result a JSON format prints: lean (the answer, usage, errors, the
     /// session file) or full (also every step of the run, as result.json keeps it).
     #[arg(long, value_enum, default_value = "lean")]
@@ -189,21 +191,13 @@ impl From<Details> for DetailLevel {
     }
 }
 
+/// `-o`: how the result is printed.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum OutputFormat {
     Json,
     Text,
+    /// NDJSON streaming updates while the child runs, then the final result.
     StreamJson,
-}
-
-impl From<Format> for OutputFormat {
-    fn from(f: Format) -> Self {
-        match f {
-            Format::Json => OutputFormat::Json,
-            Format::Text => OutputFormat::Text,
-            Format::StreamJson => OutputFormat::StreamJson,
-        }
-    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -283,7 +277,7 @@ fn wants_json(args: &[OsString]) -> bool {
 
 impl RunArgs {
     pub fn format(&self) -> OutputFormat {
-        self.output.into()
+        self.output
     }
 
     pub fn detail(&self) -> DetailLevel {
@@ -294,7 +288,6 @@ impl RunArgs {
     pub fn into_plan(mut self) -> Result<Plan, RunError> {
         let tasks = std::mem::take(&mut self.tasks);
         let chain = self.chain;
-        let concurrency = self.settings.concurrency.take();
         if tasks.is_empty() {
             if chain {
                 return Err(RunError::invalid("--chain needs --task AGENT=TASK steps"));
@@ -321,9 +314,9 @@ impl RunArgs {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(if chain {
-            Plan::Chain(reqs, concurrency)
+            Plan::Chain(reqs)
         } else {
-            Plan::Parallel(reqs, concurrency)
+            Plan::Parallel(reqs)
         })
     }
 

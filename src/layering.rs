@@ -307,6 +307,12 @@ mod tests {
     }
 
     #[test]
+    fn no_module_depends_on_itself_through_others() {
+        let g = graph();
+        assert_eq!(find_cycle(&g), None, "{g:#?}");
+    }
+
+    #[test]
     fn the_reader_sees_code_only() {
         let text = "use crate::a; // crate::b\n/* crate::c /* nested */ crate::d */\nlet s = \"crate::e\"; let r = r#\"crate::f\"#; let c = '\"'; fn f<'a>(x: &'a crate::g::T) {}\nuse crate::{h, i::j};\n#[cfg(test)]\nmod tests { fn t() { crate::k::x(); let b = '}'; } }\nuse crate::l;";
         let code = without_test_items(&code_only(text));

@@ -1,12 +1,22 @@
 //! `orchestrate`: delegate a task to a supervised subagent CLI and get one uniform result.
 //!
-//! The folders name the concerns: `agents` (definitions and discovery), `backends` (one file
-//! per child CLI: its command line and its JSONL dialect), `supervisor` (the child process:
-//! spawn, timeouts, caps, kills, reaping), `sanitize` and `truncate` (what may leave the
-//! process), `session` (run folders and the run index), `structured` (output schemas and
-//! the JSON in an answer), `result` (the contract), `run`
-//! (one run end to end: resolve, attempt, verdict, render), `cli` (the command line) and
-//! `commands` (what each subcommand does and prints).
+//! The modules, from the bottom floor up; each stands on the floors below it (no module
+//! depends on itself through others: `layering` checks it).
+//!
+//! - The contract: `result` (what every surface returns; it names no other module) and
+//!   `units` (durations, dollars and counts, one parser each).
+//! - What a run is asked for: `settings` (every setting, declared once, read from every
+//!   surface), `config` (config files and the environment), `agents` (definitions and
+//!   discovery), `structured` (output schemas and the JSON in an answer).
+//! - The child: `backends` (one file per child CLI: its command line and its JSONL
+//!   dialect), `events` and `collector` (the normalized events and what a result is folded
+//!   from), `supervisor` (spawn, timeouts, caps, kills, reaping) over `platform` (the
+//!   operating system), `sandbox`, `runner` and `worktree` (where the child runs and what
+//!   holds it), `session` (run folders and the run index).
+//! - What may leave the process: `sanitize`, `truncate`; `history` (reading the index).
+//! - One run end to end: `run` (resolve, attempt, verdict, render), refusing with `error`.
+//! - The surfaces: `cli` (the command line), `commands` (what each subcommand does and
+//!   prints), `mcp` (the MCP server), `background` (detached runs).
 //!
 //! The library's API is the command line (`cli`, `commands`), the result contract
 //! (`result`) and the sanitizer (`sanitize`); everything else is internal.

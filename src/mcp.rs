@@ -32,9 +32,8 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::{self, DiscoveryOptions};
 use crate::error::RunError;
 use crate::result::{DetailLevel, RunResult};
-use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
-use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
+use crate::run::{Observer, Plan, RunEnv, RunRequest};
 use crate::settings::{self, Values};
 use crate::supervisor::Controls;
 
@@ -82,13 +81,6 @@ fn subagent_input() -> std::sync::Arc<JsonObject> {
         properties.extend(settings::mcp_properties());
     }
     std::sync::Arc::new(schema)
-}
-
-/// What a `subagent` call asks for, checked.
-enum Call {
-    Single(Box<RunRequest>),
-    Parallel(Vec<RunRequest>),
-    Chain(Vec<RunRequest>),
 }
 
 /// `name: expected a string, got 5`.
@@ -173,7 +165,7 @@ impl SubagentArgs {
         Ok(out)
     }
 
-    fn into_call(self, agents_dir: Option<PathBuf>) -> Result<Call, RunError> {
+    fn into_plan(self, agents_dir: Option<PathBuf>) -> Result<Plan, RunError> {
         let base = RunRequest {
             cwd: self.cwd.map(PathBuf::from),
             agents_dir,
@@ -184,7 +176,7 @@ impl SubagentArgs {
             if self.chain {
                 return Err(RunError::invalid("chain needs tasks: [{agent, task}, …]"));
             }
-            return Ok(Call::Single(Box::new(RunRequest {
+            return Ok(Plan::Single(Box::new(RunRequest {
                 agent: self.agent.unwrap_or_default(),
                 task: self.task.unwrap_or_default(),
                 ..base
@@ -205,9 +197,9 @@ impl SubagentArgs {
             })
             .collect();
         Ok(if self.chain {
-            Call::Chain(reqs)
+            Plan::Chain(reqs)
         } else {
-            Call::Parallel(reqs)
+            Plan::Parallel(reqs)
         })
     }
 }
@@ -331,15 +323,11 @@ impl OrchestrateServer {
             Err(e) => return refused(e),
         };
         let detail = args.details.unwrap_or_default();
-        let call = match args.into_call(self.agents_dir.clone()) {
-            Ok(call) => call,
+        let plan = match args.into_plan(self.agents_dir.clone()) {
+            Ok(plan) => plan,
             Err(e) => return refused(e),
         };
-        let cwd = match &call {
-            Call::Single(req) => req.cwd.clone(),
-            Call::Parallel(reqs) | Call::Chain(reqs) => reqs.first().and_then(|r| r.cwd.clone()),
-        };
-        let env = match RunEnv::load(&RunEnv::cwd_of(cwd.as_deref())) {
+        let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
             Ok(env) => env,
             Err(e) => return refused(e),
         };
@@ -362,7 +350,14 @@ impl OrchestrateServer {
             .meta
             .get_progress_token()
             .map(|token| Progress::start(ctx.peer.clone(), token));
-        let output = run_call(call, &env, &controls, progress.as_ref()).await;
+        let output = plan
+            .run(
+                &env,
+                &controls,
+                progress.as_ref().map(Progress::single),
+                progress.as_ref().map(Progress::fanout),
+            )
+            .await;
         link.abort();
         // The observers, and with them the channel's senders, are gone now: let the
         // forwarder send what is queued, so that no progress notification follows the
@@ -394,25 +389,6 @@ impl OrchestrateServer {
             "problems": catalog.problems().iter().map(agents::problem_json).collect::<Vec<_>>(),
         }));
         Ok(r)
-    }
-}
-
-/// Runs what the call asked for, with progress for each kind.
-async fn run_call(
-    call: Call,
-    env: &RunEnv,
-    controls: &Controls,
-    progress: Option<&Progress>,
-) -> RunOutput {
-    let limits = FanoutLimits::from_config(&env.config, None);
-    match call {
-        Call::Single(req) => run(&req, env, controls, progress.map(Progress::single)).await,
-        Call::Parallel(reqs) => {
-            run_parallel(reqs, env, controls, limits, progress.map(Progress::fanout)).await
-        }
-        Call::Chain(reqs) => {
-            run_chain(reqs, env, controls, limits, progress.map(Progress::fanout)).await
-        }
     }
 }
 

@@ -57,6 +57,52 @@ pub struct RunRequest {
     pub settings: Values,
 }
 
+/// What one call asks for (a command line, an MCP `subagent` call): one task, or several
+/// at once, or several in order.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Single(Box<RunRequest>),
+    Parallel(Vec<RunRequest>),
+    Chain(Vec<RunRequest>),
+}
+
+impl Plan {
+    /// The working directory its first task asks for, for loading the config.
+    pub(crate) fn cwd(&self) -> Option<&Path> {
+        match self {
+            Plan::Single(r) => r.cwd.as_deref(),
+            Plan::Parallel(rs) | Plan::Chain(rs) => rs.first().and_then(|r| r.cwd.as_deref()),
+        }
+    }
+
+    /// Runs it to the end. A single run's `observer` hears its streaming updates; a
+    /// fan-out's `fanout` hears each task's state. The fan-out's limits are the config's,
+    /// under the tasks' own `concurrency` (every task carries the request's settings).
+    pub(crate) async fn run(
+        self,
+        env: &RunEnv,
+        controls: &Controls,
+        observer: Option<Observer<'_>>,
+        fanout: Option<progress::FanoutObserver>,
+    ) -> RunOutput {
+        let limits = |reqs: &[RunRequest]| {
+            let flag = reqs.first().and_then(|r| r.settings.concurrency);
+            fanout::FanoutLimits::from_config(&env.config, flag)
+        };
+        match self {
+            Plan::Single(req) => run(&req, env, controls, observer).await,
+            Plan::Parallel(reqs) => {
+                let limits = limits(&reqs);
+                fanout::run_parallel(reqs, env, controls, limits, fanout).await
+            }
+            Plan::Chain(reqs) => {
+                let limits = limits(&reqs);
+                fanout::run_chain(reqs, env, controls, limits, fanout).await
+            }
+        }
+    }
+}
+
 /// What a run takes from outside the request: the effective config (files and
 /// `ORCHESTRATE_*` variables), the recursion depth and the state directory; in a fan-out
 /// with a total cost budget, that budget and the task's index in it.
