@@ -1,4 +1,5 @@
-//! Named limits, with their units in their names, and their defaults (SPEC sections 5 and 7).
+//! Named limits, with their units in their names, and their defaults (README,
+//! Supervision).
 
 use std::time::Duration;
 

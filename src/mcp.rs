@@ -524,7 +524,8 @@ fn oversized_answer(params: serde_json::Value) -> Result<CustomResult, ErrorData
 }
 
 /// `content` = the result's content (the answer), `structuredContent` = its details at
-/// `detail`, lean ones with `output` (SPEC section 10).
+/// `detail`, lean ones with `output` (some clients give their model only
+/// `structuredContent`).
 fn to_call_result(result: &RunResult, failed: bool, detail: DetailLevel) -> CallToolResult {
     let content = result
         .content

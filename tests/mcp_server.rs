@@ -666,7 +666,8 @@ fn strictness_problems(schema: &Value, path: &str, problems: &mut Vec<String>) {
     }
 }
 
-/// SPEC section 10: both tool definitions together.
+/// Both tool definitions together: every parent session that registers the server loads
+/// them.
 const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_000;
 
 #[test]

@@ -1,10 +1,12 @@
 //! Claude Code (`@anthropic-ai/claude-code`): its command line and its stream-json dialect.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): per-message `usage` on
-//! `assistant` lines comes from `message_start` and is not final, so usage and cost come
-//! from the `result` line; API errors arrive as a synthetic assistant message and a
-//! `result` with `is_error: true` (exit 1); `error_max_turns` is a `result` subtype;
-//! `system/api_retry` lines are the CLI retrying on its own.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_claude.rs` runs it against the mock LLM, and `tests/fixtures/claude/`
+//! holds streams it printed): per-message `usage` on `assistant` lines comes from
+//! `message_start` and is not final, so usage and cost come from the `result` line; API
+//! errors arrive as a synthetic assistant message and a `result` with `is_error: true`
+//! (exit 1); `error_max_turns` is a `result` subtype; `system/api_retry` lines are the CLI
+//! retrying on its own.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -44,7 +46,7 @@ const DEFAULT_WRITER_TOOLS: &[&str] = &[
 ];
 const READONLY_TOOLS: &[&str] = &["Read", "Grep", "Glob"];
 
-pub(crate) static SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "claude",
     aliases: &["claude-code"],
     program: "claude",
@@ -82,7 +84,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, super::Backend(&SPEC));
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("-p")
         .arg("--output-format")
         .arg("stream-json")

@@ -1,10 +1,11 @@
 //! OpenAI Codex (`@openai/codex`): `codex exec --json` and its thread/turn/item events.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): `turn.completed.usage`
-//! already adds up every request of the turn, and its `input_tokens` *include* the cached
-//! ones, so `input` is normalized to exclude `cacheRead`; there is no cost field; errors
-//! are `error` then `turn.failed`, and `error` lines saying "Reconnecting..." are the CLI
-//! retrying on its own.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_codex.rs` runs it against the mock LLM, and `tests/fixtures/codex/`
+//! holds streams it printed): `turn.completed.usage` already adds up every request of the
+//! turn, and its `input_tokens` *include* the cached ones, so `input` is normalized to
+//! exclude `cacheRead`; there is no cost field; errors are `error` then `turn.failed`, and
+//! `error` lines saying "Reconnecting..." are the CLI retrying on its own.
 
 use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
@@ -22,7 +23,7 @@ use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
-pub(crate) static SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "codex",
     aliases: &[],
     program: "codex",
@@ -58,7 +59,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, super::Backend(&SPEC));
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("exec");
     if input.resume.is_some() {
         inv.arg("resume");

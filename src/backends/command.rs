@@ -11,7 +11,7 @@ use std::ffi::OsString;
 
 use super::{Backend, BackendError, BackendSpec, Invocation, InvocationInput};
 
-pub(crate) static SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "command",
     aliases: &[],
     // The program is the template's first word.

@@ -1,5 +1,6 @@
-//! Cursor CLI (`cursor-agent`): `cursor-agent -p --output-format stream-json`, exactly as
-//! seed 000 describes it.
+//! Cursor CLI (`cursor-agent`): `cursor-agent -p --output-format stream-json`, as Cursor
+//! documents its headless mode's stream (`system` init, `user`, `assistant`, `tool_call`
+//! started and completed, `result`).
 //!
 //! Facts the parser relies on: each `assistant` event holds the complete text of one
 //! message segment (between tool calls), and the `result` line's `result` is all segments
@@ -26,7 +27,7 @@ use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
-pub(crate) static SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "cursor",
     aliases: &["cursor-agent"],
     program: "cursor-agent",
@@ -53,7 +54,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, super::Backend(&SPEC));
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("-p").arg("--output-format").arg("stream-json");
     if let Some(model) = input.model() {
         inv.arg("--model").arg(model);

@@ -5,8 +5,8 @@
 //! names the dialect its stdout speaks (its own backend's, or for the `command` backend
 //! another's). Dialects turn lines into normalized [`AgentEvent`]s.
 //!
-//! [`BACKENDS`] lists them all; a backend is one file whose `SPEC` holds every fact about
-//! its CLI.
+//! [`BACKENDS`] lists them all; a backend is one file whose `BACKEND` spec holds every
+//! fact about its CLI.
 
 pub(crate) mod claude;
 pub(crate) mod codex;
@@ -203,8 +203,9 @@ fn dialect_names() -> Vec<&'static str> {
 }
 
 /// Everything that differs between child CLIs, declared by each backend's own file as its
-/// `SPEC`. Adding a backend is its file plus its `mod` line and its entry in [`BACKENDS`]
-/// (a test checks that every file is in it, and an unlisted `SPEC` is dead code).
+/// `BACKEND`. Adding a backend is its file plus its `mod` line and its entry in
+/// [`BACKENDS`] (a test checks that every file is in it, and an unlisted `BACKEND` is dead
+/// code).
 pub struct BackendSpec {
     pub name: &'static str,
     /// Other names accepted for it (`claude-code`, `cursor-agent`).
@@ -312,13 +313,13 @@ pub(crate) fn no_transient_exit(_code: i32) -> Option<Transient> {
 
 /// Every backend, in the order `auto` tries those it may pick.
 pub(crate) static BACKENDS: &[&BackendSpec] = &[
-    &claude::SPEC,
-    &pi::SPEC,
-    &codex::SPEC,
-    &gemini::SPEC,
-    &opencode::SPEC,
-    &cursor::SPEC,
-    &command::SPEC,
+    &claude::BACKEND,
+    &pi::BACKEND,
+    &codex::BACKEND,
+    &gemini::BACKEND,
+    &opencode::BACKEND,
+    &cursor::BACKEND,
+    &command::BACKEND,
 ];
 
 /// A child CLI orchestrate can drive: its [`BackendSpec`] in [`BACKENDS`]. As the name
@@ -762,7 +763,7 @@ pub(crate) mod test_support {
         assert!(checked.len() >= 7, "{checked:#?}");
     }
 
-    /// A backend is one file: each file of this folder that declares a `SPEC` is in the
+    /// A backend is one file: each file of this folder that declares a `BACKEND` is in the
     /// registry under its own name (a file whose `mod` line or registry entry is missing
     /// would be silently unused), and every name and alias is one backend's alone.
     #[test]
@@ -775,7 +776,7 @@ pub(crate) mod test_support {
             .filter(|p| {
                 std::fs::read_to_string(p)
                     .unwrap()
-                    .contains("static SPEC: BackendSpec")
+                    .contains("static BACKEND: BackendSpec")
             })
             .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
             .collect();

@@ -1,10 +1,12 @@
 //! opencode (`opencode-ai`): `opencode run --format json` and its step/part events.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): there is no terminal event
-//! (the run ends when the process exits); usage is the sum of the `step_finish` parts and
-//! `input` already excludes cache reads; the final text is the last `text` part; errors
-//! are `error` events, and retryable ones are retried silently and forever, so the
-//! supervisor's timeouts are what stop them.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_opencode.rs` runs it against the mock LLM, and
+//! `tests/fixtures/opencode/` holds streams it printed): there is no terminal event (the
+//! run ends when the process exits); usage is the sum of the `step_finish` parts and
+//! `input` already excludes cache reads; the final text is the last `text` part; errors are
+//! `error` events, and retryable ones are retried silently and forever, so the supervisor's
+//! timeouts are what stop them.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -30,7 +32,7 @@ const KNOWN_TOOLS: &[&str] = &[
     "read", "grep", "glob", "list", "bash", "edit", "write", "patch", "task",
 ];
 
-pub(crate) static SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "opencode",
     aliases: &[],
     program: "opencode",
@@ -69,7 +71,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, super::Backend(&SPEC));
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("run").arg("--format").arg("json");
     if let Some(model) = input.model() {
         inv.arg("-m").arg(model);

@@ -1,10 +1,12 @@
 //! pi (`@mariozechner/pi-coding-agent`): its command line and its `--mode json` dialect.
 //!
-//! Facts the parser relies on (see `reference/pi.md`): the final text is the text blocks of
-//! the last assistant `message_end`; usage is per request, so it is summed over every
-//! assistant `message_end`; pi exits 0 in json mode even when the model call failed, so
-//! failure is read from `stopReason` and `errorMessage`; `agent_end` (unless `willRetry`)
-//! and `agent_settled` end the run, and pi sometimes never exits after them.
+//! Facts the parser relies on (each seen in pi's output: `tests/contract_pi.rs` runs it
+//! against the mock LLM, and `tests/fixtures/pi/` holds streams it printed): the final text
+//! is the text blocks of the last assistant `message_end`; usage is per request, so it is
+//! summed over every assistant `message_end`; pi exits 0 in json mode even when the model
+//! call failed, so failure is read from `stopReason` and `errorMessage`; `agent_end`
+//! (unless `willRetry`) and `agent_settled` end the run, and pi sometimes never exits after
+//! them.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -28,7 +30,7 @@ pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
 /// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
-pub(crate) static SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "pi",
     aliases: &[],
     program: "pi",
@@ -61,7 +63,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, super::Backend(&SPEC));
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     for a in ["--mode", "json", "-p"] {
         inv.arg(a);
     }

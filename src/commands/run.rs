@@ -194,7 +194,8 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
     }))
 }
 
-/// Prints the lean result (SPEC section 1) and returns `status`.
+/// Prints the lean result (what a parent acts on; README, The result) and returns
+/// `status`.
 pub fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
     print_result_at(
         Print {

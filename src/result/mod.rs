@@ -1,4 +1,5 @@
-//! The result contract (SPEC sections 1–3): what every surface returns, the error codes,
+//! The result contract (README, The result and Exit statuses): what every surface
+//! returns, the error codes,
 //! and the process exit status each outcome maps to.
 
 mod isolation;
@@ -12,7 +13,7 @@ pub use isolation::{
 };
 pub use termination::{KillKind, Leak, StopReason, Termination};
 
-/// How much of a result goes to a parent (SPEC section 1). Lean: no `displayItems`,
+/// How much of a result goes to a parent. Lean: no `displayItems`,
 /// `task` cut to [`MAX_LEAN_TASK_CHARS`], and on stdout no `output` that `content[0].text`
 /// already holds. Full: everything, as `result.json` keeps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -144,7 +145,7 @@ impl Usage {
     }
 }
 
-/// The budget that stopped a child (SPEC section 1): `{"kind": "turns", "limit": 2,
+/// The budget that stopped a child: `{"kind": "turns", "limit": 2,
 /// "used": 2}`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -275,7 +276,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The eight error codes of SPEC section 2.
+/// The eight error codes every surface answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -289,7 +290,7 @@ pub enum ErrorCode {
     SubagentOutputTruncated,
 }
 
-/// Process exit statuses of SPEC section 3.
+/// Process exit statuses, one per kind of outcome.
 pub mod exit_status {
     pub const SUCCESS: i32 = 0;
     pub const FAILURE: i32 = 1;
@@ -362,7 +363,7 @@ impl RunResult {
         }
     }
 
-    /// The process exit status for this result (SPEC section 3). A run that was
+    /// The process exit status for this result. A run that was
     /// cancelled by a signal exits 130 whatever else it says; the caller knows that.
     pub fn exit_status(&self) -> i32 {
         match &self.details.error {
@@ -417,7 +418,7 @@ impl RunResult {
     }
 }
 
-/// Leaves out of serialized details what a parent does not act on (SPEC section 1): each
+/// Leaves out of serialized details what a parent does not act on: each
 /// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
 /// successful structured answer, and, when `shown` (the text the parent reads) is given,
 /// the `output` of a successful result that it already holds whole (a single run's answer,
@@ -433,7 +434,8 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
-            // A failed result keeps its partial output (SPEC section 2), even where the
+            // A failed result keeps its partial output (nothing of the child's answer is
+            // lost), even where the
             // content quotes it. A parallel task's answer is a section of the content; a
             // chain's earlier steps are not the answer, whatever they have in common with it.
             // A structured answer is `structured` (and compact JSON in the content): the

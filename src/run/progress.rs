@@ -1,11 +1,11 @@
-//! Streaming updates while a child runs (SPEC section 1): what an observer of one run
+//! Streaming updates while a child runs (`-o stream-json`, MCP progress): what an observer of one run
 //! hears, throttled, sanitized, and what a fan-out's observer hears of each task.
 
 use crate::collector::Collector;
 use crate::result::{DetailLevel, Details, DisplayItem, Mode, RunResult, TextContent};
 use crate::sanitize::Sanitizer;
 
-/// Receives streaming updates (SPEC section 1) while the child runs. At `detail` full they
+/// Receives streaming updates while the child runs. At `detail` full they
 /// carry the display items too.
 pub(crate) struct Observer<'o> {
     pub detail: DetailLevel,

@@ -1,5 +1,6 @@
-//! Retries of transient provider failures (SPEC section 5): which failures are worth
-//! another attempt, and how long to wait before it.
+//! Retries of transient provider failures (rate limits, overload, 5xx, a reset or refused
+//! connection; never after a timeout, a cap, a budget or a cancel): which failures are
+//! worth another attempt, and how long to wait before it.
 
 use std::time::Duration;
 
