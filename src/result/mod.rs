@@ -424,7 +424,8 @@ impl RunResult {
 /// the `output` of a successful result that it already holds whole (a single run's answer,
 /// a parallel task's section); a streaming update's `displayItems`.
 fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
-    let parallel = details.get("mode").and_then(serde_json::Value::as_str) == Some("parallel");
+    let mode = details.get("mode").and_then(serde_json::Value::as_str);
+    let (parallel, single) = (mode == Some("parallel"), mode == Some("single"));
     if let Some(results) = details
         .get_mut("results")
         .and_then(serde_json::Value::as_array_mut)
@@ -434,9 +435,11 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
+            if !r.contains_key("error") {
+                leave_out_the_usual(r, single);
+            }
             // A failed result keeps its partial output (nothing of the child's answer is
-            // lost), even where the
-            // content quotes it. A parallel task's answer is a section of the content; a
+            // lost), even where the content quotes it. A parallel task's answer is a section of the content; a
             // chain's earlier steps are not the answer, whatever they have in common with it.
             // A structured answer is `structured` (and compact JSON in the content): the
             // raw text it was read from is not sent again.
@@ -463,6 +466,34 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
         .and_then(serde_json::Value::as_object_mut)
     {
         s.remove("displayItems");
+    }
+}
+
+/// Leaves out of a successful result what a parent does not act on: what says nothing
+/// happened (a clean exit's termination, one attempt, a sandbox that held, the network
+/// on), the child CLI's own session id (a run is continued by its run id), which CLI ran
+/// and how long it took; and in a single run, the agent and the task the parent named
+/// itself. What it acts on stays: the exit code, usage and cost, the session file, and
+/// whatever says something happened (a worktree, warnings, retries, a leak, a runner, a
+/// structured answer). The full record keeps everything.
+fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, single: bool) {
+    use serde_json::json;
+    if r.get("termination") == Some(&json!({"kind": "exited", "code": 0})) {
+        r.remove("termination");
+    }
+    if r.get("attempts") == Some(&json!(1)) {
+        r.remove("attempts");
+    }
+    let held = |s: &serde_json::Value| s["mode"] != "off" && s.get("network").is_none();
+    if r.get("sandbox").is_some_and(held) {
+        r.remove("sandbox");
+    }
+    for key in ["childSessionId", "backend", "durationMs"] {
+        r.remove(key);
+    }
+    if single {
+        r.remove("agent");
+        r.remove("task");
     }
 }
 
@@ -572,9 +603,9 @@ mod tests {
             json!({
                 "content": [{"type": "text", "text": "the answer"}],
                 "details": {"mode": "single", "runId": "abcd1234", "results": [{
-                    "agent": "explorer", "task": "find auth", "exitCode": 0,
+                    "exitCode": 0,
                     "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
-                    "sessionFile": "/s/session.jsonl", "backend": "pi", "durationMs": 5, "attempts": 1
+                    "sessionFile": "/s/session.jsonl"
                 }]}
             })
         );
@@ -657,9 +688,9 @@ mod tests {
             json!({
                 "content": [{"type": "text", "text": "{\"n\":1}"}],
                 "details": {"mode": "single", "runId": "abcd1234", "results": [{
-                    "agent": "explorer", "task": "t", "exitCode": 0,
+                    "exitCode": 0,
                     "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
-                    "sessionFile": "/s/session.jsonl", "backend": "pi", "durationMs": 5, "attempts": 1,
+                    "sessionFile": "/s/session.jsonl",
                     "structured": {"n": 1}
                 }]}
             })
@@ -677,17 +708,80 @@ mod tests {
     #[test]
     fn lean_tasks_are_cut_to_200_characters() {
         let task = "é".repeat(MAX_LEAN_TASK_CHARS + 1);
-        let r = result(Mode::Single, "x", vec![single(&task, "x", None)]);
+        let r = result(Mode::Parallel, "x", vec![single(&task, "x", None)]);
         let v = r.details_value(DetailLevel::Lean);
         assert_eq!(
             v["results"][0]["task"],
             json!(format!("{}…", "é".repeat(MAX_LEAN_TASK_CHARS)))
         );
         let exact = "é".repeat(MAX_LEAN_TASK_CHARS);
-        let r = result(Mode::Single, "x", vec![single(&exact, "x", None)]);
+        let r = result(Mode::Parallel, "x", vec![single(&exact, "x", None)]);
         assert_eq!(
             r.details_value(DetailLevel::Lean)["results"][0]["task"],
             json!(exact)
+        );
+    }
+
+    /// A success costs the parent what it acts on; a failure keeps everything, and the
+    /// full record keeps everything always.
+    #[test]
+    fn a_lean_success_leaves_out_what_says_nothing_happened() {
+        let usual = |error: Option<&str>| SingleResult {
+            exit_code: if error.is_some() { 1 } else { 0 },
+            termination: Some(Termination::Exited {
+                code: if error.is_some() { 1 } else { 0 },
+            }),
+            child_session_id: Some("0b5c6a4e".into()),
+            sandbox: Some(SandboxInfo {
+                mode: SandboxMode::ReadOnly,
+                mechanism: "landlock".into(),
+                network: Network::On,
+            }),
+            ..single("find auth", "the answer", error)
+        };
+        let r = result(Mode::Single, "the answer", vec![usual(None)]);
+        assert_eq!(
+            r.details_value(DetailLevel::Lean)["results"][0],
+            json!({
+                "exitCode": 0, "output": "the answer",
+                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                "sessionFile": "/s/session.jsonl"
+            })
+        );
+        // What says something happened stays.
+        let eventful = SingleResult {
+            attempts: 2,
+            termination: Some(Termination::Terminated {
+                reason: StopReason::AfterTerminalEvent,
+            }),
+            sandbox: Some(SandboxInfo {
+                mode: SandboxMode::Off,
+                mechanism: "none".into(),
+                network: Network::On,
+            }),
+            warnings: vec!["no sandbox".into()],
+            ..usual(None)
+        };
+        let r = result(Mode::Parallel, "the answer", vec![eventful]);
+        assert_eq!(
+            r.details_value(DetailLevel::Lean)["results"][0],
+            json!({
+                "agent": "explorer", "task": "find auth", "exitCode": 0, "output": "the answer",
+                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                "sessionFile": "/s/session.jsonl", "attempts": 2,
+                "termination": {"kind": "terminated", "reason": "afterTerminalEvent"},
+                "sandbox": {"mode": "off", "mechanism": "none"},
+                "warnings": ["no sandbox"]
+            })
+        );
+        // A failure keeps all but the display items.
+        let failed = result(Mode::Single, "it broke", vec![usual(Some("it broke"))]);
+        let mut full = serde_json::to_value(&failed.details.results[0]).unwrap();
+        full.as_object_mut().unwrap().remove("displayItems");
+        assert_eq!(failed.details_value(DetailLevel::Lean)["results"][0], full);
+        assert_eq!(
+            serde_json::to_value(&failed.details).unwrap(),
+            failed.details_value(DetailLevel::Full)
         );
     }
 
