@@ -53,8 +53,28 @@ fn main() {
             a_fan_out_of_8_tasks_runs_through_the_cluster,
         ),
         (
-            "kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup",
-            kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup,
+            "kill_9_of_orchestrate_cancels_its_job_within_seconds",
+            kill_9_of_orchestrate_cancels_its_job_within_seconds,
+        ),
+        (
+            "kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds",
+            kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds,
+        ),
+        (
+            "kill_9_of_orchestrate_cancels_its_queued_job_within_seconds",
+            kill_9_of_orchestrate_cancels_its_queued_job_within_seconds,
+        ),
+        (
+            "kill_9_of_one_run_leaves_another_runs_job_alone",
+            kill_9_of_one_run_leaves_another_runs_job_alone,
+        ),
+        (
+            "kill_9_of_a_background_supervisor_cancels_its_job_within_seconds",
+            kill_9_of_a_background_supervisor_cancels_its_job_within_seconds,
+        ),
+        (
+            "kill_9_of_the_mcp_server_cancels_its_job_within_seconds",
+            kill_9_of_the_mcp_server_cancels_its_job_within_seconds,
         ),
         (
             "a_bad_partition_is_a_clear_failure_in_slurms_words",
@@ -392,8 +412,139 @@ fn a_fan_out_of_8_tasks_runs_through_the_cluster() {
     assert_eq!(ids.len(), 8, "one job per task: {ids:?}");
 }
 
-fn kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup() {
+/// The bound on a job's end after whatever supervised it was SIGKILLed: the watchdog's
+/// `scancel` and Slurm's stop of the step, with room for a loaded machine (the bench
+/// measures the real figure; without the watchdog it is the cluster's `InactiveLimit`,
+/// about a minute here).
+const ORPHANED_JOB_LIMIT: Duration = Duration::from_secs(15);
+
+/// The agent's processes (the fake, on the node) of this sandbox's runs: its descendants
+/// but the runner's watchdog.
+fn agent_processes(sb: &Sandbox) -> Vec<i32> {
+    sb.descendants()
+        .into_iter()
+        .filter(|p| support::cmdline(*p).contains("fake_agent"))
+        .collect()
+}
+
+/// Processes of this sandbox running orchestrate's runner watchdog.
+fn watchdogs(sb: &Sandbox) -> Vec<i32> {
+    support::processes_with_env(&sb.marker(), "ORCHESTRATE_TEST_SANDBOX=")
+        .into_iter()
+        .filter(|p| support::cmdline(*p).contains(WATCHDOG_COMMAND))
+        .collect()
+}
+
+/// The hidden subcommand the watchdog runs as.
+const WATCHDOG_COMMAND: &str = "runner-watchdog";
+
+/// The run id of the only run of `sb` (its folder's name), once there is one.
+fn only_run_id(sb: &Sandbox) -> Option<String> {
+    std::fs::read_dir(sb.state.join("runs"))
+        .ok()?
+        .flatten()
+        .next()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+}
+
+/// Waits until the job of run `run_id` is in state `state` (and, for a running one, the
+/// agent runs on the node); returns its id.
+fn wait_for_job(sb: &Sandbox, run_id: impl Fn() -> Option<String>, state: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(run_id) = run_id() {
+            let out = Command::new("squeue")
+                .args(["-h", &format!("--name=orchestrate-{run_id}"), "-o", "%i %T"])
+                .output()
+                .expect("squeue");
+            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if let Some(id) = line.strip_suffix(&format!(" {state}")) {
+                if state != "RUNNING" || !agent_processes(sb).is_empty() {
+                    return id.parse::<u64>().unwrap();
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job never was {state}: {:?}",
+            run_id()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGKILLs `target` (after checking it is a process of this sandbox: `-pgid` for its
+/// whole group), then waits until Slurm lists job `id` as finished and nothing of the run
+/// is left on the node or here (the watchdog included). Returns how long that took.
+fn kill_9_and_wait_for_the_end(sb: &Sandbox, target: i32, id: u64) -> Duration {
+    assert!(
+        support::carries(target.abs(), &sb.marker()),
+        "{target} is not ours"
+    );
+    // SAFETY: a pid (or group) of this sandbox's own, checked above.
+    unsafe { libc::kill(target, libc::SIGKILL) };
+    let killed = Instant::now();
+    loop {
+        let (state, agents, watchdogs) = (job_state(id), agent_processes(sb), watchdogs(sb));
+        if is_final(state.as_deref()) && agents.is_empty() && watchdogs.is_empty() {
+            break;
+        }
+        assert!(
+            killed.elapsed() < ORPHANED_JOB_LIMIT,
+            "job {id} still {state:?}, agent processes {agents:?}, watchdogs {watchdogs:?}, {ORPHANED_JOB_LIMIT:?} after its supervisor was killed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = killed.elapsed();
+    eprintln!(
+        "job {id} ended ({:?}) and its processes were gone {:.1} s after its supervisor was killed",
+        job_state(id),
+        took.as_secs_f64()
+    );
+    took
+}
+
+/// `orchestrate run fake t --runner slurm EXTRA…`, started and not waited for.
+fn spawn_run(sb: &Sandbox, extra: &[&str]) -> std::process::Child {
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        "fake",
+        "t",
+        "--agents-dir",
+        &agents,
+        "--runner",
+        "slurm",
+    ];
+    args.extend_from_slice(extra);
+    sb.command(&args).spawn().expect("spawn orchestrate")
+}
+
+fn kill_9_of_orchestrate_cancels_its_job_within_seconds() {
     let sb = Sandbox::new().scenario("silent");
+    let mut child = spawn_run(&sb, &[]);
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
+    child.wait().unwrap();
+    assert_eq!(job_state(id).as_deref().unwrap_or("CANCELLED"), "CANCELLED");
+}
+
+/// What a parent's shell tool does when its own timeout passes: SIGKILL to the whole
+/// process group orchestrate runs in.
+fn kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    let mut child = spawn_run(&sb, &[]);
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    // `Sandbox::command` starts orchestrate as the leader of a group of its own.
+    kill_9_and_wait_for_the_end(&sb, -(child.id() as i32), id);
+    child.wait().unwrap();
+}
+
+/// A job still waiting in the queue is cancelled too (by its name: Slurm has not been
+/// seen to give it an id before orchestrate died, or has).
+fn kill_9_of_orchestrate_cancels_its_queued_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    with_runner(&sb, "short", &["--partition=short"]);
     let agents = sb.agents.to_str().unwrap().to_string();
     let mut child = sb
         .command(&[
@@ -403,56 +554,101 @@ fn kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup() {
             "--agents-dir",
             &agents,
             "--runner",
-            "slurm",
+            "short",
+            "--timeout",
+            "5m",
         ])
         .spawn()
         .expect("spawn orchestrate");
-    // The run's id is its folder's name; its job is found by name.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let id = loop {
-        let run_id = std::fs::read_dir(sb.state.join("runs"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned());
-        if let Some(run_id) = run_id {
-            let out = Command::new("squeue")
-                .args(["-h", &format!("--name=orchestrate-{run_id}"), "-o", "%i %T"])
-                .output()
-                .expect("squeue");
-            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if let Some(id) = line.strip_suffix(" RUNNING") {
-                // And the agent itself runs on the node.
-                if !sb.descendants().is_empty() {
-                    break id.parse::<u64>().unwrap();
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "the job never ran");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    // SAFETY: our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let id = wait_for_job(&sb, || only_run_id(&sb), "PENDING");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
     child.wait().unwrap();
-    let killed = Instant::now();
-    // orchestrate's contained srun died with it; Slurm ends the job on its own: at once
-    // where srun's helper survives, else at the cluster's InactiveLimit (30 s in the test
-    // cluster, enforced on its next check).
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !is_final(job_state(id).as_deref()) || !sb.descendants().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "job {id} still {:?}, processes {:?}, 180 s after orchestrate was killed",
-            job_state(id),
-            sb.descendants()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!(
-        "job {id} ended ({:?}) and its processes were gone {:.1} s after orchestrate was killed",
-        job_state(id),
-        killed.elapsed().as_secs_f64()
+}
+
+/// Only the killed run's job is cancelled: another run's job, started alike at the same
+/// time, runs on and ends as it would have.
+fn kill_9_of_one_run_leaves_another_runs_job_alone() {
+    let victim = Sandbox::new().scenario("silent");
+    let other = Sandbox::new().scenario("silent");
+    let mut killed = spawn_run(&victim, &[]);
+    let survivor = spawn_run(&other, &["--timeout", "12s"]);
+    let id = wait_for_job(&victim, || only_run_id(&victim), "RUNNING");
+    let other_id = wait_for_job(&other, || only_run_id(&other), "RUNNING");
+    kill_9_and_wait_for_the_end(&victim, killed.id() as i32, id);
+    killed.wait().unwrap();
+    assert_eq!(job_state(other_id).as_deref(), Some("RUNNING"));
+    // It ends at its own runtime limit, as a run nobody killed.
+    let out = other.finish(survivor);
+    let result = out.result();
+    assert_eq!(
+        (
+            out.status,
+            result["timeoutReason"].clone(),
+            result["termination"].clone(),
+            result["runner"]["jobId"].clone()
+        ),
+        (
+            124,
+            json!("runtime"),
+            json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+            json!(other_id)
+        ),
+        "{}",
+        out.stdout
     );
+}
+
+fn kill_9_of_a_background_supervisor_cancels_its_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let out = sb
+        .command(&[
+            "run",
+            "fake",
+            "t",
+            "--agents-dir",
+            &agents,
+            "--runner",
+            "slurm",
+            "--background",
+        ])
+        .output()
+        .expect("orchestrate run --background");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let run_id = v["details"]["runId"].as_str().unwrap().to_string();
+    let supervisor = v["details"]["background"]["supervisorPid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no supervisor pid: {v}")) as i32;
+    let id = wait_for_job(&sb, || Some(run_id.clone()), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, supervisor, id);
+}
+
+fn kill_9_of_the_mcp_server_cancels_its_job_within_seconds() {
+    use std::io::Write;
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut server = sb
+        .command(&["mcp", "--agents-dir", &agents])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn orchestrate mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "subagent", "arguments": {"agent": "fake", "task": "t", "runner": "slurm"}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, server.id() as i32, id);
+    server.wait().unwrap();
+    drop(stdin);
 }
 
 /// A project config with a named runner.
