@@ -77,6 +77,10 @@ fn main() {
             kill_9_of_the_mcp_server_cancels_its_job_within_seconds,
         ),
         (
+            "the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run",
+            the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run,
+        ),
+        (
             "a_bad_partition_is_a_clear_failure_in_slurms_words",
             a_bad_partition_is_a_clear_failure_in_slurms_words,
         ),
@@ -321,6 +325,8 @@ fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
         )
     );
     assert!(is_final(job_state(id).as_deref()));
+    // The job's watchdog went with the run.
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
     // A local run's result has no runner.
     let local = sb.run("find auth", &[]);
     assert_eq!(local.result().get("runner"), None);
@@ -352,6 +358,7 @@ fn a_runtime_timeout_leaves_no_job_and_no_process() {
     // that no process carrying the sandbox's marker is alive).
     assert!(is_final(job_state(id).as_deref()), "{:?}", job_state(id));
     assert_eq!(sb.descendants(), Vec::<i32>::new());
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
 fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
@@ -651,6 +658,90 @@ fn kill_9_of_the_mcp_server_cancels_its_job_within_seconds() {
     drop(stdin);
 }
 
+/// The session id of a process (`/proc/<pid>/stat`'s sixth field).
+fn session_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = stat.rsplit_once(')').unwrap().1;
+    after_name
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The inodes of the pipes a process holds open.
+fn pipes_of(pid: i32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            target
+                .strip_prefix("pipe:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+fn inode_of(fd: i32) -> u64 {
+    // SAFETY: fstat of a descriptor this test holds, into a zeroed struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstat(fd, &mut stat) }, 0);
+    stat.st_ino
+}
+
+/// The watchdog outlives orchestrate only for its purpose: in a session of its own, it
+/// holds none of orchestrate's descriptors (not its output, which a parent reads to its
+/// end, nor one orchestrate inherited without close-on-exec), and it is gone when the run
+/// is.
+fn the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run() {
+    use std::os::fd::AsRawFd;
+    let sb = Sandbox::new().scenario("silent");
+    // A pipe whose ends every process started from here inherits.
+    let mut inherited = [0; 2];
+    // SAFETY: a plain system call into a two-element array.
+    assert_eq!(unsafe { libc::pipe(inherited.as_mut_ptr()) }, 0);
+    let child = spawn_run(&sb, &["--timeout", "4s"]);
+    // SAFETY: our own descriptors, not used after this.
+    unsafe { libc::close(inherited[1]) };
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    let found = watchdogs(&sb);
+    assert_eq!(found.len(), 1, "one watchdog per job: {found:?}");
+    let watchdog = found[0];
+    let orchestrate = child.id() as i32;
+    assert_eq!(
+        (
+            session_of(watchdog) == watchdog,
+            session_of(orchestrate) == watchdog
+        ),
+        (true, false)
+    );
+    let theirs = [
+        inode_of(child.stdout.as_ref().unwrap().as_raw_fd()),
+        inode_of(child.stderr.as_ref().unwrap().as_raw_fd()),
+        inode_of(inherited[0]),
+    ];
+    let held: Vec<u64> = pipes_of(watchdog)
+        .into_iter()
+        .filter(|p| theirs.contains(p))
+        .collect();
+    assert_eq!(
+        held,
+        Vec::<u64>::new(),
+        "the watchdog holds orchestrate's pipes"
+    );
+    let out = sb.finish(child);
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(inherited[0]) };
+    assert_eq!(out.status, 124, "{}", out.stdout);
+    assert!(is_final(job_state(id).as_deref()), "{:?}", job_state(id));
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
+}
+
 /// A project config with a named runner.
 fn with_runner(sb: &Sandbox, name: &str, args: &[&str]) {
     let dir = sb.work.join(".orchestrate");
@@ -765,6 +856,7 @@ fn a_controller_that_is_down_is_a_clear_failure() {
         "{error}"
     );
     assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
 fn no_srun_on_path_is_a_clear_failure() {
@@ -780,6 +872,7 @@ fn no_srun_on_path_is_a_clear_failure() {
             json!("Subagent could not run on Slurm: srun is not on PATH: install Slurm's client commands (Debian: slurm-client) where orchestrate runs, or use --runner local")
         )
     );
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
 fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {

@@ -199,8 +199,8 @@ impl Attempt<'_> {
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
-    /// created here, and its private TMPDIR), and the runner it runs through (which wraps
-    /// the command: `srun … -- <the child's command>`).
+    /// created here, and its private TMPDIR), and the runner it runs through (which may
+    /// put an engine's command in front of the child's).
     fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<ChildSpec, RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();

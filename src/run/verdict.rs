@@ -66,8 +66,8 @@ impl Verdict {
                 _,
             ) => 127,
             (Verdict::Engine(_), Err(SuperviseError::Engine(EngineError::NotInstalled(_)))) => 127,
-            // An engine's client may exit 0 when the engine failed the child (srun on a
-            // node failure): the run failed all the same.
+            // An engine's client may exit 0 when the engine failed the child (on a node
+            // failure): the run failed all the same.
             (Verdict::Engine(_), Err(_)) => 1,
             (Verdict::Engine(_), Ok(o)) if o.exit.code() == 0 => 1,
             (Verdict::NotStarted { .. }, _) | (_, Err(_)) => 126,
