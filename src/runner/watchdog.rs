@@ -171,3 +171,19 @@ fn close_inherited_descriptors() {
         unsafe { libc::close(fd) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn the_hidden_command_is_the_one_the_command_line_knows() {
+        let cli =
+            crate::cli::Cli::try_parse_from(["orchestrate", COMMAND, "slurm", "job-1"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            crate::cli::Command::RunnerWatchdog { kind, handle } if kind == "slurm" && handle == "job-1"
+        ));
+    }
+}
