@@ -16,6 +16,7 @@
 mod mock_llm;
 mod support;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -81,6 +82,10 @@ fn main() {
             the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run,
         ),
         (
+            "clusters_side_by_side_never_kill_each_others_jobs",
+            clusters_side_by_side_never_kill_each_others_jobs,
+        ),
+        (
             "a_bad_partition_is_a_clear_failure_in_slurms_words",
             a_bad_partition_is_a_clear_failure_in_slurms_words,
         ),
@@ -126,7 +131,10 @@ fn main() {
     let cluster = if listing {
         None
     } else {
-        Some(Cluster::start().unwrap_or_else(|e| panic!("{e}")))
+        let cluster = Cluster::start(cluster_port(0)).unwrap_or_else(|e| panic!("{e}"));
+        // Every orchestrate (and srun, squeue) the tests start finds the cluster here.
+        std::env::set_var("SLURM_CONF", cluster.conf());
+        Some(cluster)
     };
     let mut trials: Vec<Trial> = tests
         .into_iter()
@@ -198,14 +206,18 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-cluster")
 }
 
+/// The controller's port of this binary's cluster `n` (its slurmd's is the next one):
+/// ports of its own, so that a cluster someone else runs here is not in the way.
+fn cluster_port(n: u32) -> u32 {
+    20_000 + (std::process::id() % 5_000) * 2 + n * 10_000
+}
+
 impl Cluster {
-    fn start() -> Result<Cluster, String> {
+    fn start(base: u32) -> Result<Cluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("orchestrate-slurm-test")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        // Ports of its own, so that a cluster someone else runs here is not in the way.
-        let base = 20_000 + (std::process::id() % 5_000) * 2;
         let out = Command::new(script())
             .args(["start".as_ref(), dir.path().as_os_str()])
             .env("SLURM_TEST_CTLD_PORT", base.to_string())
@@ -223,8 +235,6 @@ impl Cluster {
             return Err(why);
         }
         eprintln!("{}", String::from_utf8_lossy(&out.stderr).trim());
-        // Every orchestrate (and srun, squeue) the tests start finds the cluster here.
-        std::env::set_var("SLURM_CONF", cluster.conf());
         Ok(cluster)
     }
 
@@ -740,6 +750,35 @@ fn the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run() {
     assert_eq!(out.status, 124, "{}", out.stdout);
     assert!(is_final(job_state(id).as_deref()), "{:?}", job_state(id));
     assert_eq!(watchdogs(&sb), Vec::<i32>::new());
+}
+
+/// Two clusters started side by side on this machine (as two test binaries, or a test and
+/// the bench, do) share proctrack/cgroup's per-job cgroups, named by node and job id: the
+/// end of one's job N would SIGKILL whatever the other's job N runs (srun then exits 137
+/// with no timeout recorded). `scripts/slurm-cluster` numbers each cluster's jobs apart.
+fn clusters_side_by_side_never_kill_each_others_jobs() {
+    let clusters: Vec<Cluster> = [1, 2]
+        .into_iter()
+        .map(|n| Cluster::start(cluster_port(n)).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let srun = |cluster: &Cluster, argv: &[&str]| {
+        let mut cmd = Command::new("srun");
+        cmd.arg("--quiet")
+            .args(argv)
+            .env("SLURM_CONF", cluster.conf())
+            .stdin(std::process::Stdio::null())
+            .process_group(0);
+        cmd
+    };
+    // Each cluster's first job after its readiness check, at the same time.
+    let mut long = srun(&clusters[0], &["sleep", "4"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let short = srun(&clusters[1], &["true"]).status().unwrap();
+    let long = long.wait().unwrap();
+    for cluster in &clusters {
+        cluster.stop();
+    }
+    assert_eq!((short.code(), long.code()), (Some(0), Some(0)));
 }
 
 /// A project config with a named runner.
