@@ -66,6 +66,10 @@ fn main() {
             kill_9_of_orchestrate_cancels_its_queued_job_within_seconds,
         ),
         (
+            "kill_9_of_a_fan_out_cancels_every_tasks_job_within_seconds",
+            kill_9_of_a_fan_out_cancels_every_tasks_job_within_seconds,
+        ),
+        (
             "kill_9_of_one_run_leaves_another_runs_job_alone",
             kill_9_of_one_run_leaves_another_runs_job_alone,
         ),
@@ -436,11 +440,16 @@ fn a_fan_out_of_8_tasks_runs_through_the_cluster() {
 const ORPHANED_JOB_LIMIT: Duration = Duration::from_secs(15);
 
 /// The agent's processes (the fake, on the node) of this sandbox's runs: its descendants
-/// but the runner's watchdog.
+/// but srun and the runner's watchdog.
 fn agent_processes(sb: &Sandbox) -> Vec<i32> {
     sb.descendants()
         .into_iter()
-        .filter(|p| support::cmdline(*p).contains("fake_agent"))
+        .filter(|p| {
+            support::cmdline(*p)
+                .split(' ')
+                .next()
+                .is_some_and(|argv0| argv0.ends_with("fake_agent"))
+        })
         .collect()
 }
 
@@ -580,6 +589,63 @@ fn kill_9_of_orchestrate_cancels_its_queued_job_within_seconds() {
     let id = wait_for_job(&sb, || only_run_id(&sb), "PENDING");
     kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
     child.wait().unwrap();
+}
+
+/// A fan-out's tasks each run as a job of their own, each with its watchdog: all of them
+/// are cancelled.
+fn kill_9_of_a_fan_out_cancels_every_tasks_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        "--agents-dir",
+        &agents,
+        "--runner",
+        "slurm",
+        "--concurrency",
+        "4",
+    ];
+    for _ in 0..4 {
+        args.extend(["--task", "fake=t"]);
+    }
+    let mut child = sb.command(&args).spawn().expect("spawn orchestrate");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ids: Vec<u64> = loop {
+        let ids: Vec<u64> = std::fs::read_dir(sb.state.join("runs"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let run_id = e.file_name().to_string_lossy().into_owned();
+                        let out = Command::new("squeue")
+                            .args([
+                                "-h",
+                                &format!("--name=orchestrate-{run_id}"),
+                                "-t",
+                                "RUNNING",
+                                "-o",
+                                "%i",
+                            ])
+                            .output()
+                            .ok()?;
+                        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ids.len() == 4 && agent_processes(&sb).len() == 4 {
+            break ids;
+        }
+        assert!(Instant::now() < deadline, "the 4 jobs never ran: {ids:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(watchdogs(&sb).len(), 4, "one watchdog per job");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, ids[0]);
+    child.wait().unwrap();
+    let states: Vec<Option<String>> = ids.iter().map(|id| job_state(*id)).collect();
+    assert!(
+        states.iter().all(|s| is_final(s.as_deref())),
+        "{ids:?}: {states:?}"
+    );
 }
 
 /// Only the killed run's job is cancelled: another run's job, started alike at the same
