@@ -7,8 +7,19 @@
 //! child left uncommitted is committed on that branch (so the branch holds all of it); a
 //! worktree with no change is removed with its branch, one with changes stays for the
 //! parent to review or merge (`orchestrate worktree rm RUN_ID` / `prune` remove them).
-//! The parent's working tree and index are never written: `git worktree add` writes only
-//! the repository's `.git` (the new branch, the worktree's admin folder).
+//! The parent's working tree and index are never written: orchestrate writes only the
+//! repository's `.git` (the new branch, the worktree's admin folder).
+//!
+//! The child is not trusted, and orchestrate's git runs outside its sandbox, so:
+//! - that git runs no program the repository, a configuration or the environment names
+//!   ([`git`]), and names the worktree's git dir itself;
+//! - before it commits, the worktree's git metadata is checked to be what `git worktree
+//!   add` wrote (else nothing is committed), and the repository's refs are compared with
+//!   what they were when the child started;
+//! - every worktree is in orchestrate's list ([`record`]) before git makes it, so one whose
+//!   orchestrate was killed at any step is still listed and removable;
+//! - worktrees are made and removed one at a time per repository ([`lock`]), and removed
+//!   without running git in them.
 
 mod git;
 mod lock;
