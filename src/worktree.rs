@@ -998,6 +998,31 @@ mod tests {
     }
 
     #[test]
+    fn a_branch_that_exists_is_never_reused_nor_moved() {
+        let r = repo();
+        let state = tempfile::tempdir().unwrap();
+        git(r.path(), &["branch", "orchestrate/ee12cd34"]).unwrap();
+        let tip = git(r.path(), &["rev-parse", "orchestrate/ee12cd34"]).unwrap();
+        let err = Worktree::create(r.path(), state.path(), "ee12cd34").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "branch orchestrate/ee12cd34 already exists: orchestrate never reuses a branch it did not make"
+        );
+        assert_eq!(
+            git(r.path(), &["rev-parse", "orchestrate/ee12cd34"]).unwrap(),
+            tip
+        );
+        assert!(!path_for(state.path(), "ee12cd34").exists());
+        assert_eq!(record::list(state.path()), vec![]);
+        // A branch named like orchestrate's prefix blocks every one under it: said, not hidden.
+        git(r.path(), &["branch", "-D", "orchestrate/ee12cd34"]).unwrap();
+        git(r.path(), &["branch", "orchestrate"]).unwrap();
+        let err = Worktree::create(r.path(), state.path(), "ff12cd34").unwrap_err();
+        assert!(err.to_string().contains("refs/heads/orchestrate"), "{err}");
+        assert_eq!(record::list(state.path()), vec![]);
+    }
+
+    #[test]
     fn a_folder_outside_a_repository_is_bad_input() {
         let dir = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();

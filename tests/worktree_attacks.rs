@@ -141,6 +141,10 @@ fn a_child_that_repoints_its_worktree_at_a_git_dir_of_its_own_runs_nothing_outsi
             r#"printf 'gitdir: /proc/self/cwd\n' > .git"#,
         ),
         (
+            "a new git dir in place of the old",
+            r#"d="$(git rev-parse --git-dir)" && mv "$d" "$d.old" && cp -r "$d.old" "$d""#,
+        ),
+        (
             "HEAD on the user's branch",
             r#"printf 'ref: refs/heads/main\n' > "$(git rev-parse --git-dir)/HEAD""#,
         ),
@@ -243,22 +247,39 @@ fn a_filter_of_the_users_global_config_is_not_run_on_the_childs_files() {
 
 #[test]
 fn a_child_that_moves_the_users_refs_is_reported() {
-    let (sb, _) = repository();
-    let script = "git -c user.name=x -c user.email=x@x commit -q --allow-empty -m evil \
-        && git update-ref refs/heads/main HEAD \
-        && git tag planted HEAD \
-        && git branch side HEAD \
-        && echo moved";
-    let v = run(&sb, script);
-    let (_, warnings) = worktree_and_warnings(&v);
-    let moved: Vec<&String> = warnings
-        .iter()
-        .filter(|w| w.contains("changed during the run"))
-        .collect();
-    assert_eq!(moved.len(), 1, "{warnings:?}");
-    let w = moved[0];
-    for r in ["refs/heads/main", "refs/tags/planted", "refs/heads/side"] {
-        assert!(w.contains(r), "{r} in {w}");
+    let evil_commit = "git -c user.name=x -c user.email=x@x commit -q --allow-empty -m evil";
+    let cases = [
+        (
+            format!(
+                "{evil_commit} && git update-ref refs/heads/main HEAD && git tag planted HEAD \
+                 && git branch side HEAD && echo moved"
+            ),
+            vec!["refs/heads/main", "refs/tags/planted", "refs/heads/side"],
+        ),
+        // Straight into packed-refs, with no loose ref and no reflog entry.
+        (
+            format!(
+                r#"{evil_commit} && git pack-refs --all && new=$(git rev-parse HEAD) \
+                 && p="$(git rev-parse --git-common-dir)/packed-refs" \
+                 && sed "s/^[0-9a-f]* refs\/heads\/main$/$new refs\/heads\/main/" "$p" > "$p.new" \
+                 && mv "$p.new" "$p" && echo packed"#
+            ),
+            vec!["refs/heads/main"],
+        ),
+    ];
+    for (script, names) in cases {
+        let (sb, _) = repository();
+        let v = run(&sb, &script);
+        let (_, warnings) = worktree_and_warnings(&v);
+        let moved: Vec<&String> = warnings
+            .iter()
+            .filter(|w| w.contains("changed during the run"))
+            .collect();
+        assert_eq!(moved.len(), 1, "{script}: {v}");
+        let w = moved[0];
+        for r in names {
+            assert!(w.contains(r), "{r} in {w}");
+        }
     }
 }
 
@@ -471,18 +492,28 @@ fn kill_9_while_the_child_runs_leaves_a_listed_prunable_worktree() {
 
 #[test]
 fn kill_9_during_git_add_leaves_a_listed_prunable_worktree() {
+    kill_9_during("add", true);
+}
+
+#[test]
+fn kill_9_during_git_commit_leaves_a_listed_prunable_worktree() {
+    // git commits on its own: nothing is left uncommitted, and `--all` removes it.
+    kill_9_during("commit", false);
+}
+
+fn kill_9_during(step: &str, with_changes: bool) {
     let (sb, _) = repository();
     let t = sb.root.path();
     let (ready, release, done) = (t.join("ready"), t.join("release"), t.join("done"));
     let bin = wrapper(
         &t.join("bin"),
         &format!(
-            r#"if [ "$sub" = "add" ]; then touch "{r}"; while [ ! -e "{l}" ]; do sleep 0.02; done; fi"#,
+            r#"if [ "$sub" = "{step}" ]; then touch "{r}"; while [ ! -e "{l}" ]; do sleep 0.02; done; fi"#,
             r = ready.display(),
             l = release.display()
         ),
         &format!(
-            r#"if [ "$sub" = "add" ]; then touch "{d}"; fi"#,
+            r#"if [ "$sub" = "{step}" ]; then touch "{d}"; fi"#,
             d = done.display()
         ),
     );
@@ -498,7 +529,7 @@ fn kill_9_during_git_add_leaves_a_listed_prunable_worktree() {
         &release,
         Some(&done),
     );
-    assert_listed_and_prunable(&sb, true);
+    assert_listed_and_prunable(&sb, with_changes);
 }
 
 /// Eight runs at once on one repository, each as its own orchestrate process: all

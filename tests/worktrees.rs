@@ -340,3 +340,40 @@ fn uncommitted_and_untracked_files_of_the_checkout_are_warned_about() {
         )])
     );
 }
+
+/// A run index line naming the user's own checkout and branch (a forged or corrupt one)
+/// is listed but never acted on: prune removes only what orchestrate made.
+#[test]
+fn prune_never_removes_what_orchestrate_did_not_make() {
+    let sb = repository();
+    std::fs::create_dir_all(&sb.state).unwrap();
+    let forged = json!({
+        "runId": "abcdef12", "agent": "writer", "backend": "pi", "model": null,
+        "startedAtMs": 1, "durationMs": 1, "exitCode": 0, "error": null,
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+        "cwd": sb.work.display().to_string(), "sessionFile": "/x",
+        "worktree": {"path": sb.work.display().to_string(), "branch": "main",
+                     "repository": sb.work.display().to_string()}
+    });
+    std::fs::write(sb.state.join("runs.jsonl"), format!("{forged}\n")).unwrap();
+    let before = checkout_state(&sb.work);
+    let out = sb
+        .command(&["worktree", "prune", "--all", "--force", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({"removed": [], "kept": [{
+            "runId": "abcdef12", "path": sb.work.display().to_string(), "branch": "main",
+            "reason": format!("not a worktree orchestrate made in {}", sb.state.display())
+        }]})
+    );
+    let out = sb
+        .command(&["worktree", "rm", "abcdef12"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(checkout_state(&sb.work), before);
+    assert_eq!(git(&sb.work, &["branch", "--list", "main"]), "* main\n");
+}
