@@ -136,10 +136,9 @@ impl<'a> Git<'a> {
     pub(crate) fn command(&self, args: &[&OsStr]) -> Command {
         let mut cmd = Command::new("git");
         for (key, _) in std::env::vars_os() {
-            let drop = key
-                .to_str()
-                .is_none_or(|k| k.starts_with("GIT_") && !KEPT_VARS.contains(&k));
-            if drop && key.as_encoded_bytes().starts_with(b"GIT_") {
+            let is_git = key.as_encoded_bytes().starts_with(b"GIT_");
+            let kept = key.to_str().is_some_and(|k| KEPT_VARS.contains(&k));
+            if is_git && !kept {
                 cmd.env_remove(&key);
             }
         }
