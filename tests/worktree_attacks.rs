@@ -643,3 +643,41 @@ fn a_half_made_sibling_worktree_is_waited_for() {
     );
     assert_eq!(orchestrate_branches(&sb.work).lines().count(), 1);
 }
+
+/// A child that replaces its worktree folder by a symbolic link to the user's files:
+/// nothing is committed, and removing the worktree removes the link, not what it names.
+#[test]
+fn a_worktree_replaced_by_a_link_to_the_users_files_is_not_followed() {
+    let (sb, marks_dir) = repository();
+    let victim = sb.root.path().join("victim");
+    std::fs::create_dir_all(victim.join(".git")).unwrap();
+    std::fs::write(victim.join("precious.txt"), "mine\n").unwrap();
+    let script = format!(
+        r#"W="${{PWD%/}}"; cd / && mv "$W" "$W.moved" && ln -s "{v}" "$W" && echo swapped"#,
+        v = victim.display()
+    );
+    let v = run(&sb, &script);
+    let (wt, warnings) = worktree_and_warnings(&v);
+    assert_eq!(marks(&marks_dir), Vec::<String>::new());
+    assert_eq!(
+        (&wt["kept"], &wt["changedFiles"]),
+        (&json!(true), &json!([])),
+        "{v}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w
+                .starts_with("the worktree was not committed: the child changed its git metadata")),
+        "{warnings:?}"
+    );
+    let id = v["details"]["runId"].as_str().unwrap();
+    let out = sb.command(&["worktree", "rm", id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(victim.join("precious.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(!sb.state.join("worktrees").join(id).exists());
+    assert_eq!(orchestrate_branches(&sb.work), "");
+}
