@@ -130,11 +130,14 @@ pub enum WorktreeAction {
         json: bool,
     },
     /// Remove every kept worktree whose branch is merged into its repository's HEAD, with
-    /// its branch.
+    /// its branch; one with uncommitted changes only with --force.
     Prune {
         /// Remove unmerged ones too.
         #[arg(long)]
         all: bool,
+        /// Remove worktrees with uncommitted changes too (they are lost).
+        #[arg(long)]
+        force: bool,
         /// One JSON object on stdout: removed and kept.
         #[arg(long)]
         json: bool,
