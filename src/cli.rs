@@ -90,6 +90,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Started by orchestrate itself before it submits a job to a cluster engine: cancels
+    /// the job should orchestrate die before the job is over.
+    #[command(name = "runner-watchdog", hide = true)]
+    RunnerWatchdog {
+        /// The runner's engine (`slurm`).
+        kind: String,
+        /// The job, as the engine's cancel step names it.
+        handle: String,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]

@@ -36,6 +36,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             WorktreeAction::Prune { all, force, json } => worktree::prune(all, force, json),
         },
         Command::Config { json } => config::config(json),
+        Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
         Command::Completions { shell } => completions::completions(shell, &mut Cli::command()),
         Command::Run(args) => run::run(*args),
     }

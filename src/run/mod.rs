@@ -85,7 +85,7 @@ pub struct RunRequest {
     /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the
     /// agent's `output_schema:`.
     pub output_schema: Option<SchemaSource>,
-    /// Where the child runs: `local`, `slurm` or a named runner.
+    /// Where the child runs: `local`, an engine's runner, or a runner named in the config.
     pub runner: Option<String>,
     /// How long its job may wait in a cluster engine's queue.
     pub queue_timeout: Option<Duration>,
