@@ -2,6 +2,8 @@
 //! worktree and its runner. The policies that decide them are `crate::sandbox`,
 //! `crate::worktree` and `crate::runner`; these are only what they report.
 
+use std::fmt;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -112,19 +114,19 @@ pub struct DiffStat {
     pub deletions: u64,
 }
 
-/// The engine behind a runner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerKind {
-    Local,
-    Slurm,
+/// The id an engine gave the child's job: a number (Slurm's job id) or a name (a pod's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum JobId {
+    Number(u64),
+    Name(String),
 }
 
-impl RunnerKind {
-    pub const fn name(self) -> &'static str {
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RunnerKind::Local => "local",
-            RunnerKind::Slurm => "slurm",
+            JobId::Number(n) => write!(f, "{n}"),
+            JobId::Name(s) => f.write_str(s),
         }
     }
 }
@@ -134,13 +136,14 @@ impl RunnerKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunnerInfo {
-    pub kind: RunnerKind,
+    /// The engine (`slurm`).
+    pub kind: String,
     /// The runner's name when it is a named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// None when the engine refused the job before it had an id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<u64>,
+    pub job_id: Option<JobId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// From the submission until the job started (or until it was given up on).

@@ -8,9 +8,7 @@ mod termination;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use isolation::{
-    DiffStat, Network, RunnerInfo, RunnerKind, SandboxInfo, SandboxMode, WorktreeInfo,
-};
+pub use isolation::{DiffStat, JobId, Network, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
 pub use termination::{KillKind, Leak, StopReason, Termination};
 
 /// How much of a result goes to a parent. Lean: no `displayItems`,
@@ -266,8 +264,8 @@ pub struct SingleResult {
     /// The git worktree the child worked in (`--isolation worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
-    /// Where the child ran, when not here: `{"kind": "slurm", "jobId": 42, "node": "n3",
-    /// "queueWaitMs": 120}`.
+    /// Where the child ran, when not here: the engine, the job's id, node and final state,
+    /// and how long it waited to start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<RunnerInfo>,
 }

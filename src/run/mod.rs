@@ -305,7 +305,10 @@ async fn finish_worktree(
     };
     single.warnings.extend(warning);
     match finished {
-        Ok(Ok(info)) => single.worktree = Some(info),
+        Ok(Ok((info, warnings))) => {
+            single.worktree = Some(info);
+            single.warnings.extend(warnings);
+        }
         Ok(Err(e)) => single
             .warnings
             .push(format!("the worktree could not be finished: {e}")),

@@ -15,7 +15,7 @@ use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
-use crate::runner::{self, Runner};
+use crate::runner::{self, RunnerChoice};
 use crate::sandbox::{self, SandboxPlan};
 use crate::settings::Effective;
 use crate::structured::{OutputSchema, SchemaSource};
@@ -49,7 +49,7 @@ pub(crate) struct ResolvedRun {
     /// The schema the answer must match, compiled.
     pub output_schema: Option<OutputSchema>,
     /// Where the child runs.
-    pub runner: Runner,
+    pub runner: RunnerChoice,
 }
 
 /// The output limits of a request before any agent is known (a fan-out's whole answer).
@@ -135,7 +135,7 @@ pub(crate) fn resolve(
     let backend = s.backend.select();
     let runner = runner::select(&s.runner, &cfg.runners.value)
         .map_err(|e| RunError::invalid(e.to_string()))?;
-    let sandbox = if runner.is_local() {
+    let sandbox = if runner.kind.here() {
         sandbox::plan(
             s.sandbox,
             agent.permissions().readonly,
