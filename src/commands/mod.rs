@@ -8,6 +8,7 @@ pub mod config;
 pub mod run;
 pub mod runs;
 pub mod show;
+pub mod summary;
 pub mod worktree;
 
 use clap::CommandFactory;
