@@ -15,7 +15,7 @@ use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
 use crate::sandbox::{Network, SandboxMode};
-use crate::session::RunId;
+use crate::session::{RunId, RunIdPrefix};
 use crate::structured::SchemaSource;
 
 #[derive(Parser, Debug)]
@@ -43,18 +43,26 @@ pub enum Command {
     /// Wait for a background run and print its result (exit status as in the foreground;
     /// 124 if --timeout passes first).
     Wait {
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// Give up after this long (90s, 15m, …), printing that it still runs.
         #[arg(long, value_parser = duration)]
         timeout: Option<Duration>,
+        /// json: the result as one line; text: the answer on stdout and a summary on
+        /// stderr; stream-json: as json (the run is already under way).
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: Format,
     },
     /// Stop a background run (its whole process tree) and print its result.
     Stop {
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
+        /// json: the stopped run's result as one line; text: its answer on stdout and a
+        /// summary on stderr; stream-json: as json.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: Format,
     },
@@ -72,9 +80,10 @@ pub enum Command {
     },
     /// One run: its result, its session file and the last lines of its stderr.
     Show {
-        /// The run's id: 8 hex digits, as `orchestrate runs` prints it.
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `orchestrate runs` prints it, or its first digits (a unique
+        /// prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
         #[arg(long)]
         json: bool,
@@ -110,9 +119,10 @@ pub enum Command {
 pub enum WorktreeAction {
     /// Remove a run's worktree (whatever is in it) and its branch.
     Rm {
-        /// The run's id, as `orchestrate runs` prints it.
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `orchestrate runs` prints it, or its first digits (a unique
+        /// prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// Keep the branch orchestrate/<run id> (and so its commits).
         #[arg(long)]
         keep_branch: bool,
@@ -337,6 +347,10 @@ fn agents_dir(s: &str) -> Result<PathBuf, String> {
 
 fn run_id(s: &str) -> Result<RunId, String> {
     RunId::parse(s).map_err(|e| e.to_string())
+}
+
+fn run_id_prefix(s: &str) -> Result<RunIdPrefix, String> {
+    RunIdPrefix::parse(s).map_err(|e| e.to_string())
 }
 
 fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {

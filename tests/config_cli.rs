@@ -119,7 +119,17 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 26, "{text}");
+    assert_eq!(lines.len(), 26 + 4, "{text}");
+    // Then the files it read, in the order they apply.
+    assert_eq!(
+        lines[26..],
+        [
+            "",
+            "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
+            &format!("  user     {}", l.user.display()),
+            &format!("  project  {}", l.project.display()),
+        ]
+    );
     assert_eq!(
         lines[2],
         format!(
@@ -134,6 +144,32 @@ fn config_text_is_one_line_per_key_with_its_source() {
             "fallback_models = [\"m2\",\"m3\"]  (user:{})",
             l.user.display()
         )
+    );
+}
+
+#[test]
+fn config_text_says_where_it_looked_when_there_is_no_config_file() {
+    let sb = Sandbox::new();
+    let cwd = sb.work.join("repo/src");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = command(&sb, &["config"], &cwd).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let tail: Vec<&str> = text.lines().skip_while(|l| !l.is_empty()).collect();
+    assert_eq!(
+        tail,
+        [
+            "",
+            "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
+            &format!(
+                "  user     {} (not found)",
+                sb.home.join(".config/orchestrate/config.toml").display()
+            ),
+            &format!(
+                "  project  .orchestrate/config.toml in {} or a folder above it (none found)",
+                cwd.display()
+            ),
+        ]
     );
 }
 
