@@ -234,16 +234,16 @@ fn an_unknown_agent_keeps_its_message_and_then_suggests_the_nearest_name() {
     };
     assert_eq!(
         message("explroer"),
-        "Unknown agent: explroer. Available agents: explorer, fake, reviewer. Did you mean explorer?"
+        "Unknown agent: explroer. Available agents: explorer, fake, implementer, researcher, reviewer, tester. Did you mean explorer?"
     );
     assert_eq!(
         message("Reviewer"),
-        "Unknown agent: Reviewer. Available agents: explorer, fake, reviewer. Did you mean reviewer?"
+        "Unknown agent: Reviewer. Available agents: explorer, fake, implementer, researcher, reviewer, tester. Did you mean reviewer?"
     );
     // Nothing close: the message as it always was.
     assert_eq!(
         message("zzz"),
-        "Unknown agent: zzz. Available agents: explorer, fake, reviewer"
+        "Unknown agent: zzz. Available agents: explorer, fake, implementer, researcher, reviewer, tester"
     );
     // In text mode too, after the same message.
     let out = run(
@@ -260,7 +260,7 @@ fn an_unknown_agent_keeps_its_message_and_then_suggests_the_nearest_name() {
     );
     assert_eq!(
         out.stdout,
-        "Unknown agent: explroer. Available agents: explorer, fake, reviewer. Did you mean explorer?\n"
+        "Unknown agent: explroer. Available agents: explorer, fake, implementer, researcher, reviewer, tester. Did you mean explorer?\n"
     );
 }
 
@@ -286,8 +286,8 @@ fn run_help_groups_its_options_by_concern() {
             "Several tasks:",
             "Child CLI:",
             "Time limits:",
-            "Budgets:",
             "Output:",
+            "Budgets:",
             "Sandbox and isolation:",
             "Background and resume:",
         ],
