@@ -100,10 +100,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) that
+    /// completes subcommands, flags, flag values, agent names and run ids by asking
+    /// orchestrate; regenerate it after an update.
     Completions {
+        /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+        /// A script that never calls orchestrate back: no agent names or run ids.
+        #[arg(long = "static")]
+        standalone: bool,
     },
     /// List the agents a run can use and the file each came from.
     Agents {

@@ -11,8 +11,6 @@ pub mod show;
 pub mod summary;
 pub mod worktree;
 
-use clap::CommandFactory;
-
 use crate::cli::{Cli, Command, WorktreeAction};
 use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
@@ -41,7 +39,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             WorktreeAction::Prune { all, json } => worktree::prune(all, json),
         },
         Command::Config { json } => config::config(json),
-        Command::Completions { shell } => completions::completions(shell, &mut Cli::command()),
+        Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),
     }
 }
