@@ -6,8 +6,10 @@
 say() { printf '==> %s\n' "$*" >&2; }
 
 # mock_binaries ROOT: sets `orchestrate` and `mock_llm`. DEMO_ORCHESTRATE and DEMO_MOCK_LLM
-# (the test suite's own builds) win; else the release build, which `cargo build --release`
-# made already, so that only the mock is compiled here.
+# (the test suite's own builds) win; else the release builds. orchestrate is built on its
+# own, so that the binary `cargo build --release` (or `cargo install --path .`) made is
+# reused as it is: built together with an example, it would be built again with the
+# features of the test dependencies.
 mock_binaries() {
 	local root="$1"
 	if [ -n "${DEMO_ORCHESTRATE:-}" ] && [ -n "${DEMO_MOCK_LLM:-}" ]; then
@@ -15,8 +17,10 @@ mock_binaries() {
 		mock_llm="$DEMO_MOCK_LLM"
 		return
 	fi
-	say "building orchestrate and the mock LLM (release; the first time takes a few minutes)"
-	(cd "$root" && cargo build --release --bin orchestrate --example mock_llm) >&2
+	say "building orchestrate (release; nothing to do after \`cargo build --release\`)"
+	(cd "$root" && cargo build --release --bin orchestrate) >&2
+	say "building the mock LLM (release; the first time takes a minute or more)"
+	(cd "$root" && cargo build --release --example mock_llm) >&2
 	orchestrate="$root/target/release/orchestrate"
 	mock_llm="$root/target/release/examples/mock_llm"
 }
