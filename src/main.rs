@@ -1,7 +1,8 @@
 //! The `orchestrate` command line: parses arguments and dispatches to `commands`.
 
 fn main() {
-    // `COMPLETE=bash orchestrate -- …`: a shell asking for completions, answered and done.
+    // `ORCHESTRATE_COMPLETE=bash orchestrate -- …`: a shell asking for completions, answered
+    // and done.
     orchestrate::commands::completions::answer_if_asked();
     orchestrate::commands::init_tracing();
     let status = match orchestrate::cli::parse() {

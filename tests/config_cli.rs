@@ -389,6 +389,16 @@ fn bash_completes_flag_values_agent_names_and_run_ids_by_asking_orchestrate() {
 }
 
 #[test]
+fn a_complete_variable_meant_for_something_else_does_not_stop_a_run() {
+    let sb = Sandbox::new();
+    let out = command(&sb, &["runs", "--json"], &sb.work)
+        .env("COMPLETE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(stdout_json(&out)["runs"], json!([]));
+}
+
+#[test]
 fn zsh_and_fish_get_agents_and_runs_with_their_descriptions() {
     let sb = Sandbox::new();
     seed_runs(
@@ -398,7 +408,7 @@ fn zsh_and_fish_get_agents_and_runs_with_their_descriptions() {
     let complete = |shell: &str, words: &[&str]| {
         let mut cmd = command(&sb, &["--"], &sb.work);
         cmd.args(words)
-            .env("COMPLETE", shell)
+            .env("ORCHESTRATE_COMPLETE", shell)
             .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
             .env("_CLAP_IFS", "\n");
         let out = cmd.output().unwrap();

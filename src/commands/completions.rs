@@ -1,6 +1,6 @@
 //! Shell completion. `orchestrate completions SHELL` prints a script that asks orchestrate
-//! itself for each completion (`COMPLETE=SHELL orchestrate -- WORDS…`, clap_complete's
-//! dynamic completion), so that agent names and run ids complete as well as subcommands,
+//! itself for each completion (`ORCHESTRATE_COMPLETE=SHELL orchestrate -- WORDS…`,
+//! clap_complete's dynamic completion), so that agent names and run ids complete as well as subcommands,
 //! flags and flag values; `--static` prints a script that needs no call back, without
 //! agent names and run ids.
 //!
@@ -22,14 +22,17 @@ use crate::history;
 use crate::result::exit_status;
 use crate::session::{RunId, StateDir};
 
-/// The variable that turns a run of orchestrate into a completion request.
-const COMPLETE_VAR: &str = "COMPLETE";
+/// The variable that turns a run of orchestrate into a completion request. Not clap's
+/// default `COMPLETE`: orchestrate runs in whatever environment a parent agent has, and a
+/// `COMPLETE` set there for something else must not turn a run into a completion.
+const COMPLETE_VAR: &str = "ORCHESTRATE_COMPLETE";
 /// How many run ids are offered, newest first.
 const RUN_ID_CANDIDATES: usize = 200;
 /// How much of a task a run id's description shows.
 const TASK_CHARS_IN_DESCRIPTION: usize = 60;
 
-/// Answers a completion request (`COMPLETE=bash orchestrate -- orchestrate run ex`) and
+/// Answers a completion request (`ORCHESTRATE_COMPLETE=bash orchestrate -- orchestrate run
+/// ex`) and
 /// exits, when this run of orchestrate is one; returns otherwise. Called before anything
 /// is parsed or printed.
 pub fn answer_if_asked() {
@@ -134,7 +137,7 @@ pub fn completions(shell: Shell, standalone: bool) -> i32 {
     }
 }
 
-/// The script `COMPLETE=SHELL orchestrate` prints: it calls this very binary back (by
+/// The script `ORCHESTRATE_COMPLETE=SHELL orchestrate` prints: it calls this very binary back (by
 /// the name it was run as, made absolute when it was run by a path).
 fn registration(shell: Shell, out: &mut Vec<u8>) -> std::io::Result<()> {
     let name = shell.to_string();
