@@ -187,10 +187,11 @@ run_ids() {
 	ls "$1/runs" 2>/dev/null | grep -E '^[0-9a-f]{8}$' | sort || true
 }
 
-# orchestrate_command: how the user can call this orchestrate: its name when it is the
-# one on PATH, else its path.
+# orchestrate_command: how the user can call orchestrate to read the runs made here:
+# `orchestrate` when one is on PATH (an installed one reads the same state directory),
+# else the path of the one used here.
 orchestrate_command() {
-	if [ "$(command -v orchestrate 2>/dev/null)" = "$orchestrate" ]; then
+	if command -v orchestrate >/dev/null 2>&1; then
 		echo orchestrate
 	else
 		echo "$orchestrate"
