@@ -36,9 +36,10 @@ pub fn dispatch(cli: Cli) -> i32 {
                 Ok(id) => worktree::rm(&id, keep_branch, json),
                 Err(why) => refuse_listing(json, &why),
             },
-            WorktreeAction::Prune { all, json } => worktree::prune(all, json),
+            WorktreeAction::Prune { all, force, json } => worktree::prune(all, force, json),
         },
         Command::Config { json } => config::config(json),
+        Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
         Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),
     }
