@@ -6,12 +6,12 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::{Plan, RunRequest};
-use crate::session::RunId;
+use crate::session::{RunId, RunIdPrefix};
 use crate::settings::Values;
 use crate::units::parse_duration;
 
@@ -43,18 +43,26 @@ pub enum Command {
     /// Wait for a background run and print its result (exit status as in the foreground;
     /// 124 if --timeout passes first).
     Wait {
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// Give up after this long (90s, 15m, …), printing that it still runs.
         #[arg(long, value_parser = duration)]
         timeout: Option<Duration>,
+        /// json: the result as one line; text: the answer on stdout and a summary on
+        /// stderr; stream-json: as json (the run is already under way).
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
     /// Stop a background run (its whole process tree) and print its result.
     Stop {
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
+        /// json: the stopped run's result as one line; text: its answer on stdout and a
+        /// summary on stderr; stream-json: as json.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
@@ -72,9 +80,10 @@ pub enum Command {
     },
     /// One run: its result, its session file and the last lines of its stderr.
     Show {
-        /// The run's id: 8 hex digits, as `orchestrate runs` prints it.
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `orchestrate runs` prints it, or its first digits (a unique
+        /// prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
         #[arg(long)]
         json: bool,
@@ -99,10 +108,16 @@ pub enum Command {
         /// The job, as the engine's cancel step names it.
         handle: String,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) that
+    /// completes subcommands, flags, flag values, agent names and run ids by asking
+    /// orchestrate; regenerate it after an update.
     Completions {
+        /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+        /// A script that never calls orchestrate back: no agent names or run ids.
+        #[arg(long = "static")]
+        standalone: bool,
     },
     /// List the agents a run can use and the file each came from.
     Agents {
@@ -119,9 +134,10 @@ pub enum Command {
 pub enum WorktreeAction {
     /// Remove a run's worktree (whatever is in it) and its branch.
     Rm {
-        /// The run's id, as `orchestrate runs` prints it.
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `orchestrate runs` prints it, or its first digits (a unique
+        /// prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// Keep the branch orchestrate/<run id> (and so its commits).
         #[arg(long)]
         keep_branch: bool,
@@ -208,7 +224,8 @@ impl From<Details> for DetailLevel {
 pub enum OutputFormat {
     Json,
     Text,
-    /// NDJSON streaming updates while the child runs, then the final result.
+    // NDJSON streaming updates while the child runs, then the final result. (A doc
+    // comment here would be a description in every completion script.)
     StreamJson,
 }
 
@@ -231,12 +248,25 @@ fn run_id(s: &str) -> Result<RunId, String> {
     RunId::parse(s).map_err(|e| e.to_string())
 }
 
+fn run_id_prefix(s: &str) -> Result<RunIdPrefix, String> {
+    RunIdPrefix::parse(s).map_err(|e| e.to_string())
+}
+
+/// The whole command line as a person meets it: [`Cli`]'s grammar with the help headings
+/// and value hints of `crate::cli_help`. Parsing, help and completion all use this.
+pub(crate) fn command() -> clap::Command {
+    crate::cli_help::presented(<Cli as clap::CommandFactory>::command())
+}
+
 /// Parses the process's arguments. On a bad argument, prints what the subcommand's output
 /// format calls for and returns the exit status to end with; `--help` and `--version`
 /// print as usual and end with 0.
 pub fn parse() -> Result<Cli, i32> {
     let args: Vec<OsString> = std::env::args_os().collect();
-    Cli::try_parse_from(&args).map_err(|err| report_parse_error(&err, &args))
+    command()
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .map_err(|err| report_parse_error(&err, &args))
 }
 
 fn report_parse_error(err: &clap::Error, args: &[OsString]) -> i32 {

@@ -156,7 +156,7 @@ pub(crate) trait Kind<T>: Sync {
     }
 
     /// The names it takes, when they are few (for completion and `--help`).
-    fn names(&self) -> Option<Vec<&'static str>> {
+    fn names(&self) -> Option<Vec<String>> {
         None
     }
 
@@ -433,9 +433,14 @@ impl Kind<BackendChoice> for Backend {
         json!(value.name())
     }
 
-    fn names(&self) -> Option<Vec<&'static str>> {
+    fn names(&self) -> Option<Vec<String>> {
         let names = crate::backends::Backend::all().map(crate::backends::Backend::name);
-        Some(std::iter::once("auto").chain(names).collect())
+        Some(
+            std::iter::once("auto")
+                .chain(names)
+                .map(String::from)
+                .collect(),
+        )
     }
 }
 
@@ -457,11 +462,12 @@ impl Kind<Option<SandboxMode>> for Sandbox {
     }
 
     fn schema(&self) -> Json {
-        json!({"type": "string", "enum": ["read-only", "workspace-write", "off"]})
+        json!({"type": "string", "enum": enum_names::<SandboxMode>()})
     }
 
-    fn names(&self) -> Option<Vec<&'static str>> {
-        Some(vec!["read-only", "workspace-write", "off", "auto"])
+    // `auto`, the default, is taken but not offered.
+    fn names(&self) -> Option<Vec<String>> {
+        Some(enum_names::<SandboxMode>())
     }
 }
 
@@ -482,11 +488,11 @@ impl Kind<Network> for NetworkKind {
     }
 
     fn schema(&self) -> Json {
-        json!({"type": "string", "enum": ["on", "off"]})
+        json!({"type": "string", "enum": enum_names::<Network>()})
     }
 
-    fn names(&self) -> Option<Vec<&'static str>> {
-        Some(vec!["on", "off"])
+    fn names(&self) -> Option<Vec<String>> {
+        Some(enum_names::<Network>())
     }
 }
 
@@ -544,8 +550,8 @@ impl Kind<bool> for Isolation {
         json!({"type": "string", "enum": ["worktree", "none"]})
     }
 
-    fn names(&self) -> Option<Vec<&'static str>> {
-        Some(vec!["worktree", "none"])
+    fn names(&self) -> Option<Vec<String>> {
+        Some(vec!["worktree".into(), "none".into()])
     }
 }
 
@@ -640,6 +646,26 @@ impl Kind<SchemaSource> for Schema {
     }
 }
 
+/// The names a serde enum is written with, from its JSON schema (the names MCP's tool
+/// schema offers too): a new variant is offered without a change here.
+fn enum_names<T: schemars::JsonSchema>() -> Vec<String> {
+    let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    let alternatives = schema["oneOf"]
+        .as_array()
+        .into_iter()
+        .chain(schema["anyOf"].as_array())
+        .flatten();
+    schema["enum"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(alternatives.flat_map(|alt| {
+            std::iter::once(&alt["const"]).chain(alt["enum"].as_array().into_iter().flatten())
+        }))
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -701,6 +727,29 @@ mod tests {
             Dur { positive: false }.read(Raw::Toml(&toml::Value::Integer(-5))),
             Err("must not be negative (got -5)".to_string())
         );
+    }
+
+    #[test]
+    fn enum_names_are_what_the_parsers_take() {
+        assert_eq!(
+            enum_names::<SandboxMode>(),
+            ["read-only", "workspace-write", "off"]
+        );
+        assert_eq!(enum_names::<Network>(), ["on", "off"]);
+        for name in enum_names::<SandboxMode>() {
+            assert_eq!(
+                Sandbox
+                    .read(Raw::Text(&name))
+                    .map(|m| m.map(SandboxMode::name)),
+                Ok(Some(name.as_str()))
+            );
+        }
+        for name in enum_names::<Network>() {
+            assert_eq!(
+                NetworkKind.read(Raw::Text(&name)).map(Network::name),
+                Ok(name.as_str())
+            );
+        }
     }
 
     #[test]

@@ -175,7 +175,7 @@ pub(crate) trait AnySetting: Sync {
     /// The JSON Schema of its MCP argument.
     fn schema(&self) -> Json;
     /// The names it takes, when they are few.
-    fn names(&self) -> Option<Vec<&'static str>>;
+    fn names(&self) -> Option<Vec<String>>;
     /// Whether a flag's value may start with `-`.
     fn numeric(&self) -> bool;
 }
@@ -227,7 +227,7 @@ impl<T: Clone + 'static, C: From<T> + 'static> AnySetting for Entry<T, C> {
         self.kind.schema()
     }
 
-    fn names(&self) -> Option<Vec<&'static str>> {
+    fn names(&self) -> Option<Vec<String>> {
         self.kind.names()
     }
 
@@ -312,7 +312,7 @@ settings! {
     /// The child CLI: one backend, or `auto` (the first installed).
     backend: BackendChoice = BackendChoice::Auto, kind: &kinds::Backend, Surfaces {
         env: Some("ORCHESTRATE_BACKEND"),
-        flag: flag("backend", "BACKEND", "Child CLI: claude, pi, codex, gemini, opencode, cursor, command, or auto (the first installed of claude, pi, codex, gemini, opencode, cursor-agent)."),
+        flag: flag("backend", "BACKEND", "The child CLI; auto: the first installed of claude, pi, codex, gemini, opencode, cursor-agent."),
         agent: &["backend"],
         ..Surfaces::FILES
     };
@@ -335,7 +335,7 @@ settings! {
     /// The longest a child may go without progress (while no tool runs).
     idle_timeout: Duration = limits::DEFAULT_IDLE_TIMEOUT, kind: &Dur { positive: true }, Surfaces {
         env: Some("ORCHESTRATE_IDLE_TIMEOUT"),
-        flag: flag("idle-timeout", "IDLE_TIMEOUT", "Maximum time without any output from the child. Default 3m."),
+        flag: flag("idle-timeout", "IDLE_TIMEOUT", "Maximum time without progress from the child: text, a tool call or its result, usage, a new turn (retries, reconnects and stderr chatter are none). Paused while a tool runs (--tool-timeout bounds that). Default 3m."),
         agent: &["idle_timeout", "idleTimeout", "idle_timeout_ms", "idleTimeoutMs"],
         mcp: mcp("idleTimeoutMs", Some("Limit without output (default 180000).")),
         ..Surfaces::FILES
@@ -459,7 +459,7 @@ settings! {
     /// workspace-write for the others.
     sandbox: Option<SandboxMode> = None, kind: &kinds::Sandbox, Surfaces {
         env: Some("ORCHESTRATE_SANDBOX"),
-        flag: flag("sandbox", "SANDBOX", "Sandbox of the child: read-only, workspace-write or off. Default: read-only for an agent that cannot write, workspace-write for the others."),
+        flag: flag("sandbox", "SANDBOX", "Sandbox of the child. Default: read-only for an agent that cannot write, workspace-write for the others."),
         agent: &["sandbox"],
         mcp: mcp("sandbox", None),
         ..Surfaces::FILES
