@@ -71,6 +71,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    provider: Some("anthropic"),
     // It completes a run with a read-only HOME, but keeps the transcript `--resume` needs
     // in ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json).
     writable_dirs: Some(|env| {
@@ -224,6 +225,10 @@ struct Line<'a> {
     error: Option<&'a RawValue>,
     #[serde(default)]
     error_status: Option<u64>,
+    /// How long it waits before the retry: its provider's `retry-after` when it sent one
+    /// (claude 2.1.332 against a 429 asking for 7 s: 7068 ms), else its own backoff.
+    #[serde(default)]
+    retry_delay_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy)]
@@ -423,6 +428,9 @@ impl Dialect for ClaudeDialect {
                 emit(AgentEvent::Retry(Cow::Owned(format!(
                     "API retry{attempt}: {why}{status}"
                 ))));
+                if let Some(ms) = ev.retry_delay_ms {
+                    emit(AgentEvent::RetryDelay(std::time::Duration::from_millis(ms)));
+                }
             }
             ("stream_event", _) => {
                 let Some(se) = ev

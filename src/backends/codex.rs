@@ -46,6 +46,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    provider: Some("openai"),
     // Its state (sqlite databases, sessions, and in tmp/ the arg0 aliases its shell tool
     // needs). CODEX_HOME moves it.
     writable_dirs: Some(|env| {

@@ -46,6 +46,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    provider: Some("cursor"),
     // Not verified against the real CLI.
     writable_dirs: None,
 };

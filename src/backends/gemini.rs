@@ -43,6 +43,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit,
     transient_exit,
+    provider: Some("google"),
     // ~/.gemini itself: it rewrites projects.json (and settings.json) there.
     // GEMINI_CLI_HOME acts as the home.
     writable_dirs: Some(|env| {

@@ -231,6 +231,10 @@ pub struct BackendSpec {
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
+    /// The provider its model requests go to, when the model does not name one
+    /// (`provider/model`): where a fan-out's scheduler groups children that share a rate
+    /// limit.
+    pub provider: Option<&'static str>,
     /// The directories the CLI must be able to write to for a run to work at all (its
     /// config, session and cache dirs), found by running the real CLI under a read-only
     /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by

@@ -51,6 +51,8 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Its models are named `provider/model`.
+    provider: None,
     // Config (it writes a .gitignore there) and data (its database and log); state and
     // cache must at least exist.
     writable_dirs: Some(|env| {

@@ -51,6 +51,8 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Its provider is the model's `provider/` prefix, or its own settings' default.
+    provider: None,
     // Lock directories in its agent dir (its session file is in the run folder).
     writable_dirs: Some(|env| {
         env.dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")

@@ -81,9 +81,13 @@ fn budgets(s: &Effective) -> Budgets {
         (Some(own), Some(total)) => Some(own.dollars().min(total.dollars())),
         (own, total) => own.or(total).map(Usd::dollars),
     };
+    let max_tokens = match (s.max_tokens, s.max_total_tokens) {
+        (Some(own), Some(total)) => Some(own.min(total)),
+        (own, total) => own.or(total),
+    };
     Budgets {
         max_turns: s.max_turns,
-        max_tokens: s.max_tokens,
+        max_tokens,
         max_cost,
     }
 }
@@ -475,6 +479,8 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -602,6 +608,8 @@ mod tests {
                 root: dir.join("state"),
             },
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
         };
         resolve(&req, &env, "ab12cd34")
     }
@@ -725,6 +733,8 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(
