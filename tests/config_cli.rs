@@ -213,7 +213,7 @@ fn a_bad_value_exits_2_naming_the_file_the_key_and_the_reason() {
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
         (
             Some(2),
-            "orchestrate: environment variable ORCHESTRATE_CONCURRENCY=\"0\": expected a whole number from 1 to 64, got \"0\"\n".to_string()
+            "orchestrate: environment variable ORCHESTRATE_CONCURRENCY=\"0\": expected a whole number from 1 to 256, got \"0\"\n".to_string()
         )
     );
 }

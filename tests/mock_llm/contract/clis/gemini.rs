@@ -102,6 +102,11 @@ pub const GEMINI: Cli = Cli {
     fallback_model: Some("gemini-2.5-pro"),
     fallback_attempts: 1,
     known_defects: &[],
+    // `Attempt 1 failed with status 429. Retrying with backoff...` on stderr.
+    rate_limit: Some(RateLimit {
+        retries_on: |_| {},
+        says_delay: false,
+    }),
 };
 
 fn call(name: &str, args: Value) -> ToolUse {

@@ -84,6 +84,8 @@ pub const OPENCODE: Cli = Cli {
     // opencode retries an overloaded model until the connect limit stops it.
     fallback_attempts: 1,
     known_defects: &[],
+    // It retries a 429 without a word, in its stream or on stderr.
+    rate_limit: None,
 };
 
 /// A `general` subagent first (it has write and bash, and without the agent's own

@@ -75,6 +75,15 @@ pub const PI: Cli = Cli {
     fallback_model: Some("mock/mock-2"),
     fallback_attempts: 2,
     known_defects: &[],
+    // `auto_retry_start` carries the 429; its delay is pi's own backoff (2 s, doubling),
+    // not the provider's retry-after, which only its provider-level retries (off by
+    // default) follow, silently.
+    rate_limit: Some(RateLimit {
+        retries_on: |sb| {
+            std::fs::write(sb.root.path().join("pi-agent").join("settings.json"), "{}").unwrap()
+        },
+        says_delay: false,
+    }),
 };
 
 fn shell(command: &str) -> ToolUse {
