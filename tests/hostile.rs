@@ -1,0 +1,422 @@
+//! The sandbox against a hostile child: the fake agent runs a shell script (scenario
+//! `shell`) that tries each way out a prompt-injected agent would, and each test checks
+//! that the way stays shut, in the result and on disk.
+//!
+//! The probes `sh` cannot make itself (TIOCSTI, unix sockets, xattrs, signals) are the
+//! fake agent's own: `$ORCHESTRATE_PI_BIN probe NAME ARGS…`.
+
+mod support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::Sandbox;
+
+/// An agent that may write (it has bash), so that its default mode is workspace-write.
+const WRITER: &str =
+    "---\nname: writer\ndescription: d\ntools: read, bash\nbackend: pi\n---\nYou write.\n";
+
+/// `sb` whose runs get the default sandbox and whose child runs `script`.
+fn hostile(sb: Sandbox, script: &str) -> Sandbox {
+    std::fs::write(sb.agents.join("writer.md"), WRITER).unwrap();
+    let state = sb.state.display().to_string();
+    sb.scenario("shell")
+        .set("ORCHESTRATE_SANDBOX", "auto")
+        .set("HOSTILE_STATE", &state)
+        .set("FAKE_AGENT_SCRIPT", script)
+}
+
+fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        agent,
+        "probe",
+        "--agents-dir",
+        &agents,
+        "--details",
+        "full",
+    ];
+    args.extend_from_slice(extra);
+    sb.run_args(&args)
+}
+
+/// What the script printed, line by line (the sanitizer shows the home directory as `~`).
+fn said(out: &support::RunOutput) -> Vec<String> {
+    assert_eq!(out.status, 0, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    out.result()["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output: {}", out.stdout))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// `(echo x > PATH) && echo "wrote NAME" || echo "denied NAME"` for each `(NAME, PATH)`.
+fn try_writes(targets: &[(&str, String)]) -> String {
+    targets
+        .iter()
+        .map(|(name, path)| {
+            format!("(echo planted >> \"{path}\") 2>/dev/null && echo 'wrote {name}' || echo 'denied {name}'\n")
+        })
+        .collect()
+}
+
+fn denied(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| format!("denied {n}")).collect()
+}
+
+/// 2. A read-only child plants code in its CLI's global configuration (which the CLI
+/// runs, unsandboxed, the next time the user starts it). Each backend's own home, with
+/// the fake agent standing in for each CLI.
+#[test]
+fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
+    let cases: [(&str, &str, &str); 5] = [
+        ("pi", ".pi/agent/extensions/evil.ts", ".pi/agent/settings.json"),
+        ("claude", ".claude/settings.json", ".claude/hooks/evil.sh"),
+        ("codex", ".codex/config.toml", ".codex/rules/evil.rules"),
+        ("gemini", ".gemini/settings.json", ".gemini/extensions/evil/gemini-extension.json"),
+        ("opencode", ".config/opencode/opencode.json", ".config/opencode/plugin/evil.ts"),
+    ];
+    for (backend, existing, missing) in cases {
+        let sb = Sandbox::new();
+        let (existing, missing) = (sb.home.join(existing), sb.home.join(missing));
+        write(&existing, "{}\n");
+        let script = format!(
+            "mkdir -p \"$(dirname '{m}')\" 2>/dev/null\n{}",
+            try_writes(&[
+                ("existing", existing.display().to_string()),
+                ("missing", missing.display().to_string())
+            ]),
+            m = missing.display()
+        );
+        let sb = hostile(sb, &script).set(
+            &format!("ORCHESTRATE_{}_BIN", backend.to_uppercase()),
+            support::fake_agent_bin().to_str().unwrap(),
+        );
+        let out = run_agent(&sb, "fake", &["--backend", backend]);
+        // The fake agent speaks pi's dialect only; what matters is what it did.
+        assert_eq!(
+            std::fs::read_to_string(&existing).unwrap(),
+            "{}\n",
+            "{backend}: {existing:?} was changed\n{}",
+            out.stdout
+        );
+        assert!(!missing.exists(), "{backend}: {missing:?} was planted\n{}", out.stdout);
+    }
+}
+
+/// 3. Keystrokes into the user's terminal: TIOCSTI on `/dev/tty`. orchestrate runs on a
+/// terminal of the test's own; the child tries to push a line into its input.
+#[test]
+fn a_child_cannot_push_keystrokes_into_the_users_terminal() {
+    let sb = hostile(Sandbox::new(), "\"$ORCHESTRATE_PI_BIN\" probe tiocsti 'echo pwned\n'");
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills in two new descriptors.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let base = sb.command(&["run", "fake", "probe", "--agents-dir", &agents, "--details", "full"]);
+    // `setsid -c`: orchestrate leads a session whose controlling terminal is the pty.
+    let mut cmd = std::process::Command::new("setsid");
+    cmd.arg("-c")
+        .arg("-w")
+        .arg(base.get_program())
+        .args(base.get_args())
+        .current_dir(base.get_current_dir().unwrap())
+        .env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    for (k, v) in std::env::vars_os() {
+        if base.get_envs().all(|(bk, _)| bk != k) {
+            cmd.env(k, v);
+        }
+    }
+    // SAFETY: the slave is a valid descriptor; Stdio takes a duplicate.
+    let stdin = unsafe { std::os::fd::BorrowedFd::borrow_raw(slave) }
+        .try_clone_to_owned()
+        .unwrap();
+    cmd.stdin(std::process::Stdio::from(stdin))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    sb.assert_no_survivors();
+    // What reached the terminal's input queue: nothing.
+    // SAFETY: non-blocking reads from our own descriptor.
+    let pending = unsafe {
+        libc::fcntl(slave, libc::F_SETFL, libc::O_NONBLOCK);
+        let mut buf = [0u8; 256];
+        let n = libc::read(slave, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(master);
+        libc::close(slave);
+        if n > 0 {
+            String::from_utf8_lossy(&buf[..n as usize]).to_string()
+        } else {
+            String::new()
+        }
+    };
+    assert_eq!(pending, "", "keystrokes reached the terminal\n{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let said = v["details"]["results"][0]["output"].as_str().unwrap().to_string();
+    assert!(said.starts_with("tiocsti: ") && said != "tiocsti: ok", "{said}");
+}
+
+/// 4. The run folder is the child's to write: it forges `result.json`, `exit-status` and
+/// the session copy, blocks orchestrate's own write, and appends to the index. `show`
+/// must print what orchestrate wrote.
+#[test]
+fn a_child_cannot_forge_or_block_orchestrates_records() {
+    let files = ["result.json", "exit-status", "supervisor.json", "session.jsonl", "stderr.log"];
+    let mut script = String::from("d=\"$HOSTILE_STATE/runs/$ORCHESTRATE_RUN_ID\"\n");
+    for f in files {
+        script.push_str(&format!(
+            "(echo forged > \"$d/{f}\") 2>/dev/null && echo 'wrote {f}' || echo 'denied {f}'\n"
+        ));
+    }
+    script.push_str(
+        "mkdir \"$d/.result.json.tmp\" 2>/dev/null && echo 'wrote block' || echo 'denied block'\n\
+         (echo forged >> \"$HOSTILE_STATE/runs.jsonl\") 2>/dev/null && echo 'wrote index' || echo 'denied index'\n\
+         (echo forged > \"$HOSTILE_STATE/runs/forged\") 2>/dev/null && echo 'wrote runs' || echo 'denied runs'\n",
+    );
+    let sb = hostile(Sandbox::new(), &script);
+    let out = run_agent(&sb, "fake", &[]);
+    let mut want = denied(&files);
+    want.extend(denied(&["block", "index", "runs"]));
+    assert_eq!(said(&out), want);
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let shown = sb.run_args(&["show", &id, "--json"]);
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    let shown: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(shown["details"]["results"][0]["output"], out.result()["output"]);
+    let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
+    assert!(!index.contains("forged"), "{index}");
+}
+
+/// 4, for a background run: `wait` returns what orchestrate wrote, and `stop` of a
+/// finished run says so, whatever the child wrote in the run folder meanwhile.
+#[test]
+fn wait_and_stop_of_a_background_run_read_only_orchestrates_records() {
+    let script = "d=\"$HOSTILE_STATE/runs/$ORCHESTRATE_RUN_ID\"\n\
+         (echo '{\"pid\":1,\"startedAtMs\":0}' > \"$d/supervisor.json\") 2>/dev/null && echo 'wrote supervisor'\n\
+         (echo '0' > \"$d/exit-status\") 2>/dev/null && echo 'wrote exit-status'\n\
+         mkdir \"$d/.result.json.tmp\" 2>/dev/null && echo 'wrote block'\n\
+         echo done";
+    let sb = hostile(Sandbox::new(), script);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let started = sb.run_args(&["run", "fake", "probe", "--agents-dir", &agents, "--background"]);
+    assert_eq!(started.status, 0, "{}", started.stderr);
+    let id = started.json()["details"]["runId"].as_str().unwrap().to_string();
+    let waited = sb.run_args(&["wait", &id, "--timeout", "30s"]);
+    assert_eq!(waited.status, 0, "{}\n{}", waited.stdout, waited.stderr);
+    assert_eq!(waited.json()["content"][0]["text"], json!("done"));
+    let stopped = sb.run_args(&["stop", &id]);
+    assert_eq!(stopped.status, 0, "{}", stopped.stderr);
+}
+
+/// 5. Unix sockets outside: the agent socket the child inherited (`SSH_AUTH_SOCK`) and an
+/// abstract socket, in both network modes.
+#[test]
+fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside() {
+    use std::os::unix::net::UnixListener;
+    let sb = Sandbox::new();
+    let path = sb.root.path().join("agent.sock");
+    let _listener = UnixListener::bind(&path).unwrap();
+    let abstract_name = format!("orchestrate-hostile-{}", std::process::id());
+    let _abstract = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name).unwrap();
+        UnixListener::bind_addr(&addr).unwrap()
+    };
+    let script = "echo \"SSH_AUTH_SOCK=${SSH_AUTH_SOCK:-unset}\"\n\
+         \"$ORCHESTRATE_PI_BIN\" probe connect-unix \"$HOSTILE_SOCK\"\n\
+         \"$ORCHESTRATE_PI_BIN\" probe connect-abstract \"$HOSTILE_ABSTRACT\"";
+    let sb = hostile(sb, script)
+        .set("SSH_AUTH_SOCK", path.to_str().unwrap())
+        .set("HOSTILE_SOCK", path.to_str().unwrap())
+        .set("HOSTILE_ABSTRACT", &abstract_name);
+    for network in ["on", "off"] {
+        let out = run_agent(&sb, "fake", &["--network", network]);
+        let lines = said(&out);
+        assert_eq!(lines[0], "SSH_AUTH_SOCK=unset", "network {network}");
+        for line in &lines[1..] {
+            assert!(!line.ends_with(": ok"), "network {network}: {lines:?}");
+        }
+    }
+}
+
+/// 6. Metadata writes (mode, times, xattrs) on a file the user owns, in read-only mode.
+#[test]
+fn a_read_only_child_changes_no_metadata_outside() {
+    let sb = Sandbox::new();
+    let victim = sb.home.join("victim.txt");
+    write(&victim, "v\n");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::metadata(&victim).unwrap();
+    let script = format!(
+        "for p in chmod utimes setxattr; do \"$ORCHESTRATE_PI_BIN\" probe $p '{}'; done",
+        victim.display()
+    );
+    let sb = hostile(sb, &script);
+    let out = run_agent(&sb, "fake", &[]);
+    for line in said(&out) {
+        assert!(!line.ends_with(": ok"), "{line}");
+    }
+    let after = std::fs::metadata(&victim).unwrap();
+    assert_eq!(
+        (after.mode(), after.mtime(), after.atime()),
+        (before.mode(), before.mtime(), before.atime())
+    );
+    assert!(xattr_names(&victim).is_empty());
+}
+
+fn xattr_names(p: &Path) -> Vec<u8> {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    let mut buf = [0u8; 256];
+    // SAFETY: a valid path and buffer.
+    let n = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    buf[..n.max(0) as usize].to_vec()
+}
+
+/// 7. A nested orchestrate (depth limit 2) writes the shared state: the child appends to
+/// the parent's index directly, and the run it starts lands where its parent lets it
+/// write, not in the parent's state.
+#[test]
+fn a_nested_orchestrate_keeps_its_state_out_of_the_parents() {
+    let sb = Sandbox::new();
+    let agents = sb.agents.display().to_string();
+    let script = format!(
+        "(echo '{{\"runId\":\"forged\"}}' >> \"$HOSTILE_STATE/runs.jsonl\") 2>/dev/null && echo 'wrote index' || echo 'denied index'\n\
+         \"$HOSTILE_ORCHESTRATE\" run fake '@scenario:replay inner' --agents-dir '{agents}' >/dev/null 2>&1; echo \"inner exit $?\"\n\
+         echo \"state $ORCHESTRATE_STATE_DIR\""
+    );
+    let sb = hostile(sb, &script)
+        .set("ORCHESTRATE_MAX_DEPTH", "2")
+        .set("HOSTILE_ORCHESTRATE", support::orchestrate_bin().to_str().unwrap());
+    let out = run_agent(&sb, "fake", &[]);
+    let lines = said(&out);
+    assert_eq!(lines[..2], ["denied index", "inner exit 0"], "{lines:?}");
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let inner_state = lines[2].strip_prefix("state ").unwrap();
+    assert!(
+        !Path::new(inner_state).starts_with(&sb.state)
+            || Path::new(inner_state).starts_with(sb.state.join("runs").join(&id)),
+        "the nested orchestrate's state is {inner_state}"
+    );
+    // The parent's index holds the parent's run alone.
+    let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
+    let ids: Vec<String> = index
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["runId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, [id]);
+}
+
+/// 8. Reads: a read-only child reads the user's credentials and other CLIs' tokens.
+#[test]
+fn a_child_reads_none_of_the_users_credentials() {
+    let sb = Sandbox::new();
+    let secrets = [
+        ".ssh/id_ed25519",
+        ".aws/credentials",
+        ".config/gcloud/credentials.db",
+        ".gnupg/private-keys-v1.d/key.key",
+        ".kube/config",
+        ".docker/config.json",
+        ".netrc",
+        ".git-credentials",
+        ".config/gh/hosts.yml",
+        ".codex/auth.json",
+        ".claude/.credentials.json",
+        ".gemini/oauth_creds.json",
+        ".local/share/opencode/auth.json",
+    ];
+    let mut script = String::new();
+    for (i, s) in secrets.iter().enumerate() {
+        write(&sb.home.join(s), &format!("orchestrate-hostile-secret-{i}\n"));
+        script.push_str(&format!("cat ~/{s} 2>/dev/null\n"));
+    }
+    script.push_str("ls -a ~/.ssh 2>&1 | tr '\\n' ' '; echo");
+    let sb = hostile(sb, &script);
+    let out = run_agent(&sb, "fake", &[]);
+    let text = said(&out).join("\n");
+    assert!(!text.contains("orchestrate-hostile-secret"), "{text}");
+    assert!(!text.contains("id_ed25519"), "{text}");
+}
+
+/// 9. Hard links: a file in the workspace that shares its inode with one outside (as a
+/// package manager's content store makes them).
+#[test]
+fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside() {
+    let sb = Sandbox::new();
+    let store = sb.root.path().join("store/pkg.js");
+    write(&store, "original\n");
+    std::fs::hard_link(&store, sb.work.join("pkg.js")).unwrap();
+    let sb = hostile(sb, "echo changed > pkg.js && echo wrote");
+    let out = run_agent(&sb, "writer", &[]);
+    assert_eq!(said(&out), ["wrote"]);
+    // The documented limit (README, "Hard links"): the write reaches the shared inode.
+    assert_eq!(std::fs::read_to_string(&store).unwrap(), "changed\n");
+}
+
+/// 1 (the sandbox's part): the repository's `.git` is read-only to a workspace-write child,
+/// all of it, and so are the protected names that do not exist yet.
+#[test]
+fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths() {
+    let sb = Sandbox::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&sb.work)
+            .env("HOME", &sb.home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"]);
+    let targets = [
+        (".git/config", ".git/config".to_string()),
+        (".git/HEAD", ".git/HEAD".to_string()),
+        (".git/hooks", ".git/hooks/pre-commit".to_string()),
+        (".git/refs", ".git/refs/tags/planted".to_string()),
+        (".git/info", ".git/info/attributes".to_string()),
+        (".vscode", ".vscode/tasks.json".to_string()),
+        (".mcp.json", ".mcp.json".to_string()),
+        (".claude", ".claude/settings.json".to_string()),
+        ("ok", "ok.txt".to_string()),
+    ];
+    let script = format!(
+        "mkdir .vscode .claude 2>/dev/null\n{}",
+        try_writes(&targets)
+    );
+    let before = std::fs::read_to_string(sb.work.join(".git/config")).unwrap();
+    let sb = hostile(sb, &script);
+    let out = run_agent(&sb, "writer", &[]);
+    let mut want = denied(&[".git/config", ".git/HEAD", ".git/hooks", ".git/refs", ".git/info", ".vscode", ".mcp.json", ".claude"]);
+    want.push("wrote ok".into());
+    assert_eq!(said(&out), want);
+    assert_eq!(std::fs::read_to_string(sb.work.join(".git/config")).unwrap(), before);
+    for p in [".vscode", ".mcp.json", ".claude"] {
+        let p: PathBuf = sb.work.join(p);
+        assert!(!p.exists(), "{} is left", p.display());
+    }
+}
