@@ -1524,7 +1524,10 @@ fn probe(args: &[String]) -> String {
                 );
                 format!("setxattr: {}", ok_or_err(rc))
             }
-            "chmod" => format!("chmod: {}", ok_or_err(libc::chmod(c(&arg(1)).as_ptr(), 0o4777))),
+            "chmod" => format!(
+                "chmod: {}",
+                ok_or_err(libc::chmod(c(&arg(1)).as_ptr(), 0o4777))
+            ),
             "utimes" => {
                 let t = [
                     libc::timespec {

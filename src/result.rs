@@ -414,7 +414,7 @@ impl RunResult {
 }
 
 /// Leaves out of serialized details what a parent does not act on (SPEC section 1): each
-/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
+/// result's `displayItems` and its sandbox's `layers`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
 /// successful structured answer, and, when `shown` (the text the parent reads) is given,
 /// the `output` of a successful result that it already holds whole (a single run's answer,
 /// a parallel task's section); a streaming update's `displayItems`.
@@ -429,6 +429,13 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
+            // The layers that held: the warnings name any that is missing.
+            if let Some(sandbox) = r
+                .get_mut("sandbox")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                sandbox.remove("layers");
+            }
             // A failed result keeps its partial output (SPEC section 2), even where the
             // content quotes it. A parallel task's answer is a section of the content; a
             // chain's earlier steps are not the answer, whatever they have in common with it.

@@ -45,7 +45,11 @@ fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
 
 /// What the script printed, line by line (the sanitizer shows the home directory as `~`).
 fn said(out: &support::RunOutput) -> Vec<String> {
-    assert_eq!(out.status, 0, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert_eq!(
+        out.status, 0,
+        "stdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
     out.result()["output"]
         .as_str()
         .unwrap_or_else(|| panic!("no output: {}", out.stdout))
@@ -73,17 +77,29 @@ fn denied(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| format!("denied {n}")).collect()
 }
 
-/// 2. A read-only child plants code in its CLI's global configuration (which the CLI
+/// Way 2: A read-only child plants code in its CLI's global configuration (which the CLI
 /// runs, unsandboxed, the next time the user starts it). Each backend's own home, with
 /// the fake agent standing in for each CLI.
 #[test]
 fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
     let cases: [(&str, &str, &str); 5] = [
-        ("pi", ".pi/agent/extensions/evil.ts", ".pi/agent/settings.json"),
+        (
+            "pi",
+            ".pi/agent/extensions/evil.ts",
+            ".pi/agent/settings.json",
+        ),
         ("claude", ".claude/settings.json", ".claude/hooks/evil.sh"),
         ("codex", ".codex/config.toml", ".codex/rules/evil.rules"),
-        ("gemini", ".gemini/settings.json", ".gemini/extensions/evil/gemini-extension.json"),
-        ("opencode", ".config/opencode/opencode.json", ".config/opencode/plugin/evil.ts"),
+        (
+            "gemini",
+            ".gemini/settings.json",
+            ".gemini/extensions/evil/gemini-extension.json",
+        ),
+        (
+            "opencode",
+            ".config/opencode/opencode.json",
+            ".config/opencode/plugin/evil.ts",
+        ),
     ];
     for (backend, existing, missing) in cases {
         let sb = Sandbox::new();
@@ -109,15 +125,22 @@ fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
             "{backend}: {existing:?} was changed\n{}",
             out.stdout
         );
-        assert!(!missing.exists(), "{backend}: {missing:?} was planted\n{}", out.stdout);
+        assert!(
+            !missing.exists(),
+            "{backend}: {missing:?} was planted\n{}",
+            out.stdout
+        );
     }
 }
 
-/// 3. Keystrokes into the user's terminal: TIOCSTI on `/dev/tty`. orchestrate runs on a
+/// Way 3: Keystrokes into the user's terminal: TIOCSTI on `/dev/tty`. orchestrate runs on a
 /// terminal of the test's own; the child tries to push a line into its input.
 #[test]
 fn a_child_cannot_push_keystrokes_into_the_users_terminal() {
-    let sb = hostile(Sandbox::new(), "\"$ORCHESTRATE_PI_BIN\" probe tiocsti 'echo pwned\n'");
+    let sb = hostile(
+        Sandbox::new(),
+        "\"$ORCHESTRATE_PI_BIN\" probe tiocsti 'echo pwned\n'",
+    );
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty fills in two new descriptors.
     let rc = unsafe {
@@ -131,7 +154,15 @@ fn a_child_cannot_push_keystrokes_into_the_users_terminal() {
     };
     assert_eq!(rc, 0, "openpty");
     let agents = sb.agents.to_str().unwrap().to_string();
-    let base = sb.command(&["run", "fake", "probe", "--agents-dir", &agents, "--details", "full"]);
+    let base = sb.command(&[
+        "run",
+        "fake",
+        "probe",
+        "--agents-dir",
+        &agents,
+        "--details",
+        "full",
+    ]);
     // `setsid -c`: orchestrate leads a session whose controlling terminal is the pty.
     let mut cmd = std::process::Command::new("setsid");
     cmd.arg("-c")
@@ -176,16 +207,28 @@ fn a_child_cannot_push_keystrokes_into_the_users_terminal() {
     };
     assert_eq!(pending, "", "keystrokes reached the terminal\n{stdout}");
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    let said = v["details"]["results"][0]["output"].as_str().unwrap().to_string();
-    assert!(said.starts_with("tiocsti: ") && said != "tiocsti: ok", "{said}");
+    let said = v["details"]["results"][0]["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        said.starts_with("tiocsti: ") && said != "tiocsti: ok",
+        "{said}"
+    );
 }
 
-/// 4. The run folder is the child's to write: it forges `result.json`, `exit-status` and
+/// Way 4: The run folder is the child's to write: it forges `result.json`, `exit-status` and
 /// the session copy, blocks orchestrate's own write, and appends to the index. `show`
 /// must print what orchestrate wrote.
 #[test]
 fn a_child_cannot_forge_or_block_orchestrates_records() {
-    let files = ["result.json", "exit-status", "supervisor.json", "session.jsonl", "stderr.log"];
+    let files = [
+        "result.json",
+        "exit-status",
+        "supervisor.json",
+        "session.jsonl",
+        "stderr.log",
+    ];
     let mut script = String::from("d=\"$HOSTILE_STATE/runs/$ORCHESTRATE_RUN_ID\"\n");
     for f in files {
         script.push_str(&format!(
@@ -206,12 +249,15 @@ fn a_child_cannot_forge_or_block_orchestrates_records() {
     let shown = sb.run_args(&["show", &id, "--json"]);
     assert_eq!(shown.status, 0, "{}", shown.stderr);
     let shown: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
-    assert_eq!(shown["details"]["results"][0]["output"], out.result()["output"]);
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["output"],
+        out.result()["output"]
+    );
     let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
     assert!(!index.contains("forged"), "{index}");
 }
 
-/// 4, for a background run: `wait` returns what orchestrate wrote, and `stop` of a
+/// Way 4, for a background run: `wait` returns what orchestrate wrote, and `stop` of a
 /// finished run says so, whatever the child wrote in the run folder meanwhile.
 #[test]
 fn wait_and_stop_of_a_background_run_read_only_orchestrates_records() {
@@ -222,9 +268,19 @@ fn wait_and_stop_of_a_background_run_read_only_orchestrates_records() {
          echo done";
     let sb = hostile(Sandbox::new(), script);
     let agents = sb.agents.to_str().unwrap().to_string();
-    let started = sb.run_args(&["run", "fake", "probe", "--agents-dir", &agents, "--background"]);
+    let started = sb.run_args(&[
+        "run",
+        "fake",
+        "probe",
+        "--agents-dir",
+        &agents,
+        "--background",
+    ]);
     assert_eq!(started.status, 0, "{}", started.stderr);
-    let id = started.json()["details"]["runId"].as_str().unwrap().to_string();
+    let id = started.json()["details"]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let waited = sb.run_args(&["wait", &id, "--timeout", "30s"]);
     assert_eq!(waited.status, 0, "{}\n{}", waited.stdout, waited.stderr);
     assert_eq!(waited.json()["content"][0]["text"], json!("done"));
@@ -232,7 +288,7 @@ fn wait_and_stop_of_a_background_run_read_only_orchestrates_records() {
     assert_eq!(stopped.status, 0, "{}", stopped.stderr);
 }
 
-/// 5. Unix sockets outside: the agent socket the child inherited (`SSH_AUTH_SOCK`) and an
+/// Way 5: Unix sockets outside: the agent socket the child inherited (`SSH_AUTH_SOCK`) and an
 /// abstract socket, in both network modes.
 #[test]
 fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside() {
@@ -263,7 +319,7 @@ fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside() {
     }
 }
 
-/// 6. Metadata writes (mode, times, xattrs) on a file the user owns, in read-only mode.
+/// Way 6: Metadata writes (mode, times, xattrs) on a file the user owns, in read-only mode.
 #[test]
 fn a_read_only_child_changes_no_metadata_outside() {
     let sb = Sandbox::new();
@@ -296,21 +352,25 @@ fn xattr_names(p: &Path) -> Vec<u8> {
     buf[..n.max(0) as usize].to_vec()
 }
 
-/// 7. A nested orchestrate (depth limit 2) writes the shared state: the child appends to
+/// Way 7: A nested orchestrate (depth limit 2) writes the shared state: the child appends to
 /// the parent's index directly, and the run it starts lands where its parent lets it
 /// write, not in the parent's state.
 #[test]
 fn a_nested_orchestrate_keeps_its_state_out_of_the_parents() {
     let sb = Sandbox::new();
-    let agents = sb.agents.display().to_string();
+    // In the workspace: the child sees it (an empty /tmp of its own hides the test's).
+    let agents = sb.work.join("agents");
+    write(&agents.join("fake.md"), support::TEST_AGENT);
+    let agents = agents.display().to_string();
     let script = format!(
         "(echo '{{\"runId\":\"forged\"}}' >> \"$HOSTILE_STATE/runs.jsonl\") 2>/dev/null && echo 'wrote index' || echo 'denied index'\n\
          \"$HOSTILE_ORCHESTRATE\" run fake '@scenario:replay inner' --agents-dir '{agents}' >/dev/null 2>&1; echo \"inner exit $?\"\n\
          echo \"state $ORCHESTRATE_STATE_DIR\""
     );
-    let sb = hostile(sb, &script)
-        .set("ORCHESTRATE_MAX_DEPTH", "2")
-        .set("HOSTILE_ORCHESTRATE", support::orchestrate_bin().to_str().unwrap());
+    let sb = hostile(sb, &script).set("ORCHESTRATE_MAX_DEPTH", "2").set(
+        "HOSTILE_ORCHESTRATE",
+        support::orchestrate_bin().to_str().unwrap(),
+    );
     let out = run_agent(&sb, "fake", &[]);
     let lines = said(&out);
     assert_eq!(lines[..2], ["denied index", "inner exit 0"], "{lines:?}");
@@ -325,12 +385,17 @@ fn a_nested_orchestrate_keeps_its_state_out_of_the_parents() {
     let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
     let ids: Vec<String> = index
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["runId"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["runId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(ids, [id]);
 }
 
-/// 8. Reads: a read-only child reads the user's credentials and other CLIs' tokens.
+/// Way 8: Reads: a read-only child reads the user's credentials and other CLIs' tokens.
 #[test]
 fn a_child_reads_none_of_the_users_credentials() {
     let sb = Sandbox::new();
@@ -351,7 +416,10 @@ fn a_child_reads_none_of_the_users_credentials() {
     ];
     let mut script = String::new();
     for (i, s) in secrets.iter().enumerate() {
-        write(&sb.home.join(s), &format!("orchestrate-hostile-secret-{i}\n"));
+        write(
+            &sb.home.join(s),
+            &format!("orchestrate-hostile-secret-{i}\n"),
+        );
         script.push_str(&format!("cat ~/{s} 2>/dev/null\n"));
     }
     script.push_str("ls -a ~/.ssh 2>&1 | tr '\\n' ' '; echo");
@@ -362,7 +430,7 @@ fn a_child_reads_none_of_the_users_credentials() {
     assert!(!text.contains("id_ed25519"), "{text}");
 }
 
-/// 9. Hard links: a file in the workspace that shares its inode with one outside (as a
+/// Way 9: Hard links: a file in the workspace that shares its inode with one outside (as a
 /// package manager's content store makes them).
 #[test]
 fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside() {
@@ -377,7 +445,7 @@ fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside() {
     assert_eq!(std::fs::read_to_string(&store).unwrap(), "changed\n");
 }
 
-/// 1 (the sandbox's part): the repository's `.git` is read-only to a workspace-write child,
+/// Way 1, the sandbox's part: the repository's `.git` is read-only to a workspace-write child,
 /// all of it, and so are the protected names that do not exist yet.
 #[test]
 fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths() {
@@ -392,7 +460,17 @@ fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths() {
         assert!(out.status.success(), "{out:?}");
     };
     git(&["init", "-q", "-b", "main"]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    ]);
     let targets = [
         (".git/config", ".git/config".to_string()),
         (".git/HEAD", ".git/HEAD".to_string()),
@@ -411,10 +489,22 @@ fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths() {
     let before = std::fs::read_to_string(sb.work.join(".git/config")).unwrap();
     let sb = hostile(sb, &script);
     let out = run_agent(&sb, "writer", &[]);
-    let mut want = denied(&[".git/config", ".git/HEAD", ".git/hooks", ".git/refs", ".git/info", ".vscode", ".mcp.json", ".claude"]);
+    let mut want = denied(&[
+        ".git/config",
+        ".git/HEAD",
+        ".git/hooks",
+        ".git/refs",
+        ".git/info",
+        ".vscode",
+        ".mcp.json",
+        ".claude",
+    ]);
     want.push("wrote ok".into());
     assert_eq!(said(&out), want);
-    assert_eq!(std::fs::read_to_string(sb.work.join(".git/config")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(sb.work.join(".git/config")).unwrap(),
+        before
+    );
     for p in [".vscode", ".mcp.json", ".claude"] {
         let p: PathBuf = sb.work.join(p);
         assert!(!p.exists(), "{} is left", p.display());

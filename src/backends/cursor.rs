@@ -39,7 +39,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Not verified against the real CLI.
-    writable_dirs: None,
+    home: None,
 };
 
 pub(crate) fn build(

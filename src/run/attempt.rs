@@ -14,7 +14,7 @@ use crate::collector::Collector;
 use crate::error::RunError;
 use crate::runner::slurm::{self, SlurmJob};
 use crate::runner::RunnerKind;
-use crate::sandbox::{self, ChildEnv, Writable};
+use crate::sandbox::{self, ChildEnv, Placeholders, Places};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks, SuperviseError};
@@ -65,19 +65,20 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
-            let spec = self.child_spec(&inv, n)?;
-            Ok((inv, files, spec))
+            let (spec, placeholders) = self.child_spec(&inv, n)?;
+            Ok((inv, files, spec, placeholders))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
-            Ok(p) => p,
-            // The run folder exists and is recorded: the refusal keeps the run's id.
-            Err(e) => {
-                return Executed {
-                    output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
-                    mismatch: None,
+        let (invocation, (session_path, mut session_file, mut stderr_file), spec, placeholders) =
+            match prepared {
+                Ok(p) => p,
+                // The run folder exists and is recorded: the refusal keeps the run's id.
+                Err(e) => {
+                    return Executed {
+                        output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
+                        mismatch: None,
+                    }
                 }
-            }
-        };
+            };
         let mut sink = DialectSink {
             dialect: invocation.dialect.parser(),
             // What a result can show: the kept head of the answer, and no less than the
@@ -119,10 +120,15 @@ impl Attempt<'_> {
                 sink.collector.note_limit(total.limit_reached());
             }
         }
-        if let Some(tmp) = &spec.confinement.private_tmp {
-            // Where no mount namespace made it a tmpfs that went with the child, what the
-            // child left there goes now.
-            let _ = std::fs::remove_dir_all(tmp);
+        // The child's tree is gone: the placeholders of protected paths go (when no other
+        // run holds them), and so do its TMPDIR (an ordinary folder where no mount
+        // namespace made it a tmpfs) and the private copies of its CLI's files.
+        drop(placeholders);
+        if spec.confinement.view.is_some() {
+            let child = self.run_dir.child_dir();
+            for dir in [sandbox::PRIVATE_TMP, sandbox::COPIES] {
+                let _ = std::fs::remove_dir_all(child.join(dir));
+            }
         }
         let (verdict, structured) = check_answer(
             verdict(&outcome, &sink.collector),
@@ -212,7 +218,11 @@ impl Attempt<'_> {
     /// The child's command, environment and confinement (the sandbox's directories are
     /// created here, and its private TMPDIR). Through the Slurm runner the command is
     /// `srun … -- <the child's command>`; the environment reaches the node with it.
-    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<ChildSpec, RunError> {
+    fn child_spec(
+        &self,
+        invocation: &Invocation,
+        n: u32,
+    ) -> Result<(ChildSpec, Placeholders), RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
@@ -220,34 +230,46 @@ impl Attempt<'_> {
             (self.env.depth + 1).to_string().into(),
         ));
         env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
-        let (cwd, workspace, env_remove) = match self.worktree {
-            // git variables naming a repository would send the child's git to the parent's.
-            Some(wt) => (
-                wt.cwd.clone(),
-                wt.writable(),
-                GIT_LOCATION_VARS.iter().map(Into::into).collect(),
-            ),
-            None => (run.cwd.clone(), vec![run.cwd.clone()], Vec::new()),
-        };
-        // A child allowed to start runs of its own writes their folders.
+        let (cwd, workspace, git, mut env_remove): (_, _, _, Vec<std::ffi::OsString>) =
+            match self.worktree {
+                // git variables naming a repository would send the child's git to the
+                // parent's.
+                Some(wt) => (
+                    wt.cwd.clone(),
+                    vec![wt.path.clone()],
+                    wt.git_dirs(),
+                    GIT_LOCATION_VARS.iter().map(Into::into).collect(),
+                ),
+                None => (
+                    run.cwd.clone(),
+                    vec![run.cwd.clone()],
+                    Vec::new(),
+                    Vec::new(),
+                ),
+            };
+        // A child allowed to start runs of its own keeps their state in its own place.
         let nests = self.env.depth + 1 < self.env.config.max_depth.value;
-        let writable = Writable {
+        let places = Places {
+            state_root: &self.env.state.root,
             run_dir: &self.run_dir.path,
             workspace: &workspace,
-            state_root: nests.then_some(self.env.state.root.as_path()),
+            git: &git,
+            nests,
         };
-        let (confinement, vars) = sandbox::confinement(
+        let prepared = sandbox::confinement(
             &run.sandbox,
             run.backend.backend,
             &ChildEnv { overrides: &env },
-            &writable,
+            &places,
         )
         .map_err(|source| RunError::Io {
             action: "prepare the sandbox",
             path: self.run_dir.path.clone(),
             source,
         })?;
-        env.extend(vars);
+        env.extend(prepared.env);
+        env_remove.extend(prepared.env_remove);
+        let confinement = prepared.confinement;
         let (program, args, remote) = match run.runner.kind {
             RunnerKind::Local => (invocation.program.clone(), invocation.args.clone(), None),
             RunnerKind::Slurm => {
@@ -263,14 +285,17 @@ impl Attempt<'_> {
                 (program, args, Some(job))
             }
         };
-        Ok(ChildSpec {
-            program,
-            args,
-            cwd,
-            env,
-            env_remove,
-            confinement,
-            remote,
-        })
+        Ok((
+            ChildSpec {
+                program,
+                args,
+                cwd,
+                env,
+                env_remove,
+                confinement,
+                remote,
+            },
+            prepared.placeholders,
+        ))
     }
 }

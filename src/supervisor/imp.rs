@@ -320,6 +320,7 @@ pub(crate) async fn supervise<'a>(
         leak,
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
+        sandbox_layers: m.group.layers().clone(),
         stdout_bytes: m.stdout_bytes,
         stderr_tail: String::from_utf8_lossy(&m.stderr_tail).into_owned(),
         session_write_error: m.session_write_error,

@@ -1,19 +1,31 @@
 //! The sandbox policy: which mode a run gets, and what its child (and everything the child
-//! starts) may write in it. The mechanism is the platform's (`crate::platform`: Landlock
-//! on Linux); this module only decides.
+//! starts) sees and may write in it. The mechanism is the platform's (`crate::platform`:
+//! namespaces, Landlock and seccomp on Linux); this module only decides.
 //!
-//! - `read-only`: nothing is writable but the run folder (with the child's private
-//!   temporary directory in it, its `TMPDIR`), the directories the child CLI must write
-//!   to work at all (each backend declares its own, found with the real CLIs), and the
-//!   terminal devices.
-//! - `workspace-write`: the same plus the working directory (or the run's worktree, with
-//!   the repository's `.git` entries a worktree writes to).
+//! The child is hostile: nothing it does may run code outside the sandbox, change anything
+//! outside its writable places (metadata included), reach the user's credentials, or alter
+//! orchestrate's own records, during the run or after it (README, "The sandbox").
+//!
+//! - `read-only`: the whole filesystem read-only; writable only the child's own place
+//!   (`runs/<id>/child`: its `TMPDIR`, its CLI's session file, a nested orchestrate's
+//!   state), the folders its CLI keeps sessions in (each backend declares them), and the
+//!   terminal devices. Its CLI's settings are shown through a private layer thrown away
+//!   after the run ([`view`]).
+//! - `workspace-write`: the same plus the working directory (or the run's worktree), with
+//!   its protected paths (`.git`, editor and agent settings) read-only.
 //! - `off`: wherever the child's user may write.
 //!
 //! The default is `read-only` for an agent that cannot write and `workspace-write` for the
 //! others, when the sandbox can be had; else `off`, with a warning in the result. A mode
 //! asked for explicitly (flag, MCP argument, agent key, config) that cannot be had refuses
-//! the run instead: running unconfined would break the promise it was asked for.
+//! the run instead: running unconfined would break the promise it was asked for. The same
+//! holds for each layer the platform cannot build (a mount namespace, Landlock): the
+//! default runs without it, saying which guarantee is missing; an explicit mode refuses.
+
+mod env;
+mod view;
+
+pub(crate) use view::Placeholders;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -90,14 +102,20 @@ impl Network {
     }
 }
 
-/// What held, as the result reports it: `sandbox: {mode, mechanism}`, and `network:
-/// "off"` when the network was cut.
+/// What held, as the result reports it: `sandbox: {mode, mechanism, layers}`, and
+/// `network: "off"` when the network was cut.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub mode: SandboxMode,
-    /// `landlock`, or `none` when the mode is `off`.
+    /// `namespaces` (the read-only view of the filesystem held), `landlock` (only
+    /// Landlock's write rules did), or `none`.
     pub mechanism: String,
+    /// The layers that held (`mounts`, `landlock`, `scopes`, `seccomp`, `no-tty`,
+    /// `pid-namespace`, `network-namespace`); left out of a lean result, whose warnings
+    /// name what is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
     #[serde(default, skip_serializing_if = "is_on")]
     pub network: Network,
 }
@@ -115,13 +133,41 @@ pub(crate) struct SandboxPlan {
     pub mechanism: Option<&'static str>,
     /// Why the default sandbox could not be had (then `mode` is `off`).
     pub warning: Option<String>,
+    /// The mode was asked for explicitly: a layer that cannot be had refuses the run.
+    pub requested: bool,
 }
 
 impl SandboxPlan {
+    /// What the plan promises, before the child's spawn says which layers held.
     pub(crate) fn info(&self) -> SandboxInfo {
         SandboxInfo {
             mode: self.mode,
             mechanism: self.mechanism.unwrap_or("none").to_string(),
+            layers: Vec::new(),
+            network: self.network,
+        }
+    }
+
+    /// What held, from the layers the spawn reports.
+    pub(crate) fn held(&self, layers: &[&str]) -> SandboxInfo {
+        use crate::platform::layer;
+        let mechanism = if !self.confines() {
+            "none"
+        } else if layers.contains(&layer::MOUNTS) {
+            "namespaces"
+        } else if layers.contains(&layer::LANDLOCK) {
+            "landlock"
+        } else {
+            "none"
+        };
+        SandboxInfo {
+            mode: self.mode,
+            mechanism: mechanism.to_string(),
+            layers: if self.confines() {
+                layers.iter().map(|l| l.to_string()).collect()
+            } else {
+                Vec::new()
+            },
             network: self.network,
         }
     }
@@ -145,6 +191,7 @@ pub(crate) fn plan(
         network,
         mechanism: None,
         warning,
+        requested: requested.is_some(),
     };
     let mode = requested.unwrap_or(if readonly {
         SandboxMode::ReadOnly
@@ -167,7 +214,7 @@ pub(crate) fn plan(
             ))))
         }
     };
-    if backend.spec().writable_dirs.is_none() && requested.is_none() {
+    if backend.spec().home.is_none() && requested.is_none() {
         return Ok(off(Some(format!(
             "no sandbox by default for {backend}: the directories it must write to have not been verified (ask for one with --sandbox)"
         ))));
@@ -177,6 +224,7 @@ pub(crate) fn plan(
         network,
         mechanism: Some(mechanism),
         warning: None,
+        requested: requested.is_some(),
     })
 }
 
@@ -202,6 +250,7 @@ pub(crate) fn remote_plan(
         mode: SandboxMode::Off,
         network,
         mechanism: None,
+        requested: requested.is_some(),
         warning: requested.is_none().then(|| {
             format!(
                 "no sandbox: the child runs through the {runner} runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"
@@ -239,73 +288,134 @@ impl ChildEnv<'_> {
     }
 }
 
-/// What the child may write, beyond its own directories.
-pub(crate) struct Writable<'a> {
-    /// The run folder (session files, the pi session, the private TMPDIR).
+/// The places of a run, as the sandbox needs them.
+pub(crate) struct Places<'a> {
+    /// orchestrate's state directory: read-only to the child.
+    pub state_root: &'a Path,
+    /// The run folder: orchestrate's record of the run, read-only to the child.
     pub run_dir: &'a Path,
-    /// The working directory, or the worktree's paths (workspace-write only).
+    /// The working directory, or the worktree (written in workspace-write only).
     pub workspace: &'a [PathBuf],
-    /// orchestrate's state directory, when the child may itself start runs (depth).
-    pub state_root: Option<&'a Path>,
+    /// The repository's git folders the workspace uses that are not inside it (a
+    /// worktree's admin folder and the shared `.git`): read-only in every mode.
+    pub git: &'a [PathBuf],
+    /// The child may start runs of its own (the depth limit allows one more level).
+    pub nests: bool,
 }
 
-/// Devices every program writes to; the terminal ones for CLIs that run their shell
-/// under a pseudo-terminal (gemini).
-const DEVICES: [&str; 6] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-];
-
-/// The private temporary directory's name in the run folder.
+/// The child's own place in the run folder: what it writes for the run (its TMPDIR, its
+/// CLI's session file, a nested orchestrate's state). Whatever is read back from it is the
+/// child's data, never orchestrate's record.
+pub(crate) const CHILD_DIR: &str = "child";
+/// The private temporary directory's name in the child's place.
 pub(crate) const PRIVATE_TMP: &str = "tmp";
+/// A nested orchestrate's state directory, in the child's place.
+pub(crate) const NESTED_STATE: &str = "state";
+/// Private copies of files the child's CLI rewrites, in the child's place.
+pub(crate) const COPIES: &str = "copies";
+/// Set for a confined child: the layers that held (a nested orchestrate counts them as
+/// its own). It only ever lowers what a nested orchestrate demands of its own sandbox,
+/// inside this one.
+pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
 
-/// The platform's confinement for `plan` and the environment variables the child gets
-/// with it (`TMPDIR`). Creates the directories the child must write to that do not exist
-/// yet: a rule can only name an existing path.
+/// What the child gets: the platform's confinement, the variables set and removed in its
+/// environment, and the placeholders that hold protected paths that did not exist (to be
+/// dropped once the child's tree is gone).
+pub(crate) struct Prepared {
+    pub confinement: Confinement,
+    pub env: Vec<(OsString, OsString)>,
+    pub env_remove: Vec<OsString>,
+    pub placeholders: Placeholders,
+}
+
+/// The platform's confinement for `plan`, and the child's environment with it. Creates
+/// the child's place and the folders its CLI must write that do not exist yet.
 pub(crate) fn confinement(
     plan: &SandboxPlan,
     backend: Backend,
     env: &ChildEnv<'_>,
-    writable: &Writable<'_>,
-) -> std::io::Result<(Confinement, Vec<(OsString, OsString)>)> {
+    places: &Places<'_>,
+) -> std::io::Result<Prepared> {
     let mut c = Confinement {
         no_network: plan.network == Network::Off,
         ..Confinement::default()
     };
     if !plan.confines() {
-        return Ok((c, Vec::new()));
+        return Ok(Prepared {
+            confinement: c,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            placeholders: Placeholders::default(),
+        });
     }
-    let tmp = writable.run_dir.join(PRIVATE_TMP);
+    c.strict = plan.requested;
+    c.harden = true;
+    c.outer = std::env::var(OUTER_VAR)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let child = places.run_dir.join(CHILD_DIR);
+    let tmp = child.join(PRIVATE_TMP);
     create_private_dir(&tmp)?;
-    let mut paths = vec![writable.run_dir.to_path_buf()];
-    if let Some(dirs) = backend.spec().writable_dirs {
-        for dir in dirs(env) {
-            create_private_dir(&dir)?;
-            paths.push(dir);
-        }
+    let mut vars = vec![(OsString::from("TMPDIR"), tmp.clone().into_os_string())];
+    if places.nests {
+        let state = child.join(NESTED_STATE);
+        create_private_dir(&state)?;
+        vars.push(("ORCHESTRATE_STATE_DIR".into(), state.into_os_string()));
     }
-    if plan.mode == SandboxMode::WorkspaceWrite {
-        paths.extend(writable.workspace.iter().cloned());
-    }
-    paths.extend(writable.state_root.map(Path::to_path_buf));
-    paths.extend(DEVICES.iter().map(PathBuf::from).filter(|p| p.exists()));
-    c.writable = Some(paths);
-    c.private_tmp = Some(tmp.clone());
-    let vars = vec![(OsString::from("TMPDIR"), tmp.into_os_string())];
-    Ok((c, vars))
+    let home = backend.spec().home.map(|h| h(env)).unwrap_or_default();
+    let built = view::build(&view::Input {
+        mode: plan.mode,
+        backend,
+        env,
+        home: &home,
+        places,
+        child: &child,
+        tmp: &tmp,
+        copies: &child.join(COPIES),
+    })?;
+    c.writable = Some(built.writable);
+    c.view = Some(built.view);
+    Ok(Prepared {
+        confinement: c,
+        env: vars,
+        env_remove: env::scrubbed(backend, env),
+        placeholders: built.placeholders,
+    })
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+}
+
+/// Where a CLI keeps its state, as the sandbox shows it to that CLI's own child. Each
+/// backend declares its own in its file (found by running the real CLI under the
+/// sandbox and reading what it wrote and what failed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CliHome {
+    /// Its folders (settings, extensions, hooks, plugins, caches, logs): the child reads
+    /// them as they are, and what it writes there goes to a private layer thrown away
+    /// after the run, never to the user's files. Created when missing.
+    pub private: Vec<PathBuf>,
+    /// Folders whose writes must outlive the run (the sessions `--resume` continues):
+    /// the real ones, writable. Created when missing.
+    pub kept: Vec<PathBuf>,
+    /// Files outside its folders that it rewrites (claude's `~/.claude.json`): the child
+    /// writes a private copy, thrown away after the run.
+    pub copied: Vec<PathBuf>,
+    /// Its login: readable by its own child (through `private`), hidden from the
+    /// children of every other CLI.
+    pub login: Vec<PathBuf>,
+    /// The variables it reaches its provider with (names, or prefixes ending in `*`):
+    /// kept in its child's environment, where other secret-looking ones are removed.
+    pub env: Vec<String>,
 }
 
 /// `$XDG_<kind>_HOME/<app>` (an absolute value only, as the XDG spec says), else
@@ -403,6 +513,7 @@ mod tests {
         let info = SandboxInfo {
             mode: SandboxMode::ReadOnly,
             mechanism: "landlock".into(),
+            layers: Vec::new(),
             network: Network::On,
         };
         assert_eq!(
@@ -412,13 +523,13 @@ mod tests {
     }
 
     #[test]
-    fn a_confinement_writes_to_the_run_folder_the_clis_dirs_and_in_workspace_write_the_workspace() {
+    fn a_confinement_writes_the_childs_place_and_its_clis_sessions_and_in_workspace_write_the_workspace(
+    ) {
+        use crate::platform::MountKind;
         let dir = tempfile::tempdir().unwrap();
-        let (run, home, work) = (
-            dir.path().join("run"),
-            dir.path().join("home"),
-            dir.path().join("work"),
-        );
+        let root = dir.path().canonicalize().unwrap();
+        let (state, home, work) = (root.join("state"), root.join("home"), root.join("work"));
+        let run = state.join("runs/abcd1234");
         for d in [&run, &home, &work] {
             std::fs::create_dir_all(d).unwrap();
         }
@@ -427,42 +538,72 @@ mod tests {
             overrides: &overrides,
         };
         let workspace = [work.clone()];
-        let writable = Writable {
+        let places = Places {
+            state_root: &state,
             run_dir: &run,
             workspace: &workspace,
-            state_root: None,
+            git: &[],
+            nests: false,
         };
-        let ro = plan(None, true, Network::On, Backend::Codex, Ok("landlock")).unwrap();
-        let (c, vars) = confinement(&ro, Backend::Codex, &env, &writable).unwrap();
-        let devices: Vec<PathBuf> = DEVICES
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| p.exists())
-            .collect();
-        let mut want = vec![run.clone(), home.join(".codex")];
-        want.extend(devices.iter().cloned());
-        assert_eq!(c.writable.as_ref(), Some(&want));
-        assert!(home.join(".codex").is_dir(), "created for the rule");
-        assert_eq!(c.private_tmp, Some(run.join("tmp")));
+        let kinds = |p: &Prepared, path: &Path| -> Vec<MountKind> {
+            let view = p.confinement.view.as_ref().unwrap();
+            view.mounts
+                .iter()
+                .filter(|(m, _)| m == path)
+                .map(|(_, k)| k.clone())
+                .collect()
+        };
+        let ro = plan(None, true, Network::On, Backend::Codex, Ok("namespaces")).unwrap();
+        let p = confinement(&ro, Backend::Codex, &env, &places).unwrap();
+        let child = run.join(CHILD_DIR);
+        assert_eq!(kinds(&p, &child), [MountKind::Writable]);
+        assert_eq!(kinds(&p, &child.join("tmp")), [MountKind::Scratch]);
+        assert_eq!(kinds(&p, &state), [MountKind::ReadOnly]);
+        assert_eq!(kinds(&p, &home.join(".codex")), [MountKind::Private]);
         assert_eq!(
-            vars,
-            [(OsString::from("TMPDIR"), run.join("tmp").into_os_string())]
+            kinds(&p, &home.join(".codex/sessions")),
+            [MountKind::Writable]
         );
-        let ww = plan(None, false, Network::Off, Backend::Codex, Ok("landlock")).unwrap();
-        let (c, _) = confinement(&ww, Backend::Codex, &env, &writable).unwrap();
-        let mut want = vec![run.clone(), home.join(".codex"), work.clone()];
-        want.extend(devices);
-        assert_eq!(c.writable.as_ref(), Some(&want));
-        assert!(c.no_network);
+        assert_eq!(
+            kinds(&p, &work),
+            [],
+            "read-only: the workspace is not writable"
+        );
+        assert!(
+            home.join(".codex/sessions").is_dir(),
+            "created for the mount"
+        );
+        assert_eq!(
+            p.env,
+            [(OsString::from("TMPDIR"), child.join("tmp").into_os_string())]
+        );
+        assert!(p.confinement.harden && !p.confinement.strict);
+
+        let ww = plan(None, false, Network::Off, Backend::Codex, Ok("namespaces")).unwrap();
+        let p = confinement(&ww, Backend::Codex, &env, &places).unwrap();
+        assert_eq!(kinds(&p, &work), [MountKind::Writable]);
+        // The protected names, held by placeholders while the run lasts.
+        assert_eq!(kinds(&p, &work.join(".vscode")), [MountKind::ReadOnly]);
+        assert!(work.join(".vscode").is_dir());
+        assert!(p.confinement.no_network);
+        drop(p);
+        assert!(
+            !work.join(".vscode").exists(),
+            "the placeholder went with the run"
+        );
+
         let off = plan(
             Some(SandboxMode::Off),
             false,
             Network::On,
             Backend::Codex,
-            Ok("landlock"),
+            Ok("namespaces"),
         )
         .unwrap();
-        let (c, vars) = confinement(&off, Backend::Codex, &env, &writable).unwrap();
-        assert_eq!((c, vars), (Confinement::default(), Vec::new()));
+        let p = confinement(&off, Backend::Codex, &env, &places).unwrap();
+        assert_eq!(
+            (p.confinement, p.env, p.env_remove),
+            (Confinement::default(), Vec::new(), Vec::new())
+        );
     }
 }

@@ -1,0 +1,475 @@
+//! The child's view of the filesystem, as a list of mounts over a read-only tree (the
+//! platform builds it; see `platform::View`), and the Landlock paths that match it for
+//! where no mount namespace can be had.
+//!
+//! - Writable: the child's own place, its CLI's session folders, and in workspace-write
+//!   the workspace.
+//! - Private: its CLI's own folders (settings, extensions, plugins, caches): readable as
+//!   they are, written to a layer thrown away after the run.
+//! - Read-only inside writable places: the protected names ([`PROTECTED_DIRS`],
+//!   [`PROTECTED_FILES`]) at the top of each, the repository's git folders, orchestrate's
+//!   state, and the home directory's hidden entries when the workspace holds the home.
+//!   A protected name that does not exist is held by an empty placeholder for the run
+//!   ([`Placeholders`]), so that the child cannot create it.
+//! - Hidden (empty): credentials ([`CREDENTIALS`]), other CLIs' logins, the runtime
+//!   directory and the agent sockets the environment names.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::{create_private_dir, ChildEnv, CliHome, Places, SandboxMode};
+use crate::backends::Backend;
+use crate::platform::{MountKind, View};
+
+/// Folders at the top of a writable place that tools run code from when the user works
+/// there later (git, editors, agent CLIs): read-only, and not creatable.
+pub(crate) const PROTECTED_DIRS: [&str; 12] = [
+    ".git",
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".codex",
+    ".gemini",
+    ".agents",
+    ".opencode",
+    ".pi",
+    ".cursor",
+    ".zed",
+    ".continue",
+];
+/// Files of the same kind: project MCP servers and agent configs, git's own, and the shell
+/// start-up files (which matter where the workspace is the home directory).
+pub(crate) const PROTECTED_FILES: [&str; 13] = [
+    ".mcp.json",
+    "opencode.json",
+    "opencode.jsonc",
+    ".gitconfig",
+    ".gitmodules",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".ripgreprc",
+];
+
+/// Credentials in a home directory, hidden from every child: keys, cloud and cluster
+/// logins, registry tokens, password stores, browser profiles (their cookies are logins).
+pub(crate) const CREDENTIALS: [&str; 30] = [
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".config/gh",
+    ".config/hub",
+    ".azure",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".config/op",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pki",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".m2/settings-security.xml",
+    ".config/rclone",
+    ".authinfo",
+    ".authinfo.gpg",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+];
+
+/// System secrets a child of root could read (root owns them).
+const SYSTEM_SECRETS: [&str; 5] = [
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/ssl/private",
+];
+
+/// Variables that name an agent's socket (or an X server's authority), hidden wherever
+/// they point: `(name, how the path is written in it)`.
+const SOCKET_VARS: [(&str, SocketForm); 6] = [
+    ("SSH_AUTH_SOCK", SocketForm::Path),
+    ("GPG_AGENT_INFO", SocketForm::PathThenColon),
+    ("DBUS_SESSION_BUS_ADDRESS", SocketForm::DbusPath),
+    ("DOCKER_HOST", SocketForm::UnixUrl),
+    ("TMUX", SocketForm::PathThenComma),
+    ("XAUTHORITY", SocketForm::Path),
+];
+
+#[derive(Clone, Copy)]
+enum SocketForm {
+    Path,
+    PathThenColon,
+    PathThenComma,
+    DbusPath,
+    UnixUrl,
+}
+
+fn socket_path(value: &str, form: SocketForm) -> Option<PathBuf> {
+    let path = match form {
+        SocketForm::Path => value,
+        SocketForm::PathThenColon => value.split(':').next()?,
+        SocketForm::PathThenComma => value.split(',').next()?,
+        SocketForm::DbusPath => value
+            .split(';')
+            .find_map(|a| a.strip_prefix("unix:"))?
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("path="))?,
+        SocketForm::UnixUrl => value.strip_prefix("unix://")?,
+    };
+    Some(PathBuf::from(path)).filter(|p| p.is_absolute())
+}
+
+pub(super) struct Input<'a> {
+    pub mode: SandboxMode,
+    pub backend: Backend,
+    pub env: &'a ChildEnv<'a>,
+    pub home: &'a CliHome,
+    pub places: &'a Places<'a>,
+    /// The child's own place, its private TMPDIR and where private copies go.
+    pub child: &'a Path,
+    pub tmp: &'a Path,
+    pub copies: &'a Path,
+}
+
+pub(super) struct Built {
+    pub view: View,
+    /// Landlock's write rules (where no mount namespace can be had, the only ones).
+    pub writable: Vec<PathBuf>,
+    pub placeholders: Placeholders,
+}
+
+/// The real path, symbolic links resolved, when it exists.
+fn real(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok()
+}
+
+pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
+    let mut mounts: Vec<(PathBuf, MountKind)> = Vec::new();
+    let mut writable = Vec::new();
+    let places = input.places;
+
+    // The child's own place: its TMPDIR is empty and private where it can be.
+    writable.push(input.child.to_path_buf());
+    mounts.push((input.child.to_path_buf(), MountKind::Writable));
+    mounts.push((input.tmp.to_path_buf(), MountKind::Scratch));
+
+    // orchestrate's records, wherever they are (a workspace may hold the state dir).
+    if let Some(state) = real(places.state_root) {
+        mounts.push((state, MountKind::ReadOnly));
+    }
+
+    // The CLI's home.
+    for dir in &input.home.private {
+        create_private_dir(dir)?;
+        if let Some(dir) = real(dir) {
+            // Without a mount namespace there is no private layer: the CLI must still
+            // write its folders (what the warning says is lost).
+            writable.push(dir.clone());
+            mounts.push((dir, MountKind::Private));
+        }
+    }
+    for dir in &input.home.kept {
+        create_private_dir(dir)?;
+        if let Some(dir) = real(dir) {
+            writable.push(dir.clone());
+            mounts.push((dir, MountKind::Writable));
+        }
+    }
+    if !input.home.copied.is_empty() {
+        create_private_dir(input.copies)?;
+    }
+    for (i, file) in input.home.copied.iter().enumerate() {
+        let Some(target) = real(file).filter(|p| p.is_file()) else {
+            continue;
+        };
+        let copy = input.copies.join(format!("{i}"));
+        copy_private(&target, &copy)?;
+        mounts.push((target, MountKind::CopyOf(copy)));
+    }
+
+    // The workspace and what stays read-only in it.
+    let mut placeholders = Placeholders::default();
+    let workspace: Vec<PathBuf> = if input.mode == SandboxMode::WorkspaceWrite {
+        places.workspace.iter().filter_map(|p| real(p)).collect()
+    } else {
+        Vec::new()
+    };
+    for root in &workspace {
+        writable.push(root.clone());
+        mounts.push((root.clone(), MountKind::Writable));
+        protect(root, &mut mounts, &mut placeholders)?;
+    }
+    for git in places.git {
+        if let Some(git) = real(git) {
+            mounts.push((git, MountKind::ReadOnly));
+        }
+    }
+    // A workspace that holds the home directory: the home's hidden entries (shell and
+    // tool settings, autostart, systemd units) stay read-only, but for the CLI's own.
+    let cli_dirs: Vec<PathBuf> = input
+        .home
+        .private
+        .iter()
+        .chain(&input.home.kept)
+        .filter_map(|p| real(p))
+        .collect();
+    for home in homes(input.env) {
+        if workspace.iter().any(|w| home.starts_with(w)) {
+            for entry in std::fs::read_dir(&home).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let hidden = entry.file_name().to_string_lossy().starts_with('.');
+                if hidden && !cli_dirs.iter().any(|d| d == &path) {
+                    mounts.push((path, MountKind::ReadOnly));
+                }
+            }
+        }
+    }
+
+    // What no child reads.
+    for hidden in hidden_paths(input) {
+        mounts.push((hidden.clone(), MountKind::Hidden));
+        if let Some(target) = real(&hidden).filter(|t| *t != hidden) {
+            mounts.push((target, MountKind::Hidden));
+        }
+    }
+    let visible = places
+        .workspace
+        .iter()
+        .filter_map(|p| real(p))
+        .chain(homes(input.env))
+        .collect();
+    Ok(Built {
+        view: View { mounts, visible },
+        writable,
+        placeholders,
+    })
+}
+
+/// The home directories whose credentials are hidden: `$HOME`, and root's when the child
+/// runs as root (which owns and so can read them).
+fn homes(env: &ChildEnv<'_>) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = env.home().and_then(|h| real(&h)).into_iter().collect();
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        if let Some(root) = real(Path::new("/root")).filter(|r| !homes.contains(r)) {
+            homes.push(root);
+        }
+    }
+    homes
+}
+
+fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for home in homes(input.env) {
+        out.extend(CREDENTIALS.iter().map(|c| home.join(c)));
+    }
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        out.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
+        // The host's private ssh keys.
+        for e in std::fs::read_dir("/etc/ssh")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("ssh_host_") && name.ends_with("_key") {
+                out.push(e.path());
+            }
+        }
+    }
+    // Every other CLI's login.
+    for other in Backend::ALL.iter().filter(|b| **b != input.backend) {
+        if let Some(home) = other.spec().home {
+            out.extend(home(input.env).login);
+        }
+    }
+    // The runtime directory (sockets of the user's session) where it is not under /run,
+    // which is empty for the child anyway; and the agent sockets the variables name.
+    if let Some(dir) = input.env.get("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        if dir.is_absolute() && !dir.starts_with("/run") {
+            out.push(dir);
+        }
+    }
+    for (var, form) in SOCKET_VARS {
+        if let Some(path) = input
+            .env
+            .get(var)
+            .and_then(|v| socket_path(&v.to_string_lossy(), form))
+        {
+            out.push(path);
+        }
+    }
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    out
+}
+
+/// The protected names at the top of `root`: read-only where they exist (for a `.git`
+/// file, the git folders it points to as well), held by a placeholder where they do not.
+fn protect(
+    root: &Path,
+    mounts: &mut Vec<(PathBuf, MountKind)>,
+    placeholders: &mut Placeholders,
+) -> io::Result<()> {
+    let names = PROTECTED_DIRS
+        .iter()
+        .map(|n| (n, true))
+        .chain(PROTECTED_FILES.iter().map(|n| (n, false)));
+    for (name, is_dir) in names {
+        let path = root.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) => {
+                mounts.push((path.clone(), MountKind::ReadOnly));
+                if meta.is_symlink() {
+                    // The link itself is covered; what it points to stays read-only too.
+                    if let Some(target) = real(&path) {
+                        mounts.push((target, MountKind::ReadOnly));
+                    }
+                } else if *name == ".git" && meta.is_file() {
+                    for dir in git_pointer_dirs(root) {
+                        mounts.push((dir, MountKind::ReadOnly));
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                placeholders.hold(&path, is_dir)?;
+                mounts.push((path, MountKind::ReadOnly));
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
+    }
+    Ok(())
+}
+
+/// The git folders a `.git` file (`gitdir: …`) points to: the worktree's (or
+/// submodule's) own, and the shared one its `commondir` names.
+fn git_pointer_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(dir) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
+        return Vec::new();
+    };
+    let gitdir = root.join(dir);
+    let mut out: Vec<PathBuf> = real(&gitdir).into_iter().collect();
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        out.extend(real(&gitdir.join(common.trim())));
+    }
+    out
+}
+
+/// Copies `from` to a new private file `to` (a private copy the child may rewrite):
+/// neither end follows a symbolic link.
+fn copy_private(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(from)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", from.display())))?;
+    let _ = std::fs::remove_file(to);
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", to.display())))?;
+    io::copy(&mut src, &mut dst).map(|_| ())
+}
+
+/// Empty placeholders that hold protected names that did not exist, so that the child
+/// cannot create them: each is created for the run and removed once no run needs it.
+///
+/// Runs in one workspace share them: each holds a shared lock on every placeholder it
+/// relies on for as long as its child lives, and a placeholder goes only when its
+/// remover gets the exclusive lock (no run holds it) and it is still empty. A run that
+/// finds one made by another takes its lock and checks it is still the same file.
+#[derive(Debug, Default)]
+pub(crate) struct Placeholders {
+    held: Vec<(PathBuf, File)>,
+}
+
+impl Placeholders {
+    fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        for _ in 0..8 {
+            let made = if is_dir {
+                std::fs::create_dir(path)
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .map(|_| ())
+            };
+            match made {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("placeholder {}: {e}", path.display()),
+                    ))
+                }
+            }
+            let file = File::open(path)?;
+            // SAFETY: flock on our own descriptor.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let (held, now) = (file.metadata()?, std::fs::symlink_metadata(path));
+            if now.is_ok_and(|n| n.ino() == held.ino() && n.dev() == held.dev()) {
+                self.held.push((path.to_path_buf(), file));
+                return Ok(());
+            }
+            // Removed by the last run that used it between our look and our lock.
+        }
+        Err(io::Error::other(format!(
+            "placeholder {}: it keeps changing",
+            path.display()
+        )))
+    }
+
+    /// The paths held, for tests and messages.
+    #[allow(dead_code)]
+    pub(crate) fn paths(&self) -> Vec<&Path> {
+        self.held.iter().map(|(p, _)| p.as_path()).collect()
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        for (path, file) in self.held.drain(..) {
+            // SAFETY: flock on our own descriptor.
+            let alone =
+                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            if alone {
+                // Only while empty: a real file or folder made there since is the user's.
+                let _ = std::fs::remove_dir(&path).or_else(|_| {
+                    if std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                        std::fs::remove_file(&path)
+                    } else {
+                        Ok(())
+                    }
+                });
+            }
+        }
+    }
+}
