@@ -62,7 +62,7 @@ pub const PI: Cli = Cli {
         workdir_files: &[],
     }],
     resume: Some(Resume {
-        session_file: Some("pi-session.jsonl"),
+        session_file: Some("child/pi-session.jsonl"),
     }),
     // No option for a schema: orchestrate asks for the JSON in the prompt.
     output_schema: SchemaSent::Prompt,
