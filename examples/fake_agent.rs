@@ -119,6 +119,19 @@ fn main() {
         }
         // The child starts a fully detached daemon (double fork, setsid, stdio on
         // /dev/null, ignoring SIGTERM and SIGHUP), then answers and exits 0.
+        // The leader forks children that exit at once and, as node does at its exit,
+        // never reaps them: zombies the tree's holder inherits when the leader exits.
+        "zombie" => {
+            for _ in 0..8 {
+                // SAFETY: the child only exits.
+                if unsafe { libc::fork() } == 0 {
+                    unsafe { libc::_exit(0) };
+                }
+            }
+            sleep_ms(50);
+            print_transcript(delay_ms(0));
+            process::exit(0);
+        }
         "daemon" => {
             start_detached(Detach::DoubleFork, Stdio3::DevNull);
             print_transcript(delay_ms(0));

@@ -672,7 +672,11 @@ unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
                 s if s > 0 => forward(in_namespace, child, child_alive, s),
                 _ => continue,
             }
-            // Reap whatever ended: the child, and orphans handed to us.
+            // Reap whatever ended: the child, and orphans handed to us. All of them before
+            // the child's exit is judged: a child that exits without reaping its own
+            // children (node does) hands their zombies to us at its exit, and a zombie
+            // still answers the null signal `others_alive` sends.
+            let mut child_status = None;
             loop {
                 let mut st = 0;
                 let p = libc::waitpid(-1, &mut st, libc::WNOHANG);
@@ -681,15 +685,17 @@ unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
                 }
                 if p == child {
                     child_alive = false;
-                    let leftovers = others_alive(in_namespace);
-                    let record = ExitRecord {
-                        status: st,
-                        leftovers,
-                    }
-                    .encode();
-                    libc::write(status, record.as_ptr().cast(), record.len());
-                    reported = true;
+                    child_status = Some(st);
                 }
+            }
+            if let Some(st) = child_status {
+                let record = ExitRecord {
+                    status: st,
+                    leftovers: others_alive(in_namespace),
+                }
+                .encode();
+                libc::write(status, record.as_ptr().cast(), record.len());
+                reported = true;
             }
             if reported && !others_alive(in_namespace) {
                 libc::_exit(0);

@@ -1030,7 +1030,11 @@ fn sandboxed_workspace_write(cli: &Cli, bin: &Path) {
         "written in the working directory ({})",
         outputs[0]
     );
-    assert!(!DENIED.iter().any(|d| outputs[0].contains(d)), "{}", outputs[0]);
+    assert!(
+        !DENIED.iter().any(|d| outputs[0].contains(d)),
+        "{}",
+        outputs[0]
+    );
     for (p, o) in paths.iter().zip(&outputs).skip(1) {
         assert!(!Path::new(p).exists(), "{p} was written");
         assert!(DENIED.iter().any(|d| o.contains(d)), "{p}: {o}");
