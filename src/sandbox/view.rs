@@ -58,8 +58,11 @@ pub(crate) const PROTECTED_FILES: [&str; 13] = [
 ];
 
 /// Credentials in a home directory, hidden from every child: keys, cloud and cluster
-/// logins, registry tokens, password stores, browser profiles (their cookies are logins).
-pub(crate) const CREDENTIALS: [&str; 30] = [
+/// logins, registry and service tokens, database passwords, password stores, browser
+/// profiles (their cookies are logins), and the places agents keep their sockets in
+/// (a socket is reachable on a read-only mount: 1Password's and Bitwarden's ssh agents,
+/// git's credential cache, the docker sockets of colima, Rancher Desktop and lima).
+pub(crate) const CREDENTIALS: [&str; 53] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -71,20 +74,43 @@ pub(crate) const CREDENTIALS: [&str; 30] = [
     ".config/git/credentials",
     ".config/gh",
     ".config/hub",
+    ".config/glab-cli",
     ".azure",
+    ".oci",
+    ".config/doctl",
+    ".fly",
+    ".wrangler",
+    ".config/.wrangler",
+    ".supabase",
+    ".databrickscfg",
+    ".huggingface/token",
+    ".cache/huggingface/token",
+    ".config/containers/auth.json",
     ".npmrc",
+    ".yarnrc.yml",
     ".pypirc",
     ".cargo/credentials",
     ".cargo/credentials.toml",
     ".gem/credentials",
+    ".m2/settings-security.xml",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".pgpass",
+    ".my.cnf",
+    ".s3cfg",
+    ".boto",
+    ".passwd-s3fs",
+    ".config/rclone",
     ".config/op",
+    ".1password",
+    ".bitwarden-ssh-agent.sock",
+    ".cache/git/credential",
+    ".colima",
+    ".rd",
+    ".lima",
     ".password-store",
     ".local/share/keyrings",
     ".pki",
-    ".vault-token",
-    ".terraform.d/credentials.tfrc.json",
-    ".m2/settings-security.xml",
-    ".config/rclone",
     ".authinfo",
     ".authinfo.gpg",
     ".mozilla",
@@ -150,6 +176,9 @@ pub(super) struct Input<'a> {
 
 pub(super) struct Built {
     pub view: View,
+    /// Its CLI's login files that exist in its private folders (copied out at its exit,
+    /// see `logins`).
+    pub logins: Vec<PathBuf>,
     /// Landlock's write rules (where no mount namespace can be had, the only ones).
     pub writable: Vec<PathBuf>,
     pub placeholders: Placeholders,
@@ -205,7 +234,10 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     }
 
     // The workspace and what stays read-only in it.
-    let mut placeholders = Placeholders::default();
+    let registry = places.state_root.join(REGISTRY_DIR);
+    // What runs killed before they could clean up left behind.
+    sweep(&registry);
+    let mut placeholders = Placeholders::recorded_in(registry);
     let workspace: Vec<PathBuf> = if input.mode == SandboxMode::WorkspaceWrite {
         places.workspace.iter().filter_map(|p| real(p)).collect()
     } else {
@@ -255,8 +287,21 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .filter_map(|p| real(p))
         .chain(homes(input.env))
         .collect();
+    let private: Vec<PathBuf> = input.home.private.iter().filter_map(|p| real(p)).collect();
+    let logins = input
+        .home
+        .login
+        .iter()
+        .filter_map(|p| real(p))
+        .filter(|p| p.is_file() && private.iter().any(|d| p.starts_with(d)))
+        .collect();
     Ok(Built {
-        view: View { mounts, visible },
+        view: View {
+            mounts,
+            visible,
+            logins: None,
+        },
+        logins,
         writable,
         placeholders,
     })
@@ -401,15 +446,58 @@ fn copy_private(from: &Path, to: &Path) -> io::Result<()> {
 /// relies on for as long as its child lives, and a placeholder goes only when its
 /// remover gets the exclusive lock (no run holds it) and it is still empty. A run that
 /// finds one made by another takes its lock and checks it is still the same file.
+///
+/// Each is recorded in orchestrate's state (`placeholders/`, one file per placeholder
+/// naming it) before it is made, so that one left behind by a run that could not remove
+/// it (orchestrate killed with SIGKILL) is removed by the next sandboxed run
+/// ([`sweep`]), once no run holds it and if it is still empty.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders {
     held: Vec<(PathBuf, File)>,
+    registry: Option<PathBuf>,
+}
+
+/// The folder of the placeholder records in a state directory.
+pub(crate) const REGISTRY_DIR: &str = "placeholders";
+
+/// A record's name: a hash of the path (FNV-1a, 64 bits), so that each path has one.
+fn record_name(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.as_os_str().as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 impl Placeholders {
+    /// Placeholders recorded in `registry` (orchestrate's state `placeholders/`).
+    pub(super) fn recorded_in(registry: PathBuf) -> Placeholders {
+        Placeholders {
+            held: Vec::new(),
+            registry: Some(registry),
+        }
+    }
+
+    fn record(&self, path: &Path) -> io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(registry) = &self.registry else {
+            return Ok(());
+        };
+        create_private_dir(registry)?;
+        std::fs::write(
+            registry.join(record_name(path)),
+            path.as_os_str().as_bytes(),
+        )
+    }
+
     fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         for _ in 0..8 {
+            // Recorded first: a placeholder is never made unrecorded, whenever orchestrate
+            // dies.
+            self.record(path)?;
             let made = if is_dir {
                 std::fs::create_dir(path)
             } else {
@@ -429,7 +517,7 @@ impl Placeholders {
                     ))
                 }
             }
-            let file = File::open(path)?;
+            let file = open_no_follow(path)?;
             // SAFETY: flock on our own descriptor.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } != 0 {
                 return Err(io::Error::last_os_error());
@@ -454,22 +542,122 @@ impl Placeholders {
     }
 }
 
+/// Opens a placeholder (a file or a folder) without following a symbolic link there.
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("placeholder {}: {e}", path.display())))
+}
+
+/// Removes the placeholder at `path`, whose descriptor `held` has the exclusive lock, if
+/// it is still the placeholder and still empty. A folder goes with `rmdir` (which fails
+/// when anything was put in it); a file is first moved aside, then removed only if what
+/// was moved is the placeholder itself and empty, else moved back: whoever writes the
+/// name meanwhile writes a new file, never into one about to go.
+fn remove_placeholder(path: &Path, held: &File) {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ours) = held.metadata() else {
+        return;
+    };
+    if ours.is_dir() {
+        let _ = std::fs::remove_dir(path);
+        return;
+    }
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let mut aside_name = std::ffi::OsString::from(".");
+    aside_name.push(name);
+    aside_name.push(format!(".orchestrate-removing-{}", std::process::id()));
+    let aside = path.with_file_name(aside_name);
+    let (Ok(from), Ok(to)) = (
+        std::ffi::CString::new(path.as_os_str().as_bytes()),
+        std::ffi::CString::new(aside.as_os_str().as_bytes()),
+    ) else {
+        return;
+    };
+    let rename = |a: &std::ffi::CString, b: &std::ffi::CString| {
+        // SAFETY: two valid C strings.
+        unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            ) == 0
+        }
+    };
+    if !rename(&from, &to) {
+        return;
+    }
+    let moved = std::fs::symlink_metadata(&aside);
+    let still_ours = moved.is_ok_and(|m| {
+        m.is_file() && m.ino() == ours.ino() && m.dev() == ours.dev() && m.len() == 0
+    });
+    if still_ours {
+        let _ = std::fs::remove_file(&aside);
+    } else if !rename(&to, &from) {
+        tracing::warn!(
+            "{} was written while orchestrate removed its placeholder there; it is kept as {}",
+            path.display(),
+            aside.display()
+        );
+    }
+}
+
+/// Removes `path`'s placeholder if no run holds it, and its record.
+fn release(path: &Path, file: &File, registry: Option<&Path>) {
+    // SAFETY: flock on our own descriptor.
+    let alone = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if !alone {
+        // Another run relies on it: the last one out removes it (and its record).
+        return;
+    }
+    remove_placeholder(path, file);
+    if let Some(registry) = registry {
+        let _ = std::fs::remove_file(registry.join(record_name(path)));
+    }
+}
+
 impl Drop for Placeholders {
     fn drop(&mut self) {
+        let registry = self.registry.take();
         for (path, file) in self.held.drain(..) {
-            // SAFETY: flock on our own descriptor.
-            let alone =
-                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-            if alone {
-                // Only while empty: a real file or folder made there since is the user's.
-                let _ = std::fs::remove_dir(&path).or_else(|_| {
-                    if std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-                        std::fs::remove_file(&path)
-                    } else {
-                        Ok(())
-                    }
-                });
+            release(&path, &file, registry.as_deref());
+        }
+    }
+}
+
+/// Removes the placeholders that runs recorded in `registry` and left behind (their
+/// orchestrate was killed before it could remove them): each that no run holds and that
+/// is still empty. Cheap when there are none (one failed `read_dir`).
+pub(crate) fn sweep(registry: &Path) {
+    use std::os::unix::ffi::OsStringExt;
+    let Ok(entries) = std::fs::read_dir(registry) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let record = entry.path();
+        let Ok(bytes) = std::fs::read(&record) else {
+            continue;
+        };
+        let path = PathBuf::from(std::ffi::OsString::from_vec(bytes));
+        if !path.is_absolute() || record_name(&path) != entry.file_name().to_string_lossy() {
+            // Not one of ours.
+            continue;
+        }
+        match open_no_follow(&path) {
+            Ok(file) => release(&path, &file, Some(registry)),
+            // Gone already (or never made: orchestrate died between record and make).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let _ = std::fs::remove_file(&record);
             }
+            Err(_) => {}
         }
     }
 }
