@@ -85,7 +85,35 @@ pub(crate) struct View {
     /// What the child reads as it is even where it lies in a directory the view empties
     /// (`/tmp`): its working directory, its home.
     pub visible: Vec<PathBuf>,
+    /// Files in private layers (its CLI's login) whose private version the platform
+    /// copies out at the child's exit.
+    pub logins: Option<LoginCopies>,
 }
+
+/// Where the platform copies, at the child's exit, the private layer's version of each
+/// of `files` (those that are there): into `into`, a memory file the sandbox policy
+/// reads after the run, each copy as `index: u32 LE, length: u64 LE, bytes`.
+#[derive(Debug, Clone)]
+pub(crate) struct LoginCopies {
+    pub files: Vec<PathBuf>,
+    pub into: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+impl LoginCopies {
+    /// The largest file copied; a token file is a few KiB.
+    pub(crate) const MAX_BYTES: u64 = 1 << 20;
+    /// Each copy's header: the file's index (u32) and length (u64), little-endian.
+    pub(crate) const HEADER_BYTES: usize = 12;
+}
+
+impl PartialEq for LoginCopies {
+    fn eq(&self, other: &LoginCopies) -> bool {
+        use std::os::fd::AsRawFd;
+        self.files == other.files && self.into.as_raw_fd() == other.into.as_raw_fd()
+    }
+}
+
+impl Eq for LoginCopies {}
 
 /// What the child sees at a path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -99,8 +127,8 @@ pub(crate) enum MountKind {
     Scratch,
     /// This file (a private copy made for the run), writable, over the path.
     CopyOf(PathBuf),
-    /// The real path, read-only. A symbolic link is covered itself (it cannot be
-    /// replaced).
+    /// The real path, read-only. A symbolic link is covered itself, by an empty file (it
+    /// cannot be replaced; what it points to is covered on its own).
     ReadOnly,
     /// Empty: an empty directory, or an empty file for anything else; read-only.
     Hidden,

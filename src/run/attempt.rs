@@ -14,7 +14,7 @@ use crate::collector::Collector;
 use crate::error::RunError;
 use crate::runner::slurm::{self, SlurmJob};
 use crate::runner::RunnerKind;
-use crate::sandbox::{self, ChildEnv, Placeholders, Places};
+use crate::sandbox::{self, ChildEnv, Held, Places};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks, SuperviseError};
@@ -121,8 +121,9 @@ impl Attempt<'_> {
             }
         }
         // The child's tree is gone: the placeholders of protected paths go (when no other
-        // run holds them), and so do its TMPDIR (an ordinary folder where no mount
-        // namespace made it a tmpfs) and the private copies of its CLI's files.
+        // run holds them), a login its CLI refreshed is written back, and its TMPDIR (an
+        // ordinary folder where no mount namespace made it a tmpfs) and the private
+        // copies of its CLI's files go.
         drop(placeholders);
         if spec.confinement.view.is_some() {
             let child = self.run_dir.child_dir();
@@ -218,11 +219,7 @@ impl Attempt<'_> {
     /// The child's command, environment and confinement (the sandbox's directories are
     /// created here, and its private TMPDIR). Through the Slurm runner the command is
     /// `srun … -- <the child's command>`; the environment reaches the node with it.
-    fn child_spec(
-        &self,
-        invocation: &Invocation,
-        n: u32,
-    ) -> Result<(ChildSpec, Placeholders), RunError> {
+    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<(ChildSpec, Held), RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
@@ -295,7 +292,7 @@ impl Attempt<'_> {
                 confinement,
                 remote,
             },
-            prepared.placeholders,
+            prepared.held,
         ))
     }
 }

@@ -23,6 +23,7 @@
 //! default runs without it, saying which guarantee is missing; an explicit mode refuses.
 
 mod env;
+mod logins;
 mod view;
 
 pub(crate) use view::Placeholders;
@@ -319,13 +320,31 @@ pub(crate) const COPIES: &str = "copies";
 pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
 
 /// What the child gets: the platform's confinement, the variables set and removed in its
-/// environment, and the placeholders that hold protected paths that did not exist (to be
-/// dropped once the child's tree is gone).
+/// environment, and what the sandbox holds for the run ([`Held`]).
 pub(crate) struct Prepared {
     pub confinement: Confinement,
     pub env: Vec<(OsString, OsString)>,
     pub env_remove: Vec<OsString>,
-    pub placeholders: Placeholders,
+    pub held: Held,
+}
+
+/// What the sandbox holds while the child lives, to be dropped once its tree is gone:
+/// the placeholders of protected paths that did not exist (removed), and its CLI's login
+/// as it was (a token refreshed in the private layer is written back, see `logins`).
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    placeholders: Placeholders,
+    /// Held for its drop, which writes a refreshed login back.
+    #[allow(dead_code)]
+    logins: Option<logins::Logins>,
+}
+
+impl Held {
+    /// The placeholders held, for tests and messages.
+    #[allow(dead_code)]
+    pub(crate) fn placeholders(&self) -> &Placeholders {
+        &self.placeholders
+    }
 }
 
 /// The platform's confinement for `plan`, and the child's environment with it. Creates
@@ -345,7 +364,7 @@ pub(crate) fn confinement(
             confinement: c,
             env: Vec::new(),
             env_remove: Vec::new(),
-            placeholders: Placeholders::default(),
+            held: Held::default(),
         });
     }
     c.strict = plan.requested;
@@ -376,13 +395,22 @@ pub(crate) fn confinement(
         tmp: &tmp,
         copies: &child.join(COPIES),
     })?;
+    let logins = logins::Logins::new(built.logins)?;
+    let mut view = built.view;
+    view.logins = logins.as_ref().map(|l| crate::platform::LoginCopies {
+        files: l.paths(),
+        into: l.copies(),
+    });
     c.writable = Some(built.writable);
-    c.view = Some(built.view);
+    c.view = Some(view);
     Ok(Prepared {
         confinement: c,
         env: vars,
         env_remove: env::scrubbed(backend, env),
-        placeholders: built.placeholders,
+        held: Held {
+            placeholders: built.placeholders,
+            logins,
+        },
     })
 }
 

@@ -630,26 +630,49 @@ unsafe fn controller_main(
             let parent = if in_namespace { 1 } else { me };
             child_main(plan, argv, envp, fds, parent, ruleset);
         }
-        // Keep only the status pipe, away from 0-2; those point at /dev/null so that the
-        // controller holds none of orchestrate's descriptors (its stdout, the child's
-        // pipes).
+        // Keep only the status pipe (and the memory file the login copies go to), away
+        // from 0-2; those point at /dev/null so that the controller holds none of
+        // orchestrate's descriptors (its stdout, the child's pipes).
         let status = libc::fcntl(fds.status, libc::F_DUPFD, 10);
+        let logins = match plan.mounts.as_ref().and_then(MountPlan::login_fd) {
+            Some(fd) if status >= 0 => libc::fcntl(fd, libc::F_DUPFD, status + 1),
+            _ => -1,
+        };
         if status >= 0 {
             libc::syscall(libc::SYS_close_range, 0, (status - 1) as libc::c_uint, 0);
-            close_from(status as libc::c_uint + 1, false);
+            if logins > status + 1 {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    (status + 1) as libc::c_uint,
+                    (logins - 1) as libc::c_uint,
+                    0,
+                );
+            }
+            close_from(status.max(logins) as libc::c_uint + 1, false);
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
             if null == 0 {
                 libc::dup2(0, 1);
                 libc::dup2(0, 2);
             }
         }
-        control(in_namespace, child, status)
+        let logins = plan
+            .mounts
+            .as_ref()
+            .filter(|_| logins >= 0)
+            .map(|m| (m, logins));
+        control(in_namespace, child, status, logins)
     }
 }
 
-/// Waits for signals: reaps, forwards, reports the child's exit, and ends the tree when
-/// asked (subreaper mode; in a namespace orchestrate's SIGKILL does that).
-unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
+/// Waits for signals: reaps, forwards, reports the child's exit (having copied out its
+/// CLI's login files, when `logins` says where), and ends the tree when asked (subreaper
+/// mode; in a namespace orchestrate's SIGKILL does that).
+unsafe fn control(
+    in_namespace: bool,
+    child: libc::pid_t,
+    status: RawFd,
+    logins: Option<(&MountPlan, RawFd)>,
+) -> ! {
     // SAFETY: system calls only.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -689,6 +712,10 @@ unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
                 }
             }
             if let Some(st) = child_status {
+                // Before the record: orchestrate reads the copies once it has it.
+                if let Some((mounts, into)) = logins {
+                    mounts.copy_logins(into);
+                }
                 let record = ExitRecord {
                     status: st,
                     leftovers: others_alive(in_namespace),

@@ -28,7 +28,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::super::{MountKind, View};
+use super::super::{LoginCopies, MountKind, View};
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -103,6 +103,10 @@ pub(super) struct MountPlan {
     steps: Vec<Step>,
     /// The path of each step, for error messages.
     step_paths: Vec<PathBuf>,
+    /// `(index, the file in its overlay's upper directory)` for each login file the
+    /// controller copies out at the child's exit, and where to.
+    logins: Vec<(u32, CString)>,
+    login_fd: Option<libc::c_int>,
 }
 
 fn cstr(p: &Path) -> io::Result<CString> {
@@ -147,7 +151,10 @@ impl MountPlan {
                 .collect::<io::Result<_>>()?,
             steps: Vec::new(),
             step_paths: Vec::new(),
+            logins: Vec::new(),
+            login_fd: None,
         };
+        let mut uppers: Vec<(&Path, PathBuf)> = Vec::new();
         let mut overlays = 0;
         for (path, kind) in mounts {
             let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -167,6 +174,7 @@ impl MountPlan {
                     let staging = Path::new(STAGING).join(format!("o{overlays}"));
                     overlays += 1;
                     let (upper, work) = (staging.join("u"), staging.join("w"));
+                    uppers.push((path.as_path(), upper.clone()));
                     let options = format!(
                         "lowerdir={},upperdir={},workdir={}",
                         path.display(),
@@ -179,6 +187,9 @@ impl MountPlan {
                         options: CString::new(options).map_err(io::Error::other)?,
                     }
                 }
+                // A symbolic link is covered itself (not what it points to, which gets a
+                // cover of its own), by an empty file: a mount point cannot be removed
+                // or renamed, and nothing but a file can be mounted over a link.
                 MountKind::Private | MountKind::ReadOnly if meta.is_symlink() => {
                     Step::HideFile { target }
                 }
@@ -195,6 +206,20 @@ impl MountPlan {
             };
             plan.steps.push(step);
             plan.step_paths.push(path.clone());
+        }
+        if let Some(logins) = &view.logins {
+            use std::os::fd::AsRawFd;
+            for (i, file) in logins.files.iter().enumerate() {
+                let upper = uppers
+                    .iter()
+                    .filter(|(dir, _)| file.starts_with(dir))
+                    .max_by_key(|(dir, _)| depth(dir))
+                    .and_then(|(dir, upper)| Some(upper.join(file.strip_prefix(dir).ok()?)));
+                if let Some(upper) = upper {
+                    plan.logins.push((i as u32, cstr(&upper)?));
+                }
+            }
+            plan.login_fd = Some(logins.into.as_raw_fd());
         }
         for name in DEVICES {
             let host = Path::new("/dev").join(name);
@@ -321,6 +346,66 @@ impl MountPlan {
             }
         }
         Ok(())
+    }
+
+    /// Where the controller copies the login files (kept open past its own clean-up).
+    pub(super) fn login_fd(&self) -> Option<libc::c_int> {
+        self.login_fd.filter(|_| !self.logins.is_empty())
+    }
+
+    /// Copies the private layer's version of each login file that is there into `into`
+    /// (see `LoginCopies`), at the child's exit.
+    ///
+    /// # Safety
+    /// System calls only: it runs in the controller.
+    pub(super) unsafe fn copy_logins(&self, into: libc::c_int) {
+        const CHUNK_BYTES: usize = 4096;
+        // SAFETY: system calls on prepared C strings and our own descriptors and buffers.
+        unsafe {
+            for (index, upper) in &self.logins {
+                // Not following a link, nor waiting on a FIFO the child may have put there.
+                let fd = libc::open(
+                    upper.as_ptr(),
+                    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                );
+                if fd < 0 {
+                    continue;
+                }
+                let mut st: libc::stat = std::mem::zeroed();
+                let size = if libc::fstat(fd, &mut st) == 0
+                    && st.st_mode & libc::S_IFMT == libc::S_IFREG
+                    && (st.st_size as u64) <= LoginCopies::MAX_BYTES
+                {
+                    st.st_size as u64
+                } else {
+                    libc::close(fd);
+                    continue;
+                };
+                let mut header = [0u8; LoginCopies::HEADER_BYTES];
+                header[..4].copy_from_slice(&index.to_le_bytes());
+                header[4..].copy_from_slice(&size.to_le_bytes());
+                write_all(into, &header);
+                let mut buf = [0u8; CHUNK_BYTES];
+                let mut left = size as usize;
+                while left > 0 {
+                    let n = libc::read(fd, buf.as_mut_ptr().cast(), left.min(CHUNK_BYTES));
+                    if n <= 0 {
+                        // Shorter than it was: padded, so the next header stays in place
+                        // (and the copy, no longer JSON, is not written back).
+                        buf.fill(0);
+                        while left > 0 {
+                            let k = left.min(CHUNK_BYTES);
+                            write_all(into, &buf[..k]);
+                            left -= k;
+                        }
+                        break;
+                    }
+                    write_all(into, &buf[..n as usize]);
+                    left -= n as usize;
+                }
+                libc::close(fd);
+            }
+        }
     }
 
     unsafe fn proc(&self) -> Result<(), libc::c_int> {
@@ -504,6 +589,21 @@ impl Step {
                 }
             }
         }
+    }
+}
+
+/// Writes all of `bytes` (system calls only).
+unsafe fn write_all(fd: libc::c_int, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: writing from a valid buffer.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        bytes = &bytes[n as usize..];
     }
 }
 
