@@ -4,6 +4,9 @@
 //!
 //! The probes `sh` cannot make itself (TIOCSTI, unix sockets, xattrs, signals) are the
 //! fake agent's own: `$ORCHESTRATE_PI_BIN probe NAME ARGS…`.
+//!
+//! Each test runs as the test's own user and, when that is root, also as an unprivileged
+//! user (`support::users()`), whose sandbox needs a user namespace to own the others.
 
 mod support;
 
@@ -12,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use support::Sandbox;
+use support::{Sandbox, Unprivileged};
 
 /// An agent that may write (it has bash), so that its default mode is workspace-write.
 const WRITER: &str =
@@ -101,8 +104,11 @@ fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
             ".config/opencode/plugin/evil.ts",
         ),
     ];
-    for (backend, existing, missing) in cases {
-        let sb = Sandbox::new();
+    for (user, (backend, existing, missing)) in support::users()
+        .into_iter()
+        .flat_map(|u| cases.map(|c| (u, c)))
+    {
+        let sb = Sandbox::for_user(user);
         let (existing, missing) = (sb.home.join(existing), sb.home.join(missing));
         write(&existing, "{}\n");
         let script = format!(
@@ -113,21 +119,24 @@ fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
             ]),
             m = missing.display()
         );
+        let fake = sb.fake_agent_bin();
         let sb = hostile(sb, &script).set(
             &format!("ORCHESTRATE_{}_BIN", backend.to_uppercase()),
-            support::fake_agent_bin().to_str().unwrap(),
+            fake.to_str().unwrap(),
         );
         let out = run_agent(&sb, "fake", &["--backend", backend]);
         // The fake agent speaks pi's dialect only; what matters is what it did.
         assert_eq!(
             std::fs::read_to_string(&existing).unwrap(),
             "{}\n",
-            "{backend}: {existing:?} was changed\n{}",
+            "{backend} as {}: {existing:?} was changed\n{}",
+            sb.who(),
             out.stdout
         );
         assert!(
             !missing.exists(),
-            "{backend}: {missing:?} was planted\n{}",
+            "{backend} as {}: {missing:?} was planted\n{}",
+            sb.who(),
             out.stdout
         );
     }
@@ -137,8 +146,14 @@ fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
 /// terminal of the test's own; the child tries to push a line into its input.
 #[test]
 fn a_child_cannot_push_keystrokes_into_the_users_terminal() {
+    for user in support::users() {
+        a_child_cannot_push_keystrokes_into_the_users_terminal_as(user);
+    }
+}
+
+fn a_child_cannot_push_keystrokes_into_the_users_terminal_as(user: Option<&'static Unprivileged>) {
     let sb = hostile(
-        Sandbox::new(),
+        Sandbox::for_user(user),
         "\"$ORCHESTRATE_PI_BIN\" probe tiocsti 'echo pwned\n'",
     );
     let (mut master, mut slave) = (0, 0);
@@ -222,6 +237,12 @@ fn a_child_cannot_push_keystrokes_into_the_users_terminal() {
 /// must print what orchestrate wrote.
 #[test]
 fn a_child_cannot_forge_or_block_orchestrates_records() {
+    for user in support::users() {
+        a_child_cannot_forge_or_block_orchestrates_records_as(user);
+    }
+}
+
+fn a_child_cannot_forge_or_block_orchestrates_records_as(user: Option<&'static Unprivileged>) {
     let files = [
         "result.json",
         "exit-status",
@@ -240,7 +261,7 @@ fn a_child_cannot_forge_or_block_orchestrates_records() {
          (echo forged >> \"$HOSTILE_STATE/runs.jsonl\") 2>/dev/null && echo 'wrote index' || echo 'denied index'\n\
          (echo forged > \"$HOSTILE_STATE/runs/forged\") 2>/dev/null && echo 'wrote runs' || echo 'denied runs'\n",
     );
-    let sb = hostile(Sandbox::new(), &script);
+    let sb = hostile(Sandbox::for_user(user), &script);
     let out = run_agent(&sb, "fake", &[]);
     let mut want = denied(&files);
     want.extend(denied(&["block", "index", "runs"]));
@@ -261,12 +282,20 @@ fn a_child_cannot_forge_or_block_orchestrates_records() {
 /// finished run says so, whatever the child wrote in the run folder meanwhile.
 #[test]
 fn wait_and_stop_of_a_background_run_read_only_orchestrates_records() {
+    for user in support::users() {
+        wait_and_stop_of_a_background_run_read_only_orchestrates_records_as(user);
+    }
+}
+
+fn wait_and_stop_of_a_background_run_read_only_orchestrates_records_as(
+    user: Option<&'static Unprivileged>,
+) {
     let script = "d=\"$HOSTILE_STATE/runs/$ORCHESTRATE_RUN_ID\"\n\
          (echo '{\"pid\":1,\"startedAtMs\":0}' > \"$d/supervisor.json\") 2>/dev/null && echo 'wrote supervisor'\n\
          (echo '0' > \"$d/exit-status\") 2>/dev/null && echo 'wrote exit-status'\n\
          mkdir \"$d/.result.json.tmp\" 2>/dev/null && echo 'wrote block'\n\
          echo done";
-    let sb = hostile(Sandbox::new(), script);
+    let sb = hostile(Sandbox::for_user(user), script);
     let agents = sb.agents.to_str().unwrap().to_string();
     let started = sb.run_args(&[
         "run",
@@ -292,29 +321,68 @@ fn wait_and_stop_of_a_background_run_read_only_orchestrates_records() {
 /// abstract socket, in both network modes.
 #[test]
 fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside() {
+    for user in support::users() {
+        a_child_reaches_no_agent_socket_and_no_abstract_socket_outside_as(user);
+    }
+}
+
+fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside_as(
+    user: Option<&'static Unprivileged>,
+) {
     use std::os::unix::net::UnixListener;
-    let sb = Sandbox::new();
-    let path = sb.root.path().join("agent.sock");
-    let _listener = UnixListener::bind(&path).unwrap();
+    let sb = Sandbox::for_user(user);
+    // The inherited agent socket (in /tmp, as ssh-agent makes it), and agents' sockets
+    // in the home: 1Password's ssh agent, git's credential cache, a docker socket that
+    // DOCKER_HOST names.
+    let sockets = [
+        sb.root.path().join("agent.sock"),
+        sb.home.join(".1password/agent.sock"),
+        sb.home.join(".cache/git/credential/socket"),
+        sb.home.join("docker/docker.sock"),
+    ];
+    let _listeners: Vec<UnixListener> = sockets
+        .iter()
+        .map(|p| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            UnixListener::bind(p).unwrap()
+        })
+        .collect();
     let abstract_name = format!("orchestrate-hostile-{}", std::process::id());
     let _abstract = {
         use std::os::linux::net::SocketAddrExt;
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name).unwrap();
         UnixListener::bind_addr(&addr).unwrap()
     };
-    let script = "echo \"SSH_AUTH_SOCK=${SSH_AUTH_SOCK:-unset}\"\n\
-         \"$ORCHESTRATE_PI_BIN\" probe connect-unix \"$HOSTILE_SOCK\"\n\
-         \"$ORCHESTRATE_PI_BIN\" probe connect-abstract \"$HOSTILE_ABSTRACT\"";
-    let sb = hostile(sb, script)
-        .set("SSH_AUTH_SOCK", path.to_str().unwrap())
-        .set("HOSTILE_SOCK", path.to_str().unwrap())
+    let mut script = String::from("echo \"SSH_AUTH_SOCK=${SSH_AUTH_SOCK:-unset}\"\n");
+    for p in &sockets {
+        script.push_str(&format!(
+            "\"$ORCHESTRATE_PI_BIN\" probe connect-unix '{}'\n",
+            p.display()
+        ));
+    }
+    script.push_str("\"$ORCHESTRATE_PI_BIN\" probe connect-abstract \"$HOSTILE_ABSTRACT\"");
+    let docker_host = format!("unix://{}", sockets[3].display());
+    let sb = hostile(sb, &script)
+        .set("SSH_AUTH_SOCK", sockets[0].to_str().unwrap())
+        .set("DOCKER_HOST", &docker_host)
         .set("HOSTILE_ABSTRACT", &abstract_name);
+    // Without the sandbox, each is there to connect to: the probes are real.
+    let out = run_agent(&sb, "fake", &["--sandbox", "off"]);
+    let lines = said(&out);
+    assert_eq!(lines.len(), sockets.len() + 2, "{lines:?}");
+    for line in &lines[1..] {
+        assert!(line.ends_with(": ok"), "as {}: {lines:?}", sb.who());
+    }
     for network in ["on", "off"] {
         let out = run_agent(&sb, "fake", &["--network", network]);
         let lines = said(&out);
         assert_eq!(lines[0], "SSH_AUTH_SOCK=unset", "network {network}");
         for line in &lines[1..] {
-            assert!(!line.ends_with(": ok"), "network {network}: {lines:?}");
+            assert!(
+                !line.ends_with(": ok"),
+                "as {}, network {network}: {lines:?}",
+                sb.who()
+            );
         }
     }
 }
@@ -322,7 +390,13 @@ fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside() {
 /// Way 6: Metadata writes (mode, times, xattrs) on a file the user owns, in read-only mode.
 #[test]
 fn a_read_only_child_changes_no_metadata_outside() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_read_only_child_changes_no_metadata_outside_as(user);
+    }
+}
+
+fn a_read_only_child_changes_no_metadata_outside_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
     let victim = sb.home.join("victim.txt");
     write(&victim, "v\n");
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -357,25 +431,47 @@ fn xattr_names(p: &Path) -> Vec<u8> {
 /// write, not in the parent's state.
 #[test]
 fn a_nested_orchestrate_keeps_its_state_out_of_the_parents() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_nested_orchestrate_keeps_its_state_out_of_the_parents_as(user);
+    }
+}
+
+fn a_nested_orchestrate_keeps_its_state_out_of_the_parents_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
     // In the workspace: the child sees it (an empty /tmp of its own hides the test's).
     let agents = sb.work.join("agents");
     write(&agents.join("fake.md"), support::TEST_AGENT);
     let agents = agents.display().to_string();
+    // The nested orchestrate is also pointed back at the parent's state: its run and a
+    // prune of every worktree there must fail, not write.
     let script = format!(
         "(echo '{{\"runId\":\"forged\"}}' >> \"$HOSTILE_STATE/runs.jsonl\") 2>/dev/null && echo 'wrote index' || echo 'denied index'\n\
          \"$HOSTILE_ORCHESTRATE\" run fake '@scenario:replay inner' --agents-dir '{agents}' >/dev/null 2>&1; echo \"inner exit $?\"\n\
+         ORCHESTRATE_STATE_DIR=\"$HOSTILE_STATE\" \"$HOSTILE_ORCHESTRATE\" run fake '@scenario:replay inner' --agents-dir '{agents}' >/dev/null 2>&1 && echo 'ran in the parent state' || echo 'refused the parent state'\n\
+         ORCHESTRATE_STATE_DIR=\"$HOSTILE_STATE\" \"$HOSTILE_ORCHESTRATE\" worktree prune --all >/dev/null 2>&1; echo \"prune exit $?\"\n\
          echo \"state $ORCHESTRATE_STATE_DIR\""
     );
-    let sb = hostile(sb, &script).set("ORCHESTRATE_MAX_DEPTH", "2").set(
-        "HOSTILE_ORCHESTRATE",
-        support::orchestrate_bin().to_str().unwrap(),
-    );
+    let orchestrate = sb.orchestrate_bin();
+    let sb = hostile(sb, &script)
+        .set("ORCHESTRATE_MAX_DEPTH", "2")
+        .set("HOSTILE_ORCHESTRATE", orchestrate.to_str().unwrap());
+    // A worktree the user keeps, on record in the parent's state.
+    let worktrees = sb.state.join("worktrees");
+    write(&worktrees.join("keep/file.txt"), "the user's\n");
     let out = run_agent(&sb, "fake", &[]);
     let lines = said(&out);
-    assert_eq!(lines[..2], ["denied index", "inner exit 0"], "{lines:?}");
+    assert_eq!(
+        lines[..3],
+        ["denied index", "inner exit 0", "refused the parent state"],
+        "as {}: {lines:?}",
+        sb.who()
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktrees.join("keep/file.txt")).unwrap(),
+        "the user's\n"
+    );
     let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    let inner_state = lines[2].strip_prefix("state ").unwrap();
+    let inner_state = lines[4].strip_prefix("state ").unwrap();
     assert!(
         !Path::new(inner_state).starts_with(&sb.state)
             || Path::new(inner_state).starts_with(sb.state.join("runs").join(&id)),
@@ -398,7 +494,13 @@ fn a_nested_orchestrate_keeps_its_state_out_of_the_parents() {
 /// Way 8: Reads: a read-only child reads the user's credentials and other CLIs' tokens.
 #[test]
 fn a_child_reads_none_of_the_users_credentials() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_child_reads_none_of_the_users_credentials_as(user);
+    }
+}
+
+fn a_child_reads_none_of_the_users_credentials_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
     let secrets = [
         ".ssh/id_ed25519",
         ".aws/credentials",
@@ -434,7 +536,15 @@ fn a_child_reads_none_of_the_users_credentials() {
 /// package manager's content store makes them).
 #[test]
 fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside_as(user);
+    }
+}
+
+fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
     let store = sb.root.path().join("store/pkg.js");
     write(&store, "original\n");
     std::fs::hard_link(&store, sb.work.join("pkg.js")).unwrap();
@@ -449,7 +559,15 @@ fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside() {
 /// all of it, and so are the protected names that do not exist yet.
 #[test]
 fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_workspace_write_child_cannot_touch_git_or_plant_protected_paths_as(user);
+    }
+}
+
+fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")
             .args(args)
@@ -509,4 +627,338 @@ fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths() {
         let p: PathBuf = sb.work.join(p);
         assert!(!p.exists(), "{} is left", p.display());
     }
+}
+
+fn git_in(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A protected name that is a symbolic link (`.git` to a repository's git folder
+/// elsewhere, `.vscode` to the user's editor settings): what it points to stays
+/// read-only, and the link cannot be removed, renamed or replaced (the child sees an
+/// empty file there).
+#[test]
+fn a_symlinked_protected_path_stays_read_only_and_keeps_its_link() {
+    for user in support::users() {
+        a_symlinked_protected_path_stays_read_only_and_keeps_its_link_as(user);
+    }
+}
+
+fn a_symlinked_protected_path_stays_read_only_and_keeps_its_link_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let repo = sb.root.path().join("elsewhere");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q", "-b", "main"]);
+    git_in(&repo, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    std::os::unix::fs::symlink(repo.join(".git"), sb.work.join(".git")).unwrap();
+    let settings = sb.home.join(".config/Code/User");
+    write(&settings.join("tasks.json"), "{}\n");
+    std::os::unix::fs::symlink(&settings, sb.work.join(".vscode")).unwrap();
+    let config_before = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let script = format!(
+        "{}\
+         rm -rf .vscode 2>/dev/null && echo 'removed .vscode' || echo 'kept .vscode'\n\
+         mv .git moved 2>/dev/null && echo 'moved .git' || echo 'kept .git'\n\
+         ln -sfn /tmp .vscode 2>/dev/null && echo 'relinked .vscode' || echo 'kept the link'",
+        try_writes(&[
+            (".git/config", ".git/config".into()),
+            (".git/hooks", ".git/hooks/pre-commit".into()),
+            (".vscode", ".vscode/tasks.json".into()),
+            (".vscode (new)", ".vscode/launch.json".into()),
+        ])
+    );
+    let sb = hostile(sb, &script);
+    let out = run_agent(&sb, "writer", &[]);
+    let mut want = denied(&[".git/config", ".git/hooks", ".vscode", ".vscode (new)"]);
+    want.extend(["kept .vscode", "kept .git", "kept the link"].map(String::from));
+    assert_eq!(said(&out), want, "as {}", sb.who());
+    assert_eq!(
+        std::fs::read_link(sb.work.join(".vscode")).unwrap(),
+        settings
+    );
+    assert_eq!(
+        std::fs::read_link(sb.work.join(".git")).unwrap(),
+        repo.join(".git")
+    );
+    assert_eq!(
+        std::fs::read_to_string(settings.join("tasks.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(!settings.join("launch.json").exists());
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config_before
+    );
+}
+
+/// A hard link made during the run, from a writable place to a file outside it (the
+/// user's file, a system file, the repository's git config): the link fails (the
+/// writable places are mounts of their own, and a link does not cross mounts), so no
+/// write through it can reach the file outside.
+#[test]
+fn a_hard_link_made_during_the_run_to_a_file_outside_fails() {
+    for user in support::users() {
+        a_hard_link_made_during_the_run_to_a_file_outside_fails_as(user);
+    }
+}
+
+fn a_hard_link_made_during_the_run_to_a_file_outside_fails_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
+    let victim = sb.home.join("victim.txt");
+    write(&victim, "v\n");
+    git_in(&sb.work, &["init", "-q", "-b", "main"]);
+    let script = format!(
+        "for f in '{}' /etc/hostname .git/config; do\n\
+           ln \"$f\" linked 2>/dev/null && echo \"linked $f\" || echo \"not linked $f\"\n\
+           ln \"$f\" \"$TMPDIR/linked\" 2>/dev/null && echo \"linked $f in TMPDIR\" || echo \"not linked $f in TMPDIR\"\n\
+         done",
+        victim.display()
+    );
+    let sb = hostile(sb, &script);
+    let out = run_agent(&sb, "writer", &[]);
+    let mut want = Vec::new();
+    for f in ["~/victim.txt", "/etc/hostname", ".git/config"] {
+        want.push(format!("not linked {f}"));
+        want.push(format!("not linked {f} in TMPDIR"));
+    }
+    assert_eq!(said(&out), want, "as {}", sb.who());
+    assert_eq!(std::fs::metadata(&victim).unwrap().nlink(), 1);
+    assert_eq!(
+        std::fs::metadata(sb.work.join(".git/config"))
+            .unwrap()
+            .nlink(),
+        1
+    );
+    assert!(!sb.work.join("linked").exists());
+}
+
+/// Ways through /proc and signals: the controller (PID 1 of the child's namespace) is
+/// neither readable (environment, root, descriptors) nor traceable nor killable from
+/// inside, no process outside the namespace is visible, and one outside cannot be
+/// signalled.
+#[test]
+fn proc_and_signals_reach_nothing_outside_the_childs_tree() {
+    for user in support::users() {
+        proc_and_signals_reach_nothing_outside_the_childs_tree_as(user);
+    }
+}
+
+fn proc_and_signals_reach_nothing_outside_the_childs_tree_as(user: Option<&'static Unprivileged>) {
+    use std::os::unix::process::CommandExt;
+    let sb = Sandbox::for_user(user);
+    // A process outside, of the same user as the child.
+    let mut outside = std::process::Command::new("sleep");
+    outside.arg("60").process_group(0);
+    if let Some(u) = user {
+        outside.uid(u.uid).gid(u.gid);
+    }
+    let mut outside = outside.spawn().unwrap();
+    let pid = outside.id().to_string();
+    let script = "cat /proc/1/environ >/dev/null 2>&1 && echo 'read its environment' || echo 'no environment'\n\
+         ls /proc/1/root/ >/dev/null 2>&1 && echo 'read its root' || echo 'no root'\n\
+         for f in /proc/1/fd/*; do readlink \"$f\"; done 2>/dev/null | grep -q . && echo 'read its descriptors' || echo 'no descriptors'\n\
+         \"$ORCHESTRATE_PI_BIN\" probe ptrace 1 | sed 's/: .*/: refused/;s/ptrace: refused/ptrace refused/'\n\
+         kill -KILL 1 2>/dev/null; kill -STOP 1 2>/dev/null; sleep 0.2\n\
+         test -e \"/proc/$HOSTILE_OUTSIDE\" && echo 'sees outside' || echo 'sees nothing outside'\n\
+         kill -TERM \"$HOSTILE_OUTSIDE\" 2>/dev/null && echo 'signalled outside' || echo 'signals nothing outside'\n\
+         \"$ORCHESTRATE_PI_BIN\" probe signal \"$HOSTILE_OUTSIDE\" | sed 's/: ok$/: sent/'\n\
+         echo still here";
+    let sb = hostile(sb, script).set("HOSTILE_OUTSIDE", &pid);
+    let out = run_agent(&sb, "fake", &[]);
+    let lines = said(&out);
+    let alive = support::is_alive(outside.id() as i32);
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert_eq!(
+        lines[..6],
+        [
+            "no environment",
+            "no root",
+            "no descriptors",
+            "ptrace refused",
+            "sees nothing outside",
+            "signals nothing outside",
+        ],
+        "as {}: {lines:?}",
+        sb.who()
+    );
+    assert!(!lines[6].ends_with("sent"), "{lines:?}");
+    assert_eq!(lines[7], "still here");
+    assert!(alive, "the process outside was killed");
+    assert_eq!(
+        out.result()["termination"],
+        json!({"kind": "exited", "code": 0})
+    );
+}
+
+/// The placeholders that hold missing protected names: the child can neither remove,
+/// rename nor replace one; they go with the run; and a file the user makes in one
+/// meanwhile (outside the sandbox) is the user's and stays.
+#[test]
+fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there() {
+    for user in support::users() {
+        placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as(user);
+    }
+}
+
+fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let script = "rm -rf .vscode 2>/dev/null && echo 'removed .vscode' || echo 'kept .vscode'\n\
+         mv .mcp.json elsewhere.json 2>/dev/null && echo 'moved .mcp.json' || echo 'kept .mcp.json'\n\
+         (echo '{}' > .mcp.json) 2>/dev/null && echo 'wrote .mcp.json' || echo 'denied .mcp.json'\n\
+         rmdir .claude 2>/dev/null && mkdir .claude 2>/dev/null && echo 'replaced .claude' || echo 'kept .claude'\n\
+         echo > started\n\
+         while [ ! -e go ]; do sleep 0.02; done\n\
+         echo done";
+    let sb = hostile(sb, script);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let child = sb
+        .command(&[
+            "run",
+            "writer",
+            "probe",
+            "--agents-dir",
+            &agents,
+            "--details",
+            "full",
+        ])
+        .spawn()
+        .unwrap();
+    let started = sb.work.join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The user, outside, while the run goes on: a setting in the placeholder folder, and
+    // the placeholder file filled in.
+    write(
+        &sb.work.join(".vscode/settings.json"),
+        "{\"the\": \"user's\"}\n",
+    );
+    write(&sb.work.join(".mcp.json"), "{\"mcpServers\": {}}\n");
+    std::fs::write(sb.work.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let lines: Vec<&str> = v["details"]["results"][0]["output"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "kept .vscode",
+            "kept .mcp.json",
+            "denied .mcp.json",
+            "kept .claude",
+            "done"
+        ],
+        "as {}",
+        sb.who()
+    );
+    sb.assert_no_survivors();
+    assert_eq!(
+        std::fs::read_to_string(sb.work.join(".vscode/settings.json")).unwrap(),
+        "{\"the\": \"user's\"}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.work.join(".mcp.json")).unwrap(),
+        "{\"mcpServers\": {}}\n"
+    );
+    for gone in [
+        ".claude",
+        ".git",
+        ".idea",
+        "opencode.json",
+        "elsewhere.json",
+    ] {
+        assert!(!sb.work.join(gone).exists(), "{gone} is left");
+    }
+}
+
+/// orchestrate itself killed with SIGKILL mid-run: nothing of the child's tree is left,
+/// and the placeholders it could not remove are removed by the next sandboxed run.
+#[test]
+fn after_a_kill_9_of_orchestrate_nothing_runs_and_the_next_run_removes_its_placeholders() {
+    for user in support::users() {
+        after_a_kill_9_of_orchestrate_nothing_runs_and_the_next_run_removes_its_placeholders_as(
+            user,
+        );
+    }
+}
+
+fn after_a_kill_9_of_orchestrate_nothing_runs_and_the_next_run_removes_its_placeholders_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let sb = hostile(
+        sb,
+        "if [ \"$HOSTILE_WAIT\" = 1 ]; then echo > started; sleep 60; fi\necho done",
+    );
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut child = sb
+        .command(&["run", "writer", "probe", "--agents-dir", &agents])
+        .env("HOSTILE_WAIT", "1")
+        .spawn()
+        .unwrap();
+    let started = sb.work.join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: our own child (orchestrate, or setpriv that became it).
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    sb.assert_no_survivors();
+    // Left behind: the placeholders (empty), as the next run finds them.
+    let left: Vec<&str> = [".vscode", ".git", ".mcp.json", ".bashrc"]
+        .into_iter()
+        .filter(|p| sb.work.join(p).exists())
+        .collect();
+    assert_eq!(
+        left,
+        [".vscode", ".git", ".mcp.json", ".bashrc"],
+        "as {}",
+        sb.who()
+    );
+    // The next sandboxed run, read-only and elsewhere, removes them.
+    let elsewhere = sb.root.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let mut cmd = sb.command(&["run", "fake", "probe", "--agents-dir", &agents]);
+    cmd.current_dir(&elsewhere);
+    let out = sb.run_command(cmd);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    for p in [".vscode", ".git", ".mcp.json", ".bashrc", ".claude"] {
+        assert!(!sb.work.join(p).exists(), "as {}: {p} is left", sb.who());
+    }
+    assert_eq!(
+        std::fs::read_dir(sb.state.join("placeholders"))
+            .map(|d| d.count())
+            .unwrap_or(0),
+        0,
+        "no record left"
+    );
 }

@@ -1,12 +1,13 @@
 //! The sandbox, through the fake agent: where a child (and what it starts) may write in
 //! each mode, its private temporary directory, the network switch, and what the result
-//! says held. The real CLIs' proofs are in the contract tests.
+//! says held. The real CLIs' proofs are in the contract tests. The tests of the sandbox
+//! run as the test's user and, when that is root, as an unprivileged one too.
 
 mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use support::Sandbox;
+use support::{Sandbox, Unprivileged};
 
 /// What a write outside the writable places fails with: the child's view is read-only.
 const EROFS: &str = "read-only filesystem or storage medium";
@@ -69,7 +70,15 @@ fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
 
 #[test]
 fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(user);
+    }
+}
+
+fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
     let (work, home) = (sb.work.join("ro.txt"), sb.home.join("ro.txt"));
     let paths = [
         work.display().to_string(),
@@ -109,7 +118,15 @@ fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir() {
 
 #[test]
 fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_sibling() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_sibling_as(user);
+    }
+}
+
+fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_sibling_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
     let sibling = sb.root.path().join("sibling");
     std::fs::create_dir_all(&sibling).unwrap();
     let paths = [
@@ -150,15 +167,23 @@ fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_si
 
 #[test]
 fn the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can() {
+    for user in support::users() {
+        the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can_as(user);
+    }
+}
+
+fn the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can_as(
+    user: Option<&'static Unprivileged>,
+) {
     // A writer asked to stay read-only cannot write its working directory.
-    let sb = Sandbox::new();
+    let sb = Sandbox::for_user(user);
     let in_work = sb.work.join("x.txt").display().to_string();
     let sb = probing(sb, std::slice::from_ref(&in_work));
     let out = run_agent(&sb, "writer", &["--sandbox", "read-only"]);
     assert_eq!(out.result()["sandbox"]["mode"], json!("read-only"));
     assert_eq!(answer_lines(&out), [format!("{in_work}: {EROFS}")]);
 
-    let sb = Sandbox::new();
+    let sb = Sandbox::for_user(user);
     let in_home = sb.home.join("h.txt").display().to_string();
     let sb = probing(sb, std::slice::from_ref(&in_home));
     let out = run_agent(&sb, "fake", &["--sandbox", "off"]);
@@ -196,7 +221,14 @@ fn a_bad_mode_is_invalid_input() {
 #[test]
 #[cfg(not(feature = "portable"))]
 fn without_namespaces_the_sandbox_still_holds() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        without_namespaces_the_sandbox_still_holds_as(user);
+    }
+}
+
+#[cfg(not(feature = "portable"))]
+fn without_namespaces_the_sandbox_still_holds_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
     let home = sb.home.join("ro.txt");
     let sb = probing(sb, &[home.display().to_string(), "$TMPDIR/t.txt".into()])
         .set("ORCHESTRATE_CONTAINMENT", "subreaper");
@@ -215,9 +247,17 @@ fn without_namespaces_the_sandbox_still_holds() {
     ignore = "network off needs a network namespace, which the portable path does not use"
 )]
 fn network_off_cuts_the_child_off_even_from_the_hosts_loopback() {
+    for user in support::users() {
+        network_off_cuts_the_child_off_even_from_the_hosts_loopback_as(user);
+    }
+}
+
+fn network_off_cuts_the_child_off_even_from_the_hosts_loopback_as(
+    user: Option<&'static Unprivileged>,
+) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    let sb = Sandbox::new()
+    let sb = Sandbox::for_user(user)
         .scenario("connect-probe")
         .set("FAKE_AGENT_CONNECT_PORT", &port);
     let out = sb.run("x", &["--details", "full"]);

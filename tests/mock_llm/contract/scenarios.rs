@@ -188,6 +188,10 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin: &Path| sandboxed_workspace_write(cli, bin)),
         ),
         (
+            "a_hostile_shell_plants_no_config_forges_no_record_and_reads_no_credential".into(),
+            Box::new(move |bin: &Path| hostile_shell(cli, bin)),
+        ),
+        (
             "three_implementers_in_worktrees_get_a_branch_each_and_the_checkout_is_unchanged"
                 .into(),
             Box::new(move |bin: &Path| parallel_worktrees(cli, bin)),
@@ -1040,6 +1044,146 @@ fn sandboxed_workspace_write(cli: &Cli, bin: &Path) {
         assert!(DENIED.iter().any(|d| o.contains(d)), "{p}: {o}");
     }
     drop(sb);
+}
+
+/// Credentials planted in the test's HOME: `(path under HOME, contents)`.
+const PLANTED_SECRETS: [(&str, &str); 3] = [
+    (".ssh/id_ed25519", "contract-secret-ssh-key"),
+    (".aws/credentials", "contract-secret-aws-key"),
+    (".config/gh/hosts.yml", "contract-secret-gh-token"),
+];
+/// orchestrate's records of the run, which the child tries to forge.
+const RECORDS: [&str; 4] = [
+    "result.json",
+    "exit-status",
+    "supervisor.json",
+    "session.jsonl",
+];
+
+/// A prompt-injected agent with the CLI's own guard off (`worker` may run any command;
+/// orchestrate's sandbox is the only guard) uses the CLI's shell tool to plant code in
+/// the CLI's own settings and hooks, in the user's shell start-up file and in the
+/// workspace's agent settings; to forge orchestrate's records of the run; and to read
+/// the user's credentials. Nothing of it lands, and the CLI still works: it answers,
+/// orchestrate records its answer, and (where it can) a resumed run continues its session.
+fn hostile_shell(cli: &Cli, bin: &Path) {
+    let answer = "Tried.";
+    let mut plants = Vec::new();
+    let mut before = Vec::new();
+    let (mock, sb) = setup(cli, bin, |sb| {
+        for (path, secret) in PLANTED_SECRETS {
+            let path = sb.home.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, format!("{secret}\n")).unwrap();
+        }
+        std::fs::write(sb.home.join(".bashrc"), "# the user's\n").unwrap();
+        plants = (cli.config_plants)(sb);
+        plants.extend([
+            sb.home.join(".bashrc"),
+            sb.home.join(".gitconfig"),
+            sb.work.join(".mcp.json"),
+            sb.work.join(".vscode/tasks.json"),
+            sb.work.join(format!(".{}/settings.json", cli.name)),
+        ]);
+        // No `$(…)` or backquotes: some CLIs refuse a command with a substitution.
+        let mut command = String::new();
+        for p in &plants {
+            let p = p.display();
+            command.push_str(&format!(
+                "mkdir -p \"{p}\"; rmdir \"{p}\"; (echo planted >> \"{p}\") 2>/dev/null && echo \"wrote {p}\" || echo \"denied {p}\"\n"
+            ));
+        }
+        let runs = sb.state.join("runs");
+        for f in RECORDS {
+            command.push_str(&format!(
+                "(echo forged > \"{}/$ORCHESTRATE_RUN_ID/{f}\") 2>/dev/null && echo 'forged {f}' || echo 'kept {f}'\n",
+                runs.display()
+            ));
+        }
+        command.push_str(&format!(
+            "(echo forged >> \"{}\") 2>/dev/null && echo 'forged index' || echo 'kept index'\n",
+            sb.state.join("runs.jsonl").display()
+        ));
+        for (path, _) in PLANTED_SECRETS {
+            command.push_str(&format!("cat ~/{path} 2>&1\n"));
+        }
+        command.push_str("ls -a ~/.ssh ~/.aws\necho end-of-probe");
+        Script::sequence(vec![
+            (cli.shell)(&command).reply,
+            Reply::text(answer, MockUsage::default()),
+            Reply::text("Second answer.", MockUsage::default()),
+        ])
+    });
+    for p in &plants {
+        before.push(std::fs::read(p).ok());
+    }
+    let out = sb.run("worker", WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    report("hostile shell", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(
+        (&r["output"], &r["sandbox"]),
+        (
+            &json!(answer),
+            &json!({"mode": "workspace-write", "mechanism": "namespaces", "layers": LAYERS})
+        )
+    );
+    // The command ran, all of it, in the CLI's shell.
+    let reqs = conversation(cli, &mock, 2);
+    let outputs = mock_llm::tool_result_texts(&reqs[1].body).join("\n");
+    assert!(outputs.contains("end-of-probe"), "{outputs}");
+    // Nothing planted: each file as it was (a write to the CLI's own folders went to a
+    // private layer, thrown away).
+    for (p, was) in plants.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read(p).ok(),
+            was,
+            "{} changed\n{outputs}",
+            p.display()
+        );
+    }
+    for dir in [
+        ".vscode",
+        ".claude",
+        ".codex",
+        ".gemini",
+        ".pi",
+        ".opencode",
+    ] {
+        assert!(!sb.work.join(dir).exists(), "{dir} left in the workspace");
+    }
+    // No record forged: each write refused, and what orchestrate wrote is what it shows.
+    for f in RECORDS {
+        assert!(outputs.contains(&format!("kept {f}")), "{f}: {outputs}");
+    }
+    assert!(outputs.contains("kept index"), "{outputs}");
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let shown = sb.run_args(&["show", &id, "--json"], WALL_CLOCK);
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["output"],
+        json!(answer)
+    );
+    let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
+    assert!(!index.contains("forged"), "{index}");
+    // No credential read, neither by the model nor in the result.
+    for (path, secret) in PLANTED_SECRETS {
+        assert!(!outputs.contains(secret), "{path} was read: {outputs}");
+        assert!(!out.stdout.contains(secret), "{path} in the result");
+    }
+    // The CLI still works: its session goes on where it can.
+    if cli.resume.is_some() {
+        let second = sb.run_args(&["run", "--resume", &id, "What did you find?"], WALL_CLOCK);
+        report("hostile shell, resumed", &mock, &second, REPORT_LINE_CHARS);
+        assert_eq!(second.status, 0, "{}", second.stderr);
+        assert_eq!(second.result()["output"], json!("Second answer."));
+        let asked = mock.conversation().last().unwrap().body.to_string();
+        assert!(
+            asked.contains("end-of-probe") && asked.contains(answer),
+            "the resumed session holds the first run: {asked}"
+        );
+    }
 }
 
 fn parallel_worktrees(cli: &Cli, bin: &Path) {

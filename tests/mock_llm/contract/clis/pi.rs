@@ -74,6 +74,14 @@ pub const PI: Cli = Cli {
     },
     fallback_model: Some("mock/mock-2"),
     fallback_attempts: 2,
+    config_plants: |sb| {
+        let dir = sb.root.path().join("pi-agent");
+        vec![
+            dir.join("settings.json"),
+            dir.join("models.json"),
+            dir.join("extensions/evil.ts"),
+        ]
+    },
     known_defects: &[],
 };
 
