@@ -93,6 +93,7 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
             ]
             .map(String::from)
             .to_vec(),
+            ..Default::default()
         }
     }),
 };

@@ -63,6 +63,11 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
                 .iter()
                 .flat_map(|d| [d.join("auth.json"), d.join("mcp-auth.json")])
                 .collect(),
+            // It writes `.opencode/.gitignore` in a project's `.opencode` at every start,
+            // and stops when it cannot; and installs its plugin package there from npm
+            // unless it is installed already (1.18.33).
+            project: vec![".opencode", "opencode.json", "opencode.jsonc"],
+            project_off_env: Some(("OPENCODE_DISABLE_PROJECT_CONFIG", "1")),
             env: {
                 let mut v = super::any_provider_env();
                 v.push("OPENCODE_*".into());

@@ -401,6 +401,7 @@ pub(crate) fn confinement(
         files: l.paths(),
         into: l.copies(),
     });
+    vars.extend(built.env);
     c.writable = Some(built.writable);
     c.view = Some(view);
     Ok(Prepared {
@@ -438,6 +439,15 @@ pub struct CliHome {
     /// Files outside its folders that it rewrites (claude's `~/.claude.json`): the child
     /// writes a private copy, thrown away after the run.
     pub copied: Vec<PathBuf>,
+    /// Its configuration in a project (names at the top of the workspace, among the
+    /// protected ones). The folders it writes when it starts there (opencode writes
+    /// `.opencode/.gitignore`) are private, like `private`, instead of read-only.
+    pub project: Vec<&'static str>,
+    /// A variable that makes it ignore a project's configuration, set in workspace-write
+    /// when the workspace has none of `project` (nothing is lost then): the empty
+    /// placeholders that hold those names would be a configuration of its own to set up
+    /// (opencode installs its plugin package into a `.opencode` folder at every start).
+    pub project_off_env: Option<(&'static str, &'static str)>,
     /// Its login: readable by its own child (through `private`), hidden from the
     /// children of every other CLI.
     pub login: Vec<PathBuf>,
@@ -633,5 +643,73 @@ mod tests {
             (p.confinement, p.env, p.env_remove),
             (Confinement::default(), Vec::new(), Vec::new())
         );
+    }
+
+    #[test]
+    fn a_clis_own_project_folder_is_private_and_a_configuration_the_workspace_lacks_is_off() {
+        use crate::platform::MountKind;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (state, home, work) = (root.join("state"), root.join("home"), root.join("work"));
+        let run = state.join("runs/abcd1234");
+        for d in [&run, &home, &work] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let overrides = vec![(OsString::from("HOME"), home.into_os_string())];
+        let env = ChildEnv {
+            overrides: &overrides,
+        };
+        let workspace = [work.clone()];
+        let places = Places {
+            state_root: &state,
+            run_dir: &run,
+            workspace: &workspace,
+            git: &[],
+            nests: false,
+        };
+        let own = work.join(".opencode");
+        let kinds = |p: &Prepared| -> Vec<MountKind> {
+            let view = p.confinement.view.as_ref().unwrap();
+            view.mounts
+                .iter()
+                .filter(|(m, _)| *m == own)
+                .map(|(_, k)| k.clone())
+                .collect()
+        };
+        let off = (
+            OsString::from("OPENCODE_DISABLE_PROJECT_CONFIG"),
+            OsString::from("1"),
+        );
+        let ww = plan(
+            None,
+            false,
+            Network::On,
+            Backend::Opencode,
+            Ok("namespaces"),
+        )
+        .unwrap();
+        let ro = plan(None, true, Network::On, Backend::Opencode, Ok("namespaces")).unwrap();
+
+        // No opencode configuration in the workspace: its folder is held, privately, and
+        // opencode told to ignore a project configuration (there is none to lose).
+        let p = confinement(&ww, Backend::Opencode, &env, &places).unwrap();
+        assert_eq!(kinds(&p), [MountKind::Private]);
+        assert!(p.env.contains(&off), "{:?}", p.env);
+        // Another run meanwhile takes the placeholder for what it is.
+        let q = confinement(&ww, Backend::Opencode, &env, &places).unwrap();
+        assert!(q.env.contains(&off), "{:?}", q.env);
+        drop((p, q));
+        assert!(!own.exists(), "the placeholder went with the runs");
+
+        // A project of its own: read through the private layer in both modes, and used.
+        std::fs::create_dir_all(own.join("agent")).unwrap();
+        for (mode, name) in [(&ww, "workspace-write"), (&ro, "read-only")] {
+            let p = confinement(mode, Backend::Opencode, &env, &places).unwrap();
+            assert_eq!(kinds(&p), [MountKind::Private], "{name}");
+            assert!(!p.env.contains(&off), "{name}: {:?}", p.env);
+        }
+        // Another CLI's: read-only.
+        let p = confinement(&ww, Backend::Codex, &env, &places).unwrap();
+        assert_eq!(kinds(&p), [MountKind::ReadOnly]);
     }
 }

@@ -179,6 +179,8 @@ pub(super) struct Built {
     /// Its CLI's login files that exist in its private folders (copied out at its exit,
     /// see `logins`).
     pub logins: Vec<PathBuf>,
+    /// Variables for the child's environment.
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// Landlock's write rules (where no mount namespace can be had, the only ones).
     pub writable: Vec<PathBuf>,
     pub placeholders: Placeholders,
@@ -243,10 +245,38 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     } else {
         Vec::new()
     };
+    let own_dirs: Vec<&str> = input
+        .home
+        .project
+        .iter()
+        .copied()
+        .filter(|n| PROTECTED_DIRS.contains(n))
+        .collect();
+    let mut env = Vec::new();
     for root in &workspace {
         writable.push(root.clone());
         mounts.push((root.clone(), MountKind::Writable));
-        protect(root, &mut mounts, &mut placeholders)?;
+        // (Another run's placeholder there is not a configuration.)
+        let configured = input.home.project.iter().any(|n| {
+            let path = root.join(n);
+            std::fs::symlink_metadata(&path).is_ok() && !placeholders.recorded(&path)
+        });
+        if let (false, Some((k, v))) = (configured, input.home.project_off_env) {
+            env.push((k.into(), v.into()));
+        }
+        protect(root, &own_dirs, &mut mounts, &mut placeholders)?;
+    }
+    // Read-only, the CLI still writes its own project folders where they exist, to its
+    // private layer.
+    if input.mode == SandboxMode::ReadOnly {
+        for root in places.workspace.iter().filter_map(|p| real(p)) {
+            for name in &own_dirs {
+                let dir = root.join(name);
+                if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+                    mounts.push((dir, MountKind::Private));
+                }
+            }
+        }
     }
     for git in places.git {
         if let Some(git) = real(git) {
@@ -302,6 +332,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             logins: None,
         },
         logins,
+        env,
         writable,
         placeholders,
     })
@@ -368,8 +399,11 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
 
 /// The protected names at the top of `root`: read-only where they exist (for a `.git`
 /// file, the git folders it points to as well), held by a placeholder where they do not.
+/// The child's own CLI's project folders (`own`) are private instead: it reads them as
+/// they are and writes to a layer thrown away after the run.
 fn protect(
     root: &Path,
+    own: &[&str],
     mounts: &mut Vec<(PathBuf, MountKind)>,
     placeholders: &mut Placeholders,
 ) -> io::Result<()> {
@@ -379,9 +413,14 @@ fn protect(
         .chain(PROTECTED_FILES.iter().map(|n| (n, false)));
     for (name, is_dir) in names {
         let path = root.join(name);
+        let kind = if is_dir && own.contains(name) {
+            MountKind::Private
+        } else {
+            MountKind::ReadOnly
+        };
         match std::fs::symlink_metadata(&path) {
             Ok(meta) => {
-                mounts.push((path.clone(), MountKind::ReadOnly));
+                mounts.push((path.clone(), kind));
                 if meta.is_symlink() {
                     // The link itself is covered; what it points to stays read-only too.
                     if let Some(target) = real(&path) {
@@ -395,7 +434,7 @@ fn protect(
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 placeholders.hold(&path, is_dir)?;
-                mounts.push((path, MountKind::ReadOnly));
+                mounts.push((path, kind));
             }
             Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         }
@@ -478,6 +517,13 @@ impl Placeholders {
             held: Vec::new(),
             registry: Some(registry),
         }
+    }
+
+    /// Whether `path` is a placeholder some run recorded (and so not the user's).
+    fn recorded(&self, path: &Path) -> bool {
+        self.registry
+            .as_ref()
+            .is_some_and(|r| r.join(record_name(path)).exists())
     }
 
     fn record(&self, path: &Path) -> io::Result<()> {

@@ -1158,7 +1158,12 @@ fn hostile_shell(cli: &Cli, bin: &Path) {
     }
     assert!(outputs.contains("kept index"), "{outputs}");
     let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    let shown = sb.run_args(&["show", &id, "--json"], WALL_CLOCK);
+    let start = std::time::Instant::now();
+    let show = sb
+        .program(&super::orchestrate_bin(), &["show", &id, "--json"])
+        .spawn()
+        .expect("spawn orchestrate show");
+    let shown = super::wait_bounded(show, start, WALL_CLOCK);
     assert_eq!(shown.status, 0, "{}", shown.stderr);
     let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
     assert_eq!(
