@@ -299,8 +299,29 @@ fn main() {
         }
         // A hostile child: runs FAKE_AGENT_SCRIPT with `sh -c` and answers with what it
         // printed (stdout and stderr, in order), trailing blank lines trimmed.
-        "shell" => {
+        "hostile" => {
             let text = shell_script();
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        // A child with a shell as its tool: runs `sh -c "$FAKE_AGENT_SHELL"` in its working
+        // directory and answers with what the script printed (stdout, then stderr) and
+        // `exit N`.
+        "shell" => {
+            let script = env_str("FAKE_AGENT_SHELL").unwrap_or_default();
+            let text = match Command::new("/bin/sh")
+                .args(["-c", &script])
+                .stdin(Stdio::null())
+                .output()
+            {
+                Ok(out) => format!(
+                    "{}{}exit {}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr),
+                    out.status.code().unwrap_or(-1)
+                ),
+                Err(e) => format!("sh: {e}"),
+            };
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }

@@ -1,5 +1,5 @@
 //! The sandbox against a hostile child: the fake agent runs a shell script (scenario
-//! `shell`) that tries each way out a prompt-injected agent would, and each test checks
+//! `hostile`) that tries each way out a prompt-injected agent would, and each test checks
 //! that the way stays shut, in the result and on disk.
 //!
 //! The probes `sh` cannot make itself (TIOCSTI, unix sockets, xattrs, signals) are the
@@ -25,7 +25,7 @@ const WRITER: &str =
 fn hostile(sb: Sandbox, script: &str) -> Sandbox {
     std::fs::write(sb.agents.join("writer.md"), WRITER).unwrap();
     let state = sb.state.display().to_string();
-    sb.scenario("shell")
+    sb.scenario("hostile")
         .set("ORCHESTRATE_SANDBOX", "auto")
         .set("HOSTILE_STATE", &state)
         .set("FAKE_AGENT_SCRIPT", script)
