@@ -274,3 +274,48 @@ fn network_off_cuts_the_child_off_even_from_the_hosts_loopback_as(
         json!({"mode": "off", "mechanism": "none", "network": "off"})
     );
 }
+
+/// A working directory in a directory the child's view empties (`/dev/shm`, like `/tmp`)
+/// is still there, in both modes, and written only in workspace-write.
+#[test]
+fn a_working_directory_in_dev_shm_is_still_the_childs() {
+    for user in support::users() {
+        a_working_directory_in_dev_shm_is_still_the_childs_as(user);
+    }
+}
+
+fn a_working_directory_in_dev_shm_is_still_the_childs_as(user: Option<&'static Unprivileged>) {
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let work = shm.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    if let Some(u) = user {
+        std::os::unix::fs::chown(shm.path(), Some(u.uid), Some(u.gid)).unwrap();
+        std::os::unix::fs::chown(&work, Some(u.uid), Some(u.gid)).unwrap();
+    }
+    let file = work.join("w.txt").display().to_string();
+    let sb = probing(Sandbox::for_user(user), std::slice::from_ref(&file));
+    let agents = sb.agents.to_str().unwrap().to_string();
+    for (agent, want) in [("fake", EROFS), ("writer", "ok")] {
+        let mut cmd = sb.command(&[
+            "run",
+            agent,
+            "probe",
+            "--agents-dir",
+            &agents,
+            "--details",
+            "full",
+        ]);
+        cmd.current_dir(&work).env("PWD", &work);
+        let out = sb.run_command(cmd);
+        assert_eq!(out.status, 0, "{}: {}", sb.who(), out.stdout);
+        assert_eq!(
+            answer_lines(&out),
+            [format!("{file}: {want}")],
+            "{agent} as {}",
+            sb.who()
+        );
+        let r = out.result();
+        assert_eq!(r["sandbox"]["mechanism"], json!("namespaces"), "{r}");
+        assert_eq!(r.get("warnings"), None, "{r}");
+    }
+}

@@ -253,19 +253,18 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .filter(|n| PROTECTED_DIRS.contains(n))
         .collect();
     let mut env = Vec::new();
+    let mut wanted = Vec::new();
     for root in &workspace {
         writable.push(root.clone());
         mounts.push((root.clone(), MountKind::Writable));
-        // (Another run's placeholder there is not a configuration.)
-        let configured = input.home.project.iter().any(|n| {
-            let path = root.join(n);
-            std::fs::symlink_metadata(&path).is_ok() && !placeholders.recorded(&path)
-        });
+        // (An empty one, another run's placeholder, is no configuration.)
+        let configured = input.home.project.iter().any(|n| !is_empty(&root.join(n)));
         if let (false, Some((k, v))) = (configured, input.home.project_off_env) {
             env.push((k.into(), v.into()));
         }
-        protect(root, &own_dirs, &mut mounts, &mut placeholders)?;
+        protect(root, &own_dirs, &mut mounts, &mut wanted);
     }
+    placeholders.hold_all(&wanted)?;
     // Read-only, the CLI still writes its own project folders where they exist, to its
     // private layer.
     if input.mode == SandboxMode::ReadOnly {
@@ -398,15 +397,16 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
 }
 
 /// The protected names at the top of `root`: read-only where they exist (for a `.git`
-/// file, the git folders it points to as well), held by a placeholder where they do not.
+/// file, the git folders it points to as well), held by a placeholder where they do not
+/// (added to `wanted`: `(path, is a folder)`).
 /// The child's own CLI's project folders (`own`) are private instead: it reads them as
 /// they are and writes to a layer thrown away after the run.
 fn protect(
     root: &Path,
     own: &[&str],
     mounts: &mut Vec<(PathBuf, MountKind)>,
-    placeholders: &mut Placeholders,
-) -> io::Result<()> {
+    wanted: &mut Vec<(PathBuf, bool)>,
+) {
     let names = PROTECTED_DIRS
         .iter()
         .map(|n| (n, true))
@@ -432,14 +432,22 @@ fn protect(
                     }
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                placeholders.hold(&path, is_dir)?;
+            Err(_) => {
+                // (Where it cannot even be looked at, the placeholder's creation says why.)
+                wanted.push((path.clone(), is_dir));
                 mounts.push((path, kind));
             }
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         }
     }
-    Ok(())
+}
+
+/// Nothing there, an empty folder or an empty file.
+fn is_empty(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => true,
+        Ok(m) if m.is_dir() => std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
+        Ok(m) => m.is_file() && m.len() == 0,
+    }
 }
 
 /// The git folders a `.git` file (`gitdir: …`) points to: the worktree's (or
@@ -486,29 +494,22 @@ fn copy_private(from: &Path, to: &Path) -> io::Result<()> {
 /// remover gets the exclusive lock (no run holds it) and it is still empty. A run that
 /// finds one made by another takes its lock and checks it is still the same file.
 ///
-/// Each is recorded in orchestrate's state (`placeholders/`, one file per placeholder
-/// naming it) before it is made, so that one left behind by a run that could not remove
-/// it (orchestrate killed with SIGKILL) is removed by the next sandboxed run
-/// ([`sweep`]), once no run holds it and if it is still empty.
+/// Each run lists the placeholders it relies on in a record of its own in orchestrate's
+/// state (`placeholders/<pid>-<time>`), written before it makes any and locked for as
+/// long as it lives, so that those a run could not remove (orchestrate killed with
+/// SIGKILL) are removed by the next sandboxed run ([`sweep`]) once no run holds them, if
+/// still empty. One record per run, not per placeholder: each file made and removed
+/// costs a little on some disks.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders {
     held: Vec<(PathBuf, File)>,
     registry: Option<PathBuf>,
+    /// This run's record and its descriptor (holding the lock).
+    record: Option<(PathBuf, File)>,
 }
 
 /// The folder of the placeholder records in a state directory.
 pub(crate) const REGISTRY_DIR: &str = "placeholders";
-
-/// A record's name: a hash of the path (FNV-1a, 64 bits), so that each path has one.
-fn record_name(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in path.as_os_str().as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
 
 impl Placeholders {
     /// Placeholders recorded in `registry` (orchestrate's state `placeholders/`).
@@ -516,34 +517,62 @@ impl Placeholders {
         Placeholders {
             held: Vec::new(),
             registry: Some(registry),
+            record: None,
         }
     }
 
-    /// Whether `path` is a placeholder some run recorded (and so not the user's).
-    fn recorded(&self, path: &Path) -> bool {
-        self.registry
-            .as_ref()
-            .is_some_and(|r| r.join(record_name(path)).exists())
+    /// Holds a placeholder at each of `wanted` (`(path, is a folder)`), recorded first.
+    pub(super) fn hold_all(&mut self, wanted: &[(PathBuf, bool)]) -> io::Result<()> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        self.record(wanted)?;
+        for (path, is_dir) in wanted {
+            self.hold(path, *is_dir)?;
+        }
+        Ok(())
     }
 
-    fn record(&self, path: &Path) -> io::Result<()> {
+    /// Writes this run's record: made under a temporary name, locked, then named, so
+    /// that a sweep only ever finds records whose run holds the lock while it lives.
+    fn record(&mut self, wanted: &[(PathBuf, bool)]) -> io::Result<()> {
+        use std::io::Write;
         use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::OpenOptionsExt;
         let Some(registry) = &self.registry else {
             return Ok(());
         };
         create_private_dir(registry)?;
-        std::fs::write(
-            registry.join(record_name(path)),
-            path.as_os_str().as_bytes(),
-        )
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!("{}-{nanos:x}", std::process::id());
+        let (tmp, path) = (registry.join(format!(".{name}")), registry.join(&name));
+        let fail = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(fail)?;
+        // SAFETY: flock on our own descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(fail(io::Error::last_os_error()));
+        }
+        let mut list = Vec::new();
+        for (p, _) in wanted {
+            list.extend_from_slice(p.as_os_str().as_bytes());
+            list.push(0);
+        }
+        file.write_all(&list).map_err(fail)?;
+        std::fs::rename(&tmp, &path).map_err(fail)?;
+        self.record = Some((path, file));
+        Ok(())
     }
 
     fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         for _ in 0..8 {
-            // Recorded first: a placeholder is never made unrecorded, whenever orchestrate
-            // dies.
-            self.record(path)?;
             let made = if is_dir {
                 std::fs::create_dir(path)
             } else {
@@ -656,54 +685,56 @@ fn remove_placeholder(path: &Path, held: &File) {
     }
 }
 
-/// Removes `path`'s placeholder if no run holds it, and its record.
-fn release(path: &Path, file: &File, registry: Option<&Path>) {
+/// Removes `path`'s placeholder if no run holds it (the last one out removes it).
+fn release(path: &Path, file: &File) {
     // SAFETY: flock on our own descriptor.
-    let alone = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if !alone {
-        // Another run relies on it: the last one out removes it (and its record).
-        return;
-    }
-    remove_placeholder(path, file);
-    if let Some(registry) = registry {
-        let _ = std::fs::remove_file(registry.join(record_name(path)));
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        remove_placeholder(path, file);
     }
 }
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
-        let registry = self.registry.take();
         for (path, file) in self.held.drain(..) {
-            release(&path, &file, registry.as_deref());
+            release(&path, &file);
+        }
+        if let Some((record, _lock)) = self.record.take() {
+            let _ = std::fs::remove_file(record);
         }
     }
 }
 
 /// Removes the placeholders that runs recorded in `registry` and left behind (their
 /// orchestrate was killed before it could remove them): each that no run holds and that
-/// is still empty. Cheap when there are none (one failed `read_dir`).
+/// is still empty. Cheap when there are none (one failed `read_dir`, or an empty one).
 pub(crate) fn sweep(registry: &Path) {
-    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::ffi::OsStrExt;
     let Ok(entries) = std::fs::read_dir(registry) else {
         return;
     };
     for entry in entries.flatten() {
         let record = entry.path();
-        let Ok(bytes) = std::fs::read(&record) else {
+        let Ok(file) = File::open(&record) else {
             continue;
         };
-        let path = PathBuf::from(std::ffi::OsString::from_vec(bytes));
-        if !path.is_absolute() || record_name(&path) != entry.file_name().to_string_lossy() {
-            // Not one of ours.
+        // SAFETY: flock on our own descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            // Its run is alive.
             continue;
         }
-        match open_no_follow(&path) {
-            Ok(file) => release(&path, &file, Some(registry)),
-            // Gone already (or never made: orchestrate died between record and make).
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let _ = std::fs::remove_file(&record);
+        // A record still under its temporary name lists nothing made yet.
+        if !entry.file_name().as_bytes().starts_with(b".") {
+            let list = std::fs::read(&record).unwrap_or_default();
+            for p in list.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+                let path = Path::new(std::ffi::OsStr::from_bytes(p));
+                if !path.is_absolute() {
+                    continue;
+                }
+                if let Ok(placeholder) = open_no_follow(path) {
+                    release(path, &placeholder);
+                }
             }
-            Err(_) => {}
         }
+        let _ = std::fs::remove_file(&record);
     }
 }

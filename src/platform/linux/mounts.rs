@@ -237,6 +237,8 @@ impl MountPlan {
                 emptied.push(PathBuf::from(dir));
             }
         }
+        // The new /dev's shm is empty too (mounted with /dev).
+        emptied.push(PathBuf::from("/dev/shm"));
         // What the child must still see in the emptied directories: every place of the
         // view (the later steps work on them), what it must read (its working directory,
         // its home, its program), and where /etc/resolv.conf points (systemd-resolved
