@@ -170,6 +170,15 @@ impl GroupChild {
         if self.reaped {
             return Ok(());
         }
+        if self.take_record().is_ok() && matches!(self.exit, Some((_, false))) {
+            // The child exited with nothing of its tree left: the controller exits by
+            // itself, having written the record. Its exit is not waited for: it tears
+            // down the child's namespaces, and unmounting the child's view waits for an
+            // RCU grace period (milliseconds, tens of them on a loaded machine).
+            reap_later(self.controller);
+            self.reaped = true;
+            return Ok(());
+        }
         let _ = self.kill();
         let _ = self.peek_exit();
         // SAFETY: reaping our own child.
@@ -204,6 +213,26 @@ impl Drop for GroupChild {
                     libc::WNOHANG,
                 )
             };
+        }
+    }
+}
+
+/// Reaps `pid`, a child of ours that is exiting by itself, at once if it is done, else
+/// on a thread of its own (which orchestrate's own exit does not wait for: the exiting
+/// process is then reaped by whoever inherits it).
+fn reap_later(pid: u32) {
+    // SAFETY: reaping our own child, once.
+    let done = unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG) };
+    if done == 0 {
+        let spawned = std::thread::Builder::new()
+            .name("orch-reap".into())
+            .spawn(move || {
+                // SAFETY: as above; no one else waits for it.
+                unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+            });
+        if spawned.is_err() {
+            // SAFETY: as above.
+            unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
         }
     }
 }
