@@ -962,3 +962,46 @@ fn after_a_kill_9_of_orchestrate_nothing_runs_and_the_next_run_removes_its_place
         "no record left"
     );
 }
+
+/// Its CLI's login, refreshed by the child during the run (in the private layer over its
+/// CLI's home): a token refresh is written back to the user's file, anything else (another
+/// account, a provider entry added) is not.
+#[test]
+fn a_refreshed_login_is_written_back_and_a_forged_one_is_not() {
+    for user in support::users() {
+        a_refreshed_login_is_written_back_and_a_forged_one_is_not_as(user);
+    }
+}
+
+fn a_refreshed_login_is_written_back_and_a_forged_one_is_not_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let before = r#"{"OPENAI_API_KEY":null,"tokens":{"access_token":"a1","refresh_token":"r1","account_id":"acc"},"last_refresh":"t1"}"#;
+    let refreshed = r#"{"OPENAI_API_KEY":null,"tokens":{"access_token":"a2","refresh_token":"r2","account_id":"acc"},"last_refresh":"t2"}"#;
+    let forged = r#"{"OPENAI_API_KEY":null,"tokens":{"access_token":"a2","refresh_token":"r2","account_id":"attacker"},"last_refresh":"t2"}"#;
+    for (written, kept) in [(refreshed, refreshed), (forged, before)] {
+        let sb = Sandbox::for_user(user);
+        let auth = sb.home.join(".codex/auth.json");
+        write(&auth, before);
+        // (The fake agent speaks pi's dialect, not codex's: what it did is on disk.)
+        let script =
+            format!("printf '%s' '{written}' > \"$HOME/.codex/auth.json\" && echo > wrote");
+        let fake = sb.fake_agent_bin();
+        let sb = hostile(sb, &script).set("ORCHESTRATE_CODEX_BIN", fake.to_str().unwrap());
+        let out = run_agent(&sb, "writer", &["--backend", "codex"]);
+        // Written, to the private layer.
+        assert!(
+            sb.work.join("wrote").exists(),
+            "as {}: {}",
+            sb.who(),
+            out.stdout
+        );
+        assert_eq!(
+            std::fs::read_to_string(&auth).unwrap(),
+            kept,
+            "as {}: {}",
+            sb.who(),
+            out.stdout
+        );
+    }
+}
