@@ -123,9 +123,8 @@ pub fn unprivileged() -> Option<&'static Unprivileged> {
     .as_ref()
 }
 
-/// `bin`, or a hard link to it (a copy across filesystems) in a folder of this test
-/// process's own that the user can reach, when the user cannot run it where it is
-/// (a build under /root).
+/// `bin`, or a hard link to it (a copy across filesystems) where the user can reach it,
+/// when the user cannot run it where it is (a build under /root).
 fn reachable_by(uid: u32, gid: u32, bin: PathBuf) -> PathBuf {
     let runs = Command::new("setpriv")
         .args(setpriv_args(uid, gid))
@@ -136,16 +135,7 @@ fn reachable_by(uid: u32, gid: u32, bin: PathBuf) -> PathBuf {
     if runs {
         return bin;
     }
-    let dir = std::env::temp_dir().join(format!("orchestrate-test-bin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let name = bin.file_name().unwrap();
-    let to = dir.join(name);
-    if !to.exists() && std::fs::hard_link(&bin, &to).is_err() {
-        std::fs::copy(&bin, &to).unwrap();
-    }
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    to
+    reachable_copy(&bin)
 }
 
 fn setpriv_args(uid: u32, gid: u32) -> Vec<String> {
@@ -509,4 +499,29 @@ pub fn normalized(mut v: Value) -> Value {
         }
     }
     v
+}
+
+/// A hard link to `bin` (a copy across filesystems) in a world-readable folder of the
+/// temporary directory, named for the file and its version, so that each is made once and
+/// reused by every test process.
+fn reachable_copy(bin: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(bin).expect("the binary");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (bin, meta.ino(), meta.size(), meta.mtime()).hash(&mut h);
+    let dir = std::env::temp_dir().join("orchestrate-test-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let name = bin.file_name().unwrap().to_string_lossy();
+    let to = dir.join(format!("{:016x}-{name}", h.finish()));
+    if !to.exists() {
+        // Made under a name of its own, then renamed: another test process may be at it.
+        let tmp = dir.join(format!(".{}-{name}", std::process::id()));
+        if std::fs::hard_link(bin, &tmp).is_err() {
+            std::fs::copy(bin, &tmp).unwrap();
+        }
+        std::fs::rename(&tmp, &to).unwrap();
+    }
+    to
 }

@@ -147,6 +147,17 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin| tool_never_returns(cli, bin)),
         ));
     }
+    // As an unprivileged user, where the sandbox needs a user namespace: claude, whose
+    // pinned build is one native binary that the test can put where the user reaches it.
+    if cli.name == "claude" {
+        if let Some(user) = super::unprivileged() {
+            out.push((
+                "as_an_unprivileged_user_a_hostile_shell_plants_no_config_forges_no_record_and_reads_no_credential"
+                    .into(),
+                Box::new(move |bin: &Path| hostile_shell(cli, &user.reach(bin), Some(user))),
+            ));
+        }
+    }
     if cli.resume.is_some() {
         out.push((
             "a_resumed_run_continues_the_clis_own_session".into(),
@@ -189,7 +200,7 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
         ),
         (
             "a_hostile_shell_plants_no_config_forges_no_record_and_reads_no_credential".into(),
-            Box::new(move |bin: &Path| hostile_shell(cli, bin)),
+            Box::new(move |bin: &Path| hostile_shell(cli, bin, None)),
         ),
         (
             "three_implementers_in_worktrees_get_a_branch_each_and_the_checkout_is_unchanged"
@@ -1066,11 +1077,11 @@ const RECORDS: [&str; 4] = [
 /// workspace's agent settings; to forge orchestrate's records of the run; and to read
 /// the user's credentials. Nothing of it lands, and the CLI still works: it answers,
 /// orchestrate records its answer, and (where it can) a resumed run continues its session.
-fn hostile_shell(cli: &Cli, bin: &Path) {
+fn hostile_shell(cli: &Cli, bin: &Path, user: Option<&'static super::Unprivileged>) {
     let answer = "Tried.";
     let mut plants = Vec::new();
     let mut before = Vec::new();
-    let (mock, sb) = setup(cli, bin, |sb| {
+    let (mock, mut sb) = setup(cli, bin, |sb| {
         for (path, secret) in PLANTED_SECRETS {
             let path = sb.home.join(path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -1116,6 +1127,9 @@ fn hostile_shell(cli: &Cli, bin: &Path) {
     });
     for p in &plants {
         before.push(std::fs::read(p).ok());
+    }
+    if let Some(user) = user {
+        sb.as_user(user);
     }
     let out = sb.run("worker", WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
     report("hostile shell", &mock, &out, REPORT_LINE_CHARS);
@@ -1172,6 +1186,15 @@ fn hostile_shell(cli: &Cli, bin: &Path) {
     );
     let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
     assert!(!index.contains("forged"), "{index}");
+    if let Some(user) = user {
+        use std::os::unix::fs::MetadataExt;
+        let run = std::fs::metadata(sb.state.join("runs").join(&id)).unwrap();
+        assert_eq!(
+            run.uid(),
+            user.uid,
+            "orchestrate ran as the unprivileged user"
+        );
+    }
     // No credential read, neither by the model nor in the result.
     for (path, secret) in PLANTED_SECRETS {
         assert!(!outputs.contains(secret), "{path} was read: {outputs}");
