@@ -125,8 +125,9 @@ pub(crate) enum MountKind {
     Private,
     /// An empty directory of its own, writable, gone with the run.
     Scratch,
-    /// This file (a private copy made for the run), writable, over the path.
-    CopyOf(PathBuf),
+    /// A private copy of the file, writable, over it: made for the run in the child's own
+    /// memory (its `/run`), never on disk, gone with the run.
+    Copy,
     /// The real path, read-only. A symbolic link is covered itself, by an empty file (it
     /// cannot be replaced; what it points to is covered on its own).
     ReadOnly,

@@ -110,14 +110,10 @@ impl Attempt<'_> {
         }
         // The child's tree is gone: the placeholders of protected paths go (when no other
         // run holds them), a login its CLI refreshed is written back, and its TMPDIR (an
-        // ordinary folder where no mount namespace made it a tmpfs) and the private
-        // copies of its CLI's files go.
+        // ordinary folder where no mount namespace made it a tmpfs) goes.
         drop(held);
         if spec.confinement.view.is_some() {
-            let child = self.run_dir.child_dir();
-            for dir in [sandbox::PRIVATE_TMP, sandbox::COPIES] {
-                let _ = std::fs::remove_dir_all(child.join(dir));
-            }
+            let _ = std::fs::remove_dir_all(self.run_dir.child_dir().join(sandbox::PRIVATE_TMP));
         }
         let (verdict, structured) = check_answer(
             verdict(&outcome, &sink.collector),

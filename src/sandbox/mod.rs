@@ -339,8 +339,6 @@ pub(crate) const CHILD_DIR: &str = "child";
 pub(crate) const PRIVATE_TMP: &str = "tmp";
 /// A nested orchestrate's state directory, in the child's place.
 pub(crate) const NESTED_STATE: &str = "state";
-/// Private copies of files the child's CLI rewrites, in the child's place.
-pub(crate) const COPIES: &str = "copies";
 /// Set for a confined child: the layers that held (a nested orchestrate counts them as
 /// its own). It only ever lowers what a nested orchestrate demands of its own sandbox,
 /// inside this one.
@@ -420,7 +418,6 @@ pub(crate) fn confinement(
         places,
         child: &child,
         tmp: &tmp,
-        copies: &child.join(COPIES),
     })?;
     let logins = logins::Logins::new(built.logins)?;
     let mut view = built.view;

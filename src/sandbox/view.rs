@@ -168,10 +168,9 @@ pub(super) struct Input<'a> {
     pub env: &'a ChildEnv<'a>,
     pub home: &'a CliHome,
     pub places: &'a Places<'a>,
-    /// The child's own place, its private TMPDIR and where private copies go.
+    /// The child's own place and its private TMPDIR.
     pub child: &'a Path,
     pub tmp: &'a Path,
-    pub copies: &'a Path,
 }
 
 pub(super) struct Built {
@@ -223,16 +222,10 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             mounts.push((dir, MountKind::Writable));
         }
     }
-    if !input.home.copied.is_empty() {
-        create_private_dir(input.copies)?;
-    }
-    for (i, file) in input.home.copied.iter().enumerate() {
-        let Some(target) = real(file).filter(|p| p.is_file()) else {
-            continue;
-        };
-        let copy = input.copies.join(format!("{i}"));
-        copy_private(&target, &copy)?;
-        mounts.push((target, MountKind::CopyOf(copy)));
+    for file in &input.home.copied {
+        if let Some(target) = real(file).filter(|p| p.is_file()) {
+            mounts.push((target, MountKind::Copy));
+        }
     }
 
     // The workspace and what stays read-only in it.
@@ -465,25 +458,6 @@ fn git_pointer_dirs(root: &Path) -> Vec<PathBuf> {
         out.extend(real(&gitdir.join(common.trim())));
     }
     out
-}
-
-/// Copies `from` to a new private file `to` (a private copy the child may rewrite):
-/// neither end follows a symbolic link.
-fn copy_private(from: &Path, to: &Path) -> io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut src = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(from)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", from.display())))?;
-    let _ = std::fs::remove_file(to);
-    let mut dst = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(to)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", to.display())))?;
-    io::copy(&mut src, &mut dst).map(|_| ())
 }
 
 /// Empty placeholders that hold protected names that did not exist, so that the child

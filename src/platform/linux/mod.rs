@@ -289,7 +289,7 @@ fn landlock_paths(c: &Confinement, with_view: bool) -> Vec<PathBuf> {
         paths.extend(
             view.mounts
                 .iter()
-                .filter(|(_, k)| matches!(k, MountKind::CopyOf(_)))
+                .filter(|(_, k)| matches!(k, MountKind::Copy))
                 .map(|(p, _)| p.clone()),
         );
     }

@@ -70,8 +70,10 @@ enum Step {
     Scratch {
         target: CString,
     },
+    /// A private copy of the file at `target`, made at `staged` (in the child's `/run`),
+    /// put over it.
     Copy {
-        source: CString,
+        staged: CString,
         target: CString,
     },
     ReadOnly {
@@ -155,7 +157,7 @@ impl MountPlan {
             login_fd: None,
         };
         let mut uppers: Vec<(&Path, PathBuf)> = Vec::new();
-        let mut overlays = 0;
+        let (mut overlays, mut copies) = (0, 0);
         for (path, kind) in mounts {
             let Ok(meta) = std::fs::symlink_metadata(path) else {
                 continue;
@@ -196,11 +198,15 @@ impl MountPlan {
                 MountKind::Private | MountKind::ReadOnly => Step::ReadOnly { target },
                 MountKind::Scratch if meta.is_dir() => Step::Scratch { target },
                 MountKind::Scratch => continue,
-                MountKind::CopyOf(source) if !meta.is_dir() => Step::Copy {
-                    source: cstr(source)?,
-                    target,
-                },
-                MountKind::CopyOf(_) => continue,
+                MountKind::Copy if meta.is_file() => {
+                    let staged = Path::new(STAGING).join(format!("c{copies}"));
+                    copies += 1;
+                    Step::Copy {
+                        staged: cstr(&staged)?,
+                        target,
+                    }
+                }
+                MountKind::Copy => continue,
                 MountKind::Hidden if meta.is_dir() => Step::HideDir { target },
                 MountKind::Hidden => Step::HideFile { target },
             };
@@ -563,8 +569,9 @@ impl Step {
                     libc::MS_NOSUID | libc::MS_NODEV,
                     c"mode=0700".as_ptr().cast(),
                 )),
-                Step::Copy { source, target } => {
-                    let fd = open_tree(libc::AT_FDCWD, source.as_ptr(), 0);
+                Step::Copy { staged, target } => {
+                    copy_file(target, staged)?;
+                    let fd = open_tree(libc::AT_FDCWD, staged.as_ptr(), 0);
                     if fd < 0 {
                         return Err(errno());
                     }
@@ -591,6 +598,48 @@ impl Step {
                 }
             }
         }
+    }
+}
+
+/// Copies the file `from` (not following a link) to a new file `to`, mode 0600.
+unsafe fn copy_file(from: &CString, to: &CString) -> Result<(), libc::c_int> {
+    const CHUNK_BYTES: usize = 16 * 1024;
+    // SAFETY: system calls on valid C strings and our own descriptors and buffer.
+    unsafe {
+        let src = libc::open(
+            from.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        );
+        if src < 0 {
+            return Err(errno());
+        }
+        let dst = libc::open(
+            to.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+            0o600,
+        );
+        if dst < 0 {
+            let e = errno();
+            libc::close(src);
+            return Err(e);
+        }
+        let mut buf = [0u8; CHUNK_BYTES];
+        let result = loop {
+            let n = libc::read(src, buf.as_mut_ptr().cast(), CHUNK_BYTES);
+            if n == 0 {
+                break Ok(());
+            }
+            if n < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                break Err(errno());
+            }
+            write_all(dst, &buf[..n as usize]);
+        };
+        libc::close(src);
+        libc::close(dst);
+        result
     }
 }
 
