@@ -84,10 +84,17 @@ fn a_background_run_outlives_its_caller_and_wait_prints_the_result() {
     let (status, v) = cli(&sb, &["wait", &run_id]);
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["details"]["runId"], json!(run_id));
-    // The lean result: the answer once, in content.
+    // The lean result: the answer once, in content, and not the task the caller gave;
+    // the full record has it.
     assert_eq!(v["content"][0]["text"], json!("Hello from pi."));
     assert_eq!(v["details"]["results"][0].get("output"), None);
-    assert_eq!(v["details"]["results"][0]["task"], json!("bg task"));
+    assert_eq!(v["details"]["results"][0].get("task"), None);
+    let (status, shown) = cli(&sb, &["show", &run_id, "--json"]);
+    assert_eq!(status, 0);
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["task"],
+        json!("bg task")
+    );
     // Waiting again gives the same answer.
     assert_eq!(cli(&sb, &["wait", &run_id]).1, v);
     sb.assert_no_survivors();
@@ -262,4 +269,24 @@ fn a_killed_supervisor_takes_the_childs_whole_tree_with_it() {
     assert_eq!(sb.descendants().len(), 2, "the tree is up");
     unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
     sb.assert_no_survivors();
+}
+
+#[test]
+fn wait_and_stop_take_a_unique_prefix_of_the_run_id() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, _) = start(&sb);
+    let (status, v) = cli(&sb, &["wait", &run_id[..3], "--timeout", "100ms"]);
+    assert_eq!(
+        (status, &v["details"]["runId"]),
+        (124, &json!(run_id)),
+        "{v}"
+    );
+    let (status, v) = cli(&sb, &["stop", &run_id[..4].to_ascii_uppercase()]);
+    assert_eq!((status, &v["details"]["runId"]), (0, &json!(run_id)), "{v}");
+    sb.assert_no_survivors();
+    // A prefix that names no run.
+    let other = if run_id.starts_with('0') { "f" } else { "0" };
+    let (status, v) = cli(&sb, &["wait", other]);
+    assert_eq!(status, 2, "{v}");
+    assert_eq!(v["details"]["error"]["code"], json!("INVALID_INPUT"));
 }

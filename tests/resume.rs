@@ -9,7 +9,8 @@ use support::Sandbox;
 #[test]
 fn a_pi_run_resumes_from_a_copy_of_its_session() {
     let sb = Sandbox::new().scenario("replay").transcript("short.jsonl");
-    let first = sb.run("first task", &[]);
+    // The full record: the child's session id and the agent are not in a lean success.
+    let first = sb.run("first task", &["--details", "full"]);
     assert_eq!(first.status, 0, "{}", first.stderr);
     let first_id = first.json()["details"]["runId"]
         .as_str()
@@ -20,13 +21,16 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         json!("0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c")
     );
 
+    // A unique prefix of the id will do, as for `show`, `wait` and `stop`.
     let second = sb.run_args(&[
         "run",
         "--resume",
-        &first_id,
+        &first_id[..4],
         "follow-up question",
         "--agents-dir",
         sb.agents.to_str().unwrap(),
+        "--details",
+        "full",
     ]);
     assert_eq!(second.status, 0, "{}", second.stderr);
     let r = second.result();
@@ -104,7 +108,7 @@ fn resume_errors_say_what_is_missing() {
     assert!(out.json()["details"]["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("--resume: invalid run id \"not-an-id\": expected 8 hex digits"));
+        .contains("--resume: invalid run id \"not-an-id\": expected a run id as `orchestrate runs` prints it (8 hex digits), or its first digits"));
 
     let first = sb.run("first", &[]);
     let id = first.json()["details"]["runId"]

@@ -5,21 +5,13 @@ use std::time::Instant;
 
 use tokio::signal::unix::{signal, SignalKind};
 
+pub use crate::cli::OutputFormat;
 use crate::cli::RunArgs;
 use crate::error::RunError;
 use crate::result::{internal_error_json, DetailLevel, RunResult};
-use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
-use crate::run::{self as pipeline, Observer, RunEnv, RunRequest};
+use crate::run::{self as pipeline, Observer, Plan, RunEnv};
 use crate::session::RunId;
 use crate::supervisor::Controls;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    Json,
-    Text,
-    /// NDJSON streaming updates while the child runs, then the final result.
-    StreamJson,
-}
 
 /// The one-line progress display on stderr, drawn only on a terminal that can take it.
 struct ProgressLine {
@@ -61,24 +53,6 @@ impl ProgressLine {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();
-        }
-    }
-}
-
-/// What `orchestrate run` was asked to do.
-#[derive(Debug, Clone)]
-pub enum Plan {
-    Single(Box<RunRequest>),
-    /// The tasks, and a `--concurrency` flag if one was given.
-    Parallel(Vec<RunRequest>, Option<usize>),
-    Chain(Vec<RunRequest>, Option<usize>),
-}
-
-impl Plan {
-    fn cwd(&self) -> Option<&std::path::Path> {
-        match self {
-            Plan::Single(r) => r.cwd.as_deref(),
-            Plan::Parallel(rs, _) | Plan::Chain(rs, _) => rs.first().and_then(|r| r.cwd.as_deref()),
         }
     }
 }
@@ -152,15 +126,8 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
     };
     let req = match plan {
         Plan::Single(req) => *req,
-        Plan::Parallel(reqs, concurrency) => {
-            let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_parallel(reqs, &env, &controls, limits, None).await;
-            watcher.abort();
-            return print_result_at(print, &output.result, output.exit_status);
-        }
-        Plan::Chain(reqs, concurrency) => {
-            let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_chain(reqs, &env, &controls, limits, None).await;
+        fanout => {
+            let output = fanout.run(&env, &controls, None, None).await;
             watcher.abort();
             return print_result_at(print, &output.result, output.exit_status);
         }
@@ -227,7 +194,8 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
     }))
 }
 
-/// Prints the lean result (SPEC section 1) and returns `status`.
+/// Prints the lean result (what a parent acts on; README, The result) and returns
+/// `status`.
 pub fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
     print_result_at(
         Print {
@@ -249,7 +217,7 @@ pub fn print_result_at(print: Print, result: &RunResult, status: i32) -> i32 {
         OutputFormat::Text => {
             let text = result.content.first().map_or("", |c| c.text.as_str());
             let r = writeln!(out, "{text}");
-            eprintln!("{}", summary_line(result));
+            eprintln!("{}", super::summary::summary(result, status));
             r
         }
     };
@@ -260,31 +228,6 @@ pub fn print_result_at(print: Print, result: &RunResult, status: i32) -> i32 {
         tracing::warn!("could not write the result to stdout");
     }
     status
-}
-
-/// One line for humans: agent, status, duration, turns, tokens, cost, session file.
-fn summary_line(result: &RunResult) -> String {
-    let status = result
-        .details
-        .error
-        .as_ref()
-        .map_or("ok", |e| e.code.as_str());
-    match result.details.results.first() {
-        Some(r) => format!(
-            "[orchestrate] {} {} {:.1}s turns={} tokens in={} out={} cache r/w={}/{} cost=${:.4} session={}",
-            r.agent,
-            status,
-            r.duration_ms as f64 / 1000.0,
-            r.usage.turns,
-            r.usage.input,
-            r.usage.output,
-            r.usage.cache_read,
-            r.usage.cache_write,
-            r.usage.cost,
-            r.session_file
-        ),
-        None => format!("[orchestrate] {status}"),
-    }
 }
 
 pub fn print_internal_error(format: OutputFormat, message: &str) -> i32 {

@@ -12,8 +12,7 @@
 
 use std::ffi::OsString;
 
-use super::ChildEnv;
-use crate::backends::Backend;
+use super::{ChildEnv, CliHome};
 
 /// Variables that point into the user's session, removed whatever their name.
 const SESSION_VARS: [&str; 16] = [
@@ -81,8 +80,8 @@ fn matches(patterns: &[String], name: &str) -> bool {
 
 /// The variables to remove from the child's environment (orchestrate's own, with the
 /// invocation's on top).
-pub(super) fn scrubbed(backend: Backend, env: &ChildEnv<'_>) -> Vec<OsString> {
-    let mut keep: Vec<String> = backend.spec().home.map(|h| h(env).env).unwrap_or_default();
+pub(super) fn scrubbed(home: &CliHome, env: &ChildEnv<'_>) -> Vec<OsString> {
+    let mut keep: Vec<String> = home.env.clone();
     keep.extend(
         env.get(KEEP_VAR)
             .map(|v| v.to_string_lossy().into_owned())
@@ -153,7 +152,8 @@ mod tests {
         let env = ChildEnv {
             overrides: &overrides,
         };
-        let mut removed: Vec<String> = scrubbed(Backend::Claude, &env)
+        let claude = crate::backends::Backend::named("claude").sandbox_needs();
+        let mut removed: Vec<String> = scrubbed(&claude.home(&env), &env)
             .into_iter()
             .map(|k| k.into_string().unwrap())
             .filter(|k| overrides.iter().any(|(o, _)| o == k.as_str()))

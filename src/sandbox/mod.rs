@@ -31,99 +31,8 @@ pub(crate) use view::Placeholders;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::backends::Backend;
 use crate::platform::Confinement;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    ReadOnly,
-    WorkspaceWrite,
-    Off,
-}
-
-impl SandboxMode {
-    pub const NAMES: &'static str = "read-only, workspace-write, off";
-
-    pub fn parse(s: &str) -> Result<SandboxMode, String> {
-        match s.trim() {
-            "read-only" | "readonly" => Ok(SandboxMode::ReadOnly),
-            "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
-            "off" | "none" => Ok(SandboxMode::Off),
-            other => Err(format!(
-                "unknown sandbox mode {other:?} (use {})",
-                SandboxMode::NAMES
-            )),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::Off => "off",
-        }
-    }
-}
-
-impl std::fmt::Display for SandboxMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Whether the child may use the network.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    #[default]
-    On,
-    /// Only a loopback interface of its own (not even the host's 127.0.0.1): for agents
-    /// whose CLI needs no provider, such as a local `command` backend.
-    Off,
-}
-
-impl Network {
-    pub fn parse(s: &str) -> Result<Network, String> {
-        match s.trim() {
-            "on" | "true" | "yes" => Ok(Network::On),
-            "off" | "false" | "no" => Ok(Network::Off),
-            other => Err(format!("unknown network setting {other:?} (use on or off)")),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Network::On => "on",
-            Network::Off => "off",
-        }
-    }
-}
-
-/// What held, as the result reports it: `sandbox: {mode, mechanism, layers}`, and
-/// `network: "off"` when the network was cut.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SandboxInfo {
-    pub mode: SandboxMode,
-    /// `namespaces` (the read-only view of the filesystem held), `landlock` (only
-    /// Landlock's write rules did), or `none`.
-    pub mechanism: String,
-    /// The layers that held (`mounts`, `landlock`, `scopes`, `seccomp`, `no-tty`,
-    /// `pid-namespace`, `network-namespace`); left out of a lean result, whose warnings
-    /// name what is missing.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub layers: Vec<String>,
-    #[serde(default, skip_serializing_if = "is_on")]
-    pub network: Network,
-}
-
-fn is_on(n: &Network) -> bool {
-    *n == Network::On
-}
+pub(crate) use crate::result::{Network, SandboxInfo, SandboxMode};
 
 /// A run's sandbox, decided before anything is spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,7 +93,7 @@ pub(crate) fn plan(
     requested: Option<SandboxMode>,
     readonly: bool,
     network: Network,
-    backend: Backend,
+    cli: &CliNeeds,
     mechanism: Result<&'static str, String>,
 ) -> Result<SandboxPlan, String> {
     let off = |warning| SandboxPlan {
@@ -215,9 +124,10 @@ pub(crate) fn plan(
             ))))
         }
     };
-    if backend.spec().home.is_none() && requested.is_none() {
+    if cli.home.is_none() && requested.is_none() {
         return Ok(off(Some(format!(
-            "no sandbox by default for {backend}: the directories it must write to have not been verified (ask for one with --sandbox)"
+            "no sandbox by default for {}: the directories it must write to have not been verified (ask for one with --sandbox)",
+            cli.name
         ))));
     }
     Ok(SandboxPlan {
@@ -285,6 +195,26 @@ pub(crate) fn remote_plan(
             )
         }),
     })
+}
+
+/// What the sandbox must know of the child's CLI (and of the others), as their backends
+/// declare it.
+#[derive(Debug, Clone)]
+pub(crate) struct CliNeeds {
+    /// The CLI's name, for messages.
+    pub name: &'static str,
+    /// Where it keeps its state, and what its child may do there; `None`: not verified,
+    /// so no sandbox by default.
+    pub home: Option<fn(&ChildEnv<'_>) -> CliHome>,
+    /// Every other CLI's home: their logins are hidden from this one's child.
+    pub others: Vec<fn(&ChildEnv<'_>) -> CliHome>,
+}
+
+impl CliNeeds {
+    /// Its home as the child's environment places it.
+    pub(crate) fn home(&self, env: &ChildEnv<'_>) -> CliHome {
+        self.home.map(|h| h(env)).unwrap_or_default()
+    }
 }
 
 /// The child's environment as a backend sees it when declaring its directories: the
@@ -376,7 +306,7 @@ impl Held {
 /// the child's place and the folders its CLI must write that do not exist yet.
 pub(crate) fn confinement(
     plan: &SandboxPlan,
-    backend: Backend,
+    cli: &CliNeeds,
     env: &ChildEnv<'_>,
     places: &Places<'_>,
 ) -> std::io::Result<Prepared> {
@@ -409,10 +339,10 @@ pub(crate) fn confinement(
         create_private_dir(&state)?;
         vars.push(("ORCHESTRATE_STATE_DIR".into(), state.into_os_string()));
     }
-    let home = backend.spec().home.map(|h| h(env)).unwrap_or_default();
+    let home = cli.home(env);
     let built = view::build(&view::Input {
         mode: plan.mode,
-        backend,
+        cli,
         env,
         home: &home,
         places,
@@ -431,7 +361,7 @@ pub(crate) fn confinement(
     Ok(Prepared {
         confinement: c,
         env: vars,
-        env_remove: env::scrubbed(backend, env),
+        env_remove: env::scrubbed(&home, env),
         held: Held {
             placeholders: built.placeholders,
             logins,
@@ -493,19 +423,31 @@ pub(crate) fn xdg_dir(env: &ChildEnv<'_>, var: &str, default: &str, app: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::Backend;
     use pretty_assertions::assert_eq;
+
+    fn needs(name: &str) -> CliNeeds {
+        Backend::named(name).sandbox_needs()
+    }
 
     #[test]
     fn the_default_follows_whether_the_agent_can_write() {
         let ok = || Ok("landlock");
-        let p = plan(None, true, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(None, true, Network::On, &needs("pi"), ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism),
             (SandboxMode::ReadOnly, Some("landlock"))
         );
-        let p = plan(None, false, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(None, false, Network::On, &needs("pi"), ok()).unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
-        let p = plan(Some(SandboxMode::Off), true, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(
+            Some(SandboxMode::Off),
+            true,
+            Network::On,
+            &needs("pi"),
+            ok(),
+        )
+        .unwrap();
         assert_eq!(
             (p.mode, p.mechanism, p.warning),
             (SandboxMode::Off, None, None)
@@ -515,7 +457,7 @@ mod tests {
     #[test]
     fn without_a_mechanism_the_default_is_off_with_a_warning_and_a_request_is_refused() {
         let none = || Err("Landlock is not in this kernel".to_string());
-        let p = plan(None, true, Network::On, Backend::Claude, none()).unwrap();
+        let p = plan(None, true, Network::On, &needs("claude"), none()).unwrap();
         assert_eq!(
             (p.mode, p.warning.as_deref()),
             (
@@ -524,7 +466,7 @@ mod tests {
             )
         );
         assert_eq!(
-            plan(Some(SandboxMode::ReadOnly), true, Network::On, Backend::Claude, none()),
+            plan(Some(SandboxMode::ReadOnly), true, Network::On, &needs("claude"), none()),
             Err("sandbox read-only was asked for, but no sandbox can be had here: Landlock is not in this kernel".to_string())
         );
         // Off needs no mechanism.
@@ -532,7 +474,7 @@ mod tests {
             Some(SandboxMode::Off),
             true,
             Network::On,
-            Backend::Claude,
+            &needs("claude"),
             none()
         )
         .is_ok());
@@ -540,14 +482,14 @@ mod tests {
 
     #[test]
     fn a_backend_whose_directories_are_unverified_is_off_by_default_but_may_ask() {
-        let p = plan(None, false, Network::On, Backend::Cursor, Ok("landlock")).unwrap();
+        let p = plan(None, false, Network::On, &needs("cursor"), Ok("landlock")).unwrap();
         assert_eq!(p.mode, SandboxMode::Off);
         assert!(p.warning.unwrap().contains("have not been verified"));
         let p = plan(
             Some(SandboxMode::WorkspaceWrite),
             false,
             Network::On,
-            Backend::Cursor,
+            &needs("cursor"),
             Ok("landlock"),
         )
         .unwrap();
@@ -615,8 +557,8 @@ mod tests {
                 .map(|(_, k)| k.clone())
                 .collect()
         };
-        let ro = plan(None, true, Network::On, Backend::Codex, Ok("namespaces")).unwrap();
-        let p = confinement(&ro, Backend::Codex, &env, &places).unwrap();
+        let ro = plan(None, true, Network::On, &needs("codex"), Ok("namespaces")).unwrap();
+        let p = confinement(&ro, &needs("codex"), &env, &places).unwrap();
         let child = run.join(CHILD_DIR);
         assert_eq!(kinds(&p, &child), [MountKind::Writable]);
         assert_eq!(kinds(&p, &child.join("tmp")), [MountKind::Scratch]);
@@ -641,8 +583,8 @@ mod tests {
         );
         assert!(p.confinement.harden && !p.confinement.strict);
 
-        let ww = plan(None, false, Network::Off, Backend::Codex, Ok("namespaces")).unwrap();
-        let p = confinement(&ww, Backend::Codex, &env, &places).unwrap();
+        let ww = plan(None, false, Network::Off, &needs("codex"), Ok("namespaces")).unwrap();
+        let p = confinement(&ww, &needs("codex"), &env, &places).unwrap();
         assert_eq!(kinds(&p, &work), [MountKind::Writable]);
         // The protected names, held by placeholders while the run lasts.
         assert_eq!(kinds(&p, &work.join(".vscode")), [MountKind::ReadOnly]);
@@ -658,11 +600,11 @@ mod tests {
             Some(SandboxMode::Off),
             false,
             Network::On,
-            Backend::Codex,
+            &needs("codex"),
             Ok("namespaces"),
         )
         .unwrap();
-        let p = confinement(&off, Backend::Codex, &env, &places).unwrap();
+        let p = confinement(&off, &needs("codex"), &env, &places).unwrap();
         assert_eq!(
             (p.confinement, p.env, p.env_remove),
             (Confinement::default(), Vec::new(), Vec::new())
@@ -708,19 +650,26 @@ mod tests {
             None,
             false,
             Network::On,
-            Backend::Opencode,
+            &needs("opencode"),
             Ok("namespaces"),
         )
         .unwrap();
-        let ro = plan(None, true, Network::On, Backend::Opencode, Ok("namespaces")).unwrap();
+        let ro = plan(
+            None,
+            true,
+            Network::On,
+            &needs("opencode"),
+            Ok("namespaces"),
+        )
+        .unwrap();
 
         // No opencode configuration in the workspace: its folder is held, privately, and
         // opencode told to ignore a project configuration (there is none to lose).
-        let p = confinement(&ww, Backend::Opencode, &env, &places).unwrap();
+        let p = confinement(&ww, &needs("opencode"), &env, &places).unwrap();
         assert_eq!(kinds(&p), [MountKind::Private]);
         assert!(p.env.contains(&off), "{:?}", p.env);
         // Another run meanwhile takes the placeholder for what it is.
-        let q = confinement(&ww, Backend::Opencode, &env, &places).unwrap();
+        let q = confinement(&ww, &needs("opencode"), &env, &places).unwrap();
         assert!(q.env.contains(&off), "{:?}", q.env);
         drop((p, q));
         assert!(!own.exists(), "the placeholder went with the runs");
@@ -728,12 +677,12 @@ mod tests {
         // A project of its own: read through the private layer in both modes, and used.
         std::fs::create_dir_all(own.join("agent")).unwrap();
         for (mode, name) in [(&ww, "workspace-write"), (&ro, "read-only")] {
-            let p = confinement(mode, Backend::Opencode, &env, &places).unwrap();
+            let p = confinement(mode, &needs("opencode"), &env, &places).unwrap();
             assert_eq!(kinds(&p), [MountKind::Private], "{name}");
             assert!(!p.env.contains(&off), "{name}: {:?}", p.env);
         }
         // Another CLI's: read-only.
-        let p = confinement(&ww, Backend::Codex, &env, &places).unwrap();
+        let p = confinement(&ww, &needs("codex"), &env, &places).unwrap();
         assert_eq!(kinds(&p), [MountKind::ReadOnly]);
     }
 }

@@ -19,8 +19,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::{create_private_dir, ChildEnv, CliHome, Places, SandboxMode};
-use crate::backends::Backend;
+use super::{create_private_dir, ChildEnv, CliHome, CliNeeds, Places, SandboxMode};
 use crate::platform::{MountKind, View};
 
 /// Folders at the top of a writable place that tools run code from when the user works
@@ -164,7 +163,7 @@ fn socket_path(value: &str, form: SocketForm) -> Option<PathBuf> {
 
 pub(super) struct Input<'a> {
     pub mode: SandboxMode,
-    pub backend: Backend,
+    pub cli: &'a CliNeeds,
     pub env: &'a ChildEnv<'a>,
     pub home: &'a CliHome,
     pub places: &'a Places<'a>,
@@ -364,10 +363,8 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
         }
     }
     // Every other CLI's login.
-    for other in Backend::ALL.iter().filter(|b| **b != input.backend) {
-        if let Some(home) = other.spec().home {
-            out.extend(home(input.env).login);
-        }
+    for home in &input.cli.others {
+        out.extend(home(input.env).login);
     }
     // The runtime directory (sockets of the user's session) where it is not under /run,
     // which is empty for the child anyway; and the agent sockets the variables name.
