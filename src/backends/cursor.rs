@@ -47,7 +47,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Not verified against the real CLI.
-    writable_dirs: None,
+    home: None,
 };
 
 pub(crate) fn build(
