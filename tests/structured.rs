@@ -41,7 +41,11 @@ fn schema_flag(sb: &Sandbox) -> String {
 
 /// The prompt of each turn the child ran, from its session file (one line per run).
 fn turns(sb: &Sandbox, run_id: &str) -> Vec<String> {
-    let path = sb.state.join("runs").join(run_id).join("pi-session.jsonl");
+    let path = sb
+        .state
+        .join("runs")
+        .join(run_id)
+        .join("child/pi-session.jsonl");
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

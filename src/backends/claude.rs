@@ -72,12 +72,41 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     provider: Some("anthropic"),
-    // It completes a run with a read-only HOME, but keeps the transcript `--resume` needs
-    // in ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json).
-    writable_dirs: Some(|env| {
-        env.dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
-            .into_iter()
-            .collect()
+    // ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json): settings, hooks,
+    // plugins and login, private; the transcripts `--resume` continues, in projects/,
+    // kept. ~/.claude.json (its settings and MCP servers, rewritten at every start) is a
+    // private copy.
+    home: Some(|env| {
+        let config = env.dir_or_home("CLAUDE_CONFIG_DIR", ".claude");
+        let dot_json = match env.get("CLAUDE_CONFIG_DIR") {
+            Some(_) => config.as_ref().map(|c| c.join(".claude.json")),
+            None => env.home().map(|h| h.join(".claude.json")),
+        };
+        let copied: Vec<_> = match env.get("CLAUDE_CONFIG_DIR") {
+            Some(_) => Vec::new(),
+            None => dot_json.iter().cloned().collect(),
+        };
+        crate::sandbox::CliHome {
+            kept: config.iter().map(|c| c.join("projects")).collect(),
+            login: config
+                .iter()
+                .map(|c| c.join(".credentials.json"))
+                .chain(dot_json)
+                .collect(),
+            private: config.into_iter().collect(),
+            copied,
+            env: [
+                "ANTHROPIC_*",
+                "CLAUDE_*",
+                "AWS_*",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "CLOUD_ML_REGION",
+                "VERTEX_*",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        }
     }),
 };
 

@@ -47,14 +47,52 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     provider: Some("openai"),
-    // Its state (sqlite databases, sessions, and in tmp/ the arg0 aliases its shell tool
-    // needs). CODEX_HOME moves it.
-    writable_dirs: Some(|env| {
-        env.dir_or_home("CODEX_HOME", ".codex")
-            .into_iter()
-            .collect()
+    // CODEX_HOME (~/.codex): config, rules, login, its sqlite state and in tmp/ the
+    // arg0 aliases its shell tool needs, private; the sessions `exec resume` continues,
+    // kept. The variable its config names as a provider's key (`env_key`) is its own.
+    home: Some(|env| {
+        let dir = env.dir_or_home("CODEX_HOME", ".codex");
+        let mut vars: Vec<String> = ["OPENAI_*", "CODEX_*", "AZURE_OPENAI_*"]
+            .map(String::from)
+            .to_vec();
+        if let Some(config) = dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join("config.toml")).ok())
+        {
+            vars.extend(config_env_keys(&config));
+        }
+        crate::sandbox::CliHome {
+            kept: dir.iter().map(|d| d.join("sessions")).collect(),
+            login: dir.iter().map(|d| d.join("auth.json")).collect(),
+            private: dir.into_iter().collect(),
+            env: vars,
+            ..Default::default()
+        }
     }),
 };
+
+/// The variables codex's config names as providers' keys (`env_key = "…"`, any table).
+fn config_env_keys(config: &str) -> Vec<String> {
+    fn walk(v: &toml::Value, out: &mut Vec<String>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    match (k.as_str(), v) {
+                        ("env_key", toml::Value::String(s)) => out.push(s.clone()),
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            toml::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(v) = config.parse::<toml::Table>() {
+        walk(&toml::Value::Table(v), &mut out);
+    }
+    out
+}
 
 pub(crate) fn build(
     program: OsString,

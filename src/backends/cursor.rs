@@ -48,7 +48,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     transient_exit: super::no_transient_exit,
     provider: Some("cursor"),
     // Not verified against the real CLI.
-    writable_dirs: None,
+    home: None,
 };
 
 pub(crate) fn build(

@@ -44,13 +44,32 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     explain_exit,
     transient_exit,
     provider: Some("google"),
-    // ~/.gemini itself: it rewrites projects.json (and settings.json) there.
-    // GEMINI_CLI_HOME acts as the home.
-    writable_dirs: Some(|env| {
-        env.dir_or_home("GEMINI_CLI_HOME", "")
+    // ~/.gemini (GEMINI_CLI_HOME acts as the home): it rewrites settings.json and
+    // projects.json there at every start, keeps extensions and its login beside them;
+    // all private (it has no resume to keep sessions for).
+    home: Some(|env| {
+        let dir: Vec<_> = env
+            .dir_or_home("GEMINI_CLI_HOME", "")
             .map(|home| home.join(".gemini"))
             .into_iter()
-            .collect()
+            .collect();
+        crate::sandbox::CliHome {
+            login: dir
+                .iter()
+                .flat_map(|d| {
+                    [
+                        "oauth_creds.json",
+                        "google_accounts.json",
+                        "mcp-oauth-tokens.json",
+                        "gemini-credentials.json",
+                    ]
+                    .map(|f| d.join(f))
+                })
+                .collect(),
+            private: dir,
+            env: ["GEMINI_*", "GOOGLE_*"].map(String::from).to_vec(),
+            ..Default::default()
+        }
     }),
 };
 

@@ -27,7 +27,26 @@ use serde_json::value::RawValue;
 use crate::events::{AgentEvent, TextKind, Transient};
 pub(crate) use crate::platform::find_program;
 use crate::result::Usage;
-pub(crate) use crate::sandbox::ChildEnv;
+pub(crate) use crate::sandbox::{ChildEnv, CliHome};
+
+/// The variables of a CLI that reaches many providers (pi, opencode, the command
+/// backend): any provider's key and base URL, and the cloud logins some providers take.
+pub(crate) fn any_provider_env() -> Vec<String> {
+    [
+        "*_API_KEY",
+        "*_BASE_URL",
+        "ANTHROPIC_*",
+        "OPENAI_*",
+        "AZURE_OPENAI_*",
+        "GEMINI_*",
+        "GOOGLE_API_KEY",
+        "OPENROUTER_*",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "COPILOT_GITHUB_TOKEN",
+    ]
+    .map(String::from)
+    .to_vec()
+}
 use crate::structured::OutputSchema;
 
 /// What a backend needs of the agent it runs, taken from the agent's definition
@@ -235,11 +254,10 @@ pub struct BackendSpec {
     /// (`provider/model`): where a fan-out's scheduler groups children that share a rate
     /// limit.
     pub provider: Option<&'static str>,
-    /// The directories the CLI must be able to write to for a run to work at all (its
-    /// config, session and cache dirs), found by running the real CLI under a read-only
-    /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by
-    /// default.
-    pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
+    /// Where the CLI keeps its state, and what its child may do there (see
+    /// [`crate::sandbox::CliHome`]), found by running the real CLI under the sandbox.
+    /// `None`: not verified, so no sandbox by default.
+    pub home: Option<fn(&ChildEnv<'_>) -> CliHome>,
 }
 
 /// A CLI's stream: its parser, and what it reports.
@@ -524,11 +542,16 @@ impl Backend {
         (spec.build)(self.program(), input)
     }
 
-    /// What the sandbox must know of this CLI.
+    /// What the sandbox must know of this CLI, and of the others (whose logins its child
+    /// must not read).
     pub(crate) fn sandbox_needs(self) -> crate::sandbox::CliNeeds {
         crate::sandbox::CliNeeds {
             name: self.name(),
-            writable_dirs: self.spec().writable_dirs,
+            home: self.spec().home,
+            others: Backend::all()
+                .filter(|b| *b != self)
+                .filter_map(|b| b.spec().home)
+                .collect(),
         }
     }
 

@@ -53,19 +53,38 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     transient_exit: super::no_transient_exit,
     // Its models are named `provider/model`.
     provider: None,
-    // Config (it writes a .gitignore there) and data (its database and log); state and
-    // cache must at least exist.
-    writable_dirs: Some(|env| {
+    // Config (plugins, and a .gitignore it writes), data (its database, log, login and
+    // the tools it downloads), state and cache (the provider packages it installs, code
+    // it runs later): all private, as it has no resume to keep sessions for.
+    home: Some(|env| {
         use crate::sandbox::xdg_dir;
-        [
-            xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
-            xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode"),
-            xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
-            xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+        let data = xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode");
+        crate::sandbox::CliHome {
+            private: [
+                xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
+                data.clone(),
+                xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
+                xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            login: data
+                .iter()
+                .flat_map(|d| [d.join("auth.json"), d.join("mcp-auth.json")])
+                .collect(),
+            // It writes `.opencode/.gitignore` in a project's `.opencode` at every start,
+            // and stops when it cannot; and installs its plugin package there from npm
+            // unless it is installed already (1.18.33).
+            project: vec![".opencode", "opencode.json", "opencode.jsonc"],
+            project_off_env: Some(("OPENCODE_DISABLE_PROJECT_CONFIG", "1")),
+            env: {
+                let mut v = super::any_provider_env();
+                v.push("OPENCODE_*".into());
+                v
+            },
+            ..Default::default()
+        }
     }),
 };
 

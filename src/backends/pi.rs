@@ -23,6 +23,7 @@ use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
+use crate::sandbox::CHILD_DIR;
 
 /// pi's own session file, in the run folder.
 pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
@@ -53,11 +54,19 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     transient_exit: super::no_transient_exit,
     // Its provider is the model's `provider/` prefix, or its own settings' default.
     provider: None,
-    // Lock directories in its agent dir (its session file is in the run folder).
-    writable_dirs: Some(|env| {
-        env.dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")
+    // Its agent dir holds its settings, models, extensions and login, and the lock
+    // directories it makes beside them: private. Its session file is in the child's place.
+    home: Some(|env| {
+        let agent: Vec<_> = env
+            .dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")
             .into_iter()
-            .collect()
+            .collect();
+        crate::sandbox::CliHome {
+            login: agent.iter().map(|a| a.join("auth.json")).collect(),
+            private: agent,
+            env: super::any_provider_env(),
+            ..Default::default()
+        }
     }),
 };
 
@@ -72,12 +81,13 @@ pub(crate) fn build(
     // pi keeps its own session file in the run folder, so that `--resume` can continue it.
     // A resumed run starts from a copy of the earlier run's file: each run folder stays the
     // complete record of its own run.
-    let session = input.run_dir.join(PI_SESSION_FILE);
+    // The child writes it, so it is in the child's place, not in orchestrate's record.
+    let session = input.run_dir.join(CHILD_DIR).join(PI_SESSION_FILE);
     // A repair turn continues the run's own session file in place: copying a file onto
     // itself would empty it.
     if let Some(from) = input.resume.filter(|from| from.run_dir != input.run_dir) {
-        let earlier = from.run_dir.join(PI_SESSION_FILE);
-        std::fs::copy(&earlier, &session).map_err(|e| {
+        let earlier = from.run_dir.join(CHILD_DIR).join(PI_SESSION_FILE);
+        crate::session::copy_child_file(&earlier, &session).map_err(|e| {
             BackendError::Resume(format!(
                 "run {} has no pi session to continue ({}: {e})",
                 from.run_id,
@@ -508,7 +518,11 @@ mod tests {
                 "json",
                 "-p",
                 "--session",
-                dir.path().join(PI_SESSION_FILE).to_str().unwrap(),
+                dir.path()
+                    .join(CHILD_DIR)
+                    .join(PI_SESSION_FILE)
+                    .to_str()
+                    .unwrap(),
                 "--model",
                 "m-1",
                 "--tools",
@@ -565,7 +579,8 @@ mod tests {
     #[test]
     fn a_repair_turn_continues_the_runs_own_session_file_in_place() {
         let dir = tempfile::tempdir().unwrap();
-        let session = dir.path().join(PI_SESSION_FILE);
+        let session = dir.path().join(CHILD_DIR).join(PI_SESSION_FILE);
+        std::fs::create_dir_all(session.parent().unwrap()).unwrap();
         std::fs::write(&session, "{\"type\":\"session\"}\n").unwrap();
         let a = agent(&[], false, "");
         let from = crate::backends::ResumeFrom {

@@ -455,7 +455,7 @@ impl RunResult {
 }
 
 /// Leaves out of serialized details what a parent does not act on: each
-/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
+/// result's `displayItems` and its sandbox's `layers`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
 /// successful structured answer, and, when `shown` (the text the parent reads) is given,
 /// the `output` of a successful result that it already holds whole (a single run's answer,
 /// a parallel task's section); a streaming update's `displayItems`.
@@ -471,6 +471,13 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
+            // The layers that held: the warnings name any that is missing.
+            if let Some(sandbox) = r
+                .get_mut("sandbox")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                sandbox.remove("layers");
+            }
             if !r.contains_key("error") {
                 leave_out_the_usual(r, single);
             }
@@ -772,7 +779,8 @@ mod tests {
             child_session_id: Some("0b5c6a4e".into()),
             sandbox: Some(SandboxInfo {
                 mode: SandboxMode::ReadOnly,
-                mechanism: "landlock".into(),
+                mechanism: "namespaces".into(),
+                layers: vec!["mounts".into(), "seccomp".into()],
                 network: Network::On,
             }),
             ..single("find auth", "the answer", error)
@@ -795,6 +803,7 @@ mod tests {
             sandbox: Some(SandboxInfo {
                 mode: SandboxMode::Off,
                 mechanism: "none".into(),
+                layers: Vec::new(),
                 network: Network::On,
             }),
             warnings: vec!["no sandbox".into()],
@@ -812,10 +821,12 @@ mod tests {
                 "warnings": ["no sandbox"]
             })
         );
-        // A failure keeps all but the display items.
+        // A failure keeps all but the display items and the sandbox's layers (its
+        // warnings name any layer that did not hold).
         let failed = result(Mode::Single, "it broke", vec![usual(Some("it broke"))]);
         let mut full = serde_json::to_value(&failed.details.results[0]).unwrap();
         full.as_object_mut().unwrap().remove("displayItems");
+        full["sandbox"].as_object_mut().unwrap().remove("layers");
         assert_eq!(failed.details_value(DetailLevel::Lean)["results"][0], full);
         assert_eq!(
             serde_json::to_value(&failed.details).unwrap(),

@@ -156,7 +156,10 @@ fn facts(
         warnings: warnings(o, ctx),
         limit: None,
         attempts_detail: Vec::new(),
-        sandbox: Some(run.sandbox.info()),
+        sandbox: Some(match o {
+            Some(o) if run.runner.kind.here() => run.sandbox.held(&o.sandbox_layers.held),
+            _ => run.sandbox.info(),
+        }),
         worktree: None,
         runner: runner_info(o, ctx),
         nested_usage: None,
@@ -190,6 +193,11 @@ fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     }
     if let Some(o) = outcome {
         warnings.extend(o.settled.warnings.iter().cloned());
+    }
+    if ctx.run.sandbox.confines() {
+        for (layer, why) in outcome.map_or(&[][..], |o| &o.sandbox_layers.missing[..]) {
+            warnings.push(format!("sandbox layer {layer} missing: {why}"));
+        }
     }
     if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
         warnings.push(format!(

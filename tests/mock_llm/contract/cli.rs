@@ -57,6 +57,10 @@ pub struct Cli {
     /// How the CLI shows its provider's rate limit while it retries, which is what a
     /// fan-out's scheduler follows; None where it retries silently.
     pub rate_limit: Option<RateLimit>,
+    /// Files the CLI runs code from or takes its settings from, in its own home (settings,
+    /// hooks, extensions, plugins): a hostile shell tries to plant code in each. Some
+    /// exist (written by `configure`), some not.
+    pub config_plants: fn(&Sandbox) -> Vec<std::path::PathBuf>,
     /// `(scenario, defect)`: scenarios that fail because of a known defect in
     /// orchestrate; reported ignored with the defect as the reason until it is fixed
     /// (`--ignored` runs them).

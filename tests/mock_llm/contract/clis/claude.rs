@@ -74,6 +74,15 @@ pub const CLAUDE: Cli = Cli {
     },
     fallback_model: Some("claude-haiku-4-5"),
     fallback_attempts: 2,
+    config_plants: |sb| {
+        let dir = sb.home.join(".claude");
+        vec![
+            dir.join("settings.json"),
+            dir.join("hooks/evil.sh"),
+            dir.join("commands/evil.md"),
+            dir.join("plugins/evil/plugin.json"),
+        ]
+    },
     known_defects: &[],
     // `system/api_retry` with `error_status: 429` and `retry_delay_ms`, the provider's
     // retry-after (7068 ms for a 7 s retry-after).
