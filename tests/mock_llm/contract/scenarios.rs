@@ -1753,10 +1753,7 @@ fn fan_out_against_rate_limit(
         cached: 0,
     };
     let (mock, mut sb) = setup(cli, bin, |_| {
-        Script::tool_then_text(
-            (cli.shell)("echo hi").reply,
-            Reply::text("Done.", usage),
-        )
+        Script::tool_then_text((cli.shell)("echo hi").reply, Reply::text("Done.", usage))
     });
     (rate_limit.retries_on)(&mut sb);
     sb.env("ORCHESTRATE_MAX_TASKS", tasks.to_string());
