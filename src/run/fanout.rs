@@ -79,6 +79,7 @@ fn total_budget(
     reqs: &[RunRequest],
     limits: FanoutLimits,
     env: &RunEnv,
+    controls: &Controls,
     group_id: &str,
 ) -> Option<Arc<TotalBudget>> {
     let first = reqs.first();
@@ -96,11 +97,10 @@ fn total_budget(
     if limits.is_empty() && !nests && env.inherited.ledger.is_none() {
         return None;
     }
-    Some(Arc::new(TotalBudget::new(
-        limits,
-        reqs.len(),
-        total::upward(&env.inherited, group_id),
-    )))
+    Some(Arc::new(
+        TotalBudget::new(limits, reqs.len(), total::upward(&env.inherited, group_id))
+            .under(&controls.budget, &env.inherited),
+    ))
 }
 
 /// Task `i`'s environment and controls: with the fan-out's total, its slot in it, and its
@@ -175,7 +175,7 @@ pub(crate) async fn run_parallel(
     let n = reqs.len();
     let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
     let asked: Vec<Asked> = reqs.iter().map(Asked::of).collect();
-    let total = total_budget(&reqs, limits, env, &group_id);
+    let total = total_budget(&reqs, limits, env, controls, &group_id);
     let scheduler = Scheduler::new(limits.concurrency, limits.adaptive);
     // Tasks are resolved and wait for their lane only this many at a time, so that a
     // fan-out of thousands holds thousands of requests, not of resolved runs.
@@ -250,7 +250,7 @@ pub(crate) async fn run_chain(
     let whole = truncate_limits(&reqs[0], &env.config);
     let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
     let mut asked: Vec<Asked> = Vec::new();
-    let total = total_budget(&reqs, limits, env, &group_id);
+    let total = total_budget(&reqs, limits, env, controls, &group_id);
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;

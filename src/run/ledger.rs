@@ -54,6 +54,59 @@ pub(crate) fn create_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
+/// The mark a parent leaves in a nesting child's ledger folder once the tree's budget is
+/// spent: the orchestrate runs below stop their children for it (with the tree's budget
+/// as the reason) instead of waiting to be stopped. A child may make it too, which stops
+/// only its own tree.
+const SPENT_MARK: &str = "spent";
+
+/// Leaves the spent mark in `dir` (best effort: whatever a child put there in its place
+/// is not followed, and opening never blocks).
+pub(crate) fn mark_spent(dir: &Path) {
+    let _ = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(SPENT_MARK));
+}
+
+/// Whether the orchestrate above marked the tree's budget spent in `dir`.
+pub(crate) fn is_spent(dir: &Path) -> bool {
+    dir.join(SPENT_MARK).symlink_metadata().is_ok()
+}
+
+/// Whether the orchestrate that started this process marked the tree's budget spent.
+pub(crate) fn spent_above() -> bool {
+    std::env::var_os(super::total::TREE_LEDGER_VAR)
+        .filter(|d| !d.is_empty())
+        .is_some_and(|d| is_spent(Path::new(&d)))
+}
+
+/// Cancels `reached` once the orchestrate above marks the tree's budget spent in `dir`,
+/// looking every [`LEDGER_POLL_INTERVAL`]; stops looking when `stop` is cancelled. Must
+/// be called within the runtime.
+pub(crate) fn watch_spent(
+    dir: PathBuf,
+    reached: tokio_util::sync::CancellationToken,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(LEDGER_POLL_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = reached.cancelled() => return,
+                _ = interval.tick() => {}
+            }
+            if is_spent(&dir) {
+                reached.cancel();
+                return;
+            }
+        }
+    });
+}
+
 /// Writes one orchestrate's spend for the orchestrate above it.
 #[derive(Debug)]
 pub(crate) struct LedgerWriter {
@@ -145,6 +198,7 @@ pub(crate) struct Watch {
 impl Watch {
     /// Must be called within the runtime.
     pub(crate) fn start(dir: PathBuf, total: Arc<TotalBudget>, task: usize) -> Watch {
+        total.nesting(&dir);
         let stop = tokio_util::sync::CancellationToken::new();
         let (d, t, s) = (dir.clone(), total.clone(), stop.clone());
         tokio::spawn(async move {
@@ -152,9 +206,16 @@ impl Watch {
             let mut ticks: u32 = 0;
             let mut interval = tokio::time::interval(LEDGER_POLL_INTERVAL);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut marked = false;
             loop {
                 tokio::select! {
                     _ = s.cancelled() => return,
+                    // Reached from above (or marked here already): the runs below stop too.
+                    _ = t.reached.cancelled(), if !marked => {
+                        mark_spent(&d);
+                        marked = true;
+                        continue;
+                    }
                     _ = interval.tick() => {}
                 }
                 // A report is a rename into the folder, which changes its mtime; the

@@ -46,6 +46,7 @@ use crate::units::Usd;
 use crate::worktree::Worktree;
 
 use attempt::{Attempt, Executed};
+pub(crate) use ledger::spent_above as tree_spent_above;
 use resolve::resolve;
 pub(crate) use resolve::{backend_of, refuse_if_not_allowed, truncate_limits, ResolvedRun};
 use schedule::{Report, Scheduler, Slot};
@@ -243,17 +244,22 @@ pub(crate) async fn run(
         }
     };
     // A single run holds the tree's budget as a fan-out of one.
-    let own_total = single_total(req, env, &run_id);
-    let single;
-    let env = match &own_total {
+    let own_total = single_total(req, env, controls, &run_id);
+    let (single, single_controls);
+    let (env, controls) = match &own_total {
         Some(total) => {
             single = RunEnv {
                 total: Some((total.clone(), 0)),
                 ..env.clone()
             };
-            &single
+            // Its children's nested runs may spend the budget between its own reports.
+            single_controls = Controls {
+                budget: total.reached.clone(),
+                ..controls.clone()
+            };
+            (&single, &single_controls)
         }
-        None => env,
+        None => (env, controls),
     };
     // In a fan-out, the child waits for its place in its provider's lane. A task still
     // waiting when orchestrate was told to stop, or once the shared budget is spent,
@@ -317,7 +323,12 @@ pub(crate) async fn run(
 /// The budget a single run holds as a fan-out of one, when it has one to hold: a total
 /// budget of its own, the tree's from above, or children that may start runs of their
 /// own (whose spend it counts and reports up). None in a fan-out, which holds its own.
-fn single_total(req: &RunRequest, env: &RunEnv, run_id: &str) -> Option<Arc<TotalBudget>> {
+fn single_total(
+    req: &RunRequest,
+    env: &RunEnv,
+    controls: &Controls,
+    run_id: &str,
+) -> Option<Arc<TotalBudget>> {
     if env.total.is_some() {
         return None;
     }
@@ -334,11 +345,10 @@ fn single_total(req: &RunRequest, env: &RunEnv, run_id: &str) -> Option<Arc<Tota
     if limits.is_empty() && !nests && env.inherited.ledger.is_none() {
         return None;
     }
-    Some(Arc::new(TotalBudget::new(
-        limits,
-        1,
-        total::upward(&env.inherited, run_id),
-    )))
+    Some(Arc::new(
+        TotalBudget::new(limits, 1, total::upward(&env.inherited, run_id))
+            .under(&controls.budget, &env.inherited),
+    ))
 }
 
 /// A task that never started: orchestrate was told to stop while it waited.

@@ -13,7 +13,9 @@
 //! parent counts, and no more than the budget that child was given.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -231,6 +233,26 @@ pub(crate) struct TotalBudget {
     pub(crate) reached: CancellationToken,
     /// Where this orchestrate reports the tree's spend, when one above asked it to.
     upward: Option<LedgerWriter>,
+    /// The ledger folder of the orchestrate above, where it marks the tree's budget spent.
+    above: Option<PathBuf>,
+    /// The ledger folders of the tasks' children that may nest, marked spent (before
+    /// their children are stopped) once a budget is reached here.
+    nesting: Mutex<Vec<PathBuf>>,
+    /// Ends the watch on the mark above.
+    stop_watch: CancellationToken,
+    /// A budget was reached here: the tasks are being stopped.
+    stopping: AtomicBool,
+}
+
+/// How long the orchestrate runs a child started get to stop their own children for the
+/// tree's budget (they look for the mark every [`super::ledger::LEDGER_POLL_INTERVAL`])
+/// before the child's whole tree is stopped.
+pub(crate) const NESTED_STOP_GRACE: Duration = Duration::from_secs(2);
+
+impl Drop for TotalBudget {
+    fn drop(&mut self) {
+        self.stop_watch.cancel();
+    }
 }
 
 impl TotalBudget {
@@ -240,6 +262,66 @@ impl TotalBudget {
             spent: Mutex::new(vec![Spend::default(); tasks]),
             reached: CancellationToken::new(),
             upward,
+            above: None,
+            nesting: Mutex::new(Vec::new()),
+            stop_watch: CancellationToken::new(),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Reached also when `budget` is cancelled (a budget above, as the supervisor's
+    /// controls carry it), and when the orchestrate above marks the tree's budget spent in
+    /// `inherited`'s ledger folder (watched from now on: must be called within the
+    /// runtime).
+    pub(crate) fn under(mut self, budget: &CancellationToken, inherited: &Inherited) -> Self {
+        self.reached = budget.child_token();
+        self.above = inherited.ledger.clone();
+        if let Some(dir) = &self.above {
+            super::ledger::watch_spent(dir.clone(), self.reached.clone(), self.stop_watch.clone());
+        }
+        self
+    }
+
+    /// The ledger folder of a task's child that may nest: marked spent when a budget is
+    /// reached (at once when one already is).
+    pub(crate) fn nesting(&self, dir: &std::path::Path) {
+        if self.reached.is_cancelled() {
+            super::ledger::mark_spent(dir);
+        }
+        self.nesting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(dir.to_path_buf());
+    }
+
+    /// Whether the orchestrate above marked the tree's budget spent.
+    fn spent_above(&self) -> bool {
+        self.above.as_deref().is_some_and(super::ledger::is_spent)
+    }
+
+    /// Marks the nesting children's ledgers spent, then stops every task: at once, or,
+    /// where a child started orchestrate runs of its own, after [`NESTED_STOP_GRACE`], so
+    /// that those runs stop their children for the tree's budget and give their partial
+    /// answers back before the tree is killed. (A task that reports meanwhile is stopped
+    /// at that report; none starts.)
+    fn stop_all(&self) {
+        if self.reached.is_cancelled() || self.stopping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let nesting = self.nesting.lock().unwrap_or_else(|p| p.into_inner());
+        for dir in nesting.iter() {
+            super::ledger::mark_spent(dir);
+        }
+        let handle = tokio::runtime::Handle::try_current();
+        match handle {
+            Ok(handle) if !nesting.is_empty() => {
+                let reached = self.reached.clone();
+                handle.spawn(async move {
+                    tokio::time::sleep(NESTED_STOP_GRACE).await;
+                    reached.cancel();
+                });
+            }
+            _ => self.reached.cancel(),
         }
     }
 
@@ -281,7 +363,7 @@ impl TotalBudget {
             upward.write(&whole);
         }
         if reached.is_some() {
-            self.reached.cancel();
+            self.stop_all();
         }
         reached
     }
@@ -335,6 +417,20 @@ impl TotalBudget {
         let spent = self.lock();
         self.check(&spent).unwrap_or_else(|| {
             let (cost, tokens) = totals(&spent);
+            // Spent elsewhere in the tree: the tree's budget, with what this orchestrate
+            // counts of it.
+            if self.spent_above() {
+                return match (self.limits.max_cost, self.limits.max_tokens) {
+                    (None, Some(limit)) => Limit::TreeTokens {
+                        limit,
+                        used: tokens,
+                    },
+                    (cost_limit, _) => Limit::TreeCost {
+                        limit: cost_limit.unwrap_or_default(),
+                        used: round_usd(cost),
+                    },
+                };
+            }
             match self
                 .limits
                 .max_tokens
@@ -353,7 +449,9 @@ impl TotalBudget {
     }
 
     pub(crate) fn is_spent(&self) -> bool {
-        self.reached.is_cancelled() || self.check(&self.lock()).is_some()
+        self.reached.is_cancelled()
+            || self.stopping.load(Ordering::Relaxed)
+            || self.check(&self.lock()).is_some()
     }
 
     /// What task `task`'s nested runs reported, if anything.
