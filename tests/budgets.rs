@@ -336,3 +336,57 @@ fn a_total_cost_budget_holds_across_a_tree_of_nested_orchestrate_runs() {
         );
     }
 }
+
+/// A hostile child raises the budget it hands its own orchestrate run (the variable is
+/// in its hands): the tree's budget holds all the same, since the parent counts what the
+/// nested run reports and stops it once the budget it holds is spent.
+#[test]
+fn a_child_that_raises_its_nested_runs_budget_is_still_stopped_at_the_trees() {
+    const BUDGET: f64 = 0.10;
+    const TURN: f64 = 0.01;
+    let sb = Sandbox::new();
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let bin = support::orchestrate_bin();
+    let nested = [
+        "ORCHESTRATE_TREE_MAX_COST=1000",
+        bin.to_str().unwrap(),
+        "run",
+        "fake",
+        "grandchild",
+        "--agents-dir",
+        &agents,
+    ]
+    .join("\u{1f}");
+    let sb = sb
+        .scenario("nested")
+        .set("ORCHESTRATE_MAX_DEPTH", "2")
+        .set("FAKE_AGENT_NESTED_CMD", "/usr/bin/env")
+        .set("FAKE_AGENT_NESTED_ARGS", &nested)
+        .set("FAKE_AGENT_NESTED_SCENARIO", "turns")
+        .set("FAKE_AGENT_NESTED_PREFACE", "delegating")
+        .set("FAKE_AGENT_TURN_COST", &TURN.to_string())
+        .set("FAKE_AGENT_DELAY_MS", "100");
+    let out = sb.run(
+        "child",
+        &["--details", "full", "--max-total-cost", &BUDGET.to_string()],
+    );
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let json = out.json();
+    let tree = json["details"]["treeUsage"]["cost"].as_f64().unwrap();
+    assert!(
+        (BUDGET..=BUDGET + 2.0 * TURN + 1e-9).contains(&tree),
+        "spent {tree} of {BUDGET}: {json:#}"
+    );
+    let r = &json["details"]["results"][0];
+    assert_eq!(r["limit"]["kind"], json!("treeCost"), "{r:#}");
+    let grandchild = recorded_runs(&sb.state)
+        .into_iter()
+        .find(|(task, _)| task == "grandchild")
+        .expect("the grandchild's record")
+        .1;
+    assert_eq!(
+        grandchild["details"]["results"][0]["limit"]["kind"],
+        json!("treeCost"),
+        "{grandchild:#}"
+    );
+}

@@ -287,6 +287,30 @@ mod tests {
     }
 
     #[test]
+    fn the_spent_mark_follows_no_link_and_never_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert!(!is_spent(d));
+        mark_spent(d);
+        assert!(is_spent(d));
+        // A child's link in its place: the mark is not written through it.
+        let other = tempfile::tempdir().unwrap();
+        let target = other.path().join("target");
+        std::fs::write(&target, "mine").unwrap();
+        let linked = d.join("linked");
+        std::fs::create_dir(&linked).unwrap();
+        std::os::unix::fs::symlink(&target, linked.join(SPENT_MARK)).unwrap();
+        mark_spent(&linked);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "mine");
+        // A FIFO with no reader: opening it fails at once instead of waiting.
+        let fifo = d.join("fifo");
+        std::fs::create_dir(&fifo).unwrap();
+        nix::unistd::mkfifo(&fifo.join(SPENT_MARK), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        mark_spent(&fifo);
+        assert!(is_spent(&fifo));
+    }
+
+    #[test]
     fn saturating_sums_survive_absurd_reports() {
         let dir = tempfile::tempdir().unwrap();
         for id in ["a", "b"] {
