@@ -1,11 +1,13 @@
 //! The fan-out's scheduler: how many children run at once, per provider and model (a
 //! lane), and when the next one may start.
 //!
-//! Each lane's limit starts at the configured `concurrency` and follows its children's
-//! reports (additive increase, multiplicative decrease): a rate limit or overload halves
-//! it (once per round: a report from a child that started before the last decrease says
-//! nothing new), and each successful turn or attempt raises it by 1/limit, up to
-//! `concurrency` again. A provider that asked for a delay (its `retry-after`, as the CLI
+//! Each lane's limit starts low ([`INITIAL_LANE_LIMIT`]) and follows its children's
+//! reports: until the provider first pushes back, each successful turn or attempt raises
+//! it by one (it doubles as fast as requests succeed: a slow start, so that a wide fan-out
+//! does not open with a burst the provider refuses); from then on additive increase,
+//! multiplicative decrease: a rate limit or overload halves it (once per round: a report
+//! from a child that started before the last decrease says nothing new), and each success
+//! raises it by 1/limit. It never goes above the configured `concurrency`. A provider that asked for a delay (its `retry-after`, as the CLI
 //! reported it) pauses the lane's new starts until then. All lanes together never run more
 //! than `concurrency` children.
 
@@ -23,6 +25,10 @@ use crate::result::LaneReport;
 /// The longest a provider's asked delay pauses a lane: beyond it the provider is more
 /// likely out of quota than busy, which retries and fallback models deal with.
 pub(crate) const MAX_PROVIDER_DELAY: Duration = Duration::from_secs(60);
+
+/// Children a lane runs at once before any of them has succeeded (the configured
+/// `concurrency` when that is lower).
+pub(crate) const INITIAL_LANE_LIMIT: usize = 4;
 
 /// The lane of a child: its provider and model (`anthropic/claude-sonnet-4-5`, the model's
 /// own `provider/model` as pi and opencode name them), the provider alone when the CLI
@@ -70,6 +76,8 @@ struct State {
 struct Lane {
     /// The limit, with its fraction (each success adds 1/limit).
     limit: f64,
+    /// No rate limit yet: each success adds 1.
+    slow_start: bool,
     running: usize,
     /// The most children it ran at once.
     peak: usize,
@@ -85,12 +93,13 @@ struct Lane {
 }
 
 impl Lane {
-    fn new(ceiling: usize) -> Lane {
+    fn new(start: usize) -> Lane {
         Lane {
-            limit: ceiling as f64,
+            limit: start as f64,
+            slow_start: true,
             running: 0,
             peak: 0,
-            floor: ceiling,
+            floor: start,
             throttled: 0,
             round: 0,
             paused_until: None,
@@ -118,6 +127,15 @@ impl Scheduler {
             state: Mutex::new(State::default()),
             changed: Notify::new(),
         })
+    }
+
+    /// A new lane's limit: low while adaptive, else the ceiling.
+    fn start(&self) -> usize {
+        if self.adaptive {
+            self.ceiling.min(INITIAL_LANE_LIMIT)
+        } else {
+            self.ceiling
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -165,7 +183,7 @@ impl Scheduler {
         let lane = state
             .lanes
             .entry(key.to_string())
-            .or_insert_with(|| Lane::new(ceiling));
+            .or_insert_with(|| Lane::new(self.start()));
         if let Some(until) = lane.paused_until.filter(|t| *t > now) {
             return Err(Wait::Until(until));
         }
@@ -195,7 +213,12 @@ impl Scheduler {
                     return;
                 }
                 let before = lane.allowed();
-                lane.limit = (lane.limit + 1.0 / lane.limit).min(self.ceiling as f64);
+                let step = if lane.slow_start {
+                    1.0
+                } else {
+                    1.0 / lane.limit
+                };
+                lane.limit = (lane.limit + step).min(self.ceiling as f64);
                 if lane.allowed() > before {
                     drop(state);
                     self.changed.notify_waiters();
@@ -215,6 +238,7 @@ impl Scheduler {
                 if round != lane.round {
                     return;
                 }
+                lane.slow_start = false;
                 lane.limit = (lane.limit / 2.0).max(1.0);
                 lane.floor = lane.floor.min(lane.allowed());
                 lane.round += 1;
@@ -297,8 +321,15 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_limit_halves_the_lane_once_per_round_and_successes_win_it_back() {
+    fn a_lane_starts_slow_then_a_rate_limit_halves_it_once_per_round_and_successes_win_it_back() {
         let s = Scheduler::new(8, true);
+        let first = fill(&s, "p/m");
+        assert_eq!(first.len(), INITIAL_LANE_LIMIT, "a slow start");
+        // Until the first rate limit, each success adds one.
+        for slot in &first {
+            slot.report(Report::Success);
+        }
+        drop(first);
         let first = fill(&s, "p/m");
         assert_eq!(first.len(), 8);
         // Every child of the first round reports the rate limit: one decrease.
@@ -378,13 +409,14 @@ mod tests {
 
     #[test]
     fn fixed_concurrency_neither_moves_nor_reports() {
-        let s = Scheduler::new(3, false);
+        let s = Scheduler::new(6, false);
         let slots = fill(&s, "a");
+        assert_eq!(slots.len(), 6, "no slow start");
         for slot in &slots {
             slot.report(Report::Throttled { delay: None });
         }
         drop(slots);
-        assert_eq!(fill(&s, "a").len(), 3);
+        assert_eq!(fill(&s, "a").len(), 6);
         assert!(s.throttled_lanes().is_empty());
     }
 
