@@ -121,10 +121,10 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 26 + 4, "{text}");
+    assert_eq!(lines.len(), 28 + 4, "{text}");
     // Then the files it read, in the order they apply.
     assert_eq!(
-        lines[26..],
+        lines[28..],
         [
             "",
             "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
@@ -141,7 +141,7 @@ fn config_text_is_one_line_per_key_with_its_source() {
     );
     assert_eq!(lines[1], "model = (not set)              (default)");
     assert_eq!(
-        lines[20],
+        lines[22],
         format!(
             "fallback_models = [\"m2\",\"m3\"]  (user:{})",
             l.user.display()
