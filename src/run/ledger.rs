@@ -6,7 +6,9 @@
 //! child's own place), and names it in `ORCHESTRATE_TREE_LEDGER`. Each nested orchestrate
 //! process writes one file there, `<its run id>.json`: its tree's whole spend so far, as a
 //! usage object, replaced whole (written beside and renamed) whenever it changes. The
-//! parent polls the folder and adds the files up as that child's nested spend.
+//! parent polls the folder and adds the files up as that child's nested spend. The one
+//! word that goes down: once the tree's budget is spent, the parent leaves the mark
+//! `spent` in the folder, and the nested runs stop their children for it.
 //!
 //! Files, not a socket: a folder the child may write is all the sandbox leaves it (a
 //! socket in orchestrate's state directory may be hidden from it), a file needs nothing
