@@ -10,6 +10,7 @@ pub(crate) mod codex;
 pub(crate) mod command;
 pub(crate) mod cursor;
 pub(crate) mod gemini;
+pub(crate) mod lenient;
 pub(crate) mod opencode;
 pub(crate) mod pi;
 pub(crate) mod tools;
@@ -206,13 +207,7 @@ impl DialectKind {
     /// only when it finishes cannot be stopped early by a token budget (turns are counted
     /// from every stream).
     pub(crate) fn budget_warnings(self, budgets: &crate::limits::Budgets) -> Vec<String> {
-        let (reports_cost, usage_while_running) = match self {
-            DialectKind::Pi | DialectKind::Opencode => (true, true),
-            // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message
-            // usage counts the input while it runs.
-            DialectKind::Claude => (true, true),
-            DialectKind::Codex | DialectKind::Gemini | DialectKind::Cursor => (false, false),
-        };
+        let (reports_cost, usage_while_running) = self.reports();
         let mut out = Vec::new();
         if budgets.max_cost.is_some() && !reports_cost {
             out.push(format!(
@@ -225,6 +220,17 @@ impl DialectKind {
             ));
         }
         out
+    }
+
+    /// Whether the stream has a cost, and usage while the child runs.
+    pub(crate) fn reports(self) -> (bool, bool) {
+        match self {
+            DialectKind::Pi | DialectKind::Opencode => (true, true),
+            // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message
+            // usage counts the input while it runs.
+            DialectKind::Claude => (true, true),
+            DialectKind::Codex | DialectKind::Gemini | DialectKind::Cursor => (false, false),
+        }
     }
 
     pub fn parser(self) -> Box<dyn Dialect> {
@@ -321,15 +327,15 @@ impl SessionTotals {
     pub fn combine(self, earlier: &Usage, later: &Usage) -> Usage {
         let mut sum = *later;
         if !self.tokens {
-            sum.input += earlier.input;
-            sum.output += earlier.output;
-            sum.cache_read += earlier.cache_read;
-            sum.cache_write += earlier.cache_write;
+            sum.input = sum.input.saturating_add(earlier.input);
+            sum.output = sum.output.saturating_add(earlier.output);
+            sum.cache_read = sum.cache_read.saturating_add(earlier.cache_read);
+            sum.cache_write = sum.cache_write.saturating_add(earlier.cache_write);
         }
         if !self.cost {
-            sum.cost += earlier.cost;
+            sum.cost = crate::result::add_usd(sum.cost, earlier.cost);
         }
-        sum.turns += earlier.turns;
+        sum.turns = sum.turns.saturating_add(earlier.turns);
         sum
     }
 }
@@ -644,7 +650,7 @@ pub(crate) mod test_support {
     /// Everything a result reads from a collector, as JSON, for whole-object comparison
     /// with a fixture's `.expected.json`.
     fn snapshot(c: &Collector, skipped: u64) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "usage": c.usage(),
             "finalText": c.final_text(),
             "partialText": c.partial_text(),
@@ -660,7 +666,26 @@ pub(crate) mod test_support {
             "toolsEnded": c.tools_ended(),
             "retries": c.retries(),
             "lastRetry": c.last_retry(),
-        })
+        });
+        // Fields that could not be used, as the result's warnings say them (only where
+        // there are some).
+        let odd: Vec<String> = c
+            .odd_fields()
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}: {} ({}); {}",
+                    o.field,
+                    o.problem,
+                    o.times,
+                    o.problem.consequence()
+                )
+            })
+            .collect();
+        if !odd.is_empty() {
+            v["oddFields"] = serde_json::json!(odd);
+        }
+        v
     }
 
     /// Every `tests/fixtures/<dialect>/*.jsonl` through its dialect gives what its

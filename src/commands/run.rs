@@ -41,7 +41,7 @@ impl ProgressLine {
             .current_tool
             .as_ref()
             .map_or(String::new(), |name| format!(" · {name}"));
-        let tokens = s.usage.input + s.usage.output + s.usage.cache_read + s.usage.cache_write;
+        let tokens = s.usage.tokens();
         let line = format!(
             "[orchestrate] {} {:.1}s · turn {}{tool} · {tokens} tokens",
             self.agent,
