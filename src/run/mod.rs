@@ -343,7 +343,8 @@ async fn attempts(
         Err(why) => {
             if let Some(single) = output.result.details.results.first_mut() {
                 single.warnings.push(format!(
-                    "no repair turn for the answer that does not match the output schema: {why}"
+                    "no repair turn for the answer that {}: {why}",
+                    mismatch.what()
                 ));
             }
             return with_attempts(output, n, details);

@@ -339,9 +339,9 @@ fn failure(
         Verdict::Cancelled => {
             failed("Subagent was cancelled; its process group was stopped.".to_string())
         }
-        Verdict::NotMatchingSchema(mismatch) => failed(format!(
-            "Answer does not match the output schema: {mismatch}"
-        )),
+        Verdict::NotMatchingSchema(mismatch) => {
+            failed(format!("Answer {}: {mismatch}", mismatch.what()))
+        }
         Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::NoAnswer => {
             failed(child_failure(verdict, outcome, collected, ctx.run.backend.backend))
         }
