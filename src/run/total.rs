@@ -105,4 +105,24 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn absurd_costs_add_up_to_the_largest_amount_never_infinity() {
+        let total = TotalCost::new(1.0, 2);
+        assert_eq!(
+            total.report(0, f64::MAX),
+            Some(Limit::Cost {
+                limit: 1.0,
+                used: f64::MAX
+            })
+        );
+        assert_eq!(
+            total.report(1, 1e308),
+            Some(Limit::Cost {
+                limit: 1.0,
+                used: f64::MAX
+            })
+        );
+        assert_eq!(total.amounts(), (1.0, f64::MAX));
+    }
 }

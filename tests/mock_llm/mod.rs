@@ -794,7 +794,9 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             let content = match (&text, &tool) {
                 (Some(text), None) => wire::Content::Text(text),
                 (None, Some((name, args))) => wire::Content::Tool { name, args },
-                (Some(text), Some((name, args))) => wire::Content::TextThenTool { text, name, args },
+                (Some(text), Some((name, args))) => {
+                    wire::Content::TextThenTool { text, name, args }
+                }
                 (None, None) => unreachable!("a reply is a text or a tool call"),
             };
             send_with_usage(&mut stream, &ctx, streaming, &content, &raw).await
