@@ -122,21 +122,11 @@ impl Count<'_> {
         }
         match number(text) {
             Number::Whole(n) => Some(n),
-            Number::Other(v) if v.is_nan() || v == f64::INFINITY => {
-                // Past f64 itself: still a count larger than any, when it is positive.
-                if text.starts_with('-') {
-                    report(field, Problem::NegativeCount(f64::NEG_INFINITY), emit)
-                } else {
-                    emit(AgentEvent::OddField {
-                        field,
-                        problem: Problem::TooLarge(f64::INFINITY),
-                    });
-                    Some(u64::MAX)
-                }
-            }
+            Number::Other(v) if v.is_nan() => report(field, Problem::NotFinite, emit),
             Number::Other(v) if v < 0.0 && v.round() != 0.0 => {
                 report(field, Problem::NegativeCount(v), emit)
             }
+            // Past u64, or past f64 itself (infinite): a count larger than any.
             Number::Other(v) if v.round() >= u64::MAX as f64 => {
                 emit(AgentEvent::OddField {
                     field,
