@@ -15,7 +15,7 @@ use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
-use crate::runner::{self, Runner};
+use crate::runner::{self, RunnerChoice};
 use crate::sandbox::{self, SandboxPlan};
 use crate::structured::{OutputSchema, SchemaSource};
 use crate::truncate::TruncateLimits;
@@ -47,7 +47,7 @@ pub(crate) struct ResolvedRun {
     /// The schema the answer must match, compiled.
     pub output_schema: Option<OutputSchema>,
     /// Where the child runs.
-    pub runner: Runner,
+    pub runner: RunnerChoice,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -173,7 +173,7 @@ pub(crate) fn resolve(
         &cfg.sandbox,
     );
     let network = pick(req.network, agent.isolation.network, &cfg.network);
-    let sandbox = if runner.is_local() {
+    let sandbox = if runner.kind.here() {
         sandbox::plan(
             requested_sandbox,
             Permissions::of(&agent).readonly,
