@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 use std::fs::File;
 
-use super::progress::{DialectSink, Observer, Progress};
+use super::progress::{Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
+use super::sink::DialectSink;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
@@ -153,8 +154,9 @@ impl Attempt<'_> {
         let run = self.run;
         let backend = run.backend.backend;
         let prompt = self.prompt();
+        let agent = run.agent.brief();
         let input = InvocationInput {
-            agent: &run.agent,
+            agent: &agent,
             task: &prompt,
             model,
             run_dir: &self.run_dir.path,
@@ -228,7 +230,7 @@ impl Attempt<'_> {
         };
         let (confinement, vars) = sandbox::confinement(
             &run.sandbox,
-            run.backend.backend,
+            &run.backend.backend.sandbox_needs(),
             &ChildEnv { overrides: &env },
             &writable,
         )
