@@ -7,7 +7,7 @@ use super::progress::sanitize_display_items;
 use super::resolve::ResolvedRun;
 use super::verdict::Verdict;
 use super::RunOutput;
-use crate::backends::{Backend, DialectKind};
+use crate::backends::Backend;
 use crate::collector::{Collector, KeptText};
 use crate::limits::MAX_CONSECUTIVE_RETRIES;
 use crate::result::{
@@ -22,8 +22,9 @@ use crate::truncate::{truncate_head_of_longer, Missing, TruncateLimits};
 /// What the renderer needs besides the verdict.
 pub(crate) struct Context<'a> {
     pub run: &'a ResolvedRun,
-    /// The dialect the child's stream was read in.
-    pub dialect: DialectKind,
+    /// The dialect the child's stream was read in (a backend's, the command backend's
+    /// agent names which).
+    pub dialect: Backend,
     /// The program that was (or could not be) started.
     pub program: &'a OsStr,
     /// Restrictions of the agent its CLI could not express.
@@ -235,7 +236,8 @@ fn stream_warnings(collected: &Collector, ctx: &Context<'_>) -> Vec<String> {
         );
     }
     // A dialect without a cost at all is said before the run, with the command line.
-    let (has_cost, has_usage) = ctx.dialect.reports();
+    let reports = ctx.dialect.reports();
+    let (has_cost, has_usage) = (reports.cost, reports.usage_while_running);
     let (cost_reported, tokens_reported) = collected.reported();
     let budgets = &ctx.run.budgets;
     if let Some(limit) = budgets.max_tokens.filter(|_| has_usage && !tokens_reported) {
