@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ledger::LedgerWriter;
 use crate::error::RunError;
-use crate::result::{Limit, Usage};
+use crate::result::{add_usd, round_usd, Limit, Usage};
 
 /// What is left of the tree's budget, as a parent hands it to a child that may start
 /// orchestrate runs of its own.
@@ -187,7 +187,7 @@ impl Spend {
                 budget_tokens(&self.nested).min(cap)
             });
         (
-            own.cost + nested_cost,
+            add_usd(own.cost, nested_cost),
             budget_tokens(&own).saturating_add(nested_tokens),
         )
     }
@@ -207,7 +207,7 @@ pub(crate) fn sum(a: &Usage, b: &Usage) -> Usage {
         output: a.output.saturating_add(b.output),
         cache_read: a.cache_read.saturating_add(b.cache_read),
         cache_write: a.cache_write.saturating_add(b.cache_write),
-        cost: a.cost + b.cost,
+        cost: add_usd(a.cost, b.cost),
         turns: a.turns.saturating_add(b.turns),
     }
 }
@@ -476,7 +476,7 @@ impl TotalBudget {
 fn totals(spent: &[Spend]) -> (f64, u64) {
     spent.iter().fold((0.0, 0u64), |(c, t), s| {
         let (sc, st) = s.counted();
-        (c + sc, t.saturating_add(st))
+        (add_usd(c, sc), t.saturating_add(st))
     })
 }
 
@@ -487,11 +487,6 @@ fn whole_tree(spent: &[Spend]) -> Usage {
     });
     u.cost = round_usd(u.cost);
     u
-}
-
-/// As usage rounds costs: float sums drift in the last bits.
-pub(crate) fn round_usd(usd: f64) -> f64 {
-    (usd * 1e10).round() / 1e10
 }
 
 #[cfg(test)]
@@ -630,5 +625,24 @@ mod tests {
         let l = TotalLimits::new(None, None, &inherited);
         assert_eq!((l.max_cost, l.max_tokens), (Some(0.5), Some(10_000)));
         assert!(TotalLimits::new(None, None, &Inherited::default()).is_empty());
+    }
+
+    #[test]
+    fn absurd_costs_add_up_to_the_largest_amount_never_infinity() {
+        let total = TotalBudget::new(limits(Some(1.0), None), 2, None);
+        assert_eq!(
+            total.report(0, 1, &cost(f64::MAX)),
+            Some(Limit::Cost {
+                limit: 1.0,
+                used: f64::MAX
+            })
+        );
+        assert_eq!(
+            total.report(1, 1, &cost(1e308)),
+            Some(Limit::Cost {
+                limit: 1.0,
+                used: f64::MAX
+            })
+        );
     }
 }
