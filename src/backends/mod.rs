@@ -26,6 +26,7 @@ use crate::events::{AgentEvent, TextKind, Transient};
 use crate::result::Usage;
 pub(crate) use crate::sandbox::ChildEnv;
 use crate::structured::OutputSchema;
+pub(crate) use crate::supervisor::ChildInput;
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
@@ -111,6 +112,9 @@ impl InvocationInput<'_> {
 /// A built command line and the files it refers to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
+    /// How orchestrate talks to the child over its stdin, for a CLI that takes a protocol
+    /// there; `None`: its stdin is /dev/null and its dialect only reads.
+    pub talk: Option<Talk>,
     pub program: OsString,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
@@ -130,7 +134,22 @@ impl Invocation {
             prompt_files: Vec::new(),
             warnings: Vec::new(),
             dialect,
+            talk: None,
         }
+    }
+
+    /// The dialect that reads this child's stream (and, for a child orchestrate talks to,
+    /// holds up orchestrate's side of the conversation).
+    pub fn dialect(&self) -> Box<dyn Dialect> {
+        match &self.talk {
+            Some(talk) => talk.dialect(),
+            None => self.dialect.parser(),
+        }
+    }
+
+    /// Whether the child's stdin is a pipe orchestrate writes.
+    pub fn talks(&self) -> bool {
+        self.talk.is_some()
     }
 
     pub fn arg(&mut self, a: impl Into<OsString>) -> &mut Self {
@@ -144,7 +163,21 @@ impl Invocation {
     }
 }
 
-/// Parses one CLI's JSONL stream into normalized events.
+/// A conversation orchestrate holds with a child over its stdin: what the talking dialect
+/// needs to hold up its side (what it sends first, how it answers the child's requests).
+/// One variant per protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Talk {}
+
+impl Talk {
+    fn dialect(&self) -> Box<dyn Dialect> {
+        match *self {}
+    }
+}
+
+/// Parses one CLI's JSONL stream into normalized events, and, for a CLI orchestrate talks
+/// to (a protocol over stdio), writes orchestrate's requests and replies: such a dialect
+/// keeps the conversation's state and writes through the [`ChildInput`] it is given.
 pub trait Dialect: Send {
     /// Parses one line. Returns false when the line is not a JSON object this dialect
     /// recognizes as an event (the caller counts it as skipped). Unknown event types are
@@ -154,6 +187,19 @@ pub trait Dialect: Send {
     /// Reads one line of the child's stderr, for CLIs that say only there that they are
     /// retrying their provider (`AgentEvent::Retry`). Stderr is never the answer.
     fn parse_stderr_line(&mut self, _line: &str, _emit: &mut dyn FnMut(AgentEvent<'_>)) {}
+
+    /// For a dialect that talks to its child: called once, before the child starts, with
+    /// the handle on its stdin. What it queues at once (a handshake) is written as soon as
+    /// the child runs; later requests and replies are written from `parse_line`.
+    fn attach(&mut self, _input: ChildInput) {}
+
+    /// A graceful stop begins (a timeout, a budget, a cancel, a signal): writes the
+    /// protocol's own cancel when there is work under way to cancel, and says whether it
+    /// did. The supervisor then gives the child the kill grace to end its turn (its
+    /// final event) before SIGTERM; false means SIGTERM at once.
+    fn cancel(&mut self) -> bool {
+        false
+    }
 }
 
 /// The JSONL dialects orchestrate reads: one per CLI that has a backend file.

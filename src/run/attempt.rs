@@ -16,7 +16,7 @@ use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
-use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
+use crate::supervisor::{self, ChildInput, ChildSpec, Controls, OutputSinks};
 use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
@@ -52,6 +52,16 @@ fn attempt_file_names(n: u32) -> (String, String) {
     }
 }
 
+/// What orchestrate wrote to the stdin of a child it talks to, byte for byte, beside the
+/// session: `stdin.jsonl`, and `stdin.attempt-N.jsonl` for a retry.
+fn stdin_file_name(n: u32) -> String {
+    if n <= 1 {
+        session::STDIN_FILE.to_string()
+    } else {
+        format!("stdin.attempt-{n}.jsonl")
+    }
+}
+
 impl Attempt<'_> {
     /// Runs attempt `n` (1-based, over every model) with `model`.
     pub(super) async fn execute(
@@ -63,23 +73,30 @@ impl Attempt<'_> {
     ) -> Executed {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
-            let files = self.session_files(n)?;
+            let files = self.session_files(n, inv.talks())?;
             let spec = self.child_spec(&inv, n)?;
             Ok((inv, files, spec))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file), mut spec) =
-            match prepared {
-                Ok(p) => p,
-                // The run folder exists and is recorded: the refusal keeps the run's id.
-                Err(e) => {
-                    return Executed {
-                        output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
-                        mismatch: None,
-                    }
+        let (
+            invocation,
+            (session_path, mut session_file, mut stderr_file, mut stdin_file),
+            mut spec,
+        ) = match prepared {
+            Ok(p) => p,
+            // The run folder exists and is recorded: the refusal keeps the run's id.
+            Err(e) => {
+                return Executed {
+                    output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
+                    mismatch: None,
                 }
-            };
+            }
+        };
+        let mut dialect = invocation.dialect();
+        if let Some(input) = &spec.stdin {
+            dialect.attach(input.clone());
+        }
         let mut sink = DialectSink {
-            dialect: invocation.dialect.parser(),
+            dialect,
             // What a result can show: the kept head of the answer, and no less than the
             // content it may carry.
             collector: Collector::with_text_limit(
@@ -97,6 +114,9 @@ impl Attempt<'_> {
             OutputSinks {
                 stdout_copy: &mut session_file,
                 stderr_copy: &mut stderr_file,
+                stdin_copy: stdin_file
+                    .as_mut()
+                    .map(|f| f as &mut (dyn std::io::Write + Send)),
             },
             controls,
         )
@@ -181,7 +201,11 @@ impl Attempt<'_> {
         })
     }
 
-    fn session_files(&self, n: u32) -> Result<(String, File, File), RunError> {
+    fn session_files(
+        &self,
+        n: u32,
+        talks: bool,
+    ) -> Result<(String, File, File, Option<File>), RunError> {
         let (session_name, stderr_name) = attempt_file_names(n);
         let create = |name: &str| {
             self.run_dir
@@ -194,8 +218,12 @@ impl Attempt<'_> {
         };
         let session = create(&session_name)?;
         let stderr = create(&stderr_name)?;
+        let stdin = match talks {
+            true => Some(create(&stdin_file_name(n))?),
+            false => None,
+        };
         let path = self.run_dir.path.join(&session_name);
-        Ok((path.to_string_lossy().into_owned(), session, stderr))
+        Ok((path.to_string_lossy().into_owned(), session, stderr, stdin))
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
@@ -253,6 +281,7 @@ impl Attempt<'_> {
             env_remove,
             confinement,
             runner,
+            stdin: invocation.talks().then(ChildInput::new),
         })
     }
 }

@@ -60,6 +60,7 @@ pub(crate) struct GroupChild {
     status: OwnedFd,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
     exit: Option<(LeaderExit, bool)>,
     reaped: bool,
     degraded: Option<String>,
@@ -77,6 +78,11 @@ impl GroupChild {
 
     pub(crate) fn take_stderr(&mut self) -> Option<OwnedFd> {
         self.stderr.take()
+    }
+
+    /// The writing end of the child's stdin, when the spec asked for a pipe.
+    pub(crate) fn take_stdin(&mut self) -> Option<OwnedFd> {
+        self.stdin.take()
     }
 
     /// A descriptor that becomes readable when the child's exit can be read with
@@ -232,7 +238,8 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         cwd: cstring(spec.cwd.as_os_str())?,
     };
     let confinement = spec.confinement;
-    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement, ruleset))
+    let stdin_pipe = spec.stdin_pipe;
+    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement, ruleset, stdin_pipe))
 }
 
 struct PlanParts {
@@ -246,6 +253,7 @@ fn start_in_best_mode(
     parts: PlanParts,
     confinement: &Confinement,
     ruleset: Option<Ruleset>,
+    stdin_pipe: bool,
 ) -> io::Result<GroupChild> {
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -275,6 +283,7 @@ fn start_in_best_mode(
         },
         landlock: ruleset.as_ref().map(Ruleset::raw_fd),
         drop_capabilities: root && sandboxed,
+        stdin_pipe,
     };
     if forced == "subreaper" {
         degraded = Some(format!("{CONTAINMENT_VAR}=subreaper"));
@@ -329,6 +338,7 @@ fn child(started: controller::Started, mode: Mode, degraded: Option<String>) -> 
         status: started.status,
         stdout: Some(started.stdout),
         stderr: Some(started.stderr),
+        stdin: started.stdin,
         exit: None,
         reaped: false,
         degraded,
