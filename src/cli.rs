@@ -13,6 +13,7 @@ use crate::cli_help::{choices, enum_names};
 use crate::commands::run::{OutputFormat, Plan};
 use crate::duration::parse_duration;
 use crate::error::RunError;
+use crate::permissions::PermissionMode;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
 use crate::sandbox::{Network, SandboxMode};
@@ -248,6 +249,11 @@ pub struct RunArgs {
     /// off: the child gets no network at all (only a loopback of its own). Default on.
     #[arg(long, value_parser = choices(network, enum_names::<Network>))]
     pub network: Option<Network>,
+    /// How an agent's permission requests are answered (ACP agents ask): policy (by the
+    /// agent's tools and sandbox, the default), allow, deny, or ask (the parent; for now
+    /// policy, with a warning).
+    #[arg(long, value_parser = choices(permission_mode, enum_names::<PermissionMode>))]
+    pub permissions: Option<PermissionMode>,
     /// Where the child runs: local (the default), slurm (through srun on a Slurm
     /// cluster), or a runner named in the config ([runners.NAME]).
     #[arg(long, value_name = "NAME")]
@@ -380,6 +386,10 @@ fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
 
 fn network(s: &str) -> Result<Network, String> {
     Network::parse(s)
+}
+
+fn permission_mode(s: &str) -> Result<PermissionMode, String> {
+    PermissionMode::parse(s)
 }
 
 /// `worktree` (true) or `none` (false).
@@ -548,6 +558,7 @@ impl RunArgs {
             fallback_models: (!self.fallback_models.is_empty()).then_some(self.fallback_models),
             sandbox: self.sandbox,
             network: self.network,
+            permissions: self.permissions,
             worktree: self.isolation,
             // Relative to where the command was typed, not to `--cwd`.
             output_schema: self

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
+use crate::permissions::PermissionMode;
 use crate::runner::{self, RunnerDef};
 use crate::sandbox::{Network, SandboxMode};
 use crate::truncate;
@@ -106,6 +107,10 @@ pub struct Config {
     /// `None` (`auto`): read-only for agents that cannot write, workspace-write otherwise.
     pub sandbox: Setting<Option<SandboxMode>>,
     pub network: Setting<Network>,
+    /// How children's permission requests are answered.
+    pub permissions: Setting<PermissionMode>,
+    /// The command of the `acp` backend's agent, for agents that set none.
+    pub acp_command: Setting<Option<String>>,
     /// Where children run: `local`, `slurm`, or a name of `runners`.
     pub runner: Setting<String>,
     /// How long a job may wait in a cluster engine's queue before it starts.
@@ -170,6 +175,8 @@ impl Default for Config {
             fallback_models: Setting::default(Vec::new()),
             sandbox: Setting::default(None),
             network: Setting::default(Network::On),
+            permissions: Setting::default(PermissionMode::Policy),
+            acp_command: Setting::default(None),
             runner: Setting::default(runner::LOCAL.to_string()),
             queue_timeout: Setting::default(runner::DEFAULT_QUEUE_TIMEOUT),
             runners: Setting::default(BTreeMap::new()),
@@ -381,6 +388,23 @@ const KEYS: &[Key] = &[
         env: "ORCHESTRATE_NETWORK",
         apply: |c, raw, src| {
             c.network = Setting::new(Network::parse(&string(raw)?)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "permissions",
+        env: "ORCHESTRATE_PERMISSIONS",
+        apply: |c, raw, src| {
+            c.permissions = Setting::new(PermissionMode::parse(&string(raw)?)?, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "acp_command",
+        env: "ORCHESTRATE_ACP_COMMAND",
+        apply: |c, raw, src| {
+            let command = string(raw)?;
+            c.acp_command = Setting::new((!command.trim().is_empty()).then_some(command), src);
             Ok(())
         },
     },
@@ -744,6 +768,16 @@ impl Config {
                 "network",
                 json!(self.network.value.name()),
                 &self.network.source,
+            ),
+            (
+                "permissions",
+                json!(self.permissions.value.name()),
+                &self.permissions.source,
+            ),
+            (
+                "acp_command",
+                json!(self.acp_command.value),
+                &self.acp_command.source,
             ),
             ("runner", json!(self.runner.value), &self.runner.source),
             (

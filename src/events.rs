@@ -68,6 +68,12 @@ pub enum AgentEvent<'a> {
     SessionId(Cow<'a, str>),
     /// The dialect's final event: the child has nothing more to say.
     Terminal,
+    /// The child asked for a permission and orchestrate answered it (not progress: the
+    /// tool call it leads to is).
+    Permission(crate::permissions::PermissionRecord),
+    /// Something the child could not honour as asked, found while it runs (a model its
+    /// protocol would not take): said in the result's `warnings`.
+    Warning(Cow<'a, str>),
 }
 
 /// What a [`AgentEvent::LongText`] is.

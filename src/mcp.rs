@@ -92,6 +92,8 @@ pub(crate) struct SubagentArgs {
     pub sandbox: Option<SandboxMode>,
     #[serde(default)]
     pub network: Option<Network>,
+    #[serde(default)]
+    pub permissions: Option<crate::permissions::PermissionMode>,
     // worktree: a git worktree of its own, on branch orchestrate/<runId>.
     #[serde(default)]
     pub isolation: Option<IsolationArg>,
@@ -161,6 +163,7 @@ impl SubagentArgs {
             fallback_models: self.fallback_models,
             sandbox: self.sandbox,
             network: self.network,
+            permissions: self.permissions,
             worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
             output_schema: self
                 .output_schema

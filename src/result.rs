@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::permissions::PermissionRecord;
 use crate::runner::RunnerInfo;
 use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
@@ -265,6 +266,10 @@ pub struct SingleResult {
     /// and how long it waited to start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<RunnerInfo>,
+    /// Every permission the child asked for and how it was answered, in order (a lean
+    /// result has only the counts: `{"allowed": 2, "rejected": 1}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<PermissionRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -429,6 +434,14 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
+            if let Some(records) = r.get("permissions") {
+                let records: Vec<PermissionRecord> =
+                    serde_json::from_value(records.clone()).unwrap_or_default();
+                r.insert(
+                    "permissions".to_string(),
+                    crate::permissions::counts(&records),
+                );
+            }
             // A failed result keeps its partial output (SPEC section 2), even where the
             // content quotes it. A parallel task's answer is a section of the content; a
             // chain's earlier steps are not the answer, whatever they have in common with it.

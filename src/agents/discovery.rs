@@ -724,6 +724,8 @@ mod tests {
             limits: crate::agents::AgentLimits::default(),
             readonly: false,
             command: None,
+            acp_command: None,
+            permissions: None,
             dialect: None,
             output_schema: None,
             enabled: true,

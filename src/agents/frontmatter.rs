@@ -97,6 +97,8 @@ pub(super) fn parse_detailed(
     let model = fields.read(&["model"], as_text, &mut errors);
     let backend = fields.read(&["backend"], as_backend, &mut errors);
     let command = fields.read(&["command"], as_text, &mut errors);
+    let acp_command = fields.read(&["acp_command"], as_text, &mut errors);
+    let permissions = fields.read(&["permissions"], as_permissions, &mut errors);
     let dialect = fields.read(&["dialect"], as_dialect, &mut errors);
     let timeout = fields.read(
         &["timeout", "timeout_ms", "timeoutMs"],
@@ -196,6 +198,8 @@ pub(super) fn parse_detailed(
             limits,
             readonly,
             command: command.filter(|c| !c.is_empty()),
+            acp_command: acp_command.filter(|c| !c.trim().is_empty()),
+            permissions,
             dialect: dialect.flatten(),
             output_schema,
             enabled,
@@ -612,6 +616,10 @@ fn as_sandbox(v: &Value) -> Result<crate::sandbox::SandboxMode, ValueError> {
     crate::sandbox::SandboxMode::parse(&as_text(v)?).map_err(ValueError::Named)
 }
 
+fn as_permissions(v: &Value) -> Result<crate::permissions::PermissionMode, ValueError> {
+    crate::permissions::PermissionMode::parse(&as_text(v)?).map_err(ValueError::Named)
+}
+
 fn as_network(v: &Value) -> Result<crate::sandbox::Network, ValueError> {
     match v {
         Value::Bool(true) => Ok(crate::sandbox::Network::On),
@@ -756,6 +764,8 @@ Be precise.
                 },
                 readonly: true,
                 command: None,
+                acp_command: None,
+                permissions: None,
                 dialect: None,
                 output_schema: None,
                 enabled: true,
@@ -801,6 +811,8 @@ You are a senior code reviewer.
                 limits: AgentLimits::default(),
                 readonly: false,
                 command: None,
+                acp_command: None,
+                permissions: None,
                 dialect: None,
                 output_schema: None,
                 enabled: true,
@@ -854,6 +866,8 @@ You are a senior code reviewer.
                 limits: AgentLimits::default(),
                 readonly: false,
                 command: None,
+                acp_command: None,
+                permissions: None,
                 dialect: None,
                 output_schema: None,
                 enabled: true,

@@ -46,6 +46,11 @@ pub struct AgentDef {
     /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
     pub command: Option<String>,
     pub dialect: Option<DialectKind>,
+    /// For the `acp` backend: the ACP agent's command line (split like `command:`, no
+    /// shell).
+    pub acp_command: Option<String>,
+    /// How the child's permission requests are answered (`permissions:`).
+    pub permissions: Option<crate::permissions::PermissionMode>,
     /// The schema its answers must match (`output_schema:`): inline, or a JSON file whose
     /// path, when relative, was resolved against the agent file's folder.
     pub output_schema: Option<SchemaSource>,
@@ -193,6 +198,8 @@ mod tests {
             limits: AgentLimits::default(),
             readonly: true,
             command: None,
+            acp_command: None,
+            permissions: None,
             dialect: None,
             output_schema: None,
             enabled: true,

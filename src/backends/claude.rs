@@ -481,6 +481,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -527,6 +528,7 @@ mod tests {
                 resume: None,
                 max_cost: Some(0.5),
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -571,6 +573,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -595,6 +598,7 @@ mod tests {
                         run_dir: dir.path(),
                         resume: None,
                         outer_sandbox,
+                        permissions: &crate::permissions::PermissionPolicy::default(),
                         max_cost: None,
                         output_schema: None,
                     },
@@ -636,6 +640,7 @@ mod tests {
                 output_schema: Some(&schema),
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
             },
         )
         .unwrap();

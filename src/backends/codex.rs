@@ -390,6 +390,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -422,6 +423,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -465,6 +467,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -487,6 +490,7 @@ mod tests {
                 resume: Some(&from),
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -545,6 +549,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume,
                     outer_sandbox: true,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     max_cost: None,
                     output_schema: None,
                 },
@@ -580,6 +585,7 @@ mod tests {
                     output_schema: Some(&schema),
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                 },
             )
             .unwrap();

@@ -153,6 +153,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -190,6 +191,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -224,6 +226,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )

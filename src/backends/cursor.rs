@@ -308,6 +308,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -345,6 +346,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )

@@ -358,6 +358,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -407,6 +408,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -436,6 +438,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -460,6 +463,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -491,6 +495,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     outer_sandbox,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     max_cost: None,
                     output_schema: None,
                 },

@@ -5,6 +5,7 @@
 //! names the [`DialectKind`] its stdout speaks. Dialects turn lines into normalized
 //! [`AgentEvent`]s.
 
+pub(crate) mod acp;
 pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod command;
@@ -23,6 +24,7 @@ use serde_json::value::RawValue;
 
 use crate::agents::AgentDef;
 use crate::events::{AgentEvent, TextKind, Transient};
+use crate::permissions::PermissionPolicy;
 use crate::result::Usage;
 pub(crate) use crate::sandbox::ChildEnv;
 use crate::structured::OutputSchema;
@@ -49,6 +51,9 @@ pub struct InvocationInput<'a> {
     /// The schema the answer must match, for a CLI that takes it through its own option
     /// (see [`SchemaRoute`]); `None` otherwise, the request being in `task` then.
     pub output_schema: Option<&'a OutputSchema>,
+    /// How the child's permission requests are answered, and where it works (for a CLI
+    /// that asks: an ACP agent).
+    pub permissions: &'a PermissionPolicy,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -167,11 +172,16 @@ impl Invocation {
 /// needs to hold up its side (what it sends first, how it answers the child's requests).
 /// One variant per protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Talk {}
+pub enum Talk {
+    /// The Agent Client Protocol (JSON-RPC over stdio).
+    Acp(acp::Conversation),
+}
 
 impl Talk {
     fn dialect(&self) -> Box<dyn Dialect> {
-        match *self {}
+        match self {
+            Talk::Acp(conv) => Talk::acp_dialect(conv),
+        }
     }
 }
 
@@ -211,16 +221,19 @@ pub enum DialectKind {
     Gemini,
     Opencode,
     Cursor,
+    /// The Agent Client Protocol: read (and talked) by [`acp::AcpDialect`].
+    Acp,
 }
 
 impl DialectKind {
-    pub const ALL: [DialectKind; 6] = [
+    pub const ALL: [DialectKind; 7] = [
         DialectKind::Pi,
         DialectKind::Claude,
         DialectKind::Codex,
         DialectKind::Gemini,
         DialectKind::Opencode,
         DialectKind::Cursor,
+        DialectKind::Acp,
     ];
 
     /// The backend whose CLI speaks this dialect.
@@ -232,6 +245,7 @@ impl DialectKind {
             DialectKind::Gemini => Backend::Gemini,
             DialectKind::Opencode => Backend::Opencode,
             DialectKind::Cursor => Backend::Cursor,
+            DialectKind::Acp => Backend::Acp,
         }
     }
 
@@ -258,6 +272,9 @@ impl DialectKind {
             // usage counts the input while it runs.
             DialectKind::Claude => (true, true),
             DialectKind::Codex | DialectKind::Gemini | DialectKind::Cursor => (false, false),
+            // Whether an ACP agent reports its cost while it works depends on the agent
+            // (claude-agent-acp does): checked as the run goes.
+            DialectKind::Acp => (true, true),
         };
         let mut out = Vec::new();
         if budgets.max_cost.is_some() && !reports_cost {
@@ -274,6 +291,18 @@ impl DialectKind {
     }
 
     pub fn parser(self) -> Box<dyn Dialect> {
+        if self == DialectKind::Acp {
+            // Reads only: it talks once a run attaches it to a child.
+            return Box::new(acp::AcpDialect::new(acp::Conversation {
+                cwd: PathBuf::from("/"),
+                prompt: String::new(),
+                model: None,
+                model_by_option: false,
+                resume: None,
+                mode: None,
+                policy: PermissionPolicy::default(),
+            }));
+        }
         (self
             .backend()
             .spec()
@@ -412,6 +441,15 @@ pub enum Backend {
     Cursor,
     /// Any other CLI, from a command template and one of the dialects above.
     Command,
+    /// Any ACP agent, from its command (`acp_command:`).
+    Acp,
+    /// ACP agents by name (`gemini-acp`, …): see [`acp`].
+    GeminiAcp,
+    OpencodeAcp,
+    ClaudeAcp,
+    CodexAcp,
+    PiAcp,
+    QwenAcp,
 }
 
 /// A backend as an agent file, a flag or a config names it: one CLI, or `auto`.
@@ -473,7 +511,7 @@ pub struct Selection {
 }
 
 impl Backend {
-    pub const ALL: [Backend; 7] = [
+    pub const ALL: [Backend; 14] = [
         Backend::Claude,
         Backend::Pi,
         Backend::Codex,
@@ -481,6 +519,13 @@ impl Backend {
         Backend::Opencode,
         Backend::Cursor,
         Backend::Command,
+        Backend::Acp,
+        Backend::GeminiAcp,
+        Backend::OpencodeAcp,
+        Backend::ClaudeAcp,
+        Backend::CodexAcp,
+        Backend::PiAcp,
+        Backend::QwenAcp,
     ];
 
     /// The order `auto` tries.
@@ -502,6 +547,13 @@ impl Backend {
             Backend::Opencode => &opencode::SPEC,
             Backend::Cursor => &cursor::SPEC,
             Backend::Command => &command::SPEC,
+            Backend::Acp => &acp::SPEC,
+            Backend::GeminiAcp => &acp::GEMINI_SPEC,
+            Backend::OpencodeAcp => &acp::OPENCODE_SPEC,
+            Backend::ClaudeAcp => &acp::CLAUDE_SPEC,
+            Backend::CodexAcp => &acp::CODEX_SPEC,
+            Backend::PiAcp => &acp::PI_SPEC,
+            Backend::QwenAcp => &acp::QWEN_SPEC,
         }
     }
 
@@ -520,14 +572,17 @@ impl Backend {
     /// The program to run: `ORCHESTRATE_<NAME>_BIN` when set (a custom install, or a
     /// test double), else the CLI's usual name looked up on PATH.
     pub fn program(self) -> OsString {
-        let var = format!("ORCHESTRATE_{}_BIN", self.name().to_ascii_uppercase());
+        let var = format!(
+            "ORCHESTRATE_{}_BIN",
+            self.name().to_ascii_uppercase().replace('-', "_")
+        );
         std::env::var_os(var)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| OsString::from(self.spec().program))
     }
 
     pub fn is_installed(self) -> bool {
-        self != Backend::Command && find_program(&self.program()).is_some()
+        !matches!(self, Backend::Command | Backend::Acp) && find_program(&self.program()).is_some()
     }
 
     pub fn install_hint(self) -> &'static str {

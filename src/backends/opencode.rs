@@ -368,6 +368,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -431,6 +432,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -470,6 +472,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )

@@ -485,6 +485,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -532,6 +533,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -573,6 +575,7 @@ mod tests {
                 output_schema: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::permissions::PermissionPolicy::default(),
             },
         )
         .unwrap();

@@ -9,9 +9,11 @@ use super::render::{render, Context};
 use super::resolve::ResolvedRun;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
+use crate::backends::tools::Permissions;
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::permissions::{PermissionMode, PermissionPolicy};
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
@@ -172,6 +174,14 @@ impl Attempt<'_> {
         let run = self.run;
         let backend = run.backend.backend;
         let prompt = self.prompt();
+        let (cwd, workspace) = self.workspace();
+        let policy = PermissionPolicy::new(
+            run.permissions,
+            &Permissions::of(&run.agent),
+            run.sandbox.mode,
+            &cwd,
+            &workspace,
+        );
         let input = InvocationInput {
             agent: &run.agent,
             task: &prompt,
@@ -184,10 +194,21 @@ impl Attempt<'_> {
                 .output_schema
                 .as_ref()
                 .filter(|schema| backend.takes_output_schema(schema)),
+            permissions: &policy,
         };
         let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
+            match (run.permissions.warning(), inv.talks()) {
+                (Some(w), true) => inv.warnings.push(w.to_string()),
+                (_, false) if run.permissions != PermissionMode::Policy => inv
+                    .warnings
+                    .push(format!(
+                    "{backend} asks orchestrate for no permissions: permissions {} changes nothing",
+                    run.permissions
+                )),
+                _ => {}
+            }
             inv
         });
         built.map_err(|e| match e {
@@ -199,6 +220,15 @@ impl Attempt<'_> {
             // A misconfigured agent is bad input.
             e => RunError::invalid(format!("agent {}: {e}", run.agent.name)),
         })
+    }
+
+    /// Where the child works, and what of it it may write: its worktree, or the working
+    /// directory.
+    fn workspace(&self) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+        match self.worktree {
+            Some(wt) => (wt.cwd.clone(), wt.writable()),
+            None => (self.run.cwd.clone(), vec![self.run.cwd.clone()]),
+        }
     }
 
     fn session_files(
@@ -237,14 +267,11 @@ impl Attempt<'_> {
             (self.env.depth + 1).to_string().into(),
         ));
         env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
-        let (cwd, workspace, env_remove) = match self.worktree {
-            // git variables naming a repository would send the child's git to the parent's.
-            Some(wt) => (
-                wt.cwd.clone(),
-                wt.writable(),
-                GIT_LOCATION_VARS.iter().map(Into::into).collect(),
-            ),
-            None => (run.cwd.clone(), vec![run.cwd.clone()], Vec::new()),
+        let (cwd, workspace) = self.workspace();
+        // git variables naming a repository would send the child's git to the parent's.
+        let env_remove = match self.worktree {
+            Some(_) => GIT_LOCATION_VARS.iter().map(Into::into).collect(),
+            None => Vec::new(),
         };
         // A child allowed to start runs of its own writes their folders.
         let nests = self.env.depth + 1 < self.env.config.max_depth.value;

@@ -80,6 +80,8 @@ pub struct RunRequest {
     /// may write).
     pub sandbox: Option<SandboxMode>,
     pub network: Option<Network>,
+    /// How the child's permission requests are answered (`--permissions`).
+    pub permissions: Option<crate::permissions::PermissionMode>,
     /// Work in a git worktree of its own (`--isolation worktree`).
     pub worktree: Option<bool>,
     /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the

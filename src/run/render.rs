@@ -151,12 +151,13 @@ fn facts(
         leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
         structured: None,
-        warnings: warnings(o, ctx),
+        warnings: warnings(o, ctx, collected),
         limit: None,
         attempts_detail: Vec::new(),
         sandbox: Some(run.sandbox.info()),
         worktree: None,
         runner: runner_info(o, ctx),
+        permissions: collected.permissions().0.to_vec(),
     }
 }
 
@@ -179,14 +180,22 @@ fn runner_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Option<RunnerInf
 
 /// What the run could not honour: the CLI's own limits, and a session file that could not
 /// be written (the run went on without it).
-fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
+fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>, collected: &Collector) -> Vec<String> {
     let mut warnings = ctx.warnings.to_vec();
+    warnings.extend(collected.warnings().iter().cloned());
+    let dropped_permissions = collected.permissions().1;
     warnings.extend(ctx.run.sandbox.warning.iter().cloned());
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
     }
     if let Some(o) = outcome {
         warnings.extend(o.settled.warnings.iter().cloned());
+    }
+    if dropped_permissions > 0 {
+        warnings.push(format!(
+            "the child asked for {dropped_permissions} more permissions than the result lists (the first {} are)",
+            crate::collector::MAX_PERMISSION_RECORDS
+        ));
     }
     if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
         warnings.push(format!(

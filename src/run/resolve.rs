@@ -48,6 +48,8 @@ pub(crate) struct ResolvedRun {
     pub output_schema: Option<OutputSchema>,
     /// Where the child runs.
     pub runner: RunnerChoice,
+    /// How the child's permission requests are answered.
+    pub permissions: crate::permissions::PermissionMode,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -190,6 +192,12 @@ pub(crate) fn resolve(
         crate::worktree::check(&cwd).map_err(|e| RunError::invalid(e.to_string()))?;
     }
     let output_schema = output_schema(req, &agent)?;
+    let permissions = pick(req.permissions, agent.permissions, &cfg.permissions);
+    // The `acp` backend's command: the agent's own, else the config's.
+    let mut agent = agent;
+    if agent.acp_command.is_none() {
+        agent.acp_command.clone_from(&cfg.acp_command.value);
+    }
     Ok(ResolvedRun {
         run_id: run_id.to_string(),
         preset_dir: req.run_id.is_some(),
@@ -216,6 +224,7 @@ pub(crate) fn resolve(
         worktree,
         runner,
         output_schema,
+        permissions,
     })
 }
 
