@@ -1100,6 +1100,8 @@ args = ["--partition=gpu", "--time=30"]
                 ),
                 sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
                 network: Setting::new(Network::Off, src()),
+                permissions: Setting::default(PermissionMode::Policy),
+                acp_command: Setting::default(None),
                 runner: Setting::new("gpu".into(), src()),
                 queue_timeout: Setting::new(Duration::from_secs(120), src()),
                 runners: Setting::new(gpu_runner(), src()),
@@ -1183,6 +1185,8 @@ args = ["--partition=gpu", "--time=30"]
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
                 network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
+                permissions: Setting::default(PermissionMode::Policy),
+                acp_command: Setting::default(None),
                 runner: Setting::new("slurm".into(), Source::Env("ORCHESTRATE_RUNNER")),
                 queue_timeout: Setting::new(
                     Duration::from_secs(30),

@@ -201,12 +201,12 @@ impl Attempt<'_> {
             inv.warnings.extend(unenforced);
             match (run.permissions.warning(), inv.talks()) {
                 (Some(w), true) => inv.warnings.push(w.to_string()),
-                (_, false) if run.permissions != PermissionMode::Policy => inv
-                    .warnings
-                    .push(format!(
+                (_, false) if run.permissions != PermissionMode::Policy => {
+                    inv.warnings.push(format!(
                     "{backend} asks orchestrate for no permissions: permissions {} changes nothing",
                     run.permissions
-                )),
+                ))
+                }
                 _ => {}
             }
             inv

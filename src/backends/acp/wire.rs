@@ -52,7 +52,7 @@ pub(super) struct InitializeResult<'a> {
 pub(super) struct AgentCapabilities<'a> {
     #[serde(default)]
     pub load_session: Option<bool>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, rename = "_meta")]
     pub _meta: Option<&'a RawValue>,
 }
 
@@ -103,7 +103,7 @@ pub(super) struct PromptResult<'a> {
     /// Per-turn tokens (ACP's draft `usage`, sent by claude-agent-acp and opencode).
     #[serde(default)]
     pub usage: Option<TurnUsage>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, rename = "_meta")]
     pub _meta: Option<PromptMeta<'a>>,
 }
 
@@ -162,7 +162,7 @@ pub(super) struct Update<'a> {
     #[serde(default)]
     pub cost: Option<Cost>,
     /// qwen: per-call tokens on a chunk.
-    #[serde(borrow, default)]
+    #[serde(borrow, default, rename = "_meta")]
     pub _meta: Option<&'a RawValue>,
 }
 
@@ -183,7 +183,7 @@ pub(super) struct ToolCallFields<'a> {
     pub raw_input: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub locations: Option<Vec<Location<'a>>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, rename = "_meta")]
     pub _meta: Option<&'a RawValue>,
 }
 
