@@ -482,7 +482,7 @@ fn write_argv_file(path: &OsString) {
 }
 
 // ---------------------------------------------------------------------------
-// pi event builders (shapes of pi `--mode json`, see shared/reference/pi.md section 2)
+// pi event builders (shapes of pi `--mode json`, as `tests/fixtures/pi/` records them)
 
 struct Usage {
     input: u64,

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::events::{AgentEvent, TextKind};
 use crate::limits::Budgets;
-use crate::permissions::PermissionRecord;
+use crate::result::PermissionRecord;
 use crate::result::{DisplayItem, Limit, Usage};
 
 /// Display items kept (the most recent ones); older ones are counted and dropped.

@@ -70,7 +70,7 @@ pub enum AgentEvent<'a> {
     Terminal,
     /// The child asked for a permission and orchestrate answered it (not progress: the
     /// tool call it leads to is).
-    Permission(crate::permissions::PermissionRecord),
+    Permission(crate::result::PermissionRecord),
     /// Something the child could not honour as asked, found while it runs (a model its
     /// protocol would not take): said in the result's `warnings`.
     Warning(Cow<'a, str>),

@@ -18,93 +18,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::backends::Backend;
 use crate::platform::Confinement;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    ReadOnly,
-    WorkspaceWrite,
-    Off,
-}
-
-impl SandboxMode {
-    pub const NAMES: &'static str = "read-only, workspace-write, off";
-
-    pub fn parse(s: &str) -> Result<SandboxMode, String> {
-        match s.trim() {
-            "read-only" | "readonly" => Ok(SandboxMode::ReadOnly),
-            "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
-            "off" | "none" => Ok(SandboxMode::Off),
-            other => Err(format!(
-                "unknown sandbox mode {other:?} (use {})",
-                SandboxMode::NAMES
-            )),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::Off => "off",
-        }
-    }
-}
-
-impl std::fmt::Display for SandboxMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Whether the child may use the network.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    #[default]
-    On,
-    /// Only a loopback interface of its own (not even the host's 127.0.0.1): for agents
-    /// whose CLI needs no provider, such as a local `command` backend.
-    Off,
-}
-
-impl Network {
-    pub fn parse(s: &str) -> Result<Network, String> {
-        match s.trim() {
-            "on" | "true" | "yes" => Ok(Network::On),
-            "off" | "false" | "no" => Ok(Network::Off),
-            other => Err(format!("unknown network setting {other:?} (use on or off)")),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Network::On => "on",
-            Network::Off => "off",
-        }
-    }
-}
-
-/// What held, as the result reports it: `sandbox: {mode, mechanism}`, and `network:
-/// "off"` when the network was cut.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SandboxInfo {
-    pub mode: SandboxMode,
-    /// `landlock`, or `none` when the mode is `off`.
-    pub mechanism: String,
-    #[serde(default, skip_serializing_if = "is_on")]
-    pub network: Network,
-}
-
-fn is_on(n: &Network) -> bool {
-    *n == Network::On
-}
+pub(crate) use crate::result::{Network, SandboxInfo, SandboxMode};
 
 /// A run's sandbox, decided before anything is spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +52,7 @@ pub(crate) fn plan(
     requested: Option<SandboxMode>,
     readonly: bool,
     network: Network,
-    backend: Backend,
+    cli: &CliNeeds,
     mechanism: Result<&'static str, String>,
 ) -> Result<SandboxPlan, String> {
     let off = |warning| SandboxPlan {
@@ -167,9 +82,10 @@ pub(crate) fn plan(
             ))))
         }
     };
-    if backend.spec().writable_dirs.is_none() && requested.is_none() {
+    if cli.writable_dirs.is_none() && requested.is_none() {
         return Ok(off(Some(format!(
-            "no sandbox by default for {backend}: the directories it must write to have not been verified (ask for one with --sandbox)"
+            "no sandbox by default for {}: the directories it must write to have not been verified (ask for one with --sandbox)",
+            cli.name
         ))));
     }
     Ok(SandboxPlan {
@@ -208,6 +124,16 @@ pub(crate) fn remote_plan(
             )
         }),
     })
+}
+
+/// What the sandbox must know of the child's CLI, as its backend declares it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CliNeeds {
+    /// The CLI's name, for messages.
+    pub name: &'static str,
+    /// The directories the CLI must be able to write to for a run to work at all (its
+    /// config, session and cache dirs). `None`: not verified, so no sandbox by default.
+    pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
 }
 
 /// The child's environment as a backend sees it when declaring its directories: the
@@ -268,7 +194,7 @@ pub(crate) const PRIVATE_TMP: &str = "tmp";
 /// yet: a rule can only name an existing path.
 pub(crate) fn confinement(
     plan: &SandboxPlan,
-    backend: Backend,
+    cli: &CliNeeds,
     env: &ChildEnv<'_>,
     writable: &Writable<'_>,
 ) -> std::io::Result<(Confinement, Vec<(OsString, OsString)>)> {
@@ -282,7 +208,7 @@ pub(crate) fn confinement(
     let tmp = writable.run_dir.join(PRIVATE_TMP);
     create_private_dir(&tmp)?;
     let mut paths = vec![writable.run_dir.to_path_buf()];
-    if let Some(dirs) = backend.spec().writable_dirs {
+    if let Some(dirs) = cli.writable_dirs {
         for dir in dirs(env) {
             create_private_dir(&dir)?;
             paths.push(dir);
@@ -321,19 +247,41 @@ pub(crate) fn xdg_dir(env: &ChildEnv<'_>, var: &str, default: &str, app: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::Backend;
     use pretty_assertions::assert_eq;
 
     #[test]
     fn the_default_follows_whether_the_agent_can_write() {
         let ok = || Ok("landlock");
-        let p = plan(None, true, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(
+            None,
+            true,
+            Network::On,
+            &Backend::named("pi").sandbox_needs(),
+            ok(),
+        )
+        .unwrap();
         assert_eq!(
             (p.mode, p.mechanism),
             (SandboxMode::ReadOnly, Some("landlock"))
         );
-        let p = plan(None, false, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(
+            None,
+            false,
+            Network::On,
+            &Backend::named("pi").sandbox_needs(),
+            ok(),
+        )
+        .unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
-        let p = plan(Some(SandboxMode::Off), true, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(
+            Some(SandboxMode::Off),
+            true,
+            Network::On,
+            &Backend::named("pi").sandbox_needs(),
+            ok(),
+        )
+        .unwrap();
         assert_eq!(
             (p.mode, p.mechanism, p.warning),
             (SandboxMode::Off, None, None)
@@ -343,7 +291,14 @@ mod tests {
     #[test]
     fn without_a_mechanism_the_default_is_off_with_a_warning_and_a_request_is_refused() {
         let none = || Err("Landlock is not in this kernel".to_string());
-        let p = plan(None, true, Network::On, Backend::Claude, none()).unwrap();
+        let p = plan(
+            None,
+            true,
+            Network::On,
+            &Backend::named("claude").sandbox_needs(),
+            none(),
+        )
+        .unwrap();
         assert_eq!(
             (p.mode, p.warning.as_deref()),
             (
@@ -352,7 +307,7 @@ mod tests {
             )
         );
         assert_eq!(
-            plan(Some(SandboxMode::ReadOnly), true, Network::On, Backend::Claude, none()),
+            plan(Some(SandboxMode::ReadOnly), true, Network::On, &Backend::named("claude").sandbox_needs(), none()),
             Err("sandbox read-only was asked for, but no sandbox can be had here: Landlock is not in this kernel".to_string())
         );
         // Off needs no mechanism.
@@ -360,7 +315,7 @@ mod tests {
             Some(SandboxMode::Off),
             true,
             Network::On,
-            Backend::Claude,
+            &Backend::named("claude").sandbox_needs(),
             none()
         )
         .is_ok());
@@ -368,14 +323,21 @@ mod tests {
 
     #[test]
     fn a_backend_whose_directories_are_unverified_is_off_by_default_but_may_ask() {
-        let p = plan(None, false, Network::On, Backend::Cursor, Ok("landlock")).unwrap();
+        let p = plan(
+            None,
+            false,
+            Network::On,
+            &Backend::named("cursor").sandbox_needs(),
+            Ok("landlock"),
+        )
+        .unwrap();
         assert_eq!(p.mode, SandboxMode::Off);
         assert!(p.warning.unwrap().contains("have not been verified"));
         let p = plan(
             Some(SandboxMode::WorkspaceWrite),
             false,
             Network::On,
-            Backend::Cursor,
+            &Backend::named("cursor").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
@@ -432,8 +394,21 @@ mod tests {
             workspace: &workspace,
             state_root: None,
         };
-        let ro = plan(None, true, Network::On, Backend::Codex, Ok("landlock")).unwrap();
-        let (c, vars) = confinement(&ro, Backend::Codex, &env, &writable).unwrap();
+        let ro = plan(
+            None,
+            true,
+            Network::On,
+            &Backend::named("codex").sandbox_needs(),
+            Ok("landlock"),
+        )
+        .unwrap();
+        let (c, vars) = confinement(
+            &ro,
+            &Backend::named("codex").sandbox_needs(),
+            &env,
+            &writable,
+        )
+        .unwrap();
         let devices: Vec<PathBuf> = DEVICES
             .iter()
             .map(PathBuf::from)
@@ -448,8 +423,21 @@ mod tests {
             vars,
             [(OsString::from("TMPDIR"), run.join("tmp").into_os_string())]
         );
-        let ww = plan(None, false, Network::Off, Backend::Codex, Ok("landlock")).unwrap();
-        let (c, _) = confinement(&ww, Backend::Codex, &env, &writable).unwrap();
+        let ww = plan(
+            None,
+            false,
+            Network::Off,
+            &Backend::named("codex").sandbox_needs(),
+            Ok("landlock"),
+        )
+        .unwrap();
+        let (c, _) = confinement(
+            &ww,
+            &Backend::named("codex").sandbox_needs(),
+            &env,
+            &writable,
+        )
+        .unwrap();
         let mut want = vec![run.clone(), home.join(".codex"), work.clone()];
         want.extend(devices);
         assert_eq!(c.writable.as_ref(), Some(&want));
@@ -458,11 +446,17 @@ mod tests {
             Some(SandboxMode::Off),
             false,
             Network::On,
-            Backend::Codex,
+            &Backend::named("codex").sandbox_needs(),
             Ok("landlock"),
         )
         .unwrap();
-        let (c, vars) = confinement(&off, Backend::Codex, &env, &writable).unwrap();
+        let (c, vars) = confinement(
+            &off,
+            &Backend::named("codex").sandbox_needs(),
+            &env,
+            &writable,
+        )
+        .unwrap();
         assert_eq!((c, vars), (Confinement::default(), Vec::new()));
     }
 }

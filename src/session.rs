@@ -1,4 +1,5 @@
-//! Run folders and the run index (SPEC section 8). Folders are 0700 and files 0600,
+//! Run folders (`runs/<runId>/` in the state directory: the session file, stderr, the
+//! result, the prompt files) and the run index (`runs.jsonl`). Folders are 0700 and files 0600,
 //! because a session holds whatever the child read, secrets included. Nothing here ever
 //! deletes a run.
 

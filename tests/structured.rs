@@ -80,16 +80,9 @@ fn a_valid_answer_is_structured_and_compact_json_in_the_content() {
                 "mode": "single",
                 "runId": "RUNID",
                 "results": [{
-                    "agent": "fake",
-                    "task": "list the auth files",
                     "exitCode": 0,
                     "usage": usage(1),
                     "sessionFile": "SESSION",
-                    "backend": "pi",
-                    "durationMs": 0,
-                    "attempts": 1,
-                    "childSessionId": SESSION_ID,
-                    "termination": {"kind": "exited", "code": 0},
                     "sandbox": {"mode": "off", "mechanism": "none"},
                     "structured": {"files": ["src/auth.rs"], "count": 1}
                 }]

@@ -1,10 +1,11 @@
 //! OpenAI Codex (`@openai/codex`): `codex exec --json` and its thread/turn/item events.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): `turn.completed.usage`
-//! already adds up every request of the turn, and its `input_tokens` *include* the cached
-//! ones, so `input` is normalized to exclude `cacheRead`; there is no cost field; errors
-//! are `error` then `turn.failed`, and `error` lines saying "Reconnecting..." are the CLI
-//! retrying on its own.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_codex.rs` runs it against the mock LLM, and `tests/fixtures/codex/`
+//! holds streams it printed): `turn.completed.usage` already adds up every request of the
+//! turn, and its `input_tokens` *include* the cached ones, so `input` is normalized to
+//! exclude `cacheRead`; there is no cost field; errors are `error` then `turn.failed`, and
+//! `error` lines saying "Reconnecting..." are the CLI retrying on its own.
 
 use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
@@ -16,18 +17,18 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
-    InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "codex",
     aliases: &[],
     program: "codex",
     install_hint: "install it with `npm install -g @openai/codex`",
+    auto: true,
     resumes: true,
     // `exec resume` reports the thread's token counts, the earlier runs' included.
     resumed_totals: super::SessionTotals {
@@ -36,7 +37,14 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     },
     output_schema: super::SchemaRoute::Option,
     build,
-    new_dialect: Some(|| Box::<CodexDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<CodexDialect>::default(),
+        talks: false,
+        reports: super::Reports {
+            cost: false,
+            usage_while_running: false,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Its state (sqlite databases, sessions, and in tmp/ the arg0 aliases its shell tool
@@ -52,7 +60,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Codex);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("exec");
     if input.resume.is_some() {
         inv.arg("resume");
@@ -390,7 +398,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -423,7 +431,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -467,7 +475,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
-                    permissions: &crate::permissions::PermissionPolicy::default(),
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -490,7 +498,7 @@ mod tests {
                 resume: Some(&from),
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -549,7 +557,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume,
                     outer_sandbox: true,
-                    permissions: &crate::permissions::PermissionPolicy::default(),
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     max_cost: None,
                     output_schema: None,
                 },
@@ -585,7 +593,7 @@ mod tests {
                     output_schema: Some(&schema),
                     max_cost: None,
                     outer_sandbox: false,
-                    permissions: &crate::permissions::PermissionPolicy::default(),
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 },
             )
             .unwrap();

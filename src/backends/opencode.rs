@@ -1,10 +1,12 @@
 //! opencode (`opencode-ai`): `opencode run --format json` and its step/part events.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): there is no terminal event
-//! (the run ends when the process exits); usage is the sum of the `step_finish` parts and
-//! `input` already excludes cache reads; the final text is the last `text` part; errors
-//! are `error` events, and retryable ones are retried silently and forever, so the
-//! supervisor's timeouts are what stop them.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_opencode.rs` runs it against the mock LLM, and
+//! `tests/fixtures/opencode/` holds streams it printed): there is no terminal event (the
+//! run ends when the process exits); usage is the sum of the `step_finish` parts and
+//! `input` already excludes cache reads; the final text is the last `text` part; errors are
+//! `error` events, and retryable ones are retried silently and forever, so the supervisor's
+//! timeouts are what stop them.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -15,8 +17,7 @@ use serde_json::{json, Map, Value};
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
-    InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
@@ -31,16 +32,24 @@ const KNOWN_TOOLS: &[&str] = &[
     "read", "grep", "glob", "list", "bash", "edit", "write", "patch", "task",
 ];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "opencode",
     aliases: &[],
     program: "opencode",
     install_hint: "install it with `npm install -g opencode-ai`",
+    auto: true,
     resumes: false,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::<OpencodeDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<OpencodeDialect>::default(),
+        talks: false,
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Config (it writes a .gitignore there) and data (its database and log); state and
@@ -63,7 +72,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Opencode);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("run").arg("--format").arg("json");
     if let Some(model) = input.model() {
         inv.arg("-m").arg(model);
@@ -368,7 +377,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -432,7 +441,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -472,7 +481,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
-                    permissions: &crate::permissions::PermissionPolicy::default(),
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )

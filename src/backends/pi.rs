@@ -1,10 +1,12 @@
 //! pi (`@mariozechner/pi-coding-agent`): its command line and its `--mode json` dialect.
 //!
-//! Facts the parser relies on (see `reference/pi.md`): the final text is the text blocks of
-//! the last assistant `message_end`; usage is per request, so it is summed over every
-//! assistant `message_end`; pi exits 0 in json mode even when the model call failed, so
-//! failure is read from `stopReason` and `errorMessage`; `agent_end` (unless `willRetry`)
-//! and `agent_settled` end the run, and pi sometimes never exits after them.
+//! Facts the parser relies on (each seen in pi's output: `tests/contract_pi.rs` runs it
+//! against the mock LLM, and `tests/fixtures/pi/` holds streams it printed): the final text
+//! is the text blocks of the last assistant `message_end`; usage is per request, so it is
+//! summed over every assistant `message_end`; pi exits 0 in json mode even when the model
+//! call failed, so failure is read from `stopReason` and `errorMessage`; `agent_end`
+//! (unless `willRetry`) and `agent_settled` end the run, and pi sometimes never exits after
+//! them.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -15,7 +17,7 @@ use serde_json::value::RawValue;
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
-    Dialect, DialectKind, Invocation, InvocationInput,
+    Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
@@ -28,18 +30,26 @@ pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
 /// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "pi",
     aliases: &[],
     program: "pi",
     install_hint:
         "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
                    `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once",
+    auto: true,
     resumes: true,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::new(PiDialect)),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::new(PiDialect),
+        talks: false,
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Lock directories in its agent dir (its session file is in the run folder).
@@ -54,7 +64,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Pi);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     for a in ["--mode", "json", "-p"] {
         inv.arg(a);
     }
@@ -485,7 +495,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -533,7 +543,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -575,7 +585,7 @@ mod tests {
                 output_schema: None,
                 max_cost: None,
                 outer_sandbox: false,
-                permissions: &crate::permissions::PermissionPolicy::default(),
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
             },
         )
         .unwrap();

@@ -29,6 +29,7 @@ mod imp;
 mod imp;
 #[cfg(target_os = "linux")]
 mod landlock;
+mod path;
 mod unix;
 
 use std::ffi::OsString;
@@ -37,6 +38,7 @@ use std::path::PathBuf;
 #[cfg(test)]
 pub(crate) use imp::IMPLEMENTATION;
 pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
+pub(crate) use path::find_program;
 pub(crate) use unix::{LeaderExit, StartTime};
 
 /// What to start: stdin is /dev/null (or a pipe, see `stdin_pipe`), stdout and stderr are

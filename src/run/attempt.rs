@@ -4,16 +4,16 @@
 use std::borrow::Cow;
 use std::fs::File;
 
-use super::progress::{DialectSink, Observer, Progress};
+use super::progress::{Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
+use super::sink::DialectSink;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
-use crate::backends::tools::Permissions;
-use crate::backends::{BackendError, Invocation, InvocationInput};
+use crate::backends::permissions::{PermissionMode, PermissionPolicy};
+use crate::backends::{AgentBrief, BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
-use crate::permissions::{PermissionMode, PermissionPolicy};
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
@@ -177,13 +177,17 @@ impl Attempt<'_> {
         let (cwd, workspace) = self.workspace();
         let policy = PermissionPolicy::new(
             run.permissions,
-            &Permissions::of(&run.agent),
+            &run.agent.permissions(),
             run.sandbox.mode,
             &cwd,
             &workspace,
         );
+        let agent = AgentBrief {
+            acp_command: run.acp_command.clone(),
+            ..run.agent.brief()
+        };
         let input = InvocationInput {
-            agent: &run.agent,
+            agent: &agent,
             task: &prompt,
             model,
             run_dir: &self.run_dir.path,
@@ -282,7 +286,7 @@ impl Attempt<'_> {
         };
         let (confinement, vars) = sandbox::confinement(
             &run.sandbox,
-            run.backend.backend,
+            &run.backend.backend.sandbox_needs(),
             &ChildEnv { overrides: &env },
             &writable,
         )

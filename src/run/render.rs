@@ -374,14 +374,16 @@ fn child_failure(
 fn not_found_hint(ctx: &Context<'_>) -> String {
     let selection = &ctx.run.backend;
     if selection.auto && !selection.installed {
-        let tried: Vec<String> = Backend::AUTO_ORDER
-            .iter()
+        let tried: Vec<String> = Backend::auto_order()
             .map(|b| b.program().to_string_lossy().into_owned())
             .collect();
+        let first = Backend::auto_order()
+            .next()
+            .expect("auto picks some backend");
         return format!(
-            " (no agent CLI found on PATH; tried {}). Install one, for example claude: {}",
+            " (no agent CLI found on PATH; tried {}). Install one, for example {first}: {}",
             tried.join(", "),
-            Backend::Claude.install_hint()
+            first.install_hint()
         );
     }
     format!(

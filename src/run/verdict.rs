@@ -166,7 +166,7 @@ pub(crate) fn check_answer(
 mod tests {
     use super::*;
     use crate::events::AgentEvent;
-    use crate::supervisor::{Leak, Termination};
+    use crate::result::{Leak, Termination};
     use pretty_assertions::assert_eq;
     use std::borrow::Cow;
 

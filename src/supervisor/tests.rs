@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 
-use super::outcome::KillKind;
 use super::*;
 use crate::limits::SupervisionLimits;
 use crate::platform::Confinement;
+use crate::result::{KillKind, Termination};
 use crate::runner::{JobSpec, RunnerChoice};
 
 /// A sink that talks: it writes `hello` as soon as it is made, answers each `ask N` line

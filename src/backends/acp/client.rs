@@ -31,10 +31,10 @@ use super::wire::{
     Update,
 };
 use super::Conversation;
+use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
 use crate::backends::{parse_json, text_event, ChildInput, Dialect};
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
-use crate::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
 use crate::result::Usage;
 
 /// The protocol version orchestrate speaks.

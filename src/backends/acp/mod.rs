@@ -22,8 +22,10 @@ mod wire;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{BackendError, BackendSpec, DialectKind, Invocation, InvocationInput, Talk};
-use crate::permissions::PermissionPolicy;
+use super::{
+    Backend, BackendError, BackendSpec, DialectSpec, Invocation, InvocationInput, Reports, Talk,
+};
+use crate::backends::permissions::PermissionPolicy;
 
 pub(crate) use client::AcpDialect;
 
@@ -43,6 +45,21 @@ pub struct Conversation {
     /// The session mode to set before the prompt (`session/set_mode`).
     pub mode: Option<String>,
     pub policy: PermissionPolicy,
+}
+
+impl Conversation {
+    /// A conversation that is only read (a recorded stream), never held.
+    fn reading() -> Conversation {
+        Conversation {
+            cwd: PathBuf::from("/"),
+            prompt: String::new(),
+            model: None,
+            model_by_option: false,
+            resume: None,
+            mode: None,
+            policy: PermissionPolicy::default(),
+        }
+    }
 }
 
 impl Talk {
@@ -75,38 +92,38 @@ enum ModelRoute {
     Option,
 }
 
-const GEMINI: Preset = Preset {
+const GEMINI_PRESET: Preset = Preset {
     args: &["--acp"],
     model: ModelRoute::Flag("-m"),
     env: &[],
     mode: None,
 };
-const OPENCODE: Preset = Preset {
+const OPENCODE_PRESET: Preset = Preset {
     args: &["acp"],
     model: ModelRoute::Option,
     env: &[],
     mode: None,
 };
-const CLAUDE: Preset = Preset {
+const CLAUDE_PRESET: Preset = Preset {
     args: &[],
     model: ModelRoute::Env("ANTHROPIC_MODEL"),
     env: &[],
     // Its default mode is `auto` (a classifier approves or not): in `default` it asks.
     mode: Some("default"),
 };
-const CODEX: Preset = Preset {
+const CODEX_PRESET: Preset = Preset {
     args: &[],
     model: ModelRoute::CodexConfig,
     env: &[],
     mode: None,
 };
-const PI: Preset = Preset {
+const PI_PRESET: Preset = Preset {
     args: &[],
     model: ModelRoute::Option,
     env: &[],
     mode: None,
 };
-const QWEN: Preset = Preset {
+const QWEN_PRESET: Preset = Preset {
     args: &["--acp", "--approval-mode", "default"],
     model: ModelRoute::Flag("--model"),
     env: &[],
@@ -120,6 +137,8 @@ macro_rules! preset_spec {
             aliases: &[],
             program: $program,
             install_hint: $hint,
+            // `auto` picks a CLI's own headless mode, never its ACP preset.
+            auto: false,
             resumes: true,
             // `usage_update` carries the session's cost so far; tokens are per turn.
             resumed_totals: super::SessionTotals {
@@ -128,7 +147,7 @@ macro_rules! preset_spec {
             },
             output_schema: super::SchemaRoute::Prompt,
             build: |program, input| build(program, input, Some(&$preset)),
-            new_dialect: None,
+            dialect: Some(STREAM),
             explain_exit: super::no_exit_meaning,
             transient_exit: super::no_transient_exit,
             writable_dirs: $dirs,
@@ -136,12 +155,25 @@ macro_rules! preset_spec {
     };
 }
 
+/// The ACP stream: whether an agent reports its cost while it works depends on the agent
+/// (claude-agent-acp does, in `usage_update`), so budgets are checked as the run goes.
+const STREAM: DialectSpec = DialectSpec {
+    // Reads only: it talks once a run attaches it to a child (`Talk::Acp`).
+    parser: || Box::new(AcpDialect::new(Conversation::reading())),
+    talks: true,
+    reports: Reports {
+        cost: true,
+        usage_while_running: true,
+    },
+};
+
 /// Any ACP agent, from `acp_command:` (or `ORCHESTRATE_ACP_COMMAND`).
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "acp",
     aliases: &[],
     program: "",
     install_hint: "check the agent's `acp_command:`",
+    auto: false,
     resumes: true,
     resumed_totals: super::SessionTotals {
         tokens: false,
@@ -149,60 +181,60 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     },
     output_schema: super::SchemaRoute::Prompt,
     build: |program, input| build(program, input, None),
-    new_dialect: None,
+    dialect: Some(STREAM),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Whatever the agent's command is: only the run folder and the workspace.
     writable_dirs: Some(|_| Vec::new()),
 };
 
-pub(crate) const GEMINI_SPEC: BackendSpec = preset_spec!(
+/// The presets: each one CLI's ACP mode, registered beside `acp` in `BACKENDS`.
+#[cfg(test)]
+pub(crate) static PRESETS: [&BackendSpec; 6] = [&GEMINI, &OPENCODE, &CLAUDE, &CODEX, &PI, &QWEN];
+
+pub(crate) static GEMINI: BackendSpec = preset_spec!(
     "gemini-acp",
     "gemini",
     "install it with `npm install -g @google/gemini-cli` (ACP since 0.34)",
-    GEMINI,
-    super::gemini::SPEC.writable_dirs
+    GEMINI_PRESET,
+    super::gemini::BACKEND.writable_dirs
 );
-pub(crate) const OPENCODE_SPEC: BackendSpec = preset_spec!(
+pub(crate) static OPENCODE: BackendSpec = preset_spec!(
     "opencode-acp",
     "opencode",
     "install it with `npm install -g opencode-ai`",
-    OPENCODE,
-    super::opencode::SPEC.writable_dirs
+    OPENCODE_PRESET,
+    super::opencode::BACKEND.writable_dirs
 );
-pub(crate) const CLAUDE_SPEC: BackendSpec = preset_spec!(
+pub(crate) static CLAUDE: BackendSpec = preset_spec!(
     "claude-acp",
     "claude-agent-acp",
     "install it with `npm install -g @agentclientprotocol/claude-agent-acp` (it bundles Claude Code; node 22 or newer)",
-    CLAUDE,
-    super::claude::SPEC.writable_dirs
+    CLAUDE_PRESET,
+    super::claude::BACKEND.writable_dirs
 );
-pub(crate) const CODEX_SPEC: BackendSpec = preset_spec!(
+pub(crate) static CODEX: BackendSpec = preset_spec!(
     "codex-acp",
     "codex-acp",
     "install it with `npm install -g @zed-industries/codex-acp`",
-    CODEX,
-    super::codex::SPEC.writable_dirs
+    CODEX_PRESET,
+    super::codex::BACKEND.writable_dirs
 );
-pub(crate) const PI_SPEC: BackendSpec = preset_spec!(
+pub(crate) static PI: BackendSpec = preset_spec!(
     "pi-acp",
     "pi-acp",
     "install it with `npm install -g pi-acp` (it runs the `pi` on PATH: `npm install -g @earendil-works/pi-coding-agent`, node 22.19 or newer)",
-    PI,
-    super::pi::SPEC.writable_dirs
+    PI_PRESET,
+    super::pi::BACKEND.writable_dirs
 );
-pub(crate) const QWEN_SPEC: BackendSpec = preset_spec!(
+pub(crate) static QWEN: BackendSpec = preset_spec!(
     "qwen-acp",
     "qwen",
     "install it with `npm install -g @qwen-code/qwen-code` (node 22 or newer)",
-    QWEN,
+    QWEN_PRESET,
     // Not verified under the sandbox: none by default.
     None
 );
-
-fn env_value(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|s| !s.trim().is_empty())
-}
 
 fn build(
     program: OsString,
@@ -213,7 +245,7 @@ fn build(
     let mut model_by_option = false;
     match preset {
         Some(p) => {
-            inv = Invocation::new(program, DialectKind::Acp);
+            inv = Invocation::new(program, Backend(&BACKEND));
             for a in p.args {
                 inv.arg(*a);
             }
@@ -243,11 +275,10 @@ fn build(
                 .agent
                 .acp_command
                 .clone()
-                .or_else(|| env_value("ORCHESTRATE_ACP_COMMAND"))
                 .ok_or_else(|| {
                     BackendError::Command(format!(
                         "an ACP agent's command: set `acp_command:` in {}, `acp_command` in the config, or ORCHESTRATE_ACP_COMMAND",
-                        input.agent.source.display()
+                        input.agent.source
                     ))
                 })?;
             let mut words = shlex::split(&template)
@@ -257,7 +288,7 @@ fn build(
                 })?
                 .into_iter();
             let program = words.next().expect("non-empty command");
-            inv = Invocation::new(program.into(), DialectKind::Acp);
+            inv = Invocation::new(program.into(), Backend(&BACKEND));
             inv.args = words.map(OsString::from).collect();
             model_by_option = input.model().is_some();
         }
@@ -289,7 +320,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn input<'a>(
-        a: &'a crate::agents::AgentDef,
+        a: &'a crate::backends::AgentBrief,
         dir: &'a std::path::Path,
         model: Option<&'a str>,
         policy: &'a PermissionPolicy,
@@ -316,16 +347,15 @@ mod tests {
             ..PermissionPolicy::default()
         };
         let gemini =
-            (GEMINI_SPEC.build)("gemini".into(), &input(&a, dir.path(), Some("m1"), &policy))
-                .unwrap();
+            (GEMINI.build)("gemini".into(), &input(&a, dir.path(), Some("m1"), &policy)).unwrap();
         assert_eq!(args(&gemini), ["--acp", "-m", "m1"]);
-        let codex = (CODEX_SPEC.build)(
+        let codex = (CODEX.build)(
             "codex-acp".into(),
             &input(&a, dir.path(), Some("o3"), &policy),
         )
         .unwrap();
         assert_eq!(args(&codex), ["-c", "model=\"o3\""]);
-        let claude = (CLAUDE_SPEC.build)(
+        let claude = (CLAUDE.build)(
             "claude-agent-acp".into(),
             &input(&a, dir.path(), Some("sonnet"), &policy),
         )
@@ -334,7 +364,7 @@ mod tests {
         assert!(claude
             .env
             .contains(&("ANTHROPIC_MODEL".into(), "sonnet".into())));
-        let opencode = (OPENCODE_SPEC.build)(
+        let opencode = (OPENCODE.build)(
             "opencode".into(),
             &input(&a, dir.path(), Some("mock/m"), &policy),
         )

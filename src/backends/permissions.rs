@@ -12,8 +12,10 @@ use std::path::{Component, Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::backends::tools::{Permissions, Tool};
+use super::tools::{Permissions, Tool};
 use crate::sandbox::SandboxMode;
+
+pub(crate) use crate::result::{DecidedBy, Decision, PermissionRecord};
 
 /// `permissions:` as an agent file, the config, `--permissions` or MCP names it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -113,47 +115,6 @@ impl ToolRequest {
             },
         }
     }
-}
-
-/// How a request was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum Decision {
-    Allowed,
-    Rejected,
-    /// Answered `cancelled`: the run was being stopped, or the child offered no option of
-    /// the kind decided.
-    Cancelled,
-}
-
-/// Who decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum DecidedBy {
-    /// The rule of `permissions: policy` (or of `ask`, falling back to it).
-    Policy,
-    /// `permissions: allow`.
-    Allow,
-    /// `permissions: deny`.
-    Deny,
-    /// The run was being stopped.
-    Stop,
-}
-
-/// One decision, as the result lists it: `{"tool": "execute", "decision": "allowed", "by":
-/// "policy"}`, with the request's title and the rule's reason in the full result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PermissionRecord {
-    pub tool: String,
-    pub decision: Decision,
-    pub by: DecidedBy,
-    /// What the child said it wants to do (`touch pwned.txt`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Why the policy decided so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 /// Everything the rule reads: the mode, the agent's tools, whether it may write, where.
@@ -322,23 +283,10 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// How many requests were allowed and rejected: what a lean result shows of its records.
-pub(crate) fn counts(records: &[PermissionRecord]) -> serde_json::Value {
-    let count = |d: Decision| records.iter().filter(|r| r.decision == d).count();
-    let mut v = serde_json::json!({
-        "allowed": count(Decision::Allowed),
-        "rejected": count(Decision::Rejected),
-    });
-    let cancelled = count(Decision::Cancelled);
-    if cancelled > 0 {
-        v["cancelled"] = cancelled.into();
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::permission_counts as counts;
     use pretty_assertions::assert_eq;
 
     fn policy(tools: &[&str], readonly: bool, sandbox: SandboxMode) -> PermissionPolicy {
