@@ -13,8 +13,9 @@
 //!
 //! orchestrate speaks the protocol itself rather than through the `agent-client-protocol`
 //! crate: it needs a dozen messages, read from lines the supervisor frames (bounded,
-//! recorded, parsed without copying long texts), while the crate brings its own
-//! connection, process spawning and transport, 40 to 70 more crates and Rust 1.88.
+//! recorded, parsed without copying long texts) for a child the supervisor owns, while the
+//! crate runs a connection loop of its own over the agent's streams (spawning the agent
+//! itself by default), and its major versions have changed every few weeks.
 
 mod client;
 mod wire;
@@ -80,6 +81,9 @@ struct Preset {
     /// The session mode in which it asks before it acts (`session/set_mode`), when its
     /// default mode decides by itself.
     mode: Option<&'static str>,
+    /// Arguments that switch off the agent's own sandbox inside orchestrate's, where it
+    /// has one that cannot work nested (codex's shell fails and reports nothing).
+    outer_sandbox_args: &'static [&'static str],
 }
 
 #[derive(Clone, Copy)]
@@ -97,12 +101,14 @@ const GEMINI_PRESET: Preset = Preset {
     model: ModelRoute::Flag("-m"),
     env: &[],
     mode: None,
+    outer_sandbox_args: &[],
 };
 const OPENCODE_PRESET: Preset = Preset {
     args: &["acp"],
     model: ModelRoute::Option,
     env: &[],
     mode: None,
+    outer_sandbox_args: &[],
 };
 const CLAUDE_PRESET: Preset = Preset {
     args: &[],
@@ -110,24 +116,28 @@ const CLAUDE_PRESET: Preset = Preset {
     env: &[],
     // Its default mode is `auto` (a classifier approves or not): in `default` it asks.
     mode: Some("default"),
+    outer_sandbox_args: &[],
 };
 const CODEX_PRESET: Preset = Preset {
     args: &[],
     model: ModelRoute::CodexConfig,
     env: &[],
     mode: None,
+    outer_sandbox_args: &["-c", "sandbox_mode=\"danger-full-access\""],
 };
 const PI_PRESET: Preset = Preset {
     args: &[],
     model: ModelRoute::Option,
     env: &[],
     mode: None,
+    outer_sandbox_args: &[],
 };
 const QWEN_PRESET: Preset = Preset {
     args: &["--acp", "--approval-mode", "default"],
     model: ModelRoute::Flag("--model"),
     env: &[],
     mode: None,
+    outer_sandbox_args: &[],
 };
 
 macro_rules! preset_spec {
@@ -225,7 +235,7 @@ pub(crate) static PI: BackendSpec = preset_spec!(
     "pi-acp",
     "install it with `npm install -g pi-acp` (it runs the `pi` on PATH: `npm install -g @earendil-works/pi-coding-agent`, node 22.19 or newer)",
     PI_PRESET,
-    super::pi::BACKEND.writable_dirs
+    Some(pi_acp_dirs)
 );
 pub(crate) static QWEN: BackendSpec = preset_spec!(
     "qwen-acp",
@@ -235,6 +245,16 @@ pub(crate) static QWEN: BackendSpec = preset_spec!(
     // Not verified under the sandbox: none by default.
     None
 );
+
+/// pi's own directories, and pi-acp's map of its sessions (`~/.pi/pi-acp`).
+fn pi_acp_dirs(env: &super::ChildEnv<'_>) -> Vec<PathBuf> {
+    let mut dirs = super::pi::BACKEND
+        .writable_dirs
+        .map(|pi| pi(env))
+        .unwrap_or_default();
+    dirs.extend(env.home().map(|h| h.join(".pi/pi-acp")));
+    dirs
+}
 
 fn build(
     program: OsString,
@@ -251,6 +271,11 @@ fn build(
             }
             for (k, v) in p.env {
                 inv.env(*k, *v);
+            }
+            if input.outer_sandbox {
+                for a in p.outer_sandbox_args {
+                    inv.arg(*a);
+                }
             }
             if let Some(model) = input.model() {
                 match p.model {
@@ -354,7 +379,16 @@ mod tests {
             &input(&a, dir.path(), Some("o3"), &policy),
         )
         .unwrap();
-        assert_eq!(args(&codex), ["-c", "model=\"o3\""]);
+        // Inside orchestrate's sandbox, without its own.
+        assert_eq!(
+            args(&codex),
+            [
+                "-c",
+                "sandbox_mode=\"danger-full-access\"",
+                "-c",
+                "model=\"o3\""
+            ]
+        );
         let claude = (CLAUDE.build)(
             "claude-agent-acp".into(),
             &input(&a, dir.path(), Some("sonnet"), &policy),
