@@ -226,6 +226,8 @@ impl StateDir {
                     format!("failed to create run folder {}: {e}", dir.path.display()),
                 )
             })?;
+        // The child's own place (see `sandbox::CHILD_DIR`).
+        create_private_dir_all(&dir.child_dir())?;
         Ok(dir)
     }
 
@@ -270,6 +272,11 @@ impl RunDir {
 
     pub fn result_file(&self) -> PathBuf {
         self.path.join(RESULT_FILE)
+    }
+
+    /// Where the child writes what it writes for the run (its data, never a record).
+    pub fn child_dir(&self) -> PathBuf {
+        self.path.join(crate::sandbox::CHILD_DIR)
     }
 
     pub fn create_file(&self, name: &str) -> io::Result<File> {
@@ -365,6 +372,22 @@ pub(crate) fn create_private_dir_all(path: &Path) -> io::Result<()> {
                 format!("failed to create {}: {e}", path.display()),
             )
         })
+}
+
+/// A folder of orchestrate's own at `path` (its parent must exist): created 0700, or, when
+/// it is there, checked as the state directory's folders are (a symbolic link, or a folder
+/// of another user, is refused).
+pub(crate) fn private_dir(path: &Path) -> io::Result<()> {
+    match DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            secure_dir(path, fs::symlink_metadata(path)?)
+        }
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("failed to create {}: {e}", path.display()),
+        )),
+    }
 }
 
 pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
@@ -468,6 +491,31 @@ fn secure_dir(path: &Path, meta: fs::Metadata) -> io::Result<()> {
             format!("refusing to use {}: {why}", path.display()),
         )),
     }
+}
+
+/// Copies a file a child wrote (its CLI's session, in its place of an earlier run) to a
+/// new private file: the child could have made it a symbolic link to the user's keys, or
+/// a FIFO, so no link is followed at either end and only a regular file is copied.
+pub(crate) fn copy_child_file(from: &Path, to: &Path) -> io::Result<()> {
+    let mut src = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(from)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other("it is a symbolic link"),
+            _ => e,
+        })?;
+    if !src.metadata()?.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    if let Some(parent) = to.parent() {
+        create_private_dir_all(parent)?;
+    }
+    let mut dst = open_private(
+        to,
+        OpenOptions::new().write(true).create(true).truncate(true),
+    )?;
+    io::copy(&mut src, &mut dst).map(|_| ())
 }
 
 pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {

@@ -422,18 +422,11 @@ impl Worktree {
         ))
     }
 
-    /// What a child working here must be able to write (workspace-write): the worktree,
-    /// its admin folder, and the repository's objects, refs and ref logs (a commit writes
-    /// all of them). Not the rest of `.git` (hooks, config).
-    pub(crate) fn writable(&self) -> Vec<PathBuf> {
-        let mut paths = vec![self.path.clone(), self.git_dir.clone()];
-        paths.extend(
-            ["objects", "refs", "logs"]
-                .iter()
-                .map(|d| self.common_dir.join(d))
-                .filter(|p| p.is_dir()),
-        );
-        paths
+    /// The repository's git folders this worktree uses (its admin folder and the shared
+    /// `.git`): the sandbox keeps them read-only to the child, which only writes the
+    /// worktree's files (orchestrate commits them for it when the run ends).
+    pub(crate) fn git_dirs(&self) -> Vec<PathBuf> {
+        vec![self.git_dir.clone(), self.common_dir.clone()]
     }
 
     /// Commits what the child left, measures the branch against its base, and removes the

@@ -232,6 +232,36 @@ fn a_detached_daemon_left_by_a_child_that_answered_is_killed_and_reported() {
     );
 }
 
+/// A leader that exits without reaping its children (node does) leaves zombies, which
+/// the tree's holder inherits: dead already, they are no leak, whichever holds the tree.
+#[test]
+fn zombies_the_child_did_not_reap_are_no_leak() {
+    for (containment, sandbox) in [
+        ("pidns", "off"),
+        ("pidns", "workspace-write"),
+        ("subreaper", "off"),
+    ] {
+        for _ in 0..3 {
+            let sb = Sandbox::new()
+                .scenario("zombie")
+                .set("ORCHESTRATE_CONTAINMENT", containment)
+                .set("ORCHESTRATE_SANDBOX", sandbox);
+            let out = sb.run("x", &["--details", "full"]);
+            assert_eq!(out.status, 0, "{}\nstderr: {}", out.stdout, out.stderr);
+            let r = out.result();
+            assert_eq!(
+                (&r["output"], &r["termination"], r.get("leak")),
+                (
+                    &json!("Hello from pi."),
+                    &json!({"kind": "exited", "code": 0}),
+                    None
+                ),
+                "{containment}, sandbox {sandbox}: {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn inherited_descriptors_beyond_stdio_do_not_reach_the_child() {
     use std::os::unix::process::CommandExt;

@@ -49,7 +49,7 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         .state
         .join("runs")
         .join(&second_id)
-        .join("pi-session.jsonl");
+        .join("child/pi-session.jsonl");
     let argv = sb.argv_json();
     let args: Vec<&str> = argv["argv"]
         .as_array()
@@ -71,7 +71,7 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         .state
         .join("runs")
         .join(&first_id)
-        .join("pi-session.jsonl");
+        .join("child/pi-session.jsonl");
     assert_eq!(
         std::fs::read_to_string(earlier).unwrap().lines().count(),
         1,

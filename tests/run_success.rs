@@ -200,7 +200,7 @@ fn pi_gets_its_headless_command_line_and_the_depth_variables() {
             sb.state
                 .join("runs")
                 .join(&run_id)
-                .join("pi-session.jsonl")
+                .join("child/pi-session.jsonl")
                 .to_str()
                 .unwrap(),
             "--model",

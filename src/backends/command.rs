@@ -26,8 +26,12 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     dialect: None,
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Whatever the agent's command is: only the run folder and the workspace.
-    writable_dirs: Some(|_| Vec::new()),
+    // Whatever the agent's command is: only the child's place and the workspace; any
+    // provider's key.
+    home: Some(|_| crate::sandbox::CliHome {
+        env: super::any_provider_env(),
+        ..Default::default()
+    }),
 };
 
 fn env_value(name: &str) -> Option<String> {

@@ -14,6 +14,7 @@ pub(crate) mod codex;
 pub(crate) mod command;
 pub(crate) mod cursor;
 pub(crate) mod gemini;
+pub(crate) mod lenient;
 pub(crate) mod opencode;
 pub(crate) mod permissions;
 pub(crate) mod pi;
@@ -29,7 +30,26 @@ use serde_json::value::RawValue;
 use crate::events::{AgentEvent, TextKind, Transient};
 pub(crate) use crate::platform::find_program;
 use crate::result::Usage;
-pub(crate) use crate::sandbox::ChildEnv;
+pub(crate) use crate::sandbox::{ChildEnv, CliHome};
+
+/// The variables of a CLI that reaches many providers (pi, opencode, the command
+/// backend): any provider's key and base URL, and the cloud logins some providers take.
+pub(crate) fn any_provider_env() -> Vec<String> {
+    [
+        "*_API_KEY",
+        "*_BASE_URL",
+        "ANTHROPIC_*",
+        "OPENAI_*",
+        "AZURE_OPENAI_*",
+        "GEMINI_*",
+        "GOOGLE_API_KEY",
+        "OPENROUTER_*",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "COPILOT_GITHUB_TOKEN",
+    ]
+    .map(String::from)
+    .to_vec()
+}
 use crate::structured::OutputSchema;
 pub(crate) use crate::supervisor::ChildInput;
 use permissions::PermissionPolicy;
@@ -291,11 +311,10 @@ pub struct BackendSpec {
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
-    /// The directories the CLI must be able to write to for a run to work at all (its
-    /// config, session and cache dirs), found by running the real CLI under a read-only
-    /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by
-    /// default.
-    pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
+    /// Where the CLI keeps its state, and what its child may do there (see
+    /// [`crate::sandbox::CliHome`]), found by running the real CLI under the sandbox.
+    /// `None`: not verified, so no sandbox by default.
+    pub home: Option<fn(&ChildEnv<'_>) -> CliHome>,
 }
 
 /// A CLI's stream: its parser, and what it reports.
@@ -340,15 +359,15 @@ impl SessionTotals {
     pub fn combine(self, earlier: &Usage, later: &Usage) -> Usage {
         let mut sum = *later;
         if !self.tokens {
-            sum.input += earlier.input;
-            sum.output += earlier.output;
-            sum.cache_read += earlier.cache_read;
-            sum.cache_write += earlier.cache_write;
+            sum.input = sum.input.saturating_add(earlier.input);
+            sum.output = sum.output.saturating_add(earlier.output);
+            sum.cache_read = sum.cache_read.saturating_add(earlier.cache_read);
+            sum.cache_write = sum.cache_write.saturating_add(earlier.cache_write);
         }
         if !self.cost {
-            sum.cost += earlier.cost;
+            sum.cost = crate::result::add_usd(sum.cost, earlier.cost);
         }
-        sum.turns += earlier.turns;
+        sum.turns = sum.turns.saturating_add(earlier.turns);
         sum
     }
 }
@@ -529,6 +548,11 @@ impl Backend {
         (self.stream().parser)()
     }
 
+    /// What this dialect's stream reports while the child runs.
+    pub(crate) fn reports(self) -> Reports {
+        self.stream().reports
+    }
+
     /// Budgets this dialect's stream cannot enforce, said out loud in the result.
     pub(crate) fn budget_warnings(self, budgets: &crate::limits::Budgets) -> Vec<String> {
         let reports = self.stream().reports;
@@ -593,11 +617,16 @@ impl Backend {
         (spec.build)(self.program(), input)
     }
 
-    /// What the sandbox must know of this CLI.
+    /// What the sandbox must know of this CLI, and of the others (whose logins its child
+    /// must not read).
     pub(crate) fn sandbox_needs(self) -> crate::sandbox::CliNeeds {
         crate::sandbox::CliNeeds {
             name: self.name(),
-            writable_dirs: self.spec().writable_dirs,
+            home: self.spec().home,
+            others: Backend::all()
+                .filter(|b| *b != self)
+                .filter_map(|b| b.spec().home)
+                .collect(),
         }
     }
 
@@ -724,7 +753,7 @@ pub(crate) mod test_support {
     /// Everything a result reads from a collector, as JSON, for whole-object comparison
     /// with a fixture's `.expected.json`.
     fn snapshot(c: &Collector, skipped: u64) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "usage": c.usage(),
             "finalText": c.final_text(),
             "partialText": c.partial_text(),
@@ -740,7 +769,26 @@ pub(crate) mod test_support {
             "toolsEnded": c.tools_ended(),
             "retries": c.retries(),
             "lastRetry": c.last_retry(),
-        })
+        });
+        // Fields that could not be used, as the result's warnings say them (only where
+        // there are some).
+        let odd: Vec<String> = c
+            .odd_fields()
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}: {} ({}); {}",
+                    o.field,
+                    o.problem,
+                    o.times,
+                    o.problem.consequence()
+                )
+            })
+            .collect();
+        if !odd.is_empty() {
+            v["oddFields"] = serde_json::json!(odd);
+        }
+        v
     }
 
     /// Every `tests/fixtures/<dialect>/*.jsonl` through its dialect gives what its

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use super::lenient::{Amount, Count, Object, Str};
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
@@ -52,19 +53,38 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Config (it writes a .gitignore there) and data (its database and log); state and
-    // cache must at least exist.
-    writable_dirs: Some(|env| {
+    // Config (plugins, and a .gitignore it writes), data (its database, log, login and
+    // the tools it downloads), state and cache (the provider packages it installs, code
+    // it runs later): all private, as it has no resume to keep sessions for.
+    home: Some(|env| {
         use crate::sandbox::xdg_dir;
-        [
-            xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
-            xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode"),
-            xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
-            xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+        let data = xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode");
+        crate::sandbox::CliHome {
+            private: [
+                xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
+                data.clone(),
+                xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
+                xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            login: data
+                .iter()
+                .flat_map(|d| [d.join("auth.json"), d.join("mcp-auth.json")])
+                .collect(),
+            // It writes `.opencode/.gitignore` in a project's `.opencode` at every start,
+            // and stops when it cannot; and installs its plugin package there from npm
+            // unless it is installed already (1.18.33).
+            project: vec![".opencode", "opencode.json", "opencode.jsonc"],
+            project_off_env: Some(("OPENCODE_DISABLE_PROJECT_CONFIG", "1")),
+            env: {
+                let mut v = super::any_provider_env();
+                v.push("OPENCODE_*".into());
+                v
+            },
+            ..Default::default()
+        }
     }),
 };
 
@@ -217,12 +237,14 @@ fn opencode_tools(p: &Permissions) -> Map<String, Value> {
     off
 }
 
+/// Every field but the event's type is read leniently (see [`super::lenient`]): one of
+/// another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(rename = "sessionID", borrow, default)]
-    session_id: Option<Cow<'a, str>>,
+    session_id: Str<'a>,
     #[serde(borrow, default)]
     part: Option<Part<'a>>,
     #[serde(borrow, default)]
@@ -233,17 +255,17 @@ struct Line<'a> {
 #[derive(Deserialize, Default)]
 struct ErrorBody<'a> {
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: Str<'a>,
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
     #[serde(borrow, default)]
-    data: Option<ErrorData<'a>>,
+    data: Object<'a, ErrorData<'a>>,
 }
 
 #[derive(Deserialize, Default)]
 struct ErrorData<'a> {
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
 }
 
 #[derive(Deserialize)]
@@ -251,13 +273,13 @@ struct Part<'a> {
     #[serde(borrow, default)]
     text: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    tool: Option<Cow<'a, str>>,
+    tool: Str<'a>,
     #[serde(borrow, default)]
-    state: Option<ToolState<'a>>,
-    #[serde(default)]
-    tokens: Option<Tokens>,
-    #[serde(default)]
-    cost: f64,
+    state: Object<'a, ToolState<'a>>,
+    #[serde(borrow, default)]
+    tokens: Object<'a, Tokens<'a>>,
+    #[serde(borrow, default)]
+    cost: Amount<'a>,
 }
 
 #[derive(Deserialize)]
@@ -267,18 +289,21 @@ struct ToolState<'a> {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct Tokens {
-    input: u64,
-    output: u64,
-    cache: Cache,
+struct Tokens<'a> {
+    #[serde(borrow, default)]
+    input: Count<'a>,
+    #[serde(borrow, default)]
+    output: Count<'a>,
+    #[serde(borrow, default)]
+    cache: Object<'a, Cache<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct Cache {
-    read: u64,
-    write: u64,
+struct Cache<'a> {
+    #[serde(borrow, default)]
+    read: Count<'a>,
+    #[serde(borrow, default)]
+    write: Count<'a>,
 }
 
 #[derive(Debug, Default)]
@@ -306,7 +331,7 @@ impl Dialect for OpencodeDialect {
             return false;
         };
         if !self.session_seen {
-            if let Some(id) = ev.session_id {
+            if let Some(id) = ev.session_id.read("sessionID", emit) {
                 self.session_seen = true;
                 emit(AgentEvent::SessionId(id));
             }
@@ -320,20 +345,38 @@ impl Dialect for OpencodeDialect {
                     emit(text_event(vec![text], "", TextKind::Message));
                 }
             }
-            ("tool_use", Some(part)) => emit(AgentEvent::ToolCall {
-                name: part.tool.unwrap_or(Cow::Borrowed("tool")),
-                args: display_args(part.state.and_then(|s| s.input)),
-            }),
+            ("tool_use", Some(part)) => {
+                let name = part
+                    .tool
+                    .read("part.tool", emit)
+                    .unwrap_or(Cow::Borrowed("tool"));
+                let input = part.state.read("part.state", emit).and_then(|s| s.input);
+                emit(AgentEvent::ToolCall {
+                    name,
+                    args: display_args(input),
+                })
+            }
             ("step_finish", Some(part)) => {
-                let t = part.tokens.unwrap_or_default();
-                emit(AgentEvent::Usage(Usage {
-                    input: t.input,
-                    output: t.output,
-                    cache_read: t.cache.read,
-                    cache_write: t.cache.write,
-                    cost: part.cost,
+                let t = part
+                    .tokens
+                    .read_not_null("part.tokens", emit)
+                    .unwrap_or_default();
+                let cache = t
+                    .cache
+                    .read_not_null("part.tokens.cache", emit)
+                    .unwrap_or_default();
+                let usage = Usage {
+                    input: t.input.read("part.tokens.input", emit).unwrap_or(0),
+                    output: t.output.read("part.tokens.output", emit).unwrap_or(0),
+                    cache_read: cache.read.read("part.tokens.cache.read", emit).unwrap_or(0),
+                    cache_write: cache
+                        .write
+                        .read("part.tokens.cache.write", emit)
+                        .unwrap_or(0),
+                    cost: part.cost.read("part.cost", emit).unwrap_or(0.0),
                     turns: 0,
-                }));
+                };
+                emit(AgentEvent::Usage(usage));
                 emit(AgentEvent::TurnEnd);
                 emit(AgentEvent::Recovered);
             }
@@ -342,11 +385,11 @@ impl Dialect for OpencodeDialect {
                     .error
                     .and_then(|raw| serde_json::from_str(raw.get()).ok())
                     .unwrap_or_default();
-                let message = e
-                    .data
-                    .and_then(|d| d.message)
-                    .or(e.message)
-                    .or(e.name)
+                let data = e.data.read("error.data", emit);
+                let message = data
+                    .and_then(|d| d.message.read("error.data.message", emit))
+                    .or_else(|| e.message.read("error.message", emit))
+                    .or_else(|| e.name.read("error.name", emit))
                     .unwrap_or(Cow::Borrowed("opencode reported an error"));
                 emit(AgentEvent::ProviderError(message));
             }

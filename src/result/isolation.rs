@@ -73,14 +73,20 @@ impl Network {
     }
 }
 
-/// What held, as the result reports it: `sandbox: {mode, mechanism}`, and `network:
-/// "off"` when the network was cut.
+/// What held, as the result reports it: `sandbox: {mode, mechanism, layers}`, and
+/// `network: "off"` when the network was cut.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub mode: SandboxMode,
-    /// `landlock`, or `none` when the mode is `off`.
+    /// `namespaces` (the read-only view of the filesystem held), `landlock` (only
+    /// Landlock's write rules did), or `none`.
     pub mechanism: String,
+    /// The layers that held (`mounts`, `landlock`, `scopes`, `seccomp`, `no-tty`,
+    /// `pid-namespace`, `network-namespace`); left out of a lean result, whose warnings
+    /// name what is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
     #[serde(default, skip_serializing_if = "is_on")]
     pub network: Network,
 }

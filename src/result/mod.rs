@@ -131,18 +131,54 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Every token counted: input, output and both cache counts.
+    /// Every token counted: input, output and both cache counts (at most `u64::MAX`).
     pub fn tokens(&self) -> u64 {
-        self.input + self.output + self.cache_read + self.cache_write
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 
-    pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.cost += other.cost;
-        self.turns += other.turns;
+    /// Adds `other`, and says whether a sum saturated: a count stops at `u64::MAX` and a
+    /// cost at `f64::MAX` (JSON has no infinity: it would be printed as null).
+    pub fn add(&mut self, other: &Usage) -> bool {
+        let mut saturated = false;
+        let mut count = |a: &mut u64, b: u64| {
+            *a = a.checked_add(b).unwrap_or_else(|| {
+                saturated = true;
+                u64::MAX
+            })
+        };
+        count(&mut self.input, other.input);
+        count(&mut self.output, other.output);
+        count(&mut self.cache_read, other.cache_read);
+        count(&mut self.cache_write, other.cache_write);
+        count(&mut self.turns, other.turns);
+        let cost = self.cost + other.cost;
+        saturated |= !cost.is_finite();
+        self.cost = add_usd(self.cost, other.cost);
+        saturated
+    }
+}
+
+/// `a + b` in USD, kept at `f64::MAX` rather than becoming infinite.
+pub fn add_usd(a: f64, b: f64) -> f64 {
+    let sum = a + b;
+    if sum.is_finite() {
+        sum
+    } else {
+        f64::MAX
+    }
+}
+
+/// A sum of costs rounded to a ten-billionth of a dollar: sums of per-request costs drift
+/// in the last bits (0.0005 + 0.0007 = 0.0012000000000000001). Amounts too large for that
+/// to matter are left as they are (scaling them up would make them infinite).
+pub fn round_usd(amount: f64) -> f64 {
+    if amount.abs() < 1e6 {
+        (amount * 1e10).round() / 1e10
+    } else {
+        amount
     }
 }
 
@@ -424,7 +460,7 @@ impl RunResult {
 }
 
 /// Leaves out of serialized details what a parent does not act on: each
-/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
+/// result's `displayItems` and its sandbox's `layers`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
 /// successful structured answer, and, when `shown` (the text the parent reads) is given,
 /// the `output` of a successful result that it already holds whole (a single run's answer,
 /// a parallel task's section); a streaming update's `displayItems`.
@@ -444,6 +480,13 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
                 let records: Vec<PermissionRecord> =
                     serde_json::from_value(records.clone()).unwrap_or_default();
                 r.insert("permissions".to_string(), permission_counts(&records));
+            }
+            // The layers that held: the warnings name any that is missing.
+            if let Some(sandbox) = r
+                .get_mut("sandbox")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                sandbox.remove("layers");
             }
             if !r.contains_key("error") {
                 leave_out_the_usual(r, single);
@@ -744,7 +787,8 @@ mod tests {
             child_session_id: Some("0b5c6a4e".into()),
             sandbox: Some(SandboxInfo {
                 mode: SandboxMode::ReadOnly,
-                mechanism: "landlock".into(),
+                mechanism: "namespaces".into(),
+                layers: vec!["mounts".into(), "seccomp".into()],
                 network: Network::On,
             }),
             ..single("find auth", "the answer", error)
@@ -767,6 +811,7 @@ mod tests {
             sandbox: Some(SandboxInfo {
                 mode: SandboxMode::Off,
                 mechanism: "none".into(),
+                layers: Vec::new(),
                 network: Network::On,
             }),
             warnings: vec!["no sandbox".into()],
@@ -784,10 +829,12 @@ mod tests {
                 "warnings": ["no sandbox"]
             })
         );
-        // A failure keeps all but the display items.
+        // A failure keeps all but the display items and the sandbox's layers (its
+        // warnings name any layer that did not hold).
         let failed = result(Mode::Single, "it broke", vec![usual(Some("it broke"))]);
         let mut full = serde_json::to_value(&failed.details.results[0]).unwrap();
         full.as_object_mut().unwrap().remove("displayItems");
+        full["sandbox"].as_object_mut().unwrap().remove("layers");
         assert_eq!(failed.details_value(DetailLevel::Lean)["results"][0], full);
         assert_eq!(
             serde_json::to_value(&failed.details).unwrap(),

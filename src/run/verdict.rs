@@ -182,6 +182,7 @@ mod tests {
             leak: Leak::None,
             containment: crate::platform::Containment::PidNamespace,
             containment_degraded: None,
+            sandbox_layers: Default::default(),
             stdout_bytes: 0,
             stderr_tail: String::new(),
             session_write_error: None,

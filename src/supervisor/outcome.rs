@@ -17,6 +17,8 @@ pub(crate) struct Outcome {
     pub containment: Containment,
     /// Why a weaker containment than a PID namespace was used, when it was.
     pub containment_degraded: Option<String>,
+    /// The sandbox layers that held, and those missing with why.
+    pub sandbox_layers: crate::platform::Layers,
     pub stdout_bytes: u64,
     /// The last few KiB of stderr, for error messages.
     pub stderr_tail: String,

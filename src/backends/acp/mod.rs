@@ -160,7 +160,7 @@ macro_rules! preset_spec {
             dialect: Some(STREAM),
             explain_exit: super::no_exit_meaning,
             transient_exit: super::no_transient_exit,
-            writable_dirs: $dirs,
+            home: $dirs,
         }
     };
 }
@@ -194,8 +194,11 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     dialect: Some(STREAM),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Whatever the agent's command is: only the run folder and the workspace.
-    writable_dirs: Some(|_| Vec::new()),
+    // Whatever the agent's command is: no folder of its own, and any provider's key.
+    home: Some(|_| crate::sandbox::CliHome {
+        env: super::any_provider_env(),
+        ..Default::default()
+    }),
 };
 
 /// The presets: each one CLI's ACP mode, registered beside `acp` in `BACKENDS`.
@@ -207,35 +210,35 @@ pub(crate) static GEMINI: BackendSpec = preset_spec!(
     "gemini",
     "install it with `npm install -g @google/gemini-cli` (ACP since 0.34)",
     GEMINI_PRESET,
-    super::gemini::BACKEND.writable_dirs
+    super::gemini::BACKEND.home
 );
 pub(crate) static OPENCODE: BackendSpec = preset_spec!(
     "opencode-acp",
     "opencode",
     "install it with `npm install -g opencode-ai`",
     OPENCODE_PRESET,
-    super::opencode::BACKEND.writable_dirs
+    super::opencode::BACKEND.home
 );
 pub(crate) static CLAUDE: BackendSpec = preset_spec!(
     "claude-acp",
     "claude-agent-acp",
     "install it with `npm install -g @agentclientprotocol/claude-agent-acp` (it bundles Claude Code; node 22 or newer)",
     CLAUDE_PRESET,
-    super::claude::BACKEND.writable_dirs
+    super::claude::BACKEND.home
 );
 pub(crate) static CODEX: BackendSpec = preset_spec!(
     "codex-acp",
     "codex-acp",
     "install it with `npm install -g @zed-industries/codex-acp`",
     CODEX_PRESET,
-    super::codex::BACKEND.writable_dirs
+    super::codex::BACKEND.home
 );
 pub(crate) static PI: BackendSpec = preset_spec!(
     "pi-acp",
     "pi-acp",
     "install it with `npm install -g pi-acp` (it runs the `pi` on PATH: `npm install -g @earendil-works/pi-coding-agent`, node 22.19 or newer)",
     PI_PRESET,
-    Some(pi_acp_dirs)
+    Some(pi_acp_home)
 );
 pub(crate) static QWEN: BackendSpec = preset_spec!(
     "qwen-acp",
@@ -246,14 +249,15 @@ pub(crate) static QWEN: BackendSpec = preset_spec!(
     None
 );
 
-/// pi's own directories, and pi-acp's map of its sessions (`~/.pi/pi-acp`).
-fn pi_acp_dirs(env: &super::ChildEnv<'_>) -> Vec<PathBuf> {
-    let mut dirs = super::pi::BACKEND
-        .writable_dirs
+/// pi's home, and pi-acp's map of its sessions to pi's (`~/.pi/pi-acp`), which `--resume`
+/// reads in a later run.
+fn pi_acp_home(env: &super::ChildEnv<'_>) -> crate::sandbox::CliHome {
+    let mut home = super::pi::BACKEND
+        .home
         .map(|pi| pi(env))
         .unwrap_or_default();
-    dirs.extend(env.home().map(|h| h.join(".pi/pi-acp")));
-    dirs
+    home.kept.extend(env.home().map(|h| h.join(".pi/pi-acp")));
+    home
 }
 
 fn build(
