@@ -211,6 +211,7 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::permissions::PermissionMode;
     use crate::backends::{Backend, BackendChoice};
     use crate::result::{Network, SandboxMode};
     use crate::runner::RunnerDef;
@@ -304,6 +305,8 @@ mod tests {
                 "fallback_models": {"value": [], "source": "default"},
                 "sandbox": {"value": "auto", "source": "default"},
                 "network": {"value": "on", "source": "default"},
+                "permissions": {"value": "policy", "source": "default"},
+                "acp_command": {"value": null, "source": "default"},
                 "runner": {"value": "local", "source": "default"},
                 "queue_timeout": {"value": "10m", "source": "default"},
                 "runners": {"value": {}, "source": "default"},
@@ -421,6 +424,8 @@ max_total_cost = "$2"
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 sandbox = "read-only"
 network = "off"
+permissions = "deny"
+acp_command = "my-agent --acp"
 runner = "gpu"
 queue_timeout = "2m"
 [runners.gpu]
@@ -458,6 +463,8 @@ args = ["--partition=gpu", "--time=30"]
                 ),
                 sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
                 network: Setting::new(Network::Off, src()),
+                permissions: Setting::new(PermissionMode::Deny, src()),
+                acp_command: Setting::new(Some("my-agent --acp".into()), src()),
                 runner: Setting::new("gpu".into(), src()),
                 queue_timeout: Setting::new(Duration::from_secs(120), src()),
                 runners: Setting::new(gpu_runner(), src()),
@@ -489,6 +496,8 @@ args = ["--partition=gpu", "--time=30"]
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
             ("ORCHESTRATE_SANDBOX", "auto"),
             ("ORCHESTRATE_NETWORK", "on"),
+            ("ORCHESTRATE_PERMISSIONS", "allow"),
+            ("ORCHESTRATE_ACP_COMMAND", "other-agent"),
             ("ORCHESTRATE_RUNNER", "slurm"),
             ("ORCHESTRATE_QUEUE_TIMEOUT", "30s"),
         ];
@@ -545,6 +554,14 @@ args = ["--partition=gpu", "--time=30"]
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
                 network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
+                permissions: Setting::new(
+                    PermissionMode::Allow,
+                    Source::Env("ORCHESTRATE_PERMISSIONS"),
+                ),
+                acp_command: Setting::new(
+                    Some("other-agent".into()),
+                    Source::Env("ORCHESTRATE_ACP_COMMAND"),
+                ),
                 runner: Setting::new("slurm".into(), Source::Env("ORCHESTRATE_RUNNER")),
                 queue_timeout: Setting::new(
                     Duration::from_secs(30),
@@ -607,7 +624,7 @@ args = ["--partition=gpu", "--time=30"]
             ("backend = 3", "key `backend`: expected text, got 3"),
             (
                 "backend = \"nope\"",
-                "key `backend`: unknown backend \"nope\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+                "key `backend`: unknown backend \"nope\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)",
             ),
             ("model = \"  \"", "key `model`: must not be empty"),
             ("max_output_bytes = 0", "key `max_output_bytes`: expected a whole number of at least 1, got 0"),

@@ -145,7 +145,7 @@ fn a_backend_typo_is_listed_as_a_problem_with_its_file_and_line_and_the_run_name
     assert_eq!(
         listing["problems"],
         json!([{"file": file.to_str().unwrap(), "line": 4,
-                "reason": "invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)"}])
+                "reason": "invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)"}])
     );
     let out = sb.run_args(&["run", "typo", "t"]);
     assert_eq!(out.status, 2);
@@ -154,7 +154,7 @@ fn a_backend_typo_is_listed_as_a_problem_with_its_file_and_line_and_the_run_name
     assert_eq!(
         message,
         json!(format!(
-            "Invalid input: agent typo could not be read: {}:4: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+            "Invalid input: agent typo could not be read: {}:4: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)",
             file.display()
         ))
     );

@@ -105,6 +105,8 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             // tests/support turns the sandbox off for the fake agent's sake.
             "sandbox": {"value": "off", "source": "env:ORCHESTRATE_SANDBOX"},
             "network": {"value": "on", "source": "default"},
+            "permissions": {"value": "policy", "source": "default"},
+            "acp_command": {"value": null, "source": "default"},
             "runner": {"value": "local", "source": "default"},
             "queue_timeout": {"value": "10m", "source": "default"},
             "runners": {"value": {}, "source": "default"},
@@ -119,10 +121,10 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 26 + 4, "{text}");
+    assert_eq!(lines.len(), 28 + 4, "{text}");
     // Then the files it read, in the order they apply.
     assert_eq!(
-        lines[26..],
+        lines[28..],
         [
             "",
             "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
@@ -364,7 +366,14 @@ fn bash_completes_flag_values_agent_names_and_run_ids_by_asking_orchestrate() {
         ),
         (
             &["orchestrate", "run", "--backend", "c"],
-            &["claude", "codex", "cursor", "command"],
+            &[
+                "claude",
+                "codex",
+                "cursor",
+                "command",
+                "claude-acp",
+                "codex-acp",
+            ],
         ),
         (
             &["orchestrate", "run", "x", "y", "-o", ""],

@@ -128,6 +128,6 @@ fn resume_errors_say_what_is_missing() {
     assert_eq!(out.status, 2);
     assert_eq!(
         out.json()["details"]["error"]["message"],
-        json!("Invalid input: agent fake: cannot resume: the gemini backend cannot continue an earlier session (claude, pi and codex can)")
+        json!("Invalid input: agent fake: cannot resume: the gemini backend cannot continue an earlier session (claude, pi, codex, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp and qwen-acp can)")
     );
 }

@@ -984,7 +984,7 @@ You are a senior code reviewer.
             problem("---\nname: x\ndescription: d\nbackend: cluade\n---\nP\n"),
             (
                 Some(4),
-                "invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)".to_string()
+                "invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)".to_string()
             )
         );
         assert_eq!(

@@ -63,6 +63,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<ClaudeDialect>::default(),
+        talks: false,
         // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message usage
         // counts the input while it runs.
         reports: super::Reports {
@@ -572,6 +573,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -618,6 +620,7 @@ mod tests {
                 resume: None,
                 max_cost: Some(0.5),
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -662,6 +665,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -686,6 +690,7 @@ mod tests {
                         run_dir: dir.path(),
                         resume: None,
                         outer_sandbox,
+                        permissions: &crate::backends::permissions::PermissionPolicy::default(),
                         max_cost: None,
                         output_schema: None,
                     },
@@ -727,6 +732,7 @@ mod tests {
                 output_schema: Some(&schema),
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
             },
         )
         .unwrap();

@@ -37,6 +37,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<GeminiDialect>::default(),
+        talks: false,
         reports: super::Reports {
             cost: false,
             usage_while_running: false,
@@ -407,6 +408,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -456,6 +458,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -485,6 +488,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -509,6 +513,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -540,6 +545,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     outer_sandbox,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     max_cost: None,
                     output_schema: None,
                 },

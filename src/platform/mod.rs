@@ -46,8 +46,9 @@ pub(crate) use unix::{LeaderExit, StartTime};
 /// inside this one. The platform sets it as it starts the child; the sandbox reads it.
 pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
 
-/// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of
-/// orchestrate's descriptors (nor of those it inherited) reaches the child.
+/// What to start: stdin is /dev/null (or a pipe, see `stdin_pipe`), stdout and stderr are
+/// pipes, and nothing else of orchestrate's descriptors (nor of those it inherited) reaches
+/// the child.
 #[derive(Debug, Clone)]
 pub(crate) struct SpawnSpec {
     pub program: OsString,
@@ -58,6 +59,9 @@ pub(crate) struct SpawnSpec {
     /// Removed from orchestrate's own environment.
     pub env_remove: Vec<OsString>,
     pub confinement: Confinement,
+    /// The child's stdin is a pipe whose writing end `GroupChild::take_stdin` hands out
+    /// (for a backend that talks to its child), rather than /dev/null.
+    pub stdin_pipe: bool,
 }
 
 /// What the child may reach.
@@ -209,6 +213,7 @@ mod tests {
             env: Vec::new(),
             env_remove: Vec::new(),
             confinement: Confinement::default(),
+            stdin_pipe: false,
         }
     }
 
@@ -273,6 +278,35 @@ mod tests {
             .read_to_string(&mut err)
             .unwrap();
         assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"));
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+    }
+
+    /// With a stdin pipe, what orchestrate writes is what the child reads, and closing
+    /// orchestrate's end is the child's end of input.
+    #[test]
+    fn a_stdin_pipe_carries_what_is_written_and_closing_it_ends_the_input() {
+        use std::io::{Read, Write};
+        let mut spec = sh("while read -r line; do echo \"got $line\"; done; echo eof");
+        spec.stdin_pipe = true;
+        let mut child = spawn(spec).expect("spawn");
+        let mut stdin = std::fs::File::from(child.take_stdin().expect("a stdin pipe"));
+        assert!(child.take_stdin().is_none(), "handed out once");
+        stdin.write_all(b"one\ntwo\n").unwrap();
+        drop(stdin);
+        let mut out = String::new();
+        std::fs::File::from(child.take_stdout().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "got one\ngot two\neof\n");
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+    }
+
+    #[test]
+    fn without_a_stdin_pipe_there_is_none_to_take() {
+        let mut child = spawn(sh("exit 0")).expect("spawn");
+        assert!(child.take_stdin().is_none());
         assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
         child.kill_and_reap().unwrap();
     }

@@ -72,6 +72,11 @@ impl GroupChild {
         self.child.stdout.take().map(OwnedFd::from)
     }
 
+    /// The writing end of the child's stdin, when the spec asked for a pipe.
+    pub(crate) fn take_stdin(&mut self) -> Option<OwnedFd> {
+        self.child.stdin.take().map(OwnedFd::from)
+    }
+
     pub(crate) fn take_stderr(&mut self) -> Option<OwnedFd> {
         self.child.stderr.take().map(OwnedFd::from)
     }
@@ -220,7 +225,11 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         // take their project folder from it rather than from getcwd().
         .env("PWD", &spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin_pipe {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     #[cfg(target_os = "linux")]
@@ -412,6 +421,7 @@ mod tests {
             env: Vec::new(),
             env_remove: Vec::new(),
             confinement: super::super::Confinement::default(),
+            stdin_pipe: false,
         }
     }
 

@@ -3,12 +3,15 @@
 //! and the process exit status each outcome maps to.
 
 mod isolation;
+mod permissions;
 mod termination;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use isolation::{DiffStat, JobId, Network, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub(crate) use permissions::counts as permission_counts;
+pub use permissions::{DecidedBy, Decision, PermissionRecord};
 pub use termination::{KillKind, Leak, StopReason, Termination};
 
 /// How much of a result goes to a parent. Lean: no `displayItems`,
@@ -304,6 +307,10 @@ pub struct SingleResult {
     /// and how long it waited to start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<RunnerInfo>,
+    /// Every permission the child asked for and how it was answered, in order (a lean
+    /// result has only the counts: `{"allowed": 2, "rejected": 1}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<PermissionRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -469,6 +476,11 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
+            if let Some(records) = r.get("permissions") {
+                let records: Vec<PermissionRecord> =
+                    serde_json::from_value(records.clone()).unwrap_or_default();
+                r.insert("permissions".to_string(), permission_counts(&records));
+            }
             // The layers that held: the warnings name any that is missing.
             if let Some(sandbox) = r
                 .get_mut("sandbox")

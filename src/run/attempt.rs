@@ -10,14 +10,15 @@ use super::resolve::ResolvedRun;
 use super::sink::DialectSink;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
-use crate::backends::{BackendError, Invocation, InvocationInput};
+use crate::backends::permissions::{PermissionMode, PermissionPolicy};
+use crate::backends::{AgentBrief, BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Held, Places};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
-use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
+use crate::supervisor::{self, ChildInput, ChildSpec, Controls, OutputSinks};
 use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
@@ -53,6 +54,16 @@ fn attempt_file_names(n: u32) -> (String, String) {
     }
 }
 
+/// What orchestrate wrote to the stdin of a child it talks to, byte for byte, beside the
+/// session: `stdin.jsonl`, and `stdin.attempt-N.jsonl` for a retry.
+fn stdin_file_name(n: u32) -> String {
+    if n <= 1 {
+        session::STDIN_FILE.to_string()
+    } else {
+        format!("stdin.attempt-{n}.jsonl")
+    }
+}
+
 impl Attempt<'_> {
     /// Runs attempt `n` (1-based, over every model) with `model`.
     pub(super) async fn execute(
@@ -64,23 +75,31 @@ impl Attempt<'_> {
     ) -> Executed {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
-            let files = self.session_files(n)?;
+            let files = self.session_files(n, inv.talks())?;
             let (spec, held) = self.child_spec(&inv, n)?;
             Ok((inv, files, spec, held))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file), mut spec, held) =
-            match prepared {
-                Ok(p) => p,
-                // The run folder exists and is recorded: the refusal keeps the run's id.
-                Err(e) => {
-                    return Executed {
-                        output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
-                        mismatch: None,
-                    }
+        let (
+            invocation,
+            (session_path, mut session_file, mut stderr_file, mut stdin_file),
+            mut spec,
+            held,
+        ) = match prepared {
+            Ok(p) => p,
+            // The run folder exists and is recorded: the refusal keeps the run's id.
+            Err(e) => {
+                return Executed {
+                    output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
+                    mismatch: None,
                 }
-            };
+            }
+        };
+        let mut dialect = invocation.dialect();
+        if let Some(input) = &spec.stdin {
+            dialect.attach(input.clone());
+        }
         let mut sink = DialectSink {
-            dialect: invocation.dialect.parser(),
+            dialect,
             // What a result can show: the kept head of the answer, and no less than the
             // content it may carry.
             collector: Collector::with_text_limit(
@@ -98,6 +117,9 @@ impl Attempt<'_> {
             OutputSinks {
                 stdout_copy: &mut session_file,
                 stderr_copy: &mut stderr_file,
+                stdin_copy: stdin_file
+                    .as_mut()
+                    .map(|f| f as &mut (dyn std::io::Write + Send)),
             },
             controls,
         )
@@ -156,7 +178,18 @@ impl Attempt<'_> {
         let run = self.run;
         let backend = run.backend.backend;
         let prompt = self.prompt();
-        let agent = run.agent.brief();
+        let (cwd, workspace) = self.workspace();
+        let policy = PermissionPolicy::new(
+            run.permissions,
+            &run.agent.permissions(),
+            run.sandbox.mode,
+            &cwd,
+            &workspace,
+        );
+        let agent = AgentBrief {
+            acp_command: run.acp_command.clone(),
+            ..run.agent.brief()
+        };
         let input = InvocationInput {
             agent: &agent,
             task: &prompt,
@@ -169,10 +202,21 @@ impl Attempt<'_> {
                 .output_schema
                 .as_ref()
                 .filter(|schema| backend.takes_output_schema(schema)),
+            permissions: &policy,
         };
         let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
+            match (run.permissions.warning(), inv.talks()) {
+                (Some(w), true) => inv.warnings.push(w.to_string()),
+                (_, false) if run.permissions != PermissionMode::Policy => {
+                    inv.warnings.push(format!(
+                    "{backend} asks orchestrate for no permissions: permissions {} changes nothing",
+                    run.permissions
+                ))
+                }
+                _ => {}
+            }
             inv
         });
         built.map_err(|e| match e {
@@ -186,7 +230,20 @@ impl Attempt<'_> {
         })
     }
 
-    fn session_files(&self, n: u32) -> Result<(String, File, File), RunError> {
+    /// Where the child works, and what of it it may write: its worktree, or the working
+    /// directory.
+    fn workspace(&self) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+        match self.worktree {
+            Some(wt) => (wt.cwd.clone(), vec![wt.path.clone()]),
+            None => (self.run.cwd.clone(), vec![self.run.cwd.clone()]),
+        }
+    }
+
+    fn session_files(
+        &self,
+        n: u32,
+        talks: bool,
+    ) -> Result<(String, File, File, Option<File>), RunError> {
         let (session_name, stderr_name) = attempt_file_names(n);
         let create = |name: &str| {
             self.run_dir
@@ -199,8 +256,12 @@ impl Attempt<'_> {
         };
         let session = create(&session_name)?;
         let stderr = create(&stderr_name)?;
+        let stdin = match talks {
+            true => Some(create(&stdin_file_name(n))?),
+            false => None,
+        };
         let path = self.run_dir.path.join(&session_name);
-        Ok((path.to_string_lossy().into_owned(), session, stderr))
+        Ok((path.to_string_lossy().into_owned(), session, stderr, stdin))
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
@@ -271,6 +332,7 @@ impl Attempt<'_> {
                 env_remove,
                 confinement: prepared.confinement,
                 runner,
+                stdin: invocation.talks().then(ChildInput::new),
             },
             prepared.held,
         ))

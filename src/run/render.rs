@@ -163,6 +163,7 @@ fn facts(
         }),
         worktree: None,
         runner: runner_info(o, ctx),
+        permissions: collected.permissions().0.to_vec(),
     }
 }
 
@@ -188,6 +189,8 @@ fn runner_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Option<RunnerInf
 /// used, a budget its stream could not hold.
 fn warnings(outcome: Option<&Outcome>, collected: &Collector, ctx: &Context<'_>) -> Vec<String> {
     let mut warnings = ctx.warnings.to_vec();
+    warnings.extend(collected.warnings().iter().cloned());
+    let dropped_permissions = collected.permissions().1;
     warnings.extend(ctx.run.sandbox.warning.iter().cloned());
     warnings.extend(stream_warnings(collected, ctx));
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
@@ -195,6 +198,12 @@ fn warnings(outcome: Option<&Outcome>, collected: &Collector, ctx: &Context<'_>)
     }
     if let Some(o) = outcome {
         warnings.extend(o.settled.warnings.iter().cloned());
+    }
+    if dropped_permissions > 0 {
+        warnings.push(format!(
+            "the child asked for {dropped_permissions} more permissions than the result lists (the first {} are)",
+            crate::collector::MAX_PERMISSION_RECORDS
+        ));
     }
     if ctx.run.sandbox.confines() {
         for (layer, why) in outcome.map_or(&[][..], |o| &o.sandbox_layers.missing[..]) {

@@ -50,6 +50,10 @@ pub(crate) struct ResolvedRun {
     pub output_schema: Option<OutputSchema>,
     /// Where the child runs.
     pub runner: RunnerChoice,
+    /// How the child's permission requests are answered.
+    pub permissions: crate::backends::permissions::PermissionMode,
+    /// The `acp` backend's agent command: the agent's own, else the config's.
+    pub acp_command: Option<String>,
 }
 
 /// The output limits of a request before any agent is known (a fan-out's whole answer).
@@ -172,6 +176,8 @@ pub(crate) fn resolve(
         sandbox,
         runner,
         output_schema,
+        permissions: s.permissions,
+        acp_command: s.acp_command,
     })
 }
 
@@ -730,7 +736,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "Invalid input: agent broken could not be read: {}:3: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+                "Invalid input: agent broken could not be read: {}:3: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)",
                 dir.path().join("broken.md").display()
             )
         );

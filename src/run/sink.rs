@@ -81,4 +81,8 @@ impl LineSink for DialectSink<'_, '_> {
             p.maybe_send(&self.collector);
         }
     }
+
+    fn cancel(&mut self) -> bool {
+        self.dialect.cancel()
+    }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value as Json};
 use yaml_serde::Value as Yaml;
 
+use crate::backends::permissions::PermissionMode;
 use crate::backends::BackendChoice;
 use crate::result::{Network, SandboxMode};
 use crate::runner::{self, RunnerDef};
@@ -493,6 +494,30 @@ impl Kind<Network> for NetworkKind {
 
     fn names(&self) -> Option<Vec<String>> {
         Some(enum_names::<Network>())
+    }
+}
+
+/// How a child's permission requests are answered: `policy`, `ask`, `allow` or `deny`.
+pub(crate) struct Permissions;
+
+impl Kind<PermissionMode> for Permissions {
+    fn read(&self, raw: Raw<'_>) -> Result<PermissionMode, String> {
+        let text = raw
+            .text()
+            .ok_or_else(|| expected(PermissionMode::NAMES, raw))?;
+        PermissionMode::parse(&text)
+    }
+
+    fn show(&self, value: &PermissionMode) -> Json {
+        json!(value.name())
+    }
+
+    fn schema(&self) -> Json {
+        json!({"type": "string", "enum": enum_names::<PermissionMode>()})
+    }
+
+    fn names(&self) -> Option<Vec<String>> {
+        Some(enum_names::<PermissionMode>())
     }
 }
 

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
+use crate::backends::permissions::PermissionMode;
 use crate::backends::BackendChoice;
 use crate::limits;
 use crate::result::{Network, SandboxMode};
@@ -470,6 +471,21 @@ settings! {
         flag: flag("network", "NETWORK", "off: the child gets no network at all (only a loopback of its own). Default on."),
         agent: &["network"],
         mcp: mcp("network", None),
+        ..Surfaces::FILES
+    };
+    /// How the child's permission requests are answered (ACP agents ask).
+    permissions: PermissionMode = PermissionMode::Policy, kind: &kinds::Permissions, Surfaces {
+        env: Some("ORCHESTRATE_PERMISSIONS"),
+        flag: flag("permissions", "MODE", "How the child's permission requests are answered (ACP agents ask): policy (by the agent's tools and sandbox; the default), allow, deny, or ask (the parent; for now policy, with a warning)."),
+        agent: &["permissions"],
+        mcp: mcp("permissions", None),
+        ..Surfaces::FILES
+    };
+    /// The `acp` backend's agent command line (split like a shell's words, run without
+    /// one), for agents that set none.
+    acp_command: String, kind: &Text, Surfaces {
+        env: Some("ORCHESTRATE_ACP_COMMAND"),
+        agent: &["acp_command", "acpCommand"],
         ..Surfaces::FILES
     };
     /// Where the child runs: `local`, `slurm`, or a name of `runners` (checked when a run

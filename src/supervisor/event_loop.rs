@@ -13,6 +13,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
+use super::channel::{ChildInput, InputPipe};
 use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
 use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
@@ -41,6 +42,9 @@ pub(crate) struct ChildSpec {
     pub env_remove: Vec<OsString>,
     /// What the child may write and reach.
     pub confinement: Confinement,
+    /// The child's stdin is a pipe fed from this handle (a backend that talks to its
+    /// child); `None`: /dev/null.
+    pub stdin: Option<ChildInput>,
     /// Where it runs: the runner prepares the engine, wraps the command, says when a
     /// queued child started, carries out stops, and settles the run once the process
     /// started here is gone.
@@ -59,12 +63,20 @@ pub(crate) trait LineSink {
     /// Called after each chunk of stdout: a place to publish progress, at most once per
     /// read rather than once per line.
     fn after_chunk(&mut self) {}
+    /// A graceful stop begins: asks the child to stop its work through its own protocol
+    /// (written to its stdin). Returns false when there was nothing to cancel, and the
+    /// stop goes on to SIGTERM at once.
+    fn cancel(&mut self) -> bool {
+        false
+    }
 }
 
-/// Where the raw bytes go: the session copy of stdout, and the stderr log.
+/// Where the raw bytes go: the session copy of stdout, the stderr log, and the record of
+/// what was written to the child's stdin (when it has a pipe there).
 pub(crate) struct OutputSinks<'a> {
     pub stdout_copy: &'a mut (dyn Write + Send),
     pub stderr_copy: &'a mut (dyn Write + Send),
+    pub stdin_copy: Option<&'a mut (dyn Write + Send)>,
 }
 
 /// Requests from outside the loop. `cancel` stops gracefully; `kill` stops at once;
@@ -128,6 +140,7 @@ pub(crate) async fn supervise<'a>(
         env: spec.env.clone(),
         env_remove: spec.env_remove.clone(),
         confinement: spec.confinement.clone(),
+        stdin_pipe: spec.stdin.is_some(),
     })
     .map_err(|source| SuperviseError::Spawn {
         program: launch.program.to_string_lossy().into_owned(),
@@ -135,6 +148,25 @@ pub(crate) async fn supervise<'a>(
     })?;
     let mut stdout = pipe::Receiver::from_owned_fd(group.take_stdout().expect("piped"))?;
     let mut stderr = pipe::Receiver::from_owned_fd(group.take_stderr().expect("piped"))?;
+    let OutputSinks {
+        stdout_copy,
+        stderr_copy,
+        stdin_copy,
+    } = out;
+    let mut input = match (&spec.stdin, group.take_stdin()) {
+        (Some(handle), Some(fd)) => Some(InputPipe::new(
+            handle.clone(),
+            pipe::Sender::from_owned_fd(fd)?,
+            stdin_copy,
+        )),
+        _ => None,
+    };
+    let waker = input.is_some().then(|| spec.stdin.clone()).flatten();
+    let out = OutputSinks {
+        stdout_copy,
+        stderr_copy,
+        stdin_copy: None,
+    };
     // Where the child's exit arrives on a pipe of its own (its controller reports it),
     // rather than only as SIGCHLD.
     let exit_notice = match group.exit_notice() {
@@ -146,14 +178,10 @@ pub(crate) async fn supervise<'a>(
 
     // Every limit counts from the same instant as `elapsed` (before the spawn), so none is
     // late by the time the spawn took; a job in a queue counts them from when it starts.
+    let graces = Graces::new(&limits, input.is_some());
     let life = match &queue {
-        Some(queue) => Lifecycle::queued(
-            Graces::new(&limits),
-            Patience::new(&limits),
-            start,
-            queue.timeout,
-        ),
-        None => Lifecycle::new(Graces::new(&limits), Patience::new(&limits), start),
+        Some(queue) => Lifecycle::queued(graces, Patience::new(&limits), start, queue.timeout),
+        None => Lifecycle::new(graces, Patience::new(&limits), start),
     };
     let mut started_signal = queue.map(|q| q.started);
     let mut m = Machine {
@@ -230,6 +258,19 @@ pub(crate) async fn supervise<'a>(
             _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
                 m.look_for_exit()?;
             }
+            // The child's stdin takes what is queued for it, as fast as it reads.
+            w = write_input(input.as_mut()), if input.as_ref().is_some_and(InputPipe::wants_write) => {
+                if let Some(p) = input.as_mut() {
+                    p.written(w);
+                }
+            }
+            // Something was queued from outside the loop (its own writes are seen at the
+            // next turn), or the input was closed.
+            () = input_queued(waker.as_ref()), if input.is_some() => {
+                if let Some(p) = input.as_mut() {
+                    p.close_if_done();
+                }
+            }
             _ = sleep_until(m.kill_local_at.unwrap_or(far_future)), if m.kill_local_at.is_some() && !m.life.has_exited() => {
                 m.kill_local();
             }
@@ -247,6 +288,8 @@ pub(crate) async fn supervise<'a>(
     }
 
     drop(started_signal);
+    // Writers are told that the child's input is gone.
+    drop(input);
     // Kills descendants that outlived the child (closed their pipes, left its group).
     m.group.kill_and_reap()?;
     let leftovers = m.group.leftovers();
@@ -292,6 +335,22 @@ pub(crate) async fn supervise<'a>(
         queue_wait,
         settled,
     })
+}
+
+/// Writes what the child's stdin takes; never where there is no pipe.
+async fn write_input(input: Option<&mut InputPipe<'_>>) -> std::io::Result<usize> {
+    match input {
+        Some(p) => p.write_some().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when a writer outside the loop queued something for the child.
+async fn input_queued(input: Option<&ChildInput>) {
+    match input {
+        Some(handle) => handle.queued().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves once the engine has started a queued child; never where there is no queue.
@@ -356,7 +415,8 @@ impl Machine<'_> {
             self.stop(reason)?;
         }
         if facts.terminal {
-            self.life.terminal_event(now);
+            let action = self.life.terminal_event(now);
+            self.act(action);
         }
         Ok(())
     }
@@ -433,6 +493,13 @@ impl Machine<'_> {
     fn act(&mut self, action: Action) {
         let stop = match action {
             Action::Nothing => return,
+            Action::Cancel => {
+                if !self.sink.cancel() {
+                    let next = self.life.cancel_unavailable(Instant::now());
+                    self.act(next);
+                }
+                return;
+            }
             Action::AbandonPipes => {
                 tracing::warn!("the child's pipes stayed open after SIGKILL; giving up on them");
                 self.stdout_open = false;

@@ -153,6 +153,12 @@ pub(super) enum Phase {
     ExitGrace {
         until: Instant,
     },
+    /// The child was asked through its own protocol to stop its work (ACP's
+    /// `session/cancel`); SIGTERM follows when it says it has, or at `until`.
+    Cancelling {
+        reason: StopReason,
+        until: Instant,
+    },
     /// SIGTERM sent to the group; SIGKILL at `kill_at`.
     Terminating {
         reason: StopReason,
@@ -176,6 +182,8 @@ pub(super) enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Action {
     Nothing,
+    /// Ask the child to stop its work through its own protocol.
+    Cancel,
     /// SIGTERM to the group.
     Terminate,
     /// SIGKILL to the group.
@@ -187,6 +195,9 @@ pub(super) enum Action {
 /// The waits between phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Graces {
+    /// From a protocol cancel to SIGTERM, for a child that talks a protocol that has one;
+    /// zero for the others (a stop starts with SIGTERM).
+    pub cancel: Duration,
     /// From SIGTERM to SIGKILL.
     pub kill: Duration,
     /// For the child to exit on its own after its final event.
@@ -198,8 +209,15 @@ pub(super) struct Graces {
 }
 
 impl Graces {
-    pub(super) fn new(limits: &SupervisionLimits) -> Graces {
+    /// `cancels`: the child talks a protocol with a cancel of its own, which then gets
+    /// the kill grace before SIGTERM.
+    pub(super) fn new(limits: &SupervisionLimits, cancels: bool) -> Graces {
         Graces {
+            cancel: if cancels {
+                limits.kill_grace
+            } else {
+                Duration::ZERO
+            },
             kill: limits.kill_grace,
             terminal_exit: limits.terminal_exit_grace,
             drain_after_exit: limits.drain_after_exit,
@@ -325,9 +343,10 @@ impl Lifecycle {
     pub(super) fn deadline(&self) -> Option<Instant> {
         match self.phase {
             Phase::Running => None,
-            Phase::Queued { until } | Phase::ExitGrace { until } | Phase::Draining { until } => {
-                Some(until)
-            }
+            Phase::Queued { until }
+            | Phase::ExitGrace { until }
+            | Phase::Draining { until }
+            | Phase::Cancelling { until, .. } => Some(until),
             Phase::Terminating { kill_at, .. } => Some(kill_at),
             Phase::Killed { give_up_at, .. } => give_up_at,
         }
@@ -354,19 +373,28 @@ impl Lifecycle {
     }
 
     /// The dialect's final event arrived: give the child a short while to exit on its own.
-    pub(super) fn terminal_event(&mut self, now: Instant) {
-        if self.phase == Phase::Running {
-            self.phase = Phase::ExitGrace {
-                until: now + self.graces.terminal_exit,
-            };
+    /// After a protocol cancel it says the child stopped its work: SIGTERM follows at once.
+    pub(super) fn terminal_event(&mut self, now: Instant) -> Action {
+        match self.phase {
+            Phase::Running => {
+                self.phase = Phase::ExitGrace {
+                    until: now + self.graces.terminal_exit,
+                };
+                Action::Nothing
+            }
+            Phase::Cancelling { reason, .. } if !self.has_exited() => self.terminate(reason, now),
+            _ => Action::Nothing,
         }
     }
 
-    /// Stops the child gracefully (SIGTERM, SIGKILL after the grace) unless a stop is
-    /// already under way: the first reason wins.
+    /// Stops the child gracefully unless a stop is already under way (the first reason
+    /// wins): a protocol cancel first where the child has one and is still at work, then
+    /// SIGTERM, then SIGKILL after the grace.
     pub(super) fn stop(&mut self, reason: StopReason, now: Instant, pipes_open: bool) -> Action {
         match self.phase {
-            Phase::Terminating { .. } | Phase::Killed { .. } => Action::Nothing,
+            Phase::Terminating { .. } | Phase::Killed { .. } | Phase::Cancelling { .. } => {
+                Action::Nothing
+            }
             // Nothing is left to stop but descendants holding the pipes.
             _ if self.has_exited() => {
                 self.kill_group(Some(reason), KillKind::Leftovers, now, pipes_open)
@@ -374,14 +402,33 @@ impl Lifecycle {
             _ if self.graces.kill.is_zero() => {
                 self.kill_group(Some(reason), KillKind::Immediate, now, pipes_open)
             }
-            _ => {
-                self.phase = Phase::Terminating {
+            // Still at work (a child past its final event has nothing left to cancel).
+            Phase::Running if !self.graces.cancel.is_zero() => {
+                self.phase = Phase::Cancelling {
                     reason,
-                    kill_at: now + self.graces.kill,
+                    until: now + self.graces.cancel,
                 };
-                Action::Terminate
+                Action::Cancel
             }
+            _ => self.terminate(reason, now),
         }
+    }
+
+    /// The child had nothing to cancel (its protocol had not started a turn, or its
+    /// input is closed): SIGTERM at once.
+    pub(super) fn cancel_unavailable(&mut self, now: Instant) -> Action {
+        match self.phase {
+            Phase::Cancelling { reason, .. } if !self.has_exited() => self.terminate(reason, now),
+            _ => Action::Nothing,
+        }
+    }
+
+    fn terminate(&mut self, reason: StopReason, now: Instant) -> Action {
+        self.phase = Phase::Terminating {
+            reason,
+            kill_at: now + self.graces.kill,
+        };
+        Action::Terminate
     }
 
     /// Kills at once (a second cancel): keeps the reason of a stop under way, else the
@@ -413,6 +460,8 @@ impl Lifecycle {
             Phase::Running => Action::Nothing,
             Phase::Queued { .. } => self.stop(StopReason::QueueTimeout, now, pipes_open),
             Phase::ExitGrace { .. } => self.stop(StopReason::AfterTerminalEvent, now, pipes_open),
+            // The child did not end its work within the grace.
+            Phase::Cancelling { reason, .. } => self.terminate(reason, now),
             Phase::Terminating { reason, .. } => {
                 self.kill_group(Some(reason), KillKind::Escalated, now, pipes_open)
             }
@@ -449,7 +498,9 @@ impl Lifecycle {
             | Phase::Running
             | Phase::ExitGrace { .. }
             | Phase::Draining { .. } => Termination::on_its_own(exit),
-            Phase::Terminating { reason, .. } => Termination::Terminated { reason },
+            Phase::Terminating { reason, .. } | Phase::Cancelling { reason, .. } => {
+                Termination::Terminated { reason }
+            }
             Phase::Killed {
                 reason: Some(reason),
                 kill,
@@ -461,7 +512,10 @@ impl Lifecycle {
         if pipes_open
             && matches!(
                 self.phase,
-                Phase::Queued { .. } | Phase::Running | Phase::ExitGrace { .. }
+                Phase::Queued { .. }
+                    | Phase::Running
+                    | Phase::ExitGrace { .. }
+                    | Phase::Cancelling { .. }
             )
         {
             self.phase = Phase::Draining {
@@ -523,6 +577,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     const GRACES: Graces = Graces {
+        cancel: Duration::ZERO,
         kill: Duration::from_secs(5),
         terminal_exit: Duration::from_secs(2),
         drain_after_exit: Duration::from_millis(500),
@@ -603,9 +658,136 @@ mod tests {
             self
         }
         fn terminal(&mut self, s: f64) -> &mut Self {
-            self.life.terminal_event(self.at(s));
+            let a = self.life.terminal_event(self.at(s));
+            if a != Action::Nothing {
+                self.actions.push(a);
+            }
             self
         }
+    }
+
+    /// A child that talks a protocol with a cancel: 5 s for it, as for SIGTERM.
+    const CANCELLING: Graces = Graces {
+        cancel: Duration::from_secs(5),
+        ..GRACES
+    };
+
+    #[test]
+    fn a_stop_of_a_talking_child_starts_with_its_cancel_and_its_end_of_turn_brings_sigterm() {
+        let mut r = Run::new(CANCELLING);
+        r.stop(StopReason::RuntimeTimeout, 1.0, true);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Cancelling {
+                reason: StopReason::RuntimeTimeout,
+                until: r.at(6.0)
+            }
+        );
+        assert!(!r.life.counts_time() && !r.life.is_running());
+        // A second reason, a budget reached meanwhile, changes nothing.
+        r.stop(StopReason::Budget, 1.5, true);
+        // The child says its turn ended (ACP: the prompt's `cancelled` stop reason).
+        r.terminal(1.6);
+        assert_eq!(
+            r.actions,
+            [Action::Cancel, Action::Nothing, Action::Terminate]
+        );
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::RuntimeTimeout,
+                kill_at: r.at(6.6)
+            }
+        );
+        r.exit(LeaderExit::Signaled(libc::SIGTERM), 1.7, false);
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Signaled(libc::SIGTERM),
+                Termination::Terminated {
+                    reason: StopReason::RuntimeTimeout
+                },
+                Leak::None
+            ))
+        );
+    }
+
+    #[test]
+    fn a_cancel_ignored_for_the_grace_brings_sigterm_then_sigkill() {
+        let mut r = Run::new(CANCELLING);
+        r.stop(StopReason::IdleTimeout, 1.0, true);
+        assert_eq!(r.wake(true), 6.0);
+        assert_eq!(
+            r.life.phase(),
+            Phase::Terminating {
+                reason: StopReason::IdleTimeout,
+                kill_at: r.at(11.0)
+            }
+        );
+        assert_eq!(r.wake(true), 11.0);
+        assert_eq!(r.actions, [Action::Cancel, Action::Terminate, Action::Kill]);
+        r.exit(LeaderExit::Signaled(libc::SIGKILL), 11.01, false);
+        assert_eq!(
+            r.life.finish(false).map(|(_, t, _)| t),
+            Some(Termination::Killed {
+                reason: StopReason::IdleTimeout,
+                kill: KillKind::Escalated
+            })
+        );
+    }
+
+    #[test]
+    fn a_child_that_exits_after_its_cancel_was_stopped_by_orchestrate() {
+        let mut r = Run::new(CANCELLING);
+        r.stop(StopReason::Cancelled, 1.0, true);
+        r.exit(LeaderExit::Exited(0), 1.5, true);
+        // Its pipes still open: drained as after any exit, then what holds them is killed.
+        assert_eq!(r.life.phase(), Phase::Draining { until: r.at(2.0) });
+        r.terminal(1.6);
+        assert_eq!(r.actions, [Action::Cancel], "nothing to SIGTERM");
+        assert_eq!(
+            r.life.finish(false),
+            Some((
+                LeaderExit::Exited(0),
+                Termination::Terminated {
+                    reason: StopReason::Cancelled
+                },
+                Leak::None
+            ))
+        );
+    }
+
+    #[test]
+    fn nothing_to_cancel_means_sigterm_at_once_and_a_second_cancel_kills() {
+        let mut r = Run::new(CANCELLING);
+        r.stop(StopReason::OutputCap, 1.0, true);
+        let a = r.life.cancel_unavailable(r.at(1.0));
+        assert_eq!(a, Action::Terminate);
+        let mut r2 = Run::new(CANCELLING);
+        r2.stop(StopReason::Cancelled, 1.0, true).kill(1.5, true);
+        assert_eq!(r2.actions, [Action::Cancel, Action::Kill]);
+        assert_eq!(
+            r2.life.phase(),
+            Phase::Killed {
+                reason: Some(StopReason::Cancelled),
+                kill: KillKind::Immediate,
+                give_up_at: Some(r2.at(4.5))
+            }
+        );
+    }
+
+    #[test]
+    fn a_talking_child_past_its_final_event_or_with_no_grace_is_not_cancelled() {
+        let mut r = Run::new(CANCELLING);
+        r.terminal(1.0);
+        assert_eq!(r.wake(true), 3.0);
+        assert_eq!(r.actions, [Action::Terminate]);
+        let mut r = Run::new(Graces {
+            kill: Duration::ZERO,
+            ..CANCELLING
+        });
+        r.stop(StopReason::RuntimeTimeout, 1.0, true);
+        assert_eq!(r.actions, [Action::Kill]);
     }
 
     #[test]

@@ -679,6 +679,15 @@ pub fn side_traffic(api: Api, path: &str, body: &Value) -> bool {
     if system.contains("You are a title generator") {
         return true;
     }
+    // claude-agent-acp (ACP): the session's title ("You are naming a coding session"), and
+    // after a turn the next prompt it would suggest ("[SUGGESTION MODE: …").
+    if system.contains("You are naming a coding session")
+        || user_texts(api, body)
+            .iter()
+            .any(|t| t.contains("[SUGGESTION MODE:"))
+    {
+        return true;
+    }
     // Gemini CLI: its non-streaming helper calls (next-speaker check, routing, …); the
     // conversation always streams.
     if api == Api::Gemini && path.ends_with(":generateContent") {

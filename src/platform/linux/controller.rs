@@ -152,6 +152,8 @@ pub(super) struct Plan {
     pub new_session: bool,
     /// Drop every capability before exec (a sandboxed child of root).
     pub drop_capabilities: bool,
+    /// The child's stdin is a pipe from orchestrate rather than /dev/null.
+    pub stdin_pipe: bool,
 }
 
 /// The orchestrate side of a started controller.
@@ -165,6 +167,8 @@ pub(super) struct Started {
     pub status: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The writing end of the child's stdin, when the plan asked for a pipe.
+    pub stdin: Option<OwnedFd>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +253,8 @@ struct ChildFds {
     alive: RawFd,
     report: RawFd,
     status: RawFd,
+    /// The reading end of the child's stdin pipe, or -1 for /dev/null.
+    stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
 }
@@ -271,6 +277,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     let (status_r, status_w) = pipe()?;
     let (stdout_r, stdout_w) = pipe()?;
     let (stderr_r, stderr_w) = pipe()?;
+    let stdin = if plan.stdin_pipe { Some(pipe()?) } else { None };
     let argv = pointers(&plan.argv);
     let envp = pointers(&plan.envp);
     // Where the controller keeps the descriptors of the mounts it copies (its own copy of
@@ -282,6 +289,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         alive: alive_r.as_raw_fd(),
         report: report_w.as_raw_fd(),
         status: status_w.as_raw_fd(),
+        stdin: stdin.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
         stdout: stdout_w.as_raw_fd(),
         stderr: stderr_w.as_raw_fd(),
     };
@@ -319,6 +327,10 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     // SAFETY: restores this thread's mask.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     // The copies the controller and the child hold are theirs; ours go.
+    let stdin = stdin.map(|(r, w)| {
+        drop(r);
+        w
+    });
     drop((alive_r, report_w, status_w, stdout_w, stderr_w));
     if pid < 0 {
         return Err(StartError::Clone(clone_error));
@@ -373,6 +385,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         status: status_r,
         stdout: stdout_r,
         stderr: stderr_r,
+        stdin,
     })
 }
 
@@ -924,11 +937,15 @@ unsafe fn child_main(
         } else {
             libc::setpgid(0, 0);
         }
-        // stdin /dev/null, stdout and stderr the pipes. Copies above 2 first, so that no
-        // dup2 can overwrite a descriptor still needed.
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        // stdin /dev/null (or orchestrate's pipe), stdout and stderr the pipes. Copies above
+        // 2 first, so that no dup2 can overwrite a descriptor still needed.
+        let input = if fds.stdin >= 0 {
+            fds.stdin
+        } else {
+            libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
+        };
         let (null, out, err) = (
-            libc::fcntl(null, libc::F_DUPFD_CLOEXEC, 10),
+            libc::fcntl(input, libc::F_DUPFD_CLOEXEC, 10),
             libc::fcntl(fds.stdout, libc::F_DUPFD_CLOEXEC, 10),
             libc::fcntl(fds.stderr, libc::F_DUPFD_CLOEXEC, 10),
         );

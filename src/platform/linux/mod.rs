@@ -65,6 +65,7 @@ pub(crate) struct GroupChild {
     status: OwnedFd,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
     exit: Option<(LeaderExit, bool)>,
     reaped: bool,
     degraded: Option<String>,
@@ -83,6 +84,11 @@ impl GroupChild {
 
     pub(crate) fn take_stderr(&mut self) -> Option<OwnedFd> {
         self.stderr.take()
+    }
+
+    /// The writing end of the child's stdin, when the spec asked for a pipe.
+    pub(crate) fn take_stdin(&mut self) -> Option<OwnedFd> {
+        self.stdin.take()
     }
 
     /// A descriptor that becomes readable when the child's exit can be read with
@@ -268,7 +274,8 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         cwd: cstring(spec.cwd.as_os_str())?,
     };
     let confinement = spec.confinement;
-    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement))
+    let stdin_pipe = spec.stdin_pipe;
+    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement, stdin_pipe))
 }
 
 struct PlanParts {
@@ -327,7 +334,11 @@ fn lost_without_mounts(c: &Confinement) -> Vec<&'static str> {
     lost
 }
 
-fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChild> {
+fn start_in_best_mode(
+    parts: PlanParts,
+    c: &Confinement,
+    stdin_pipe: bool,
+) -> io::Result<GroupChild> {
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let sandboxed = c.writable.is_some() || c.view.is_some();
@@ -388,6 +399,7 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
         seccomp,
         new_session: true,
         drop_capabilities: root && sandboxed,
+        stdin_pipe,
     };
     let held = |plan: &Plan, namespace: bool| {
         let mut held = Vec::new();
@@ -548,6 +560,7 @@ fn child(
         status: started.status,
         stdout: Some(started.stdout),
         stderr: Some(started.stderr),
+        stdin: started.stdin,
         exit: None,
         reaped: false,
         degraded,

@@ -11,6 +11,7 @@
 //! - This module: the sandbox a run happens in, running `orchestrate` with a wall-clock
 //!   bound, and finding the processes of a run's tree through `/proc`.
 
+pub mod acp;
 pub mod cli;
 pub mod clis;
 pub mod harness;
@@ -324,7 +325,10 @@ impl Sandbox {
             std::fs::create_dir_all(d).unwrap();
         }
         let mut sb = sb;
-        let bin_var = format!("ORCHESTRATE_{}_BIN", backend.to_ascii_uppercase());
+        let bin_var = format!(
+            "ORCHESTRATE_{}_BIN",
+            backend.to_ascii_uppercase().replace('-', "_")
+        );
         let (home, state, tmp, bin) = (sb.home.clone(), sb.state.clone(), sb.tmp(), sb.bin.clone());
         let marker = sb.root.path().to_path_buf();
         sb.env("HOME", &home)
