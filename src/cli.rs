@@ -14,7 +14,8 @@ use crate::duration::parse_duration;
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
-use crate::sandbox::{Network, SandboxMode};
+use crate::network::{HostPattern, Network};
+use crate::sandbox::SandboxMode;
 use crate::session::RunId;
 use crate::structured::SchemaSource;
 
@@ -214,9 +215,16 @@ pub struct RunArgs {
     /// agent that cannot write, workspace-write for the others.
     #[arg(long, value_parser = sandbox_mode)]
     pub sandbox: Option<SandboxMode>,
-    /// off: the child gets no network at all (only a loopback of its own). Default on.
-    #[arg(long, value_parser = network)]
+    /// Network of the child: on (the host's), off (none at all, only a loopback of its
+    /// own) or provider (out only through orchestrate's proxy, to its provider's hosts
+    /// and --allow-host). Default: provider for an agent that cannot write, on for the
+    /// others.
+    #[arg(long, value_parser = network, value_name = "on|off|provider")]
     pub network: Option<Network>,
+    /// A host the child may reach with --network provider, beside its provider's: a name,
+    /// *.domain for every name under it, or an IP address; repeat for several.
+    #[arg(long = "allow-host", value_parser = allow_host, value_name = "HOST")]
+    pub allow_hosts: Vec<HostPattern>,
     /// Where the child runs: local (the default), slurm (through srun on a Slurm
     /// cluster), or a runner named in the config ([runners.NAME]).
     #[arg(long, value_name = "NAME")]
@@ -345,6 +353,10 @@ fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
 
 fn network(s: &str) -> Result<Network, String> {
     Network::parse(s)
+}
+
+fn allow_host(s: &str) -> Result<HostPattern, String> {
+    HostPattern::parse(s)
 }
 
 /// `worktree` (true) or `none` (false).
@@ -497,6 +509,7 @@ impl RunArgs {
             fallback_models: (!self.fallback_models.is_empty()).then_some(self.fallback_models),
             sandbox: self.sandbox,
             network: self.network,
+            allow_hosts: (!self.allow_hosts.is_empty()).then_some(self.allow_hosts),
             worktree: self.isolation,
             // Relative to where the command was typed, not to `--cwd`.
             output_schema: self

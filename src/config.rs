@@ -19,7 +19,8 @@ use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
 use crate::runner::{self, RunnerDef};
-use crate::sandbox::{Network, SandboxMode};
+use crate::network::{HostPattern, Network};
+use crate::sandbox::SandboxMode;
 use crate::truncate;
 
 /// Relative to the user's config home.
@@ -105,7 +106,10 @@ pub struct Config {
     pub fallback_models: Setting<Vec<String>>,
     /// `None` (`auto`): read-only for agents that cannot write, workspace-write otherwise.
     pub sandbox: Setting<Option<SandboxMode>>,
-    pub network: Setting<Network>,
+    /// `None` (`auto`): provider for agents that cannot write, on otherwise.
+    pub network: Setting<Option<Network>>,
+    /// Hosts a `network: provider` child may reach beside its provider's.
+    pub allow_hosts: Setting<Vec<HostPattern>>,
     /// Where children run: `local`, `slurm`, or a name of `runners`.
     pub runner: Setting<String>,
     /// How long a job may wait in a cluster engine's queue before it starts.
@@ -169,7 +173,8 @@ impl Default for Config {
             max_total_cost: Setting::default(None),
             fallback_models: Setting::default(Vec::new()),
             sandbox: Setting::default(None),
-            network: Setting::default(Network::On),
+            network: Setting::default(None),
+            allow_hosts: Setting::default(Vec::new()),
             runner: Setting::default(runner::LOCAL.to_string()),
             queue_timeout: Setting::default(runner::DEFAULT_QUEUE_TIMEOUT),
             runners: Setting::default(BTreeMap::new()),
@@ -380,7 +385,23 @@ const KEYS: &[Key] = &[
         name: "network",
         env: "ORCHESTRATE_NETWORK",
         apply: |c, raw, src| {
-            c.network = Setting::new(Network::parse(&string(raw)?)?, src);
+            let mode = match string(raw)?.as_str() {
+                "auto" => None,
+                other => Some(Network::parse(other).map_err(|e| format!("{e} or auto"))?),
+            };
+            c.network = Setting::new(mode, src);
+            Ok(())
+        },
+    },
+    Key {
+        name: "allow_hosts",
+        env: "ORCHESTRATE_ALLOW_HOSTS",
+        apply: |c, raw, src| {
+            let hosts = string_list(raw, "host names")?
+                .iter()
+                .map(|h| HostPattern::parse(h))
+                .collect::<Result<_, _>>()?;
+            c.allow_hosts = Setting::new(hosts, src);
             Ok(())
         },
     },
@@ -509,13 +530,18 @@ fn parse_usd(s: &str) -> Result<f64, String> {
 
 /// Model names: a TOML array of strings, or a comma-separated string.
 fn models(raw: Raw<'_>) -> Result<Vec<String>, String> {
+    string_list(raw, "model names")
+}
+
+/// A TOML list of strings, or one comma-separated string (the environment's form).
+fn string_list(raw: Raw<'_>, what: &str) -> Result<Vec<String>, String> {
     let names: Vec<String> = match raw {
         Raw::Toml(toml::Value::Array(items)) => items
             .iter()
             .map(|v| match v {
                 toml::Value::String(s) => Ok(s.trim().to_string()),
                 other => Err(format!(
-                    "expected model names, found {} in the list",
+                    "expected {what}, found {} in the list",
                     other.type_str()
                 )),
             })
@@ -524,7 +550,7 @@ fn models(raw: Raw<'_>) -> Result<Vec<String>, String> {
         Raw::Env(s) => s.split(',').map(|m| m.trim().to_string()).collect(),
         Raw::Toml(v) => {
             return Err(format!(
-                "expected a list of model names, found {}",
+                "expected a list of {what}, found {}",
                 v.type_str()
             ))
         }
@@ -742,8 +768,18 @@ impl Config {
             ),
             (
                 "network",
-                json!(self.network.value.name()),
+                json!(self.network.value.map_or("auto", Network::name)),
                 &self.network.source,
+            ),
+            (
+                "allow_hosts",
+                json!(self
+                    .allow_hosts
+                    .value
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()),
+                &self.allow_hosts.source,
             ),
             ("runner", json!(self.runner.value), &self.runner.source),
             (

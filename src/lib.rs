@@ -28,6 +28,7 @@ pub(crate) mod events;
 pub(crate) mod history;
 pub(crate) mod limits;
 pub(crate) mod mcp;
+pub(crate) mod network;
 pub(crate) mod platform;
 pub mod result;
 pub(crate) mod run;

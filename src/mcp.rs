@@ -36,7 +36,8 @@ use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
 use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
-use crate::sandbox::{Network, SandboxMode};
+use crate::network::{HostPattern, Network};
+use crate::sandbox::SandboxMode;
 use crate::structured::SchemaSource;
 use crate::supervisor::Controls;
 
@@ -92,6 +93,9 @@ pub(crate) struct SubagentArgs {
     pub sandbox: Option<SandboxMode>,
     #[serde(default)]
     pub network: Option<Network>,
+    // Hosts a provider-network child may reach beside its provider's.
+    #[serde(default)]
+    pub allow_hosts: Option<Vec<String>>,
     // worktree: a git worktree of its own, on branch orchestrate/<runId>.
     #[serde(default)]
     pub isolation: Option<IsolationArg>,
@@ -161,6 +165,16 @@ impl SubagentArgs {
             fallback_models: self.fallback_models,
             sandbox: self.sandbox,
             network: self.network,
+            allow_hosts: match self.allow_hosts {
+                None => None,
+                Some(hosts) => Some(
+                    hosts
+                        .iter()
+                        .map(|h| HostPattern::parse(h))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| RunError::invalid(format!("allowHosts: {e}")))?,
+                ),
+            },
             worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
             output_schema: self
                 .output_schema

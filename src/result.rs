@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::runner::RunnerInfo;
+use crate::network::NetworkInfo;
 use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
 use crate::worktree::WorktreeInfo;
@@ -258,6 +259,10 @@ pub struct SingleResult {
     /// mode is `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxInfo>,
+    /// The child's network: `{mode}`, and with `provider` the hosts it was allowed and
+    /// those it was refused (`denied: [{host, count}]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInfo>,
     /// The git worktree the child worked in (`--isolation worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
@@ -444,6 +449,7 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             if held {
                 r.remove("output");
             }
+            lean_network(r);
             if let Some(serde_json::Value::String(task)) = r.get_mut("task") {
                 if let Some((cut, _)) = task.char_indices().nth(MAX_LEAN_TASK_CHARS) {
                     task.truncate(cut);
@@ -457,6 +463,25 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
         .and_then(serde_json::Value::as_object_mut)
     {
         s.remove("displayItems");
+    }
+}
+
+/// A lean result's `network` is there only when the proxy refused something, so that a
+/// parent sees an attempt to reach another host: `{mode, denied}`. What was allowed, and
+/// a network where nothing was refused, are in the full result.
+fn lean_network(result: &mut serde_json::Map<String, serde_json::Value>) {
+    let refused = result
+        .get("network")
+        .and_then(|n| n.get("denied"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|d| !d.is_empty());
+    if !refused {
+        result.remove("network");
+    } else if let Some(n) = result
+        .get_mut("network")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        n.remove("allowed");
     }
 }
 

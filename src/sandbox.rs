@@ -62,55 +62,20 @@ impl std::fmt::Display for SandboxMode {
     }
 }
 
-/// Whether the child may use the network.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    #[default]
-    On,
-    /// Only a loopback interface of its own (not even the host's 127.0.0.1): for agents
-    /// whose CLI needs no provider, such as a local `command` backend.
-    Off,
-}
-
-impl Network {
-    pub fn parse(s: &str) -> Result<Network, String> {
-        match s.trim() {
-            "on" | "true" | "yes" => Ok(Network::On),
-            "off" | "false" | "no" => Ok(Network::Off),
-            other => Err(format!("unknown network setting {other:?} (use on or off)")),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Network::On => "on",
-            Network::Off => "off",
-        }
-    }
-}
-
-/// What held, as the result reports it: `sandbox: {mode, mechanism}`, and `network:
-/// "off"` when the network was cut.
+/// What held, as the result reports it: `sandbox: {mode, mechanism}`. (The network is
+/// the result's `network`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub mode: SandboxMode,
     /// `landlock`, or `none` when the mode is `off`.
     pub mechanism: String,
-    #[serde(default, skip_serializing_if = "is_on")]
-    pub network: Network,
-}
-
-fn is_on(n: &Network) -> bool {
-    *n == Network::On
 }
 
 /// A run's sandbox, decided before anything is spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SandboxPlan {
     pub mode: SandboxMode,
-    pub network: Network,
     /// The mechanism enforcing `mode` (None when `off`).
     pub mechanism: Option<&'static str>,
     /// Why the default sandbox could not be had (then `mode` is `off`).
@@ -122,7 +87,6 @@ impl SandboxPlan {
         SandboxInfo {
             mode: self.mode,
             mechanism: self.mechanism.unwrap_or("none").to_string(),
-            network: self.network,
         }
     }
 
@@ -136,13 +100,11 @@ impl SandboxPlan {
 pub(crate) fn plan(
     requested: Option<SandboxMode>,
     readonly: bool,
-    network: Network,
     backend: Backend,
     mechanism: Result<&'static str, String>,
 ) -> Result<SandboxPlan, String> {
     let off = |warning| SandboxPlan {
         mode: SandboxMode::Off,
-        network,
         mechanism: None,
         warning,
     };
@@ -174,18 +136,16 @@ pub(crate) fn plan(
     }
     Ok(SandboxPlan {
         mode,
-        network,
         mechanism: Some(mechanism),
         warning: None,
     })
 }
 
 /// The sandbox of a child that runs on another machine (a Slurm node), where orchestrate's
-/// own (Landlock, the network namespace) does not reach: none, said in a warning. A mode
-/// or `network: off` asked for explicitly refuses the run rather than go unconfined.
+/// own (Landlock) does not reach: none, said in a warning. A mode asked for explicitly
+/// refuses the run rather than go unconfined. (The network's is `network::remote_plan`.)
 pub(crate) fn remote_plan(
     requested: Option<SandboxMode>,
-    network: Network,
     runner: &str,
 ) -> Result<SandboxPlan, String> {
     if let Some(mode) = requested.filter(|m| *m != SandboxMode::Off) {
@@ -193,14 +153,8 @@ pub(crate) fn remote_plan(
             "sandbox {mode} was asked for, but orchestrate's sandbox does not reach a child that runs through the {runner} runner (use --sandbox off, or --runner local)"
         ));
     }
-    if network == Network::Off {
-        return Err(format!(
-            "network off was asked for, but orchestrate cannot cut the network of a child that runs through the {runner} runner (use --runner local)"
-        ));
-    }
     Ok(SandboxPlan {
         mode: SandboxMode::Off,
-        network,
         mechanism: None,
         warning: requested.is_none().then(|| {
             format!(
@@ -272,10 +226,7 @@ pub(crate) fn confinement(
     env: &ChildEnv<'_>,
     writable: &Writable<'_>,
 ) -> std::io::Result<(Confinement, Vec<(OsString, OsString)>)> {
-    let mut c = Confinement {
-        no_network: plan.network == Network::Off,
-        ..Confinement::default()
-    };
+    let mut c = Confinement::default();
     if !plan.confines() {
         return Ok((c, Vec::new()));
     }
@@ -326,14 +277,14 @@ mod tests {
     #[test]
     fn the_default_follows_whether_the_agent_can_write() {
         let ok = || Ok("landlock");
-        let p = plan(None, true, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(None, true, Backend::Pi, ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism),
             (SandboxMode::ReadOnly, Some("landlock"))
         );
-        let p = plan(None, false, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(None, false, Backend::Pi, ok()).unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
-        let p = plan(Some(SandboxMode::Off), true, Network::On, Backend::Pi, ok()).unwrap();
+        let p = plan(Some(SandboxMode::Off), true, Backend::Pi, ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism, p.warning),
             (SandboxMode::Off, None, None)
@@ -343,7 +294,7 @@ mod tests {
     #[test]
     fn without_a_mechanism_the_default_is_off_with_a_warning_and_a_request_is_refused() {
         let none = || Err("Landlock is not in this kernel".to_string());
-        let p = plan(None, true, Network::On, Backend::Claude, none()).unwrap();
+        let p = plan(None, true, Backend::Claude, none()).unwrap();
         assert_eq!(
             (p.mode, p.warning.as_deref()),
             (
@@ -352,29 +303,21 @@ mod tests {
             )
         );
         assert_eq!(
-            plan(Some(SandboxMode::ReadOnly), true, Network::On, Backend::Claude, none()),
+            plan(Some(SandboxMode::ReadOnly), true, Backend::Claude, none()),
             Err("sandbox read-only was asked for, but no sandbox can be had here: Landlock is not in this kernel".to_string())
         );
         // Off needs no mechanism.
-        assert!(plan(
-            Some(SandboxMode::Off),
-            true,
-            Network::On,
-            Backend::Claude,
-            none()
-        )
-        .is_ok());
+        assert!(plan(Some(SandboxMode::Off), true, Backend::Claude, none()).is_ok());
     }
 
     #[test]
     fn a_backend_whose_directories_are_unverified_is_off_by_default_but_may_ask() {
-        let p = plan(None, false, Network::On, Backend::Cursor, Ok("landlock")).unwrap();
+        let p = plan(None, false, Backend::Cursor, Ok("landlock")).unwrap();
         assert_eq!(p.mode, SandboxMode::Off);
         assert!(p.warning.unwrap().contains("have not been verified"));
         let p = plan(
             Some(SandboxMode::WorkspaceWrite),
             false,
-            Network::On,
             Backend::Cursor,
             Ok("landlock"),
         )
@@ -399,11 +342,9 @@ mod tests {
             SandboxMode::parse("rw"),
             Err("unknown sandbox mode \"rw\" (use read-only, workspace-write, off)".into())
         );
-        assert_eq!(Network::parse("off"), Ok(Network::Off));
         let info = SandboxInfo {
             mode: SandboxMode::ReadOnly,
             mechanism: "landlock".into(),
-            network: Network::On,
         };
         assert_eq!(
             serde_json::to_value(&info).unwrap(),
@@ -432,7 +373,7 @@ mod tests {
             workspace: &workspace,
             state_root: None,
         };
-        let ro = plan(None, true, Network::On, Backend::Codex, Ok("landlock")).unwrap();
+        let ro = plan(None, true, Backend::Codex, Ok("landlock")).unwrap();
         let (c, vars) = confinement(&ro, Backend::Codex, &env, &writable).unwrap();
         let devices: Vec<PathBuf> = DEVICES
             .iter()
@@ -448,16 +389,14 @@ mod tests {
             vars,
             [(OsString::from("TMPDIR"), run.join("tmp").into_os_string())]
         );
-        let ww = plan(None, false, Network::Off, Backend::Codex, Ok("landlock")).unwrap();
+        let ww = plan(None, false, Backend::Codex, Ok("landlock")).unwrap();
         let (c, _) = confinement(&ww, Backend::Codex, &env, &writable).unwrap();
         let mut want = vec![run.clone(), home.join(".codex"), work.clone()];
         want.extend(devices);
         assert_eq!(c.writable.as_ref(), Some(&want));
-        assert!(c.no_network);
         let off = plan(
             Some(SandboxMode::Off),
             false,
-            Network::On,
             Backend::Codex,
             Ok("landlock"),
         )

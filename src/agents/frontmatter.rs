@@ -157,6 +157,7 @@ pub(super) fn parse_detailed(
     let isolation = crate::agents::Isolation {
         sandbox: fields.read(&["sandbox"], as_sandbox, &mut errors),
         network: fields.read(&["network"], as_network, &mut errors),
+        allow_hosts: fields.read(&["allow_hosts", "allowHosts"], as_hosts, &mut errors),
         worktree: fields.read(&["isolation"], as_worktree, &mut errors),
         runner: fields.read(&["runner"], as_text, &mut errors),
     };
@@ -608,15 +609,35 @@ fn as_models(v: &Value) -> Result<Vec<String>, ValueError> {
     Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
 }
 
+fn as_hosts(v: &Value) -> Result<Vec<crate::network::HostPattern>, ValueError> {
+    const EXPECTED: &str = "a list of host names, or a comma-separated string of them";
+    let names: Vec<String> = match v {
+        Value::String(s) => s.split(',').map(|h| h.trim().to_string()).collect(),
+        Value::Sequence(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.trim().to_string()),
+                other => Err(wrong(EXPECTED, other)),
+            })
+            .collect::<Result<_, _>>()?,
+        other => return Err(wrong(EXPECTED, other)),
+    };
+    names
+        .iter()
+        .filter(|h| !h.is_empty())
+        .map(|h| crate::network::HostPattern::parse(h).map_err(ValueError::Named))
+        .collect()
+}
+
 fn as_sandbox(v: &Value) -> Result<crate::sandbox::SandboxMode, ValueError> {
     crate::sandbox::SandboxMode::parse(&as_text(v)?).map_err(ValueError::Named)
 }
 
-fn as_network(v: &Value) -> Result<crate::sandbox::Network, ValueError> {
+fn as_network(v: &Value) -> Result<crate::network::Network, ValueError> {
     match v {
-        Value::Bool(true) => Ok(crate::sandbox::Network::On),
-        Value::Bool(false) => Ok(crate::sandbox::Network::Off),
-        other => crate::sandbox::Network::parse(&as_text(other)?).map_err(ValueError::Named),
+        Value::Bool(true) => Ok(crate::network::Network::On),
+        Value::Bool(false) => Ok(crate::network::Network::Off),
+        other => crate::network::Network::parse(&as_text(other)?).map_err(ValueError::Named),
     }
 }
 

@@ -98,7 +98,10 @@ impl AgentDef {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Isolation {
     pub sandbox: Option<crate::sandbox::SandboxMode>,
-    pub network: Option<crate::sandbox::Network>,
+    pub network: Option<crate::network::Network>,
+    /// `allow_hosts:`: hosts the child may reach with `network: provider`, beside its
+    /// provider's.
+    pub allow_hosts: Option<Vec<crate::network::HostPattern>>,
     /// `isolation: worktree`: the child works in a git worktree of its own.
     pub worktree: Option<bool>,
     /// `runner:`: where the child runs (`local`, `slurm`, or a named runner of the

@@ -26,6 +26,9 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     transient_exit: super::no_transient_exit,
     // Whatever the agent's command is: only the run folder and the workspace.
     writable_dirs: Some(|_| Vec::new()),
+    // Whatever the agent's command is: it has no known provider; `allow_hosts` names
+    // what it may reach.
+    provider_hosts: |_| Vec::new(),
 };
 
 fn env_value(name: &str) -> Option<String> {

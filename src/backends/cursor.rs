@@ -40,6 +40,14 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     transient_exit: super::no_transient_exit,
     // Not verified against the real CLI.
     writable_dirs: None,
+    // Cursor's own backend, by its docs (not verified: the CLI cannot be installed
+    // offline).
+    provider_hosts: |_| {
+        vec![
+            super::provider::ProviderHost::Host("*.cursor.sh"),
+            super::provider::ProviderHost::Host("*.cursor.com"),
+        ]
+    },
 };
 
 pub(crate) fn build(

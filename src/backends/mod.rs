@@ -12,6 +12,7 @@ pub(crate) mod cursor;
 pub(crate) mod gemini;
 pub(crate) mod opencode;
 pub(crate) mod pi;
+pub(crate) mod provider;
 pub(crate) mod tools;
 
 use std::ffi::OsString;
@@ -297,6 +298,10 @@ pub struct BackendSpec {
     /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by
     /// default.
     pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
+    /// The hosts its CLI reaches its model at, which `network: provider` lets the child
+    /// through to: the provider's API hosts (found with the real CLI), and the base URLs
+    /// the user configured in its environment or config files.
+    pub provider_hosts: fn(&provider::ProviderQuery<'_>) -> Vec<provider::ProviderHost>,
 }
 
 /// Which of the totals a CLI reports when it continues a session (`--resume`, a repair

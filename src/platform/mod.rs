@@ -36,7 +36,9 @@ use std::path::PathBuf;
 
 #[cfg(test)]
 pub(crate) use imp::IMPLEMENTATION;
-pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
+pub(crate) use imp::{
+    network_namespaces, process_start_time, sandbox_mechanism, spawn, GroupChild,
+};
 pub(crate) use unix::{LeaderExit, StartTime};
 
 /// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of
@@ -62,8 +64,25 @@ pub(crate) struct Confinement {
     /// A directory that becomes a private tmpfs for the child, gone with it, where a
     /// mount namespace can be had (else it stays an ordinary directory).
     pub private_tmp: Option<PathBuf>,
-    /// Only a loopback interface of its own: no network at all.
+    /// A network namespace of its own, with only its own loopback: nothing of the host's
+    /// network is reachable but through `listen`.
     pub no_network: bool,
+    /// With `no_network`: where the namespace cannot be had, run with the host's network
+    /// instead of failing (`GroupChild::take_listeners` then says None).
+    pub network_optional: bool,
+    /// With `no_network`: TCP listeners made on the namespace's loopback before the child
+    /// starts, handed to orchestrate (`GroupChild::take_listeners`), which serves them
+    /// from outside the namespace.
+    pub listen: Vec<Listen>,
+}
+
+/// A listening address inside the child's network namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Listen {
+    pub addr: std::net::SocketAddr,
+    /// Where it cannot be made (the IPv6 loopback of a kernel without IPv6), the child
+    /// runs without it.
+    pub optional: bool,
 }
 
 /// What holds the child's tree. (Each platform constructs its own variants.)

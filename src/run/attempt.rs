@@ -3,15 +3,18 @@
 
 use std::borrow::Cow;
 use std::fs::File;
+use std::sync::Arc;
 
 use super::progress::{DialectSink, Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
+use crate::backends::provider::ProviderQuery;
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::network::{ChildNetwork, Network, NetworkLog, Policy};
 use crate::runner::slurm::{self, SlurmJob};
 use crate::runner::RunnerKind;
 use crate::sandbox::{self, ChildEnv, Writable};
@@ -24,6 +27,8 @@ pub(super) struct Attempt<'a> {
     pub run: &'a ResolvedRun,
     pub env: &'a RunEnv,
     pub run_dir: &'a RunDir,
+    /// What the proxies of the run's attempts refused (`network: provider`).
+    pub network_log: &'a Arc<NetworkLog>,
     /// The run's worktree, where the child works instead of the working directory.
     pub worktree: Option<&'a Worktree>,
     /// What the child is told instead of the task: the message of a repair turn.
@@ -65,7 +70,7 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
-            let spec = self.child_spec(&inv, n)?;
+            let spec = self.child_spec(&inv, n, model)?;
             Ok((inv, files, spec))
         });
         let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
@@ -133,6 +138,7 @@ impl Attempt<'_> {
             run,
             program: &invocation.program,
             warnings: &invocation.warnings,
+            network: spec.network.as_ref(),
             model,
             session_file: session_path,
             structured,
@@ -212,7 +218,12 @@ impl Attempt<'_> {
     /// The child's command, environment and confinement (the sandbox's directories are
     /// created here, and its private TMPDIR). Through the Slurm runner the command is
     /// `srun … -- <the child's command>`; the environment reaches the node with it.
-    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<ChildSpec, RunError> {
+    fn child_spec(
+        &self,
+        invocation: &Invocation,
+        n: u32,
+        model: Option<&str>,
+    ) -> Result<ChildSpec, RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
@@ -236,7 +247,7 @@ impl Attempt<'_> {
             workspace: &workspace,
             state_root: nests.then_some(self.env.state.root.as_path()),
         };
-        let (confinement, vars) = sandbox::confinement(
+        let (mut confinement, vars) = sandbox::confinement(
             &run.sandbox,
             run.backend.backend,
             &ChildEnv { overrides: &env },
@@ -248,6 +259,10 @@ impl Attempt<'_> {
             source,
         })?;
         env.extend(vars);
+        let network = self.child_network(&env, model, &cwd, &mut confinement);
+        if let Some(net) = &network {
+            env.extend(net.env());
+        }
         let (program, args, remote) = match run.runner.kind {
             RunnerKind::Local => (invocation.program.clone(), invocation.args.clone(), None),
             RunnerKind::Slurm => {
@@ -271,6 +286,44 @@ impl Attempt<'_> {
             env_remove,
             confinement,
             remote,
+            network,
         })
+    }
+
+    /// The child's network: `off` and `provider` give it a namespace of its own; with
+    /// `provider`, listeners for the proxy (and bridged loopback providers) in it, and
+    /// the policy the proxy serves them with.
+    fn child_network(
+        &self,
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+        model: Option<&str>,
+        cwd: &std::path::Path,
+        confinement: &mut crate::platform::Confinement,
+    ) -> Option<ChildNetwork> {
+        let plan = &self.run.network;
+        match plan.mode {
+            Network::On => None,
+            Network::Off => {
+                confinement.no_network = true;
+                None
+            }
+            Network::Provider => {
+                let backend = self.run.backend.backend;
+                let provider = (backend.spec().provider_hosts)(&ProviderQuery {
+                    env: &ChildEnv { overrides: env },
+                    model,
+                    cwd,
+                });
+                let (policy, warnings) = Policy::build(&provider, &plan.allow_hosts);
+                confinement.no_network = true;
+                confinement.network_optional = !plan.requested;
+                confinement.listen = policy.listeners();
+                Some(ChildNetwork {
+                    policy: Arc::new(policy),
+                    log: self.network_log.clone(),
+                    warnings,
+                })
+            }
+        }
     }
 }

@@ -23,6 +23,7 @@ mod verdict;
 
 pub(crate) use progress::Observer;
 
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,7 +31,8 @@ use crate::backends::{Backend, BackendChoice, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
-use crate::sandbox::{Network, SandboxMode};
+use crate::network::{HostPattern, Network, NetworkLog};
+use crate::sandbox::SandboxMode;
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::structured::{self, SchemaSource};
 use crate::supervisor::{Controls, StopReason};
@@ -80,6 +82,9 @@ pub struct RunRequest {
     /// may write).
     pub sandbox: Option<SandboxMode>,
     pub network: Option<Network>,
+    /// Hosts a `network: provider` child may reach beside its provider's (added to the
+    /// agent's and the config's).
+    pub allow_hosts: Option<Vec<HostPattern>>,
     /// Work in a git worktree of its own (`--isolation worktree`).
     pub worktree: Option<bool>,
     /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the
@@ -232,10 +237,12 @@ pub(crate) async fn run(
     } else {
         None
     };
+    let network_log = Arc::new(NetworkLog::default());
     let attempt = Attempt {
         run: &run,
         env,
         run_dir: &run_dir,
+        network_log: &network_log,
         worktree: worktree.as_ref().map(|(wt, _)| wt),
         message: None,
     };

@@ -16,6 +16,7 @@ use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
 use crate::runner::{self, Runner};
+use crate::network::{self, HostPattern, NetworkPlan};
 use crate::sandbox::{self, SandboxPlan};
 use crate::structured::{OutputSchema, SchemaSource};
 use crate::truncate::TruncateLimits;
@@ -42,6 +43,7 @@ pub(crate) struct ResolvedRun {
     /// unknown-model error.
     pub fallback_models: Vec<String>,
     pub sandbox: SandboxPlan,
+    pub network: NetworkPlan,
     /// The child works in a git worktree of its own.
     pub worktree: bool,
     /// The schema the answer must match, compiled.
@@ -172,17 +174,32 @@ pub(crate) fn resolve(
         agent.isolation.sandbox.map(Some),
         &cfg.sandbox,
     );
-    let network = pick(req.network, agent.isolation.network, &cfg.network);
+    let readonly = Permissions::of(&agent).readonly;
+    let requested_network = pick(
+        req.network.map(Some),
+        agent.isolation.network.map(Some),
+        &cfg.network,
+    );
     let sandbox = if runner.is_local() {
         sandbox::plan(
             requested_sandbox,
-            Permissions::of(&agent).readonly,
-            network,
+            readonly,
             backend.backend,
             crate::platform::sandbox_mechanism(),
         )
     } else {
-        sandbox::remote_plan(requested_sandbox, network, &runner.name)
+        sandbox::remote_plan(requested_sandbox, &runner.name)
+    }
+    .map_err(RunError::invalid)?;
+    let network = if runner.is_local() {
+        network::plan(
+            requested_network,
+            readonly,
+            allow_hosts(req, &agent, cfg),
+            crate::platform::network_namespaces(),
+        )
+    } else {
+        network::remote_plan(requested_network, readonly, &runner.name)
     }
     .map_err(RunError::invalid)?;
     let worktree = req.worktree.or(agent.isolation.worktree).unwrap_or(false);
@@ -213,10 +230,23 @@ pub(crate) fn resolve(
         agent,
         resume,
         sandbox,
+        network,
         worktree,
         runner,
         output_schema,
     })
+}
+
+/// The hosts a `provider` child may reach beside its provider's: those of the request, the
+/// agent's file and the config together (an allowlist grows with each layer, so that an
+/// agent's own hosts and the user's are not lost to a flag's).
+fn allow_hosts(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> Vec<HostPattern> {
+    let mut hosts: Vec<HostPattern> = cfg.allow_hosts.value.clone();
+    hosts.extend(agent.isolation.allow_hosts.iter().flatten().cloned());
+    hosts.extend(req.allow_hosts.iter().flatten().cloned());
+    hosts.sort();
+    hosts.dedup();
+    hosts
 }
 
 /// The output schema, compiled: the request's (`--output-schema`, MCP `outputSchema`) over

@@ -222,6 +222,7 @@ mod tests {
             session_write_error: None,
             elapsed: std::time::Duration::from_millis(1),
             remote: None,
+            network_fallback: None,
         })
     }
 

@@ -17,6 +17,7 @@ use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
 use super::outcome::{Leak, Outcome, RemoteReport, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
+use crate::network::{proxy, ChildNetwork};
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
 use crate::runner::slurm::{self, JobView, SlurmJob, Target};
 
@@ -49,6 +50,9 @@ pub(crate) struct ChildSpec {
     /// starts, it is stopped through `scancel`, and the run is over once Slurm reports the
     /// job gone.
     pub remote: Option<SlurmJob>,
+    /// With `network: provider`: the policy its proxy serves the listeners made in the
+    /// child's network namespace with.
+    pub network: Option<ChildNetwork>,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -148,6 +152,25 @@ pub(crate) async fn supervise<'a>(
         program: spec.program.to_string_lossy().into_owned(),
         source,
     })?;
+    // The proxy lives until this function returns: after the child's whole tree is gone.
+    let (_proxy, network_fallback) = match &spec.network {
+        None => (None, None),
+        Some(net) => match group.take_listeners() {
+            Some(listeners) => (
+                Some(proxy::serve(net.policy.clone(), net.log.clone(), listeners)?),
+                None,
+            ),
+            None => (
+                None,
+                Some(
+                    group
+                        .degraded()
+                        .unwrap_or("no network namespace here")
+                        .to_string(),
+                ),
+            ),
+        },
+    };
     let mut stdout = pipe::Receiver::from_owned_fd(group.take_stdout().expect("piped"))?;
     let mut stderr = pipe::Receiver::from_owned_fd(group.take_stderr().expect("piped"))?;
     // Where the child's exit arrives on a pipe of its own (its controller reports it),
@@ -325,6 +348,7 @@ pub(crate) async fn supervise<'a>(
         session_write_error: m.session_write_error,
         elapsed,
         remote,
+        network_fallback,
     })
 }
 

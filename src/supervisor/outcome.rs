@@ -137,6 +137,9 @@ pub(crate) struct Outcome {
     pub elapsed: Duration,
     /// What the cluster engine said about the child's job (None for a local child).
     pub remote: Option<RemoteReport>,
+    /// The child was to have a network of its own (`network: provider` by default) but
+    /// could not, and ran with the host's: why.
+    pub network_fallback: Option<String>,
 }
 
 /// A child that ran as a job of a cluster engine (Slurm): what became of the job.

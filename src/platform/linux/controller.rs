@@ -39,6 +39,8 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use super::listeners::{self, ListenSpec};
+
 /// Where a failure before the child's exec happened, reported with its errno.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -56,6 +58,7 @@ pub(super) enum Stage {
     Landlock = 10,
     DropCapabilities = 11,
     Exec = 12,
+    Listen = 13,
 }
 
 impl Stage {
@@ -74,6 +77,7 @@ impl Stage {
             Landlock,
             DropCapabilities,
             Exec,
+            Listen,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)
@@ -106,6 +110,7 @@ impl Stage {
             Stage::Landlock => "enforcing the Landlock sandbox",
             Stage::DropCapabilities => "dropping root's capabilities",
             Stage::Exec => "executing the program",
+            Stage::Listen => "listening for the network proxy inside the child's network namespace",
         }
     }
 }
@@ -133,6 +138,9 @@ pub(super) struct Plan {
     pub landlock: Option<RawFd>,
     /// Drop every capability before exec (a sandboxed child of root).
     pub drop_capabilities: bool,
+    /// TCP listeners to make inside the new network namespace and hand to orchestrate
+    /// (see `listeners.rs`).
+    pub listen: Vec<ListenSpec>,
 }
 
 /// The orchestrate side of a started controller.
@@ -146,6 +154,9 @@ pub(super) struct Started {
     pub status: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The listeners made inside the child's network namespace, one per `Plan::listen`
+    /// entry (None: an optional one that could not be made).
+    pub listeners: Vec<Option<OwnedFd>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +241,8 @@ struct ChildFds {
     status: RawFd,
     stdout: RawFd,
     stderr: RawFd,
+    /// The controller's end of the listeners' channel; -1 when there are none.
+    listen: RawFd,
 }
 
 /// A null-terminated array of pointers into `strings`.
@@ -250,6 +263,10 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     let (status_r, status_w) = pipe()?;
     let (stdout_r, stdout_w) = pipe()?;
     let (stderr_r, stderr_w) = pipe()?;
+    let channel = match plan.listen.is_empty() {
+        true => None,
+        false => Some(listeners::channel()?),
+    };
     let argv = pointers(&plan.argv);
     let envp = pointers(&plan.envp);
     let fds = ChildFds {
@@ -258,6 +275,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         status: status_w.as_raw_fd(),
         stdout: stdout_w.as_raw_fd(),
         stderr: stderr_w.as_raw_fd(),
+        listen: channel.as_ref().map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
     };
     let flags = match plan.mode {
         Mode::Namespace { clone_flags } => clone_flags,
@@ -294,6 +312,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     // The copies the controller and the child hold are theirs; ours go.
     drop((alive_r, report_w, status_w, stdout_w, stderr_w));
+    let channel = channel.map(|(ours, _theirs)| ours);
     if pid < 0 {
         return Err(StartError::Clone(clone_error));
     }
@@ -334,12 +353,18 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         });
     }
     set_nonblocking(&status_r)?;
+    // Sent before the child was forked: here by now.
+    let listeners = match &channel {
+        Some(ours) => listeners::receive(ours, plan.listen.len()).map_err(|e| abandon(e.into()))?,
+        None => Vec::new(),
+    };
     Ok(Started {
         pid: pid as u32,
         alive: alive_w,
         status: status_r,
         stdout: stdout_r,
         stderr: stderr_r,
+        listeners,
     })
 }
 
@@ -424,7 +449,7 @@ impl IdMaps {
 // ---------------------------------------------------------------------------------------
 // After the clone: system calls only.
 
-fn errno() -> libc::c_int {
+pub(super) fn errno() -> libc::c_int {
     // SAFETY: reading the thread's errno.
     unsafe { *libc::__errno_location() }
 }
@@ -563,6 +588,11 @@ unsafe fn controller_main(
                 if clone_flags & libc::CLONE_NEWNET != 0 {
                     if let Err(e) = loopback_up() {
                         fail(fds.report, Stage::Loopback, e);
+                    }
+                    if fds.listen >= 0 {
+                        if let Err(e) = listeners::make_and_send(&plan.listen, fds.listen) {
+                            fail(fds.report, Stage::Listen, e);
+                        }
                     }
                 }
             }

@@ -3,6 +3,7 @@
 //! See `controller.rs` for how the tree is held and stopped.
 
 mod controller;
+mod listeners;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -48,6 +49,20 @@ pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
     super::landlock::abi().map(|_| "landlock")
 }
 
+/// Whether the child can have a network of its own (`Confinement::no_network`), as far as
+/// is known before trying: not when forced into subreaper mode, nor where a namespace
+/// already failed to start.
+pub(crate) fn network_namespaces() -> Result<(), String> {
+    if std::env::var(CONTAINMENT_VAR).as_deref() == Ok("subreaper") {
+        return Err(format!("{CONTAINMENT_VAR}=subreaper: no namespaces"));
+    }
+    let known = UNAVAILABLE.lock().unwrap_or_else(|p| p.into_inner());
+    match known.iter().find(|(f, _)| f & libc::CLONE_NEWNET != 0) {
+        Some((_, why)) => Err(why.clone()),
+        None => Ok(()),
+    }
+}
+
 /// A started child: its controller, the pipes of its stdout and stderr, and its exit
 /// once the controller reported it.
 #[derive(Debug)]
@@ -63,6 +78,8 @@ pub(crate) struct GroupChild {
     exit: Option<(LeaderExit, bool)>,
     reaped: bool,
     degraded: Option<String>,
+    /// The listeners made inside the child's network namespace; None without one.
+    listeners: Option<Vec<Option<OwnedFd>>>,
 }
 
 impl GroupChild {
@@ -96,6 +113,17 @@ impl GroupChild {
     /// Why a weaker containment than a PID namespace is in use.
     pub(crate) fn degraded(&self) -> Option<&str> {
         self.degraded.as_deref()
+    }
+
+    /// The listeners asked for in `Confinement::listen`, made inside the child's network
+    /// namespace, in that order (None: an optional one that could not be made); None when
+    /// the child got no network namespace (an optional one that could not be had).
+    pub(crate) fn take_listeners(&mut self) -> Option<Vec<Option<std::net::TcpListener>>> {
+        self.listeners.take().map(|fds| {
+            fds.into_iter()
+                .map(|fd| fd.map(std::net::TcpListener::from))
+                .collect()
+        })
     }
 
     /// The child's exit, once it has exited (its descendants may live on).
@@ -275,7 +303,23 @@ fn start_in_best_mode(
         },
         landlock: ruleset.as_ref().map(Ruleset::raw_fd),
         drop_capabilities: root && sandboxed,
+        listen: if confinement.no_network {
+            confinement
+                .listen
+                .iter()
+                .map(listeners::ListenSpec::new)
+                .collect()
+        } else {
+            Vec::new()
+        },
     };
+    if plan.listen.len() > listeners::MAX_LISTENERS {
+        return Err(io::Error::other(format!(
+            "at most {} listeners fit in a network namespace, {} were asked for",
+            listeners::MAX_LISTENERS,
+            plan.listen.len()
+        )));
+    }
     if forced == "subreaper" {
         degraded = Some(format!("{CONTAINMENT_VAR}=subreaper"));
     } else if let Some(why) = unavailable(flags) {
@@ -283,7 +327,7 @@ fn start_in_best_mode(
     } else {
         let maps = userns.then(IdMaps::for_current_user);
         match controller::start(&plan, maps.as_ref()) {
-            Ok(started) => return Ok(child(started, plan.mode, None)),
+            Ok(started) => return Ok(child(started, plan.mode, None, confinement.no_network)),
             Err(StartError::Clone(e)) => {
                 let why = format!("clone of a new PID namespace failed: {e}");
                 mark_unavailable(flags, why.clone());
@@ -307,22 +351,34 @@ fn start_in_best_mode(
             degraded.unwrap_or_default()
         )));
     }
-    if confinement.no_network {
+    if confinement.no_network && !confinement.network_optional {
         return Err(io::Error::other(format!(
-            "network off needs a network namespace, which is not available here: {}",
+            "{} needs a network namespace, which is not available here: {}",
+            if confinement.listen.is_empty() {
+                "network off"
+            } else {
+                "network provider"
+            },
             degraded.unwrap_or_default()
         )));
     }
     plan.mode = Mode::Subreaper;
     plan.private_tmp = None;
+    plan.listen.clear();
     match controller::start(&plan, None) {
-        Ok(started) => Ok(child(started, plan.mode, degraded)),
+        Ok(started) => Ok(child(started, plan.mode, degraded, false)),
         Err(e) => Err(start_error(e)),
     }
 }
 
-fn child(started: controller::Started, mode: Mode, degraded: Option<String>) -> GroupChild {
+fn child(
+    started: controller::Started,
+    mode: Mode,
+    degraded: Option<String>,
+    own_network: bool,
+) -> GroupChild {
     GroupChild {
+        listeners: own_network.then_some(started.listeners),
         controller: started.pid,
         mode,
         _alive: started.alive,
