@@ -947,7 +947,8 @@ mod tests {
                 "max_total_cost": {"value": null, "source": "default"},
                 "fallback_models": {"value": [], "source": "default"},
                 "sandbox": {"value": "auto", "source": "default"},
-                "network": {"value": "on", "source": "default"},
+                "network": {"value": "auto", "source": "default"},
+                "allow_hosts": {"value": [], "source": "default"},
                 "runner": {"value": "local", "source": "default"},
                 "queue_timeout": {"value": "10m", "source": "default"},
                 "runners": {"value": {}, "source": "default"},
@@ -1065,6 +1066,7 @@ max_total_cost = "$2"
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 sandbox = "read-only"
 network = "off"
+allow_hosts = ["pypi.org", "*.github.com"]
 runner = "gpu"
 queue_timeout = "2m"
 [runners.gpu]
@@ -1101,7 +1103,14 @@ args = ["--partition=gpu", "--time=30"]
                     src()
                 ),
                 sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
-                network: Setting::new(Network::Off, src()),
+                network: Setting::new(Some(Network::Off), src()),
+                allow_hosts: Setting::new(
+                    vec![
+                        HostPattern::parse("pypi.org").unwrap(),
+                        HostPattern::parse("*.github.com").unwrap(),
+                    ],
+                    src(),
+                ),
                 runner: Setting::new("gpu".into(), src()),
                 queue_timeout: Setting::new(Duration::from_secs(120), src()),
                 runners: Setting::new(gpu_runner(), src()),
@@ -1131,7 +1140,8 @@ args = ["--partition=gpu", "--time=30"]
             ("ORCHESTRATE_MAX_TOTAL_COST", "1"),
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
             ("ORCHESTRATE_SANDBOX", "auto"),
-            ("ORCHESTRATE_NETWORK", "on"),
+            ("ORCHESTRATE_NETWORK", "provider"),
+            ("ORCHESTRATE_ALLOW_HOSTS", "docs.rs, *.crates.io"),
             ("ORCHESTRATE_RUNNER", "slurm"),
             ("ORCHESTRATE_QUEUE_TIMEOUT", "30s"),
         ];
@@ -1184,7 +1194,17 @@ args = ["--partition=gpu", "--time=30"]
                     Source::Env("ORCHESTRATE_FALLBACK_MODELS")
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
-                network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
+                network: Setting::new(
+                    Some(Network::Provider),
+                    Source::Env("ORCHESTRATE_NETWORK")
+                ),
+                allow_hosts: Setting::new(
+                    vec![
+                        HostPattern::parse("docs.rs").unwrap(),
+                        HostPattern::parse("*.crates.io").unwrap(),
+                    ],
+                    Source::Env("ORCHESTRATE_ALLOW_HOSTS")
+                ),
                 runner: Setting::new("slurm".into(), Source::Env("ORCHESTRATE_RUNNER")),
                 queue_timeout: Setting::new(
                     Duration::from_secs(30),

@@ -64,6 +64,12 @@ impl HostPattern {
                 hint("not a host name")
             }
         })?;
+        let loopback = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if loopback {
+            return Err(hint(
+                "the host's loopback is reached only as the provider's base URL, bridged in at its address and port (use network: on for other local services)",
+            ));
+        }
         Ok(HostPattern::Exact(host))
     }
 
@@ -178,8 +184,8 @@ mod tests {
         assert_eq!(ok("API.Example.com."), HostPattern::Exact("api.example.com".into()));
         assert_eq!(ok("*.github.com"), HostPattern::Subdomains("github.com".into()));
         assert_eq!(ok("10.0.0.5"), HostPattern::Exact("10.0.0.5".into()));
-        assert_eq!(ok("[::1]"), HostPattern::Exact("::1".into()));
-        assert_eq!(ok("0:0::1"), HostPattern::Exact("::1".into()));
+        assert_eq!(ok("[2001:db8::1]"), HostPattern::Exact("2001:db8::1".into()));
+        assert_eq!(ok("2001:DB8:0::1"), HostPattern::Exact("2001:db8::1".into()));
         assert_eq!(ok("*.github.com").to_string(), "*.github.com");
         let err = |s: &str| HostPattern::parse(s).unwrap_err();
         assert_eq!(
@@ -191,6 +197,9 @@ mod tests {
         assert!(err("a.*.com").contains("only allowed as a leading"));
         assert!(err("*.10.0.0.1").contains("covers names, not addresses"));
         assert!(err("").contains("it is empty"));
+        for loopback in ["localhost", "127.0.0.1", "[::1]", "127.1.2.3"] {
+            assert!(err(loopback).contains("reached only as the provider's base URL"), "{loopback}");
+        }
         assert!(err("exa mple.com").contains("not a host name"));
         assert!(err("example.com/x").contains("a path is not part of a host"));
         assert!(err(&"a".repeat(254)).contains("not a host name"));

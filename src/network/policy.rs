@@ -59,11 +59,13 @@ impl Policy {
                 },
             }
         }
-        for p in allow_hosts {
-            allowed.push(p.clone());
-        }
-        allowed.sort();
-        allowed.dedup();
+        allowed.extend(allow_hosts.iter().cloned());
+        let mut seen = Vec::new();
+        allowed.retain(|p| {
+            let new = !seen.contains(p);
+            seen.push(p.clone());
+            new
+        });
         let mut seen = Vec::new();
         bridges.retain(|b| {
             let new = !seen.contains(&b.inside);
@@ -234,7 +236,7 @@ mod tests {
         );
         assert_eq!(
             p.allowed_list(),
-            ["*.github.com", "api.anthropic.com", "gateway.example.com", "127.0.0.1:3128"]
+            ["api.anthropic.com", "gateway.example.com", "*.github.com", "127.0.0.1:3128"]
         );
         assert!(p.allows("api.github.com"));
         assert!(p.allows("gateway.example.com"));

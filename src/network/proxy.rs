@@ -39,22 +39,60 @@ use super::hosts::{normalize_host, refused_address};
 use super::log::NetworkLog;
 use super::policy::Policy;
 
-/// Connections a child may hold open at once, through the proxy and the bridges
-/// together. More wait in the listener's backlog until one closes.
-pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// The most a request head may take, and the most hyper buffers of a plain-HTTP
 /// connection.
 const MAX_BUFFER_BYTES: usize = 64 * 1024;
 /// Each direction of a tunnel or bridge copies through a buffer this large.
 const RELAY_BUFFER_BYTES: usize = 32 * 1024;
-/// A request head must arrive within this.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// Resolving an allowed host and connecting to it.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// A tunnel or bridge with no byte either way for this long is closed. Long: a model may
-/// think for minutes between events, and a CLI keeps idle connections for its next
-/// request while its tools run.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The proxy's bounds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Connections a child may hold open at once, through the proxy and the bridges
+    /// together. More wait in the listener's backlog until one closes.
+    pub max_connections: usize,
+    /// A request head must arrive within this.
+    pub head_timeout: Duration,
+    /// Resolving an allowed host and connecting to it.
+    pub connect_timeout: Duration,
+    /// A tunnel or bridge with no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 256,
+            head_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            // Long: a model may think for minutes between events, and a CLI keeps idle
+            // connections for its next request while its tools run.
+            idle_timeout: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+/// Where names are looked up: the system's resolver, or (in tests) a fixed table.
+#[derive(Debug, Clone)]
+pub(crate) enum Resolver {
+    System,
+    #[cfg(test)]
+    Fixed(Vec<(String, std::net::IpAddr)>),
+}
+
+impl Resolver {
+    async fn lookup(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        match self {
+            Resolver::System => Ok(tokio::net::lookup_host((host, port)).await?.collect()),
+            #[cfg(test)]
+            Resolver::Fixed(table) => Ok(table
+                .iter()
+                .filter(|(name, _)| name == host)
+                .map(|(_, ip)| SocketAddr::new(*ip, port))
+                .collect()),
+        }
+    }
+}
 
 /// The proxy and bridges of one child; dropping it stops them all (every accept loop,
 /// connection and tunnel).
@@ -73,6 +111,8 @@ struct Shared {
     policy: Arc<Policy>,
     log: Arc<NetworkLog>,
     cancel: CancellationToken,
+    limits: Limits,
+    resolver: Resolver,
 }
 
 /// Serves `listeners` (in the order of [`Policy::listeners`]: the proxy's, then each
@@ -82,13 +122,25 @@ pub(crate) fn serve(
     log: Arc<NetworkLog>,
     listeners: Vec<Option<std::net::TcpListener>>,
 ) -> std::io::Result<Serving> {
+    serve_with(policy, log, listeners, Limits::default(), Resolver::System)
+}
+
+pub(crate) fn serve_with(
+    policy: Arc<Policy>,
+    log: Arc<NetworkLog>,
+    listeners: Vec<Option<std::net::TcpListener>>,
+    limits: Limits,
+    resolver: Resolver,
+) -> std::io::Result<Serving> {
     let cancel = CancellationToken::new();
     let shared = Arc::new(Shared {
         policy: policy.clone(),
         log,
         cancel: cancel.clone(),
+        limits,
+        resolver,
     });
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut listeners = listeners.into_iter();
     let proxy = listeners
         .next()
@@ -108,8 +160,8 @@ pub(crate) fn serve(
         spawn_accepting(listener, slots.clone(), &cancel, move |stream, slot| {
             let outside = outside.clone();
             async move {
-                if let Ok(upstream) = connect_any(&outside).await {
-                    let _ = relay(stream, upstream, &[]).await;
+                if let Ok(upstream) = connect_any(&outside, limits.connect_timeout).await {
+                    let _ = relay(stream, upstream, &[], limits.idle_timeout).await;
                 }
                 drop(slot);
             }
@@ -161,13 +213,14 @@ type Body = Either<Full<Bytes>, Incoming>;
 type Slot = Arc<OwnedSemaphorePermit>;
 
 async fn serve_client(stream: TcpStream, shared: Arc<Shared>, slot: Slot) {
+    let head_timeout = shared.limits.head_timeout;
     let service = hyper::service::service_fn(move |req| {
         let (shared, slot) = (shared.clone(), slot.clone());
         async move { Ok::<_, Infallible>(handle(req, shared, slot).await) }
     });
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEAD_TIMEOUT)
+        .header_read_timeout(head_timeout)
         .max_buf_size(MAX_BUFFER_BYTES)
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
@@ -208,6 +261,7 @@ async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>, slot: Slot) -> Resp
         Err(refusal) => return refused(&shared, &host, refusal),
     };
     let cancel = shared.cancel.clone();
+    let idle = shared.limits.idle_timeout;
     tokio::spawn(cancel.run_until_cancelled_owned(async move {
         let upgraded = match hyper::upgrade::on(req).await {
             Ok(u) => u,
@@ -220,10 +274,10 @@ async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>, slot: Slot) -> Resp
         // may come at once) and hyper had read already.
         match upgraded.downcast::<TokioIo<TcpStream>>() {
             Ok(parts) => {
-                let _ = relay(parts.io.into_inner(), upstream, &parts.read_buf).await;
+                let _ = relay(parts.io.into_inner(), upstream, &parts.read_buf, idle).await;
             }
             Err(upgraded) => {
-                let _ = relay(TokioIo::new(upgraded), upstream, &[]).await;
+                let _ = relay(TokioIo::new(upgraded), upstream, &[], idle).await;
             }
         }
         drop(slot);
@@ -361,25 +415,29 @@ fn text(status: StatusCode, body: &str) -> Response<Body> {
 /// A connection to `host:port` if the policy allows it.
 async fn open(shared: &Shared, host: &str, port: u16) -> Result<TcpStream, Refusal> {
     let policy = &shared.policy;
+    let timeout = shared.limits.connect_timeout;
     // The host's loopback only where a provider is bridged (a CLI that sends even its
     // loopback provider through the proxy).
     let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     if loopback {
         let bridge = policy.bridge_for(host, port).ok_or(Refusal::NotAllowed)?;
-        return connect_any(&bridge.outside)
+        return connect_any(&bridge.outside, timeout)
             .await
             .map_err(|e| Refusal::Unreachable(format!("{host}:{port}: {e}")));
     }
     if !policy.allows(host) {
         return Err(Refusal::NotAllowed);
     }
-    let resolved = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host, port)))
+    let resolved = tokio::time::timeout(timeout, shared.resolver.lookup(host, port))
         .await
         .map_err(|_| Refusal::Unreachable(format!("{host}: resolving timed out")))?
         .map_err(|e| Refusal::Unreachable(format!("{host}: {e}")))?;
     let mut refusal = None;
     let addrs: Vec<SocketAddr> = resolved
+        .into_iter()
         .filter(|a| match refused_address(a.ip()) {
+            // The bridged provider itself, under a name that resolves to it.
+            Some(_) if policy.bridges().iter().any(|b| b.outside.contains(a)) => true,
             Some(why) => {
                 refusal = Some(why);
                 false
@@ -393,13 +451,13 @@ async fn open(shared: &Shared, host: &str, port: u16) -> Result<TcpStream, Refus
             None => Refusal::Unreachable(format!("{host}: no address")),
         });
     }
-    connect_any(&addrs)
+    connect_any(&addrs, timeout)
         .await
         .map_err(|e| Refusal::Unreachable(format!("{host}:{port}: {e}")))
 }
 
-/// The first of `addrs` that accepts a connection, within [`CONNECT_TIMEOUT`] in all.
-async fn connect_any(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
+/// The first of `addrs` that accepts a connection, within `timeout` in all.
+async fn connect_any(addrs: &[SocketAddr], timeout: Duration) -> std::io::Result<TcpStream> {
     let attempt = async {
         let mut last = std::io::Error::other("no address");
         for addr in addrs {
@@ -413,14 +471,19 @@ async fn connect_any(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
         }
         Err(last)
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, attempt)
+    tokio::time::timeout(timeout, attempt)
         .await
         .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 /// Copies bytes both ways between `client` and `upstream` (after `early`, what the client
-/// already sent) until either side ends, or neither moved for [`IDLE_TIMEOUT`].
-async fn relay<C>(client: C, mut upstream: TcpStream, early: &[u8]) -> std::io::Result<()>
+/// already sent) until either side ends, or neither moved for `idle`.
+async fn relay<C>(
+    client: C,
+    mut upstream: TcpStream,
+    early: &[u8],
+    idle: Duration,
+) -> std::io::Result<()>
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
@@ -447,12 +510,12 @@ where
     );
     tokio::pin!(copy);
     loop {
-        let idle_until = start + Duration::from_millis(last.load(Ordering::Relaxed)) + IDLE_TIMEOUT;
+        let idle_until = start + Duration::from_millis(last.load(Ordering::Relaxed)) + idle;
         tokio::select! {
             r = &mut copy => return r.map(|_| ()),
             _ = tokio::time::sleep_until(idle_until) => {
                 let moved = start + Duration::from_millis(last.load(Ordering::Relaxed));
-                if moved + IDLE_TIMEOUT <= Instant::now() {
+                if moved + idle <= Instant::now() {
                     return Err(std::io::ErrorKind::TimedOut.into());
                 }
             }
@@ -511,5 +574,260 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::{HostPattern, ProviderHost};
+    use pretty_assertions::assert_eq;
+    use tokio::io::AsyncReadExt;
+
+    /// A server on the host's loopback that echoes what it reads.
+    async fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// A plain-HTTP server that answers each request with its request line and whether
+    /// it carried proxy headers.
+    async fn http_server() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let head = read_head(&mut s).await;
+                    let first = head.lines().next().unwrap_or("").to_string();
+                    let proxy_headers = head.to_ascii_lowercase().contains("proxy-");
+                    let body = format!("{first}|proxy headers: {proxy_headers}");
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        addr
+    }
+
+    async fn read_head(s: &mut TcpStream) -> String {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match s.read(&mut byte).await {
+                Ok(1) => head.push(byte[0]),
+                _ => break,
+            }
+        }
+        String::from_utf8_lossy(&head).into_owned()
+    }
+
+    /// A whole response with a content-length body.
+    async fn read_response(s: &mut TcpStream) -> (u16, String) {
+        let head = read_head(s).await;
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).await.unwrap();
+        (status, String::from_utf8(body).unwrap())
+    }
+
+    struct Running {
+        proxy: SocketAddr,
+        serving: Serving,
+        log: Arc<NetworkLog>,
+    }
+
+    /// The proxy for a child whose provider is at `provider` (on the host's loopback),
+    /// which may also reach `allow`, names resolved from `names`.
+    fn start(provider: SocketAddr, allow: &[&str], names: &[(&str, &str)], limits: Limits) -> Running {
+        let (policy, warnings) = Policy::build(
+            &[ProviderHost::url(format!("http://{provider}"), "TEST")],
+            &allow.iter().map(|h| HostPattern::parse(h).unwrap()).collect::<Vec<_>>(),
+        );
+        assert!(warnings.is_empty());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let proxy = listener.local_addr().unwrap();
+        let log = Arc::new(NetworkLog::default());
+        let resolver = Resolver::Fixed(
+            names
+                .iter()
+                .map(|(n, ip)| (n.to_string(), ip.parse().unwrap()))
+                .collect(),
+        );
+        // The bridge's listener is not needed here: these clients talk to the proxy.
+        let serving = serve_with(Arc::new(policy), log.clone(), vec![Some(listener), None], limits, resolver).unwrap();
+        Running { proxy, serving, log }
+    }
+
+    async fn connect(proxy: SocketAddr, target: &str) -> (TcpStream, u16, String) {
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let (status, body) = read_response(&mut s).await;
+        (s, status, body)
+    }
+
+    #[tokio::test]
+    async fn a_host_the_policy_does_not_allow_is_refused_with_a_403_naming_the_policy_and_counted() {
+        let echo = echo_server().await;
+        let p = start(echo, &["allowed.test"], &[], Limits::default());
+        let (_, status, body) = connect(p.proxy, "exfil.example:443").await;
+        assert_eq!(status, 403);
+        assert_eq!(
+            body,
+            "orchestrate's network policy (network: provider) does not allow exfil.example: this child may reach only its provider's hosts and the run's allow_hosts. To allow it: --allow-host exfil.example (agent key allow_hosts, config allow_hosts, MCP allowHosts), or --network on.\n"
+        );
+        // The host's loopback, but not the bridged provider's port.
+        let (_, status, _) = connect(p.proxy, &format!("127.0.0.1:{}", echo.port() + 1)).await;
+        assert_eq!(status, 403);
+        let (_, status, _) = connect(p.proxy, "EXFIL.example.:80").await;
+        assert_eq!(status, 403);
+        assert_eq!(
+            p.log.denied(),
+            [
+                crate::network::DeniedHost { host: "exfil.example".into(), count: 2 },
+                crate::network::DeniedHost { host: "127.0.0.1".into(), count: 1 },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tunnel_to_the_bridged_provider_carries_bytes_both_ways_until_the_proxy_stops() {
+        let echo = echo_server().await;
+        let p = start(echo, &[], &[], Limits::default());
+        let (mut s, status, _) = connect(p.proxy, &echo.to_string()).await;
+        assert_eq!(status, 200);
+        let payload = vec![7u8; 300_000];
+        let (mut r, mut w) = s.split();
+        let (_, got) = tokio::join!(w.write_all(&payload), async {
+            let mut got = vec![0u8; payload.len()];
+            r.read_exact(&mut got).await.map(|_| got)
+        });
+        assert_eq!(got.unwrap(), payload);
+        drop(p.serving);
+        let mut rest = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+        assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "the tunnel ends with the proxy: {n:?}");
+    }
+
+    #[tokio::test]
+    async fn an_allowed_name_resolving_to_the_hosts_loopback_is_refused_unless_it_is_the_bridged_provider() {
+        let echo = echo_server().await;
+        let names = [("rebind.allowed.test", "127.0.0.1"), ("meta.allowed.test", "169.254.169.254")];
+        let p = start(echo, &["*.allowed.test"], &names, Limits::default());
+        let (_, status, body) = connect(p.proxy, &format!("rebind.allowed.test:{}", echo.port() + 1)).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (403, "orchestrate's network policy (network: provider) does not connect to rebind.allowed.test: it resolves to a loopback address of the host.\n")
+        );
+        let (_, status, body) = connect(p.proxy, "meta.allowed.test:80").await;
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("link-local"), "{body}");
+        // The provider itself, under a name.
+        let (mut s, status, _) = connect(p.proxy, &format!("rebind.allowed.test:{}", echo.port())).await;
+        assert_eq!(status, 200);
+        s.write_all(b"ping").await.unwrap();
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"ping");
+        assert_eq!(p.log.denied().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn plain_http_goes_out_in_origin_form_without_proxy_headers_and_each_request_is_judged_on_its_host() {
+        let http = http_server().await;
+        let p = start(http, &[], &[], Limits::default());
+        let mut s = TcpStream::connect(p.proxy).await.unwrap();
+        let request = format!(
+            "GET http://{http}/v1/models?x=1 HTTP/1.1\r\nHost: {http}\r\nProxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\n\r\n"
+        );
+        s.write_all(request.as_bytes()).await.unwrap();
+        let (status, body) = read_response(&mut s).await;
+        assert_eq!((status, body.as_str()), (200, "GET /v1/models?x=1 HTTP/1.1|proxy headers: false"));
+        // The same connection, another host: refused on its own.
+        s.write_all(b"GET http://exfil.example/leak HTTP/1.1\r\nHost: exfil.example\r\n\r\n")
+            .await
+            .unwrap();
+        let (status, body) = read_response(&mut s).await;
+        assert_eq!(status, 403);
+        assert!(body.contains("does not allow exfil.example"), "{body}");
+        // Not a proxy request at all.
+        let mut s = TcpStream::connect(p.proxy).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let (status, _) = read_response(&mut s).await;
+        assert_eq!(status, 400);
+    }
+
+    #[tokio::test]
+    async fn the_connection_limit_holds_a_further_client_until_one_closes() {
+        let echo = echo_server().await;
+        let limits = Limits {
+            max_connections: 2,
+            ..Limits::default()
+        };
+        let p = start(echo, &[], &[], limits);
+        let (first, status, _) = connect(p.proxy, &echo.to_string()).await;
+        assert_eq!(status, 200);
+        let (_second, status, _) = connect(p.proxy, &echo.to_string()).await;
+        assert_eq!(status, 200);
+        let third = tokio::spawn(async move { connect(p.proxy, &echo.to_string()).await.1 });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!third.is_finished(), "a third client waits while two tunnels are open");
+        drop(first);
+        let status = tokio::time::timeout(Duration::from_secs(10), third).await.unwrap().unwrap();
+        assert_eq!(status, 200);
+        drop(p.serving);
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_dropped_after_the_head_timeout_and_an_oversized_head_is_refused() {
+        let echo = echo_server().await;
+        let limits = Limits {
+            head_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let p = start(echo, &[], &[], limits);
+        let mut silent = TcpStream::connect(p.proxy).await.unwrap();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "closed by the proxy");
+        let mut big = TcpStream::connect(p.proxy).await.unwrap();
+        let header = format!("X-Fill: {}\r\n", "a".repeat(8000));
+        let mut request = "GET http://exfil.example/ HTTP/1.1\r\n".to_string();
+        for _ in 0..(2 * MAX_BUFFER_BYTES / header.len()) {
+            request.push_str(&header);
+        }
+        // The proxy stops reading (and answers, or closes) long before the end.
+        let _ = big.write_all(request.as_bytes()).await;
+        let mut reply = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), big.read_to_end(&mut reply)).await;
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(
+            reply.is_empty() || reply.starts_with("HTTP/1.1 431"),
+            "{reply}"
+        );
+        assert_eq!(p.log.denied(), [], "never judged");
     }
 }

@@ -244,8 +244,6 @@ fn allow_hosts(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> Vec<HostPatt
     let mut hosts: Vec<HostPattern> = cfg.allow_hosts.value.clone();
     hosts.extend(agent.isolation.allow_hosts.iter().flatten().cloned());
     hosts.extend(req.allow_hosts.iter().flatten().cloned());
-    hosts.sort();
-    hosts.dedup();
     hosts
 }
 

@@ -302,7 +302,9 @@ fn start_in_best_mode(
             None => None,
         },
         landlock: ruleset.as_ref().map(Ruleset::raw_fd),
-        drop_capabilities: root && sandboxed,
+        // Root's capabilities would undo a network of the child's own as well (unmount
+        // the namespace's /proc to find the host's, and join its network namespace).
+        drop_capabilities: root && (sandboxed || confinement.no_network),
         listen: if confinement.no_network {
             confinement
                 .listen

@@ -392,6 +392,12 @@ fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
         "workspace-write"
     };
     r["sandbox"] = json!({"mode": mode, "mechanism": "landlock"});
+    // The default network: provider (the mock bridged in) for the agent that cannot write.
+    r["network"] = if agent == "reader" {
+        json!({"mode": "provider", "allowed": ["MOCK"]})
+    } else {
+        json!({"mode": "on"})
+    };
     for (k, v) in fields.as_object().expect("fields").clone() {
         r[k] = v;
     }
