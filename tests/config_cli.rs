@@ -102,9 +102,11 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             "max_cost": {"value": 0.5, "source": "env:ORCHESTRATE_MAX_COST"},
             "max_total_cost": {"value": null, "source": "default"},
             "fallback_models": {"value": ["m2", "m3"], "source": user},
-            // tests/support turns the sandbox off for the fake agent's sake.
+            // tests/support turns the sandbox off for the fake agent's sake, and its
+            // network on.
             "sandbox": {"value": "off", "source": "env:ORCHESTRATE_SANDBOX"},
-            "network": {"value": "on", "source": "default"},
+            "network": {"value": "on", "source": "env:ORCHESTRATE_NETWORK"},
+            "allow_hosts": {"value": [], "source": "default"},
             "runner": {"value": "local", "source": "default"},
             "queue_timeout": {"value": "10m", "source": "default"},
             "runners": {"value": {}, "source": "default"},
@@ -119,7 +121,7 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 26, "{text}");
+    assert_eq!(lines.len(), 27, "{text}");
     assert_eq!(
         lines[2],
         format!(
