@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use crate::backends::BackendChoice;
 use crate::duration::parse_duration;
 use crate::limits;
-use crate::runner::{self, RunnerDef};
 use crate::network::{HostPattern, Network};
+use crate::runner::{self, RunnerDef};
 use crate::sandbox::SandboxMode;
 use crate::truncate;
 
@@ -548,12 +548,7 @@ fn string_list(raw: Raw<'_>, what: &str) -> Result<Vec<String>, String> {
             .collect::<Result<_, _>>()?,
         Raw::Toml(toml::Value::String(s)) => s.split(',').map(|m| m.trim().to_string()).collect(),
         Raw::Env(s) => s.split(',').map(|m| m.trim().to_string()).collect(),
-        Raw::Toml(v) => {
-            return Err(format!(
-                "expected a list of {what}, found {}",
-                v.type_str()
-            ))
-        }
+        Raw::Toml(v) => return Err(format!("expected a list of {what}, found {}", v.type_str())),
     };
     Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
 }
@@ -1194,10 +1189,7 @@ args = ["--partition=gpu", "--time=30"]
                     Source::Env("ORCHESTRATE_FALLBACK_MODELS")
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
-                network: Setting::new(
-                    Some(Network::Provider),
-                    Source::Env("ORCHESTRATE_NETWORK")
-                ),
+                network: Setting::new(Some(Network::Provider), Source::Env("ORCHESTRATE_NETWORK")),
                 allow_hosts: Setting::new(
                     vec![
                         HostPattern::parse("docs.rs").unwrap(),

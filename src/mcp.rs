@@ -32,11 +32,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::{self, DiscoveryOptions};
 use crate::error::RunError;
+use crate::network::{HostPattern, Network};
 use crate::result::{DetailLevel, RunResult};
 use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
 use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
-use crate::network::{HostPattern, Network};
 use crate::sandbox::SandboxMode;
 use crate::structured::SchemaSource;
 use crate::supervisor::Controls;

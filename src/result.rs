@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::runner::RunnerInfo;
 use crate::network::NetworkInfo;
+use crate::runner::RunnerInfo;
 use crate::sandbox::SandboxInfo;
 use crate::supervisor::{Leak, Termination};
 use crate::worktree::WorktreeInfo;

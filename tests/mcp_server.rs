@@ -206,7 +206,9 @@ async fn the_sandbox_and_isolation_arguments_reach_the_run() {
     );
     let r = server
         .client
-        .call_tool(args(json!({"sandbox": "off", "network": "off", "details": "full"})))
+        .call_tool(args(
+            json!({"sandbox": "off", "network": "off", "details": "full"}),
+        ))
         .await
         .unwrap();
     assert_eq!(
@@ -231,7 +233,9 @@ async fn the_sandbox_and_isolation_arguments_reach_the_run() {
     );
     let r = server
         .client
-        .call_tool(args(json!({"network": "provider", "allowHosts": ["docs.rs:443"]})))
+        .call_tool(args(
+            json!({"network": "provider", "allowHosts": ["docs.rs:443"]}),
+        ))
         .await
         .unwrap();
     assert_eq!(r.is_error, Some(true));

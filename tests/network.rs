@@ -78,11 +78,7 @@ fn probing(provider: &Provider) -> (Sandbox, PathBuf) {
     let sb = Sandbox::new();
     let script = sb.root.path().join("probe.sh");
     std::fs::write(&script, PROBE).unwrap();
-    std::fs::set_permissions(
-        &script,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let pi_dir = sb.root.path().join("pi-agent");
     std::fs::create_dir_all(&pi_dir).unwrap();
     let models = json!({"providers": {"local": {
@@ -232,7 +228,15 @@ fn the_default_is_provider_for_an_agent_that_cannot_write_and_on_for_one_that_ca
     )
     .unwrap();
     let agents = sb.agents.to_str().unwrap().to_string();
-    let out = sb.run_args(&["run", "writer", "t", "--agents-dir", &agents, "--details", "full"]);
+    let out = sb.run_args(&[
+        "run",
+        "writer",
+        "t",
+        "--agents-dir",
+        &agents,
+        "--details",
+        "full",
+    ]);
     assert_eq!(out.result()["output"], json!("<unset>"));
     assert_eq!(out.result()["network"], json!({"mode": "on"}));
 }
@@ -298,8 +302,11 @@ fn allow_hosts_of_the_config_the_agent_and_the_flag_add_up_and_a_bad_one_is_refu
     let out = sb.run("t", &["--allow-host", "https://docs.rs/x"]);
     assert_eq!(out.status, 2);
     assert!(
-        out.stderr.contains("a URL, not a host; its host is docs.rs")
-            || out.stdout.contains("a URL, not a host; its host is docs.rs"),
+        out.stderr
+            .contains("a URL, not a host; its host is docs.rs")
+            || out
+                .stdout
+                .contains("a URL, not a host; its host is docs.rs"),
         "{}{}",
         out.stdout,
         out.stderr
@@ -314,7 +321,8 @@ fn allow_hosts_of_the_config_the_agent_and_the_flag_add_up_and_a_bad_one_is_refu
     assert!(
         message
             .as_str()
-            .is_some_and(|m| m.contains("allow_hosts") && m.contains("reached only as the provider's base URL")),
+            .is_some_and(|m| m.contains("allow_hosts")
+                && m.contains("reached only as the provider's base URL")),
         "{}",
         out.stdout
     );

@@ -143,7 +143,10 @@ fn the_run_folder_keeps_the_raw_stream_the_result_and_the_prompt() {
     );
     assert!(full.remove("displayItems").is_some_and(|d| d.is_array()));
     // The network, where nothing was refused.
-    assert_eq!(full.remove("network"), Some(serde_json::json!({"mode": "on"})));
+    assert_eq!(
+        full.remove("network"),
+        Some(serde_json::json!({"mode": "on"}))
+    );
     assert_eq!(lean, json);
     assert_eq!(
         std::fs::read_to_string(run_dir.join("system-prompt.md")).unwrap(),

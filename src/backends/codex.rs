@@ -94,8 +94,14 @@ fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
         )];
     }
     match provider.as_str() {
-        "oss" | "ollama" => vec![ProviderHost::url("http://localhost:11434/v1", "codex's ollama provider")],
-        "lmstudio" => vec![ProviderHost::url("http://localhost:1234/v1", "codex's lmstudio provider")],
+        "oss" | "ollama" => vec![ProviderHost::url(
+            "http://localhost:11434/v1",
+            "codex's ollama provider",
+        )],
+        "lmstudio" => vec![ProviderHost::url(
+            "http://localhost:1234/v1",
+            "codex's lmstudio provider",
+        )],
         _ => match text(&config, "openai_base_url") {
             Some(url) => vec![ProviderHost::url(url, from("openai_base_url"))],
             None => ["api.openai.com", "chatgpt.com", "auth.openai.com"]

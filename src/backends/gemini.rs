@@ -79,7 +79,11 @@ fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
     match auth.as_str() {
         "vertex-ai" => {
             let api = q.env_url("GOOGLE_VERTEX_BASE_URL").unwrap_or_else(|| {
-                match q.env.get("GOOGLE_CLOUD_LOCATION").map(|v| v.to_string_lossy().into_owned()) {
+                match q
+                    .env
+                    .get("GOOGLE_CLOUD_LOCATION")
+                    .map(|v| v.to_string_lossy().into_owned())
+                {
                     Some(region) if region != "global" => ProviderHost::url(
                         format!("https://{region}-aiplatform.googleapis.com"),
                         "GOOGLE_CLOUD_LOCATION",

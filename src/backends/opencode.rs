@@ -93,10 +93,11 @@ fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
             configs.push((path.display().to_string(), v));
         }
     }
-    let model = q
-        .model
-        .map(str::to_string)
-        .or_else(|| configs.iter().find_map(|(_, c)| c["model"].as_str().map(str::to_string)));
+    let model = q.model.map(str::to_string).or_else(|| {
+        configs
+            .iter()
+            .find_map(|(_, c)| c["model"].as_str().map(str::to_string))
+    });
     let provider = model
         .as_deref()
         .and_then(|m| m.split_once('/'))
@@ -123,7 +124,11 @@ fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
             ids.dedup();
             ids.iter()
                 .filter_map(|id| base_url(id))
-                .chain(provider::KNOWN_PROVIDERS.iter().flat_map(|p| provider::hosts_of(p)))
+                .chain(
+                    provider::KNOWN_PROVIDERS
+                        .iter()
+                        .flat_map(|p| provider::hosts_of(p)),
+                )
                 .collect()
         }
     }

@@ -88,7 +88,11 @@ fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
                 .unwrap_or_default();
             ids.iter()
                 .filter_map(|id| base_url(id))
-                .chain(provider::KNOWN_PROVIDERS.iter().flat_map(|p| provider::hosts_of(p)))
+                .chain(
+                    provider::KNOWN_PROVIDERS
+                        .iter()
+                        .flat_map(|p| provider::hosts_of(p)),
+                )
                 .collect()
         }
     }

@@ -58,13 +58,17 @@ impl HostPattern {
             return Err(hint("a path is not part of a host"));
         }
         let host = normalize_host(raw).ok_or_else(|| {
-            if raw.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+            if raw
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            {
                 hint("a port is not part of a host (every port of an allowed host is allowed)")
             } else {
                 hint("not a host name")
             }
         })?;
-        let loopback = host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        let loopback =
+            host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if loopback {
             return Err(hint(
                 "the host's loopback is reached only as the provider's base URL, bridged in at its address and port (use network: on for other local services)",
@@ -181,11 +185,23 @@ mod tests {
     #[test]
     fn patterns_parse_names_wildcards_and_addresses_and_refuse_the_rest_saying_why() {
         let ok = |s: &str| HostPattern::parse(s).unwrap();
-        assert_eq!(ok("API.Example.com."), HostPattern::Exact("api.example.com".into()));
-        assert_eq!(ok("*.github.com"), HostPattern::Subdomains("github.com".into()));
+        assert_eq!(
+            ok("API.Example.com."),
+            HostPattern::Exact("api.example.com".into())
+        );
+        assert_eq!(
+            ok("*.github.com"),
+            HostPattern::Subdomains("github.com".into())
+        );
         assert_eq!(ok("10.0.0.5"), HostPattern::Exact("10.0.0.5".into()));
-        assert_eq!(ok("[2001:db8::1]"), HostPattern::Exact("2001:db8::1".into()));
-        assert_eq!(ok("2001:DB8:0::1"), HostPattern::Exact("2001:db8::1".into()));
+        assert_eq!(
+            ok("[2001:db8::1]"),
+            HostPattern::Exact("2001:db8::1".into())
+        );
+        assert_eq!(
+            ok("2001:DB8:0::1"),
+            HostPattern::Exact("2001:db8::1".into())
+        );
         assert_eq!(ok("*.github.com").to_string(), "*.github.com");
         let err = |s: &str| HostPattern::parse(s).unwrap_err();
         assert_eq!(
@@ -198,7 +214,10 @@ mod tests {
         assert!(err("*.10.0.0.1").contains("covers names, not addresses"));
         assert!(err("").contains("it is empty"));
         for loopback in ["localhost", "127.0.0.1", "[::1]", "127.1.2.3"] {
-            assert!(err(loopback).contains("reached only as the provider's base URL"), "{loopback}");
+            assert!(
+                err(loopback).contains("reached only as the provider's base URL"),
+                "{loopback}"
+            );
         }
         assert!(err("exa mple.com").contains("not a host name"));
         assert!(err("example.com/x").contains("a path is not part of a host"));
@@ -241,15 +260,27 @@ mod tests {
         ] {
             assert!(refused(bad), "{bad} must be refused");
         }
-        for good in ["93.184.216.34", "10.0.0.5", "192.168.1.1", "2606:4700::1111", "fd00::2"] {
+        for good in [
+            "93.184.216.34",
+            "10.0.0.5",
+            "192.168.1.1",
+            "2606:4700::1111",
+            "fd00::2",
+        ] {
             assert!(!refused(good), "{good} is an ordinary address");
         }
     }
 
     #[test]
     fn hosts_normalize_to_one_spelling() {
-        assert_eq!(normalize_host("Example.COM.").as_deref(), Some("example.com"));
-        assert_eq!(normalize_host("[::FFFF:7f00:1]").as_deref(), Some("::ffff:127.0.0.1"));
+        assert_eq!(
+            normalize_host("Example.COM.").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(
+            normalize_host("[::FFFF:7f00:1]").as_deref(),
+            Some("::ffff:127.0.0.1")
+        );
         assert_eq!(normalize_host("bad host"), None);
         assert_eq!(normalize_host("a..b"), None);
     }

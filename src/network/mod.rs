@@ -249,7 +249,10 @@ mod tests {
     #[test]
     fn the_default_is_provider_for_an_agent_that_cannot_write_and_on_for_the_others() {
         let p = plan(None, true, Vec::new(), Ok(())).unwrap();
-        assert_eq!((p.mode, p.requested, p.warning), (Network::Provider, false, None));
+        assert_eq!(
+            (p.mode, p.requested, p.warning),
+            (Network::Provider, false, None)
+        );
         let p = plan(None, false, Vec::new(), Ok(())).unwrap();
         assert_eq!((p.mode, p.requested), (Network::On, false));
         let p = plan(Some(Network::Off), false, Vec::new(), Ok(())).unwrap();
@@ -270,7 +273,12 @@ mod tests {
             Err("network provider was asked for, but the child cannot have a network of its own here: clone of a new PID namespace failed: EPERM".to_string())
         );
         assert!(plan(Some(Network::Off), true, Vec::new(), none()).is_err());
-        assert_eq!(plan(Some(Network::On), true, Vec::new(), none()).unwrap().warning, None);
+        assert_eq!(
+            plan(Some(Network::On), true, Vec::new(), none())
+                .unwrap()
+                .warning,
+            None
+        );
     }
 
     #[test]
@@ -291,7 +299,10 @@ mod tests {
     fn modes_parse_and_serialize_by_their_names_and_an_unknown_one_lists_them() {
         for m in [Network::On, Network::Off, Network::Provider] {
             assert_eq!(Network::parse(m.name()), Ok(m));
-            assert_eq!(serde_json::to_value(m).unwrap(), serde_json::json!(m.name()));
+            assert_eq!(
+                serde_json::to_value(m).unwrap(),
+                serde_json::json!(m.name())
+            );
         }
         assert_eq!(
             Network::parse("proxy"),
@@ -325,10 +336,17 @@ mod tests {
             .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
             .collect();
         let proxy = "http://127.0.0.1:3128".to_string();
-        let mut want: Vec<(String, String)> = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-            .iter()
-            .map(|k| (k.to_string(), proxy.clone()))
-            .collect();
+        let mut want: Vec<(String, String)> = [
+            "HTTPS_PROXY",
+            "https_proxy",
+            "HTTP_PROXY",
+            "http_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), proxy.clone()))
+        .collect();
         want.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
         want.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
         want.push(("NODE_USE_ENV_PROXY".into(), "1".into()));

@@ -6,8 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::hosts::{normalize_host, HostPattern};
-use crate::platform::Listen;
 use super::ProviderHost;
+use crate::platform::Listen;
 
 /// The port orchestrate's proxy listens on inside the child's namespace (the next free one
 /// when a bridged provider has it).
@@ -236,7 +236,12 @@ mod tests {
         );
         assert_eq!(
             p.allowed_list(),
-            ["api.anthropic.com", "gateway.example.com", "*.github.com", "127.0.0.1:3128"]
+            [
+                "api.anthropic.com",
+                "gateway.example.com",
+                "*.github.com",
+                "127.0.0.1:3128"
+            ]
         );
         assert!(p.allows("api.github.com"));
         assert!(p.allows("gateway.example.com"));
@@ -265,7 +270,10 @@ mod tests {
 
     #[test]
     fn a_localhost_provider_is_bridged_on_both_loopback_addresses_the_ipv6_one_optional() {
-        let (p, _) = Policy::build(&[url("http://localhost:8080"), url("http://localhost:8080/x")], &[]);
+        let (p, _) = Policy::build(
+            &[url("http://localhost:8080"), url("http://localhost:8080/x")],
+            &[],
+        );
         let v4: SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let v6: SocketAddr = "[::1]:8080".parse().unwrap();
         assert_eq!(

@@ -315,19 +315,21 @@ async fn forward(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> 
         Ok(s) => s,
         Err(refusal) => return refused(&shared, &host, refusal),
     };
-    let (mut sender, connection) =
-        match hyper::client::conn::http1::Builder::new()
-            .max_buf_size(MAX_BUFFER_BYTES)
-            .handshake::<_, Incoming>(TokioIo::new(upstream))
-            .await
-        {
-            Ok(pair) => pair,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("{host}:{port}: {e}\n")),
-        };
+    let (mut sender, connection) = match hyper::client::conn::http1::Builder::new()
+        .max_buf_size(MAX_BUFFER_BYTES)
+        .handshake::<_, Incoming>(TokioIo::new(upstream))
+        .await
+    {
+        Ok(pair) => pair,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("{host}:{port}: {e}\n")),
+    };
     tokio::spawn(shared.cancel.clone().run_until_cancelled_owned(connection));
     let (mut parts, body) = req.into_parts();
     parts.uri = match uri.path_and_query() {
-        Some(pq) => pq.as_str().parse().unwrap_or_else(|_| "/".parse().expect("a path")),
+        Some(pq) => pq
+            .as_str()
+            .parse()
+            .unwrap_or_else(|_| "/".parse().expect("a path")),
         None => "/".parse().expect("a path"),
     };
     parts.version = hyper::Version::HTTP_11;
@@ -418,7 +420,10 @@ async fn open(shared: &Shared, host: &str, port: u16) -> Result<TcpStream, Refus
     let timeout = shared.limits.connect_timeout;
     // The host's loopback only where a provider is bridged (a CLI that sends even its
     // loopback provider through the proxy).
-    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
     if loopback {
         let bridge = policy.bridge_for(host, port).ok_or(Refusal::NotAllowed)?;
         return connect_any(&bridge.outside, timeout)
@@ -644,7 +649,11 @@ mod tests {
             .unwrap_or(0);
         let len: usize = head
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
             .unwrap_or(0);
         let mut body = vec![0u8; len];
         s.read_exact(&mut body).await.unwrap();
@@ -659,10 +668,18 @@ mod tests {
 
     /// The proxy for a child whose provider is at `provider` (on the host's loopback),
     /// which may also reach `allow`, names resolved from `names`.
-    fn start(provider: SocketAddr, allow: &[&str], names: &[(&str, &str)], limits: Limits) -> Running {
+    fn start(
+        provider: SocketAddr,
+        allow: &[&str],
+        names: &[(&str, &str)],
+        limits: Limits,
+    ) -> Running {
         let (policy, warnings) = Policy::build(
             &[ProviderHost::url(format!("http://{provider}"), "TEST")],
-            &allow.iter().map(|h| HostPattern::parse(h).unwrap()).collect::<Vec<_>>(),
+            &allow
+                .iter()
+                .map(|h| HostPattern::parse(h).unwrap())
+                .collect::<Vec<_>>(),
         );
         assert!(warnings.is_empty());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -676,8 +693,19 @@ mod tests {
                 .collect(),
         );
         // The bridge's listener is not needed here: these clients talk to the proxy.
-        let serving = serve_with(Arc::new(policy), log.clone(), vec![Some(listener), None], limits, resolver).unwrap();
-        Running { proxy, serving, log }
+        let serving = serve_with(
+            Arc::new(policy),
+            log.clone(),
+            vec![Some(listener), None],
+            limits,
+            resolver,
+        )
+        .unwrap();
+        Running {
+            proxy,
+            serving,
+            log,
+        }
     }
 
     async fn connect(proxy: SocketAddr, target: &str) -> (TcpStream, u16, String) {
@@ -690,7 +718,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_host_the_policy_does_not_allow_is_refused_with_a_403_naming_the_policy_and_counted() {
+    async fn a_host_the_policy_does_not_allow_is_refused_with_a_403_naming_the_policy_and_counted()
+    {
         let echo = echo_server().await;
         let p = start(echo, &["allowed.test"], &[], Limits::default());
         let (_, status, body) = connect(p.proxy, "exfil.example:443").await;
@@ -707,8 +736,14 @@ mod tests {
         assert_eq!(
             p.log.denied(),
             [
-                crate::network::DeniedHost { host: "exfil.example".into(), count: 2 },
-                crate::network::DeniedHost { host: "127.0.0.1".into(), count: 1 },
+                crate::network::DeniedHost {
+                    host: "exfil.example".into(),
+                    count: 2
+                },
+                crate::network::DeniedHost {
+                    host: "127.0.0.1".into(),
+                    count: 1
+                },
             ]
         );
     }
@@ -729,15 +764,23 @@ mod tests {
         drop(p.serving);
         let mut rest = Vec::new();
         let n = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
-        assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "the tunnel ends with the proxy: {n:?}");
+        assert!(
+            matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+            "the tunnel ends with the proxy: {n:?}"
+        );
     }
 
     #[tokio::test]
-    async fn an_allowed_name_resolving_to_the_hosts_loopback_is_refused_unless_it_is_the_bridged_provider() {
+    async fn an_allowed_name_resolving_to_the_hosts_loopback_is_refused_unless_it_is_the_bridged_provider(
+    ) {
         let echo = echo_server().await;
-        let names = [("rebind.allowed.test", "127.0.0.1"), ("meta.allowed.test", "169.254.169.254")];
+        let names = [
+            ("rebind.allowed.test", "127.0.0.1"),
+            ("meta.allowed.test", "169.254.169.254"),
+        ];
         let p = start(echo, &["*.allowed.test"], &names, Limits::default());
-        let (_, status, body) = connect(p.proxy, &format!("rebind.allowed.test:{}", echo.port() + 1)).await;
+        let (_, status, body) =
+            connect(p.proxy, &format!("rebind.allowed.test:{}", echo.port() + 1)).await;
         assert_eq!(
             (status, body.as_str()),
             (403, "orchestrate's network policy (network: provider) does not connect to rebind.allowed.test: it resolves to a loopback address of the host.\n")
@@ -746,7 +789,8 @@ mod tests {
         assert_eq!(status, 403, "{body}");
         assert!(body.contains("link-local"), "{body}");
         // The provider itself, under a name.
-        let (mut s, status, _) = connect(p.proxy, &format!("rebind.allowed.test:{}", echo.port())).await;
+        let (mut s, status, _) =
+            connect(p.proxy, &format!("rebind.allowed.test:{}", echo.port())).await;
         assert_eq!(status, 200);
         s.write_all(b"ping").await.unwrap();
         let mut got = [0u8; 4];
@@ -756,7 +800,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn plain_http_goes_out_in_origin_form_without_proxy_headers_and_each_request_is_judged_on_its_host() {
+    async fn plain_http_goes_out_in_origin_form_without_proxy_headers_and_each_request_is_judged_on_its_host(
+    ) {
         let http = http_server().await;
         let p = start(http, &[], &[], Limits::default());
         let mut s = TcpStream::connect(p.proxy).await.unwrap();
@@ -765,7 +810,10 @@ mod tests {
         );
         s.write_all(request.as_bytes()).await.unwrap();
         let (status, body) = read_response(&mut s).await;
-        assert_eq!((status, body.as_str()), (200, "GET /v1/models?x=1 HTTP/1.1|proxy headers: false"));
+        assert_eq!(
+            (status, body.as_str()),
+            (200, "GET /v1/models?x=1 HTTP/1.1|proxy headers: false")
+        );
         // The same connection, another host: refused on its own.
         s.write_all(b"GET http://exfil.example/leak HTTP/1.1\r\nHost: exfil.example\r\n\r\n")
             .await
@@ -775,7 +823,9 @@ mod tests {
         assert!(body.contains("does not allow exfil.example"), "{body}");
         // Not a proxy request at all.
         let mut s = TcpStream::connect(p.proxy).await.unwrap();
-        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
         let (status, _) = read_response(&mut s).await;
         assert_eq!(status, 400);
     }
@@ -794,9 +844,15 @@ mod tests {
         assert_eq!(status, 200);
         let third = tokio::spawn(async move { connect(p.proxy, &echo.to_string()).await.1 });
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!third.is_finished(), "a third client waits while two tunnels are open");
+        assert!(
+            !third.is_finished(),
+            "a third client waits while two tunnels are open"
+        );
         drop(first);
-        let status = tokio::time::timeout(Duration::from_secs(10), third).await.unwrap().unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(10), third)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(status, 200);
         drop(p.serving);
     }
@@ -811,7 +867,8 @@ mod tests {
         let p = start(echo, &[], &[], limits);
         let mut silent = TcpStream::connect(p.proxy).await.unwrap();
         let mut buf = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut buf)).await;
+        let read =
+            tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "closed by the proxy");
         let mut big = TcpStream::connect(p.proxy).await.unwrap();
         let header = format!("X-Fill: {}\r\n", "a".repeat(8000));

@@ -23,15 +23,15 @@ mod verdict;
 
 pub(crate) use progress::Observer;
 
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backends::{Backend, BackendChoice, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
-use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::network::{HostPattern, Network, NetworkLog};
+use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::sandbox::SandboxMode;
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::structured::{self, SchemaSource};

@@ -157,7 +157,11 @@ pub(crate) async fn supervise<'a>(
         None => (None, None),
         Some(net) => match group.take_listeners() {
             Some(listeners) => (
-                Some(proxy::serve(net.policy.clone(), net.log.clone(), listeners)?),
+                Some(proxy::serve(
+                    net.policy.clone(),
+                    net.log.clone(),
+                    listeners,
+                )?),
                 None,
             ),
             None => (

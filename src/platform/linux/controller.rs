@@ -275,7 +275,9 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         status: status_w.as_raw_fd(),
         stdout: stdout_w.as_raw_fd(),
         stderr: stderr_w.as_raw_fd(),
-        listen: channel.as_ref().map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
+        listen: channel
+            .as_ref()
+            .map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
     };
     let flags = match plan.mode {
         Mode::Namespace { clone_flags } => clone_flags,

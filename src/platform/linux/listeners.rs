@@ -106,7 +106,10 @@ const _: () = assert!(
 /// socket for each spec and sends them to orchestrate (one byte per spec says whether its
 /// socket exists: an optional one may not), then closes its own copies and the channel.
 /// A required listener that cannot be made fails with its errno.
-pub(super) unsafe fn make_and_send(specs: &[ListenSpec], channel: RawFd) -> Result<(), libc::c_int> {
+pub(super) unsafe fn make_and_send(
+    specs: &[ListenSpec],
+    channel: RawFd,
+) -> Result<(), libc::c_int> {
     // SAFETY: system calls on descriptors and buffers of this process only.
     unsafe {
         let mut present = [0u8; MAX_LISTENERS];
@@ -128,7 +131,11 @@ pub(super) unsafe fn make_and_send(specs: &[ListenSpec], channel: RawFd) -> Resu
             }
         }
         let sent = if failed == 0 {
-            send(channel, &present[..specs.len().min(MAX_LISTENERS)], &fds[..count])
+            send(
+                channel,
+                &present[..specs.len().min(MAX_LISTENERS)],
+                &fds[..count],
+            )
         } else {
             Err(failed)
         };
@@ -165,7 +172,11 @@ unsafe fn listen_on(spec: &ListenSpec) -> Result<RawFd, libc::c_int> {
                 size,
             );
         }
-        if libc::bind(fd, (&spec.addr as *const libc::sockaddr_storage).cast(), spec.len) != 0
+        if libc::bind(
+            fd,
+            (&spec.addr as *const libc::sockaddr_storage).cast(),
+            spec.len,
+        ) != 0
             || libc::listen(fd, BACKLOG) != 0
         {
             let e = super::controller::errno();
@@ -241,8 +252,7 @@ pub(super) fn receive(channel: &OwnedFd, expected: usize) -> io::Result<Vec<Opti
     unsafe {
         let mut header = libc::CMSG_FIRSTHDR(&msg);
         while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS
-            {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
                 let payload = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 let data = libc::CMSG_DATA(header).cast::<libc::c_int>();
                 for i in 0..payload / std::mem::size_of::<libc::c_int>() {
@@ -256,7 +266,11 @@ pub(super) fn receive(channel: &OwnedFd, expected: usize) -> io::Result<Vec<Opti
     if n as usize != expected.max(1) || truncated {
         return Err(io::Error::other(format!(
             "the controller sent {n} bytes for {expected} listeners{}",
-            if truncated { " (descriptors cut off)" } else { "" }
+            if truncated {
+                " (descriptors cut off)"
+            } else {
+                ""
+            }
         )));
     }
     let mut fds = fds.into_iter();
@@ -264,8 +278,12 @@ pub(super) fn receive(channel: &OwnedFd, expected: usize) -> io::Result<Vec<Opti
         .iter()
         .map(|present| if *present == 1 { fds.next() } else { None })
         .collect();
-    if out.iter().filter(|f| f.is_some()).count() != data[..expected].iter().filter(|p| **p == 1).count() {
-        return Err(io::Error::other("the controller sent fewer listeners than it said"));
+    if out.iter().filter(|f| f.is_some()).count()
+        != data[..expected].iter().filter(|p| **p == 1).count()
+    {
+        return Err(io::Error::other(
+            "the controller sent fewer listeners than it said",
+        ));
     }
     for fd in out.iter().flatten() {
         set_nonblocking(fd)?;

@@ -248,7 +248,9 @@ fn non_loopback_address() -> Option<std::net::IpAddr> {
                 match i32::from((*a.ifa_addr).sa_family) {
                     libc::AF_INET => {
                         let sin = &*(a.ifa_addr as *const libc::sockaddr_in);
-                        found.push(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()));
+                        found.push(IpAddr::from(
+                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                        ));
                     }
                     libc::AF_INET6 => {
                         let sin6 = &*(a.ifa_addr as *const libc::sockaddr_in6);
@@ -277,7 +279,8 @@ fn non_loopback_address() -> Option<std::net::IpAddr> {
 /// https (CONNECT) and plain http, is refused with the policy's 403 and listed in
 /// `denied`.
 fn provider_network(cli: &Cli, bin: &Path) {
-    let command = "curl -sS --max-time 20 https://example.com/; curl -sS --max-time 20 http://example.com/";
+    let command =
+        "curl -sS --max-time 20 https://example.com/; curl -sS --max-time 20 http://example.com/";
     let answer = "Refused.";
     let (mock, sb) = setup(cli, bin, |_| {
         Script::sequence(vec![
@@ -306,9 +309,14 @@ fn provider_network(cli: &Cli, bin: &Path) {
     let reqs = conversation(cli, &mock, 2);
     let outputs = mock_llm::tool_result_texts(&reqs[1].body).join("\n");
     // curl's own words for the refused CONNECT, and the proxy's 403 body for plain http.
-    assert!(outputs.contains("CONNECT tunnel failed, response 403"), "{outputs}");
     assert!(
-        outputs.contains("orchestrate's network policy (network: provider) does not allow example.com"),
+        outputs.contains("CONNECT tunnel failed, response 403"),
+        "{outputs}"
+    );
+    assert!(
+        outputs.contains(
+            "orchestrate's network policy (network: provider) does not allow example.com"
+        ),
         "{outputs}"
     );
 }
