@@ -41,7 +41,11 @@ add "https through the proxy" "$(curl -s -o /dev/null -w '%{http_connect}' --max
 add "an allowed host" "$(curl -s -o /dev/null -w '%{http_connect}' --max-time 20 https://allowed.invalid/)"
 add "the bridged provider" "$(curl -s --max-time 20 "http://127.0.0.1:$PROBE_PROVIDER_PORT/v1")"
 add "around the proxy" "$(curl -s --noproxy '*' -o /dev/null --max-time 5 http://93.184.216.34/; echo "curl exit $?")"
-add "capabilities" "$(grep CapEff /proc/self/status | cut -f2)"
+add "user namespace" "$(readlink /proc/self/ns/user)"
+# Root's way out of a network namespace: the host's /proc under the namespace's own, and
+# there the network namespace of a process of the host's (the test's own), to the host's
+# TCP service (which would then have a connection waiting).
+(umount -l /proc && nsenter --net="/proc/$PROBE_HOST_PID/ns/net" curl -s --noproxy '*' -o /dev/null --max-time 2 "http://127.0.0.1:$PROBE_HOST_TCP_PORT/") >/dev/null 2>&1
 printf '{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"%s"}],"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop"}}\n' "$out"
 printf '{"type":"agent_end","messages":[]}\n'
 "#;
@@ -123,7 +127,8 @@ fn with_a_provider_network_nothing_leaves_but_through_the_proxy_to_what_the_run_
             "PROBE_HOST_UDP_PORT",
             &host_udp.local_addr().unwrap().port().to_string(),
         )
-        .set("PROBE_PROVIDER_PORT", &provider.port.to_string());
+        .set("PROBE_PROVIDER_PORT", &provider.port.to_string())
+        .set("PROBE_HOST_PID", &std::process::id().to_string());
     let out = sb.run(
         "probe",
         &[
@@ -138,6 +143,10 @@ fn with_a_provider_network_nothing_leaves_but_through_the_proxy_to_what_the_run_
         ],
     );
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    let child_userns = lines(&out)
+        .iter()
+        .find_map(|l| l.strip_prefix("user namespace: ").map(str::to_string))
+        .unwrap_or_default();
     assert_eq!(
         lines(&out),
         [
@@ -155,8 +164,17 @@ fn with_a_provider_network_nothing_leaves_but_through_the_proxy_to_what_the_run_
             "an allowed host: 502",
             "the bridged provider: provider",
             "around the proxy: curl exit 7",
-            "capabilities: 0000000000000000",
+            // Its own (as root: root inside, with no capability over the host's).
+            &format!("user namespace: {}", child_userns),
         ]
+    );
+    assert_ne!(
+        Some(child_userns.as_str()),
+        std::fs::read_link("/proc/self/ns/user")
+            .ok()
+            .as_ref()
+            .and_then(|p| p.to_str()),
+        "the child's user namespace is not the host's"
     );
     assert_eq!(
         out.result()["network"],
@@ -166,7 +184,7 @@ fn with_a_provider_network_nothing_leaves_but_through_the_proxy_to_what_the_run_
             "denied": [{"host": "example.com", "count": 3}]
         })
     );
-    // Nothing reached the host's own services.
+    // Nothing reached the host's own services, not even through the host's /proc.
     assert!(
         matches!(host_tcp.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "the host's TCP service was reached"

@@ -261,6 +261,66 @@ mod tests {
         }
     }
 
+    /// Listeners asked for in the child's network namespace are made there and handed
+    /// back: what the child sends to them arrives here, outside; an optional one that
+    /// cannot be made is None; without a network namespace there are none.
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
+    #[test]
+    fn listeners_made_in_the_childs_network_namespace_are_served_from_outside() {
+        use std::io::Read;
+        let mut spec = sh("echo hello-from-inside > /dev/tcp/127.0.0.1/4000 && echo sent");
+        spec.program = "/bin/bash".into();
+        spec.confinement = Confinement {
+            no_network: true,
+            listen: vec![
+                Listen {
+                    addr: "127.0.0.1:4000".parse().unwrap(),
+                    optional: false,
+                },
+                // Not an address of the namespace's loopback: it cannot be made.
+                Listen {
+                    addr: "192.0.2.77:4000".parse().unwrap(),
+                    optional: true,
+                },
+            ],
+            ..Confinement::default()
+        };
+        let mut child = spawn(spec).expect("spawn");
+        let listeners = child.take_listeners().expect("a network namespace");
+        assert_eq!(listeners.len(), 2);
+        assert!(listeners[1].is_none(), "the optional one could not be made");
+        let listener = listeners[0].as_ref().expect("the required one");
+        listener.set_nonblocking(false).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        conn.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "hello-from-inside\n");
+        let mut out = String::new();
+        std::fs::File::from(child.take_stdout().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "sent\n");
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+        // A required listener that cannot be made fails the spawn, saying where.
+        let mut spec = sh("true");
+        spec.confinement = Confinement {
+            no_network: true,
+            listen: vec![Listen {
+                addr: "192.0.2.77:4000".parse().unwrap(),
+                optional: false,
+            }],
+            ..Confinement::default()
+        };
+        let err = spawn(spec).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "listening for the network proxy inside the child's network namespace failed"
+            ),
+            "{err}"
+        );
+    }
+
     /// Descendants alive when the child exits are counted, and killed with the run.
     #[test]
     fn a_descendant_alive_at_the_childs_exit_is_a_leftover_and_dies_with_the_run() {

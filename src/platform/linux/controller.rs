@@ -419,7 +419,8 @@ pub(super) struct IdMaps {
 impl IdMaps {
     /// Root keeps every id (so files keep their owners and root its access to them) but
     /// holds its capabilities only inside the namespace; anyone else maps their own ids.
-    /// (orchestrate uses a user namespace only when it is not root.)
+    /// (orchestrate uses a user namespace when it is not root, and for an unsandboxed
+    /// child of root with a network of its own.)
     pub(super) fn for_current_user() -> IdMaps {
         // SAFETY: no preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };

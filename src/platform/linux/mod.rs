@@ -280,8 +280,12 @@ fn start_in_best_mode(
     let sandboxed = ruleset.is_some();
     // Anyone but root needs a user namespace to own the others. Root needs none; its
     // sandboxed child gives up every capability instead (cheaper than a user namespace,
-    // whose id maps orchestrate would have to write for each run).
-    let userns = !root;
+    // whose id maps orchestrate would have to write for each run). An unsandboxed child
+    // of root with a network of its own gets one all the same: root's capabilities over
+    // the host would undo the network namespace (unmount the namespace's /proc, join a
+    // host process's network namespace from the one under it), while inside its own it
+    // keeps them for what it does (a CLI's own bubblewrap sandbox).
+    let userns = !root || (confinement.no_network && !sandboxed);
     let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if userns {
         flags |= libc::CLONE_NEWUSER;
@@ -302,9 +306,7 @@ fn start_in_best_mode(
             None => None,
         },
         landlock: ruleset.as_ref().map(Ruleset::raw_fd),
-        // Root's capabilities would undo a network of the child's own as well (unmount
-        // the namespace's /proc to find the host's, and join its network namespace).
-        drop_capabilities: root && (sandboxed || confinement.no_network),
+        drop_capabilities: root && sandboxed,
         listen: if confinement.no_network {
             confinement
                 .listen
