@@ -43,7 +43,7 @@ use super::policy::Policy;
 /// connection.
 const MAX_BUFFER_BYTES: usize = 64 * 1024;
 /// Each direction of a tunnel or bridge copies through a buffer this large.
-const RELAY_BUFFER_BYTES: usize = 32 * 1024;
+const RELAY_BUFFER_BYTES: usize = 64 * 1024;
 
 /// The proxy's bounds.
 #[derive(Debug, Clone, Copy)]
