@@ -277,6 +277,27 @@ fn main() {
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
+        // A child with a shell as its tool: runs `sh -c "$FAKE_AGENT_SHELL"` in its working
+        // directory and answers with what the script printed (stdout, then stderr) and
+        // `exit N`.
+        "shell" => {
+            let script = env_str("FAKE_AGENT_SHELL").unwrap_or_default();
+            let text = match Command::new("/bin/sh")
+                .args(["-c", &script])
+                .stdin(Stdio::null())
+                .output()
+            {
+                Ok(out) => format!(
+                    "{}{}exit {}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr),
+                    out.status.code().unwrap_or(-1)
+                ),
+                Err(e) => format!("sh: {e}"),
+            };
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
         "echo-env" => {
             let text = match env_str("FAKE_AGENT_ECHO_VAR") {
                 Some(name) => match std::env::var_os(&name) {

@@ -91,6 +91,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Started by orchestrate itself before it submits a job to a cluster engine: cancels
+    /// the job should orchestrate die before the job is over.
+    #[command(name = "runner-watchdog", hide = true)]
+    RunnerWatchdog {
+        /// The runner's engine (`slurm`).
+        kind: String,
+        /// The job, as the engine's cancel step names it.
+        handle: String,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -122,11 +131,14 @@ pub enum WorktreeAction {
         json: bool,
     },
     /// Remove every kept worktree whose branch is merged into its repository's HEAD, with
-    /// its branch.
+    /// its branch; one with uncommitted changes only with --force.
     Prune {
         /// Remove unmerged ones too.
         #[arg(long)]
         all: bool,
+        /// Remove worktrees with uncommitted changes too (they are lost).
+        #[arg(long)]
+        force: bool,
         /// One JSON object on stdout: removed and kept.
         #[arg(long)]
         json: bool,

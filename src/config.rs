@@ -1212,7 +1212,7 @@ args = ["--partition=gpu", "--time=30"]
         BTreeMap::from([(
             "gpu".to_string(),
             RunnerDef {
-                kind: crate::runner::RunnerKind::Slurm,
+                kind: crate::runner::Kind::parse("slurm").unwrap(),
                 args: vec!["--partition=gpu".into(), "--time=30".into()],
             },
         )])

@@ -266,8 +266,8 @@ pub struct SingleResult {
     /// The git worktree the child worked in (`--isolation worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
-    /// Where the child ran, when not here: `{"kind": "slurm", "jobId": 42, "node": "n3",
-    /// "queueWaitMs": 120}`.
+    /// Where the child ran, when not here: the engine, the job's id, node and final state,
+    /// and how long it waited to start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<RunnerInfo>,
 }

@@ -321,3 +321,67 @@ mod subreaper {
         assert_eq!(out.result()["leak"], json!({"kind": "heldPipes"}));
     }
 }
+
+/// The runner watchdog (`orchestrate runner-watchdog KIND JOB`, which orchestrate starts
+/// before it submits a job to a cluster engine) on its own, with the local engine, whose
+/// cancel step does nothing: it says `ready` from a session of its own, and exits as soon
+/// as it is told the job settled, or as soon as orchestrate's end of its pipe closes. (What
+/// it does then for Slurm is in tests/slurm.rs.)
+#[test]
+fn the_runner_watchdog_is_in_a_session_of_its_own_and_exits_when_told_or_orphaned() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::time::{Duration, Instant};
+    let sb = Sandbox::new();
+    for settled in [true, false] {
+        // As orchestrate starts it: in orchestrate's process group (`Sandbox::command`
+        // would make it a group leader, which cannot start a session).
+        let mut watchdog = std::process::Command::new(support::orchestrate_bin())
+            .args(["runner-watchdog", "local", "job-1"])
+            .env("ORCHESTRATE_TEST_SANDBOX", sb.root.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the watchdog");
+        let mut ready = String::new();
+        BufReader::new(watchdog.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        let pid = watchdog.id() as i32;
+        // SAFETY: getsid of our own child's pid.
+        let session = unsafe { libc::getsid(pid) };
+        let mut stdin = watchdog.stdin.take().unwrap();
+        if settled {
+            writeln!(stdin, "settled").unwrap();
+        }
+        drop(stdin);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = watchdog.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the watchdog did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(
+            (ready.as_str(), session, status.code()),
+            ("ready\n", pid, Some(0)),
+            "settled: {settled}"
+        );
+    }
+    // An engine it does not know is a usage error.
+    let out = sb
+        .command(&["runner-watchdog", "k8s", "job-1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim().to_string()
+        ),
+        (
+            Some(2),
+            "orchestrate runner-watchdog: unknown runner kind \"k8s\" (use local or slurm)"
+                .to_string()
+        )
+    );
+}

@@ -16,6 +16,7 @@
 mod mock_llm;
 mod support;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -53,8 +54,40 @@ fn main() {
             a_fan_out_of_8_tasks_runs_through_the_cluster,
         ),
         (
-            "kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup",
-            kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup,
+            "kill_9_of_orchestrate_cancels_its_job_within_seconds",
+            kill_9_of_orchestrate_cancels_its_job_within_seconds,
+        ),
+        (
+            "kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds",
+            kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds,
+        ),
+        (
+            "kill_9_of_orchestrate_cancels_its_queued_job_within_seconds",
+            kill_9_of_orchestrate_cancels_its_queued_job_within_seconds,
+        ),
+        (
+            "kill_9_of_a_fan_out_cancels_every_tasks_job_within_seconds",
+            kill_9_of_a_fan_out_cancels_every_tasks_job_within_seconds,
+        ),
+        (
+            "kill_9_of_one_run_leaves_another_runs_job_alone",
+            kill_9_of_one_run_leaves_another_runs_job_alone,
+        ),
+        (
+            "kill_9_of_a_background_supervisor_cancels_its_job_within_seconds",
+            kill_9_of_a_background_supervisor_cancels_its_job_within_seconds,
+        ),
+        (
+            "kill_9_of_the_mcp_server_cancels_its_job_within_seconds",
+            kill_9_of_the_mcp_server_cancels_its_job_within_seconds,
+        ),
+        (
+            "the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run",
+            the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run,
+        ),
+        (
+            "clusters_side_by_side_never_kill_each_others_jobs",
+            clusters_side_by_side_never_kill_each_others_jobs,
         ),
         (
             "a_bad_partition_is_a_clear_failure_in_slurms_words",
@@ -102,7 +135,10 @@ fn main() {
     let cluster = if listing {
         None
     } else {
-        Some(Cluster::start().unwrap_or_else(|e| panic!("{e}")))
+        let cluster = Cluster::start(cluster_port(0)).unwrap_or_else(|e| panic!("{e}"));
+        // Every orchestrate (and srun, squeue) the tests start finds the cluster here.
+        std::env::set_var("SLURM_CONF", cluster.conf());
+        Some(cluster)
     };
     let mut trials: Vec<Trial> = tests
         .into_iter()
@@ -174,14 +210,18 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-cluster")
 }
 
+/// The controller's port of this binary's cluster `n` (its slurmd's is the next one):
+/// ports of its own, so that a cluster someone else runs here is not in the way.
+fn cluster_port(n: u32) -> u32 {
+    20_000 + (std::process::id() % 5_000) * 2 + n * 10_000
+}
+
 impl Cluster {
-    fn start() -> Result<Cluster, String> {
+    fn start(base: u32) -> Result<Cluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("orchestrate-slurm-test")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        // Ports of its own, so that a cluster someone else runs here is not in the way.
-        let base = 20_000 + (std::process::id() % 5_000) * 2;
         let out = Command::new(script())
             .args(["start".as_ref(), dir.path().as_os_str()])
             .env("SLURM_TEST_CTLD_PORT", base.to_string())
@@ -199,8 +239,6 @@ impl Cluster {
             return Err(why);
         }
         eprintln!("{}", String::from_utf8_lossy(&out.stderr).trim());
-        // Every orchestrate (and srun, squeue) the tests start finds the cluster here.
-        std::env::set_var("SLURM_CONF", cluster.conf());
         Ok(cluster)
     }
 
@@ -301,6 +339,8 @@ fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
         )
     );
     assert!(is_final(job_state(id).as_deref()));
+    // The job's watchdog went with the run.
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
     // A local run's result has no runner.
     let local = sb.run("find auth", &[]);
     assert_eq!(local.result().get("runner"), None);
@@ -332,6 +372,7 @@ fn a_runtime_timeout_leaves_no_job_and_no_process() {
     // that no process carrying the sandbox's marker is alive).
     assert!(is_final(job_state(id).as_deref()), "{:?}", job_state(id));
     assert_eq!(sb.descendants(), Vec::<i32>::new());
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
 fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
@@ -392,8 +433,144 @@ fn a_fan_out_of_8_tasks_runs_through_the_cluster() {
     assert_eq!(ids.len(), 8, "one job per task: {ids:?}");
 }
 
-fn kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup() {
+/// The bound on a job's end after whatever supervised it was SIGKILLed: the watchdog's
+/// `scancel` and Slurm's stop of the step, with room for a loaded machine (the bench
+/// measures the real figure; without the watchdog it is the cluster's `InactiveLimit`,
+/// about a minute here).
+const ORPHANED_JOB_LIMIT: Duration = Duration::from_secs(15);
+
+/// The agent's processes (the fake, on the node) of this sandbox's runs: its descendants
+/// but srun and the runner's watchdog.
+fn agent_processes(sb: &Sandbox) -> Vec<i32> {
+    sb.descendants()
+        .into_iter()
+        .filter(|p| {
+            support::cmdline(*p)
+                .split(' ')
+                .next()
+                .is_some_and(|argv0| argv0.ends_with("fake_agent"))
+        })
+        .collect()
+}
+
+/// Processes of this sandbox running orchestrate's runner watchdog.
+fn watchdogs(sb: &Sandbox) -> Vec<i32> {
+    support::processes_with_env(&sb.marker(), "ORCHESTRATE_TEST_SANDBOX=")
+        .into_iter()
+        .filter(|p| support::cmdline(*p).contains(WATCHDOG_COMMAND))
+        .collect()
+}
+
+/// The hidden subcommand the watchdog runs as.
+const WATCHDOG_COMMAND: &str = "runner-watchdog";
+
+/// The run id of the only run of `sb` (its folder's name), once there is one.
+fn only_run_id(sb: &Sandbox) -> Option<String> {
+    std::fs::read_dir(sb.state.join("runs"))
+        .ok()?
+        .flatten()
+        .next()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+}
+
+/// Waits until the job of run `run_id` is in state `state` (and, for a running one, the
+/// agent runs on the node); returns its id.
+fn wait_for_job(sb: &Sandbox, run_id: impl Fn() -> Option<String>, state: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(run_id) = run_id() {
+            let out = Command::new("squeue")
+                .args(["-h", &format!("--name=orchestrate-{run_id}"), "-o", "%i %T"])
+                .output()
+                .expect("squeue");
+            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if let Some(id) = line.strip_suffix(&format!(" {state}")) {
+                if state != "RUNNING" || !agent_processes(sb).is_empty() {
+                    return id.parse::<u64>().unwrap();
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job never was {state}: {:?}",
+            run_id()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGKILLs `target` (after checking it is a process of this sandbox: `-pgid` for its
+/// whole group), then waits until Slurm lists job `id` as finished and nothing of the run
+/// is left on the node or here (the watchdog included). Returns how long that took.
+fn kill_9_and_wait_for_the_end(sb: &Sandbox, target: i32, id: u64) -> Duration {
+    assert!(
+        support::carries(target.abs(), &sb.marker()),
+        "{target} is not ours"
+    );
+    // SAFETY: a pid (or group) of this sandbox's own, checked above.
+    unsafe { libc::kill(target, libc::SIGKILL) };
+    let killed = Instant::now();
+    loop {
+        let (state, agents, watchdogs) = (job_state(id), agent_processes(sb), watchdogs(sb));
+        if is_final(state.as_deref()) && agents.is_empty() && watchdogs.is_empty() {
+            break;
+        }
+        assert!(
+            killed.elapsed() < ORPHANED_JOB_LIMIT,
+            "job {id} still {state:?}, agent processes {agents:?}, watchdogs {watchdogs:?}, {ORPHANED_JOB_LIMIT:?} after its supervisor was killed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = killed.elapsed();
+    eprintln!(
+        "job {id} ended ({:?}) and its processes were gone {:.1} s after its supervisor was killed",
+        job_state(id),
+        took.as_secs_f64()
+    );
+    took
+}
+
+/// `orchestrate run fake t --runner slurm EXTRA…`, started and not waited for.
+fn spawn_run(sb: &Sandbox, extra: &[&str]) -> std::process::Child {
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        "fake",
+        "t",
+        "--agents-dir",
+        &agents,
+        "--runner",
+        "slurm",
+    ];
+    args.extend_from_slice(extra);
+    sb.command(&args).spawn().expect("spawn orchestrate")
+}
+
+fn kill_9_of_orchestrate_cancels_its_job_within_seconds() {
     let sb = Sandbox::new().scenario("silent");
+    let mut child = spawn_run(&sb, &[]);
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
+    child.wait().unwrap();
+    assert_eq!(job_state(id).as_deref().unwrap_or("CANCELLED"), "CANCELLED");
+}
+
+/// What a parent's shell tool does when its own timeout passes: SIGKILL to the whole
+/// process group orchestrate runs in.
+fn kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    let mut child = spawn_run(&sb, &[]);
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    // `Sandbox::command` starts orchestrate as the leader of a group of its own.
+    kill_9_and_wait_for_the_end(&sb, -(child.id() as i32), id);
+    child.wait().unwrap();
+}
+
+/// A job still waiting in the queue is cancelled too (by its name: Slurm has not been
+/// seen to give it an id before orchestrate died, or has).
+fn kill_9_of_orchestrate_cancels_its_queued_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    with_runner(&sb, "short", &["--partition=short"]);
     let agents = sb.agents.to_str().unwrap().to_string();
     let mut child = sb
         .command(&[
@@ -403,56 +580,271 @@ fn kill_9_of_orchestrate_leaves_no_job_running_after_slurms_cleanup() {
             "--agents-dir",
             &agents,
             "--runner",
-            "slurm",
+            "short",
+            "--timeout",
+            "5m",
         ])
         .spawn()
         .expect("spawn orchestrate");
-    // The run's id is its folder's name; its job is found by name.
+    let id = wait_for_job(&sb, || only_run_id(&sb), "PENDING");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
+    child.wait().unwrap();
+}
+
+/// A fan-out's tasks each run as a job of their own, each with its watchdog: all of them
+/// are cancelled.
+fn kill_9_of_a_fan_out_cancels_every_tasks_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        "--agents-dir",
+        &agents,
+        "--runner",
+        "slurm",
+        "--concurrency",
+        "4",
+    ];
+    for _ in 0..4 {
+        args.extend(["--task", "fake=t"]);
+    }
+    let mut child = sb.command(&args).spawn().expect("spawn orchestrate");
     let deadline = Instant::now() + Duration::from_secs(30);
-    let id = loop {
-        let run_id = std::fs::read_dir(sb.state.join("runs"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned());
-        if let Some(run_id) = run_id {
-            let out = Command::new("squeue")
-                .args(["-h", &format!("--name=orchestrate-{run_id}"), "-o", "%i %T"])
-                .output()
-                .expect("squeue");
-            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if let Some(id) = line.strip_suffix(" RUNNING") {
-                // And the agent itself runs on the node.
-                if !sb.descendants().is_empty() {
-                    break id.parse::<u64>().unwrap();
-                }
-            }
+    let ids: Vec<u64> = loop {
+        let ids: Vec<u64> = std::fs::read_dir(sb.state.join("runs"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let run_id = e.file_name().to_string_lossy().into_owned();
+                        let out = Command::new("squeue")
+                            .args([
+                                "-h",
+                                &format!("--name=orchestrate-{run_id}"),
+                                "-t",
+                                "RUNNING",
+                                "-o",
+                                "%i",
+                            ])
+                            .output()
+                            .ok()?;
+                        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ids.len() == 4 && agent_processes(&sb).len() == 4 {
+            break ids;
         }
-        assert!(Instant::now() < deadline, "the job never ran");
+        assert!(Instant::now() < deadline, "the 4 jobs never ran: {ids:?}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    // SAFETY: our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    assert_eq!(watchdogs(&sb).len(), 4, "one watchdog per job");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, ids[0]);
     child.wait().unwrap();
-    let killed = Instant::now();
-    // orchestrate's contained srun died with it; Slurm ends the job on its own: at once
-    // where srun's helper survives, else at the cluster's InactiveLimit (30 s in the test
-    // cluster, enforced on its next check).
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !is_final(job_state(id).as_deref()) || !sb.descendants().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "job {id} still {:?}, processes {:?}, 180 s after orchestrate was killed",
-            job_state(id),
-            sb.descendants()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!(
-        "job {id} ended ({:?}) and its processes were gone {:.1} s after orchestrate was killed",
-        job_state(id),
-        killed.elapsed().as_secs_f64()
+    let states: Vec<Option<String>> = ids.iter().map(|id| job_state(*id)).collect();
+    assert!(
+        states.iter().all(|s| is_final(s.as_deref())),
+        "{ids:?}: {states:?}"
     );
+}
+
+/// Only the killed run's job is cancelled: another run's job, started alike at the same
+/// time, runs on and ends as it would have.
+fn kill_9_of_one_run_leaves_another_runs_job_alone() {
+    let victim = Sandbox::new().scenario("silent");
+    let other = Sandbox::new().scenario("silent");
+    let mut killed = spawn_run(&victim, &[]);
+    let survivor = spawn_run(&other, &["--timeout", "12s"]);
+    let id = wait_for_job(&victim, || only_run_id(&victim), "RUNNING");
+    let other_id = wait_for_job(&other, || only_run_id(&other), "RUNNING");
+    kill_9_and_wait_for_the_end(&victim, killed.id() as i32, id);
+    killed.wait().unwrap();
+    assert_eq!(job_state(other_id).as_deref(), Some("RUNNING"));
+    // It ends at its own runtime limit, as a run nobody killed.
+    let out = other.finish(survivor);
+    let result = out.result();
+    assert_eq!(
+        (
+            out.status,
+            result["timeoutReason"].clone(),
+            result["termination"].clone(),
+            result["runner"]["jobId"].clone()
+        ),
+        (
+            124,
+            json!("runtime"),
+            json!({"kind": "terminated", "reason": "runtimeTimeout"}),
+            json!(other_id)
+        ),
+        "{}",
+        out.stdout
+    );
+}
+
+fn kill_9_of_a_background_supervisor_cancels_its_job_within_seconds() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let out = sb
+        .command(&[
+            "run",
+            "fake",
+            "t",
+            "--agents-dir",
+            &agents,
+            "--runner",
+            "slurm",
+            "--background",
+        ])
+        .output()
+        .expect("orchestrate run --background");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let run_id = v["details"]["runId"].as_str().unwrap().to_string();
+    let supervisor = v["details"]["background"]["supervisorPid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no supervisor pid: {v}")) as i32;
+    let id = wait_for_job(&sb, || Some(run_id.clone()), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, supervisor, id);
+}
+
+fn kill_9_of_the_mcp_server_cancels_its_job_within_seconds() {
+    use std::io::Write;
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut server = sb
+        .command(&["mcp", "--agents-dir", &agents])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn orchestrate mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "subagent", "arguments": {"agent": "fake", "task": "t", "runner": "slurm"}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, server.id() as i32, id);
+    server.wait().unwrap();
+    drop(stdin);
+}
+
+/// The session id of a process (`/proc/<pid>/stat`'s sixth field).
+fn session_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = stat.rsplit_once(')').unwrap().1;
+    after_name
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The inodes of the pipes a process holds open.
+fn pipes_of(pid: i32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            target
+                .strip_prefix("pipe:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+fn inode_of(fd: i32) -> u64 {
+    // SAFETY: fstat of a descriptor this test holds, into a zeroed struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstat(fd, &mut stat) }, 0);
+    stat.st_ino
+}
+
+/// The watchdog outlives orchestrate only for its purpose: in a session of its own, it
+/// holds none of orchestrate's descriptors (not its output, which a parent reads to its
+/// end, nor one orchestrate inherited without close-on-exec), and it is gone when the run
+/// is.
+fn the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run() {
+    use std::os::fd::AsRawFd;
+    let sb = Sandbox::new().scenario("silent");
+    // A pipe whose ends every process started from here inherits.
+    let mut inherited = [0; 2];
+    // SAFETY: a plain system call into a two-element array.
+    assert_eq!(unsafe { libc::pipe(inherited.as_mut_ptr()) }, 0);
+    let child = spawn_run(&sb, &["--timeout", "4s"]);
+    // SAFETY: our own descriptors, not used after this.
+    unsafe { libc::close(inherited[1]) };
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    let found = watchdogs(&sb);
+    assert_eq!(found.len(), 1, "one watchdog per job: {found:?}");
+    let watchdog = found[0];
+    let orchestrate = child.id() as i32;
+    assert_eq!(
+        (
+            session_of(watchdog) == watchdog,
+            session_of(orchestrate) == watchdog
+        ),
+        (true, false)
+    );
+    let theirs = [
+        inode_of(child.stdout.as_ref().unwrap().as_raw_fd()),
+        inode_of(child.stderr.as_ref().unwrap().as_raw_fd()),
+        inode_of(inherited[0]),
+    ];
+    let held: Vec<u64> = pipes_of(watchdog)
+        .into_iter()
+        .filter(|p| theirs.contains(p))
+        .collect();
+    assert_eq!(
+        held,
+        Vec::<u64>::new(),
+        "the watchdog holds orchestrate's pipes"
+    );
+    let out = sb.finish(child);
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(inherited[0]) };
+    assert_eq!(out.status, 124, "{}", out.stdout);
+    assert!(is_final(job_state(id).as_deref()), "{:?}", job_state(id));
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
+}
+
+/// Two clusters started side by side on this machine (as two test binaries, or a test and
+/// the bench, do) share proctrack/cgroup's per-job cgroups, named by node and job id: the
+/// end of one's job N would SIGKILL whatever the other's job N runs (srun then exits 137
+/// with no timeout recorded). `scripts/slurm-cluster` numbers each cluster's jobs apart.
+fn clusters_side_by_side_never_kill_each_others_jobs() {
+    let clusters: Vec<Cluster> = [1, 2]
+        .into_iter()
+        .map(|n| Cluster::start(cluster_port(n)).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let srun = |cluster: &Cluster, argv: &[&str]| {
+        let mut cmd = Command::new("srun");
+        cmd.arg("--quiet")
+            .args(argv)
+            .env("SLURM_CONF", cluster.conf())
+            .stdin(std::process::Stdio::null())
+            .process_group(0);
+        cmd
+    };
+    // Each cluster's first job after its readiness check, at the same time.
+    let mut long = srun(&clusters[0], &["sleep", "4"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let short = srun(&clusters[1], &["true"]).status().unwrap();
+    let long = long.wait().unwrap();
+    for cluster in &clusters {
+        cluster.stop();
+    }
+    assert_eq!((short.code(), long.code()), (Some(0), Some(0)));
 }
 
 /// A project config with a named runner.
@@ -569,6 +961,7 @@ fn a_controller_that_is_down_is_a_clear_failure() {
         "{error}"
     );
     assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
 fn no_srun_on_path_is_a_clear_failure() {
@@ -584,6 +977,7 @@ fn no_srun_on_path_is_a_clear_failure() {
             json!("Subagent could not run on Slurm: srun is not on PATH: install Slurm's client commands (Debian: slurm-client) where orchestrate runs, or use --runner local")
         )
     );
+    assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
 fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {

@@ -91,7 +91,6 @@ fn a_valid_answer_is_structured_and_compact_json_in_the_content() {
                     "childSessionId": SESSION_ID,
                     "termination": {"kind": "exited", "code": 0},
                     "sandbox": {"mode": "off", "mechanism": "none"},
-                    "network": {"mode": "on"},
                     "structured": {"files": ["src/auth.rs"], "count": 1}
                 }]
             }
@@ -208,8 +207,7 @@ fn an_answer_wrong_twice_is_subagent_failed_with_the_error_and_the_raw_answer() 
                     ],
                     "childSessionId": SESSION_ID,
                     "termination": {"kind": "exited", "code": 0},
-                    "sandbox": {"mode": "off", "mechanism": "none"},
-                    "network": {"mode": "on"}
+                    "sandbox": {"mode": "off", "mechanism": "none"}
                 }]
             }
         })

@@ -224,3 +224,156 @@ fn a_folder_outside_a_repository_is_invalid_input() {
     );
     assert!(sb.pids().is_empty(), "nothing ran");
 }
+
+/// A merged worktree in which the user (or a killed run) left edits not yet committed:
+/// plain `prune` keeps it, saying why; `--force` removes it.
+#[test]
+fn prune_keeps_a_merged_worktree_with_uncommitted_changes_unless_forced() {
+    let sb = repository().set("FAKE_AGENT_WRITE_PATHS", "changed.txt");
+    let (status, v) = run_json(&sb, &["run", "writer", "x", "--isolation", "worktree"]);
+    assert_eq!(status, 0, "{v}");
+    let id = v["details"]["runId"].as_str().unwrap().to_string();
+    let branch = format!("orchestrate/{id}");
+    let path = sb.state.join("worktrees").join(&id);
+    git(&sb.work, &["merge", "--quiet", "--ff-only", &branch]);
+    std::fs::write(path.join("changed.txt"), "edited after the run\n").unwrap();
+    std::fs::write(path.join("untracked.txt"), "new\n").unwrap();
+    let prune = |extra: &[&str]| {
+        let mut args = vec!["worktree", "prune", "--json"];
+        args.extend_from_slice(extra);
+        let out = sb.command(&args).output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let expect_kept = json!({"removed": [], "kept": [{
+        "runId": id, "path": path.display().to_string(), "branch": branch,
+        "reason": "uncommitted changes (--force removes them)"
+    }]});
+    assert_eq!(prune(&[]), expect_kept);
+    assert_eq!(prune(&["--all"]), expect_kept);
+    assert_eq!(
+        std::fs::read_to_string(path.join("changed.txt")).unwrap(),
+        "edited after the run\n"
+    );
+    assert_eq!(
+        prune(&["--force"]),
+        json!({"removed": [{"runId": id, "path": path.display().to_string(), "branch": branch}], "kept": []})
+    );
+    assert!(!path.exists());
+    assert_eq!(git(&sb.work, &["branch", "--list", "orchestrate/*"]), "");
+}
+
+/// A file the child writes inside a submodule (not checked out in a worktree) is not
+/// committed on the branch: the result says so.
+#[test]
+fn a_file_written_inside_a_submodule_is_reported() {
+    let sb = repository();
+    let lib = sb.root.path().join("lib-src");
+    std::fs::create_dir_all(&lib).unwrap();
+    support::git::commit_files(&lib, &[("lib.txt", "lib\n")]);
+    git(
+        &sb.work,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "--quiet",
+            lib.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    git(
+        &sb.work,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "sub",
+        ],
+    );
+    let sb = sb.set("FAKE_AGENT_WRITE_PATHS", "vendor/lib/patch.txt:top.txt");
+    let (status, v) = run_json(&sb, &["run", "writer", "x", "--isolation", "worktree"]);
+    assert_eq!(status, 0, "{v}");
+    let r = &v["details"]["results"][0];
+    assert_eq!(r["worktree"]["changedFiles"], json!(["top.txt"]), "{r}");
+    assert_eq!(
+        r["warnings"],
+        json!([
+            "files written inside submodule vendor/lib are not committed (orchestrate commits the superproject only; a worktree's submodules are not checked out): vendor/lib/patch.txt"
+        ]),
+        "{r}"
+    );
+}
+
+/// A checkout whose only changes are untracked files: the worktree (from HEAD) has none
+/// of them, and the result says so, as it does for uncommitted tracked changes.
+#[test]
+fn uncommitted_and_untracked_files_of_the_checkout_are_warned_about() {
+    let sb = repository()
+        .scenario("shell")
+        .set("FAKE_AGENT_SHELL", "true");
+    std::fs::write(sb.work.join("notes.txt"), "mine\n").unwrap();
+    std::fs::create_dir_all(sb.work.join("drafts")).unwrap();
+    std::fs::write(sb.work.join("drafts/a.md"), "a\n").unwrap();
+    let (status, v) = run_json(&sb, &["run", "writer", "x", "--isolation", "worktree"]);
+    assert_eq!(status, 0, "{v}");
+    let head = git(&sb.work, &["rev-parse", "HEAD"]);
+    let short = &head.trim()[..12];
+    assert_eq!(
+        v["details"]["results"][0]["warnings"],
+        json!([format!(
+            "{} has 2 untracked files; the worktree starts from HEAD ({short}) without them",
+            sb.work.display()
+        )])
+    );
+    std::fs::write(sb.work.join("README.md"), "changed\n").unwrap();
+    let (_, v) = run_json(&sb, &["run", "writer", "x", "--isolation", "worktree"]);
+    assert_eq!(
+        v["details"]["results"][0]["warnings"],
+        json!([format!(
+            "{} has 1 uncommitted change to tracked files and 2 untracked files; the worktree starts from HEAD ({short}) without them",
+            sb.work.display()
+        )])
+    );
+}
+
+/// A run index line naming the user's own checkout and branch (a forged or corrupt one)
+/// is listed but never acted on: prune removes only what orchestrate made.
+#[test]
+fn prune_never_removes_what_orchestrate_did_not_make() {
+    let sb = repository();
+    std::fs::create_dir_all(&sb.state).unwrap();
+    let forged = json!({
+        "runId": "abcdef12", "agent": "writer", "backend": "pi", "model": null,
+        "startedAtMs": 1, "durationMs": 1, "exitCode": 0, "error": null,
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+        "cwd": sb.work.display().to_string(), "sessionFile": "/x",
+        "worktree": {"path": sb.work.display().to_string(), "branch": "main",
+                     "repository": sb.work.display().to_string()}
+    });
+    std::fs::write(sb.state.join("runs.jsonl"), format!("{forged}\n")).unwrap();
+    let before = checkout_state(&sb.work);
+    let out = sb
+        .command(&["worktree", "prune", "--all", "--force", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({"removed": [], "kept": [{
+            "runId": "abcdef12", "path": sb.work.display().to_string(), "branch": "main",
+            "reason": format!("not a worktree orchestrate made in {}", sb.state.display())
+        }]})
+    );
+    let out = sb
+        .command(&["worktree", "rm", "abcdef12"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(checkout_state(&sb.work), before);
+    assert_eq!(git(&sb.work, &["branch", "--list", "main"]), "* main\n");
+}

@@ -33,9 +33,10 @@ pub fn dispatch(cli: Cli) -> i32 {
                 keep_branch,
                 json,
             } => worktree::rm(&run_id, keep_branch, json),
-            WorktreeAction::Prune { all, json } => worktree::prune(all, json),
+            WorktreeAction::Prune { all, force, json } => worktree::prune(all, force, json),
         },
         Command::Config { json } => config::config(json),
+        Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
         Command::Completions { shell } => completions::completions(shell, &mut Cli::command()),
         Command::Run(args) => run::run(*args),
     }

@@ -51,11 +51,11 @@ pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
         })
         .collect();
     // Kept worktrees stay listed, whatever the limit, until removed.
-    let worktrees = super::worktree::kept(&selected);
+    let worktrees = super::worktree::kept(&state, &selected);
     let text = if json {
         let value = json!({
             "unfinished": unfinished.iter().map(|(id, status, pid)| json!({"runId": id, "status": status, "supervisorPid": pid})).collect::<Vec<_>>(),
-            "worktrees": worktrees.iter().map(|(id, w)| json!({"runId": id, "path": w.path, "branch": w.branch, "repository": w.repository})).collect::<Vec<_>>(),
+            "worktrees": worktrees.iter().map(|w| w.to_json()).collect::<Vec<_>>(),
             "runs": recent.iter().map(|e| run_json(e)).collect::<Vec<_>>(),
             "totals": totals,
             "skippedLines": index.skipped.len(),
@@ -81,8 +81,15 @@ pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
             text.push_str(
                 "\nWorktrees kept for review (merge the branch, then `orchestrate worktree rm RUN` or `orchestrate worktree prune`):\n",
             );
-            for (id, w) in &worktrees {
-                text.push_str(&format!("  {id}  {}  {}\n", w.branch, w.path));
+            for w in &worktrees {
+                let r = &w.record;
+                text.push_str(&format!(
+                    "  {}  {}  {}  ({})\n",
+                    r.run_id,
+                    r.branch,
+                    r.path,
+                    w.to_json()["state"].as_str().unwrap_or_default()
+                ));
             }
         }
         text

@@ -1,6 +1,12 @@
 //! `orchestrate worktree rm RUN_ID` and `orchestrate worktree prune`: removing the git
-//! worktrees that runs with `--isolation worktree` kept for review (they had changes).
-//! `orchestrate runs` lists them; `orchestrate show` shows one run's.
+//! worktrees that runs with `--isolation worktree` kept for review (they had changes), or
+//! left behind when orchestrate was killed. `orchestrate runs` lists them; `orchestrate
+//! show` shows one run's.
+//!
+//! The list is orchestrate's own record of every worktree it started to make (written
+//! before git made anything), plus the run index's for worktrees of versions that kept no
+//! record. Only what orchestrate made is ever removed: the worktree must be
+//! `<state>/worktrees/<runId>` on branch `orchestrate/<runId>`, whatever a record says.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,23 +15,99 @@ use serde_json::{json, Value};
 
 use crate::history;
 use crate::result::exit_status;
-use crate::session::{IndexEntry, IndexWorktree, RunId, StateDir};
-use crate::worktree;
+use crate::session::{IndexEntry, RunId, StateDir};
+use crate::worktree::{self, record, Condition};
 
-/// The worktrees runs kept that are still there (their folder or their branch), newest
-/// last, one per run.
-pub fn kept(entries: &[IndexEntry]) -> Vec<(&str, &IndexWorktree)> {
-    let mut out: Vec<(&str, &IndexWorktree)> = Vec::new();
-    for e in entries {
-        let Some(w) = &e.worktree else { continue };
-        if out.iter().any(|(id, _)| *id == e.run_id) {
-            continue;
-        }
-        if Path::new(&w.path).exists() {
-            out.push((e.run_id.as_str(), w));
+/// Where a listed worktree's run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listing {
+    /// Its run is still going: not to be touched.
+    Running,
+    /// Finished and kept for review.
+    Kept,
+    /// Its orchestrate stopped (killed) before finishing it.
+    Interrupted,
+}
+
+impl Listing {
+    fn as_str(self) -> &'static str {
+        match self {
+            Listing::Running => "running",
+            Listing::Kept => "kept",
+            Listing::Interrupted => "interrupted",
         }
     }
+}
+
+/// A worktree orchestrate made.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub record: record::Record,
+    pub listing: Listing,
+}
+
+impl Listed {
+    pub(crate) fn to_json(&self) -> Value {
+        let r = &self.record;
+        json!({"runId": r.run_id, "path": r.path, "branch": r.branch, "repository": r.repository, "state": self.listing.as_str()})
+    }
+}
+
+/// Every worktree orchestrate made that is still listed: its records, then the run
+/// index's kept worktrees that have no record and whose folder is still there.
+pub(crate) fn kept(state: &StateDir, entries: &[IndexEntry]) -> Vec<Listed> {
+    let mut out: Vec<Listed> = record::list(&state.root)
+        .into_iter()
+        .map(|(record, owner)| {
+            let listing = match (owner, record.step) {
+                (record::Owner::Running, _) => Listing::Running,
+                (record::Owner::Gone, record::Step::Kept) => Listing::Kept,
+                (record::Owner::Gone, _) => Listing::Interrupted,
+            };
+            Listed { record, listing }
+        })
+        .collect();
+    for e in entries {
+        let Some(w) = &e.worktree else { continue };
+        if out.iter().any(|l| l.record.run_id == e.run_id) || !Path::new(&w.path).exists() {
+            continue;
+        }
+        out.push(Listed {
+            record: record::Record {
+                run_id: e.run_id.clone(),
+                path: w.path.clone(),
+                branch: w.branch.clone(),
+                repository: w.repository.clone(),
+                // Found when needed (see `resolved`).
+                common_dir: String::new(),
+                base_commit: String::new(),
+                step: record::Step::Kept,
+                made: None,
+            },
+            listing: Listing::Kept,
+        });
+    }
     out
+}
+
+/// Whether a listed worktree is one orchestrate made in this state directory: a forged
+/// or stale line naming the user's own checkout or branch is never acted on.
+fn made_here(state: &StateDir, r: &record::Record) -> bool {
+    RunId::parse(&r.run_id).is_ok_and(|id| id.as_str() == r.run_id)
+        && Path::new(&r.path) == worktree::path_for(&state.root, &r.run_id)
+        && r.branch == format!("{}{}", worktree::BRANCH_PREFIX, r.run_id)
+}
+
+/// The record with its repository's shared git dir filled in.
+fn resolved(r: &record::Record) -> Result<record::Record, String> {
+    if !r.common_dir.is_empty() {
+        return Ok(r.clone());
+    }
+    let common = worktree::common_dir_of(Path::new(&r.repository)).map_err(|e| e.to_string())?;
+    Ok(record::Record {
+        common_dir: common.display().to_string(),
+        ..r.clone()
+    })
 }
 
 fn load() -> Result<(StateDir, Vec<IndexEntry>), String> {
@@ -50,28 +132,37 @@ fn print(json: bool, value: &Value, text: &str) -> i32 {
 /// and, unless asked to keep it, its branch.
 pub fn rm(run_id: &RunId, keep_branch: bool, json: bool) -> i32 {
     let id = run_id.as_str();
-    let (_, entries) = match load() {
+    let (state, entries) = match load() {
         Ok(l) => l,
         Err(e) => {
             eprintln!("orchestrate: {e}");
             return exit_status::FAILURE;
         }
     };
-    let Some(w) = entries
-        .iter()
-        .rev()
-        .filter(|e| e.run_id == id)
-        .find_map(|e| e.worktree.as_ref())
+    let Some(listed) = kept(&state, &entries)
+        .into_iter()
+        .find(|l| l.record.run_id == id)
     else {
         eprintln!("orchestrate: run {id} kept no worktree (it had none, or no changes)");
         return exit_status::USAGE;
     };
-    let repository = Path::new(&w.repository);
-    let removed = if keep_branch {
-        worktree::remove_worktree_only(repository, Path::new(&w.path))
-    } else {
-        worktree::remove(repository, Path::new(&w.path), &w.branch)
-    };
+    let w = &listed.record;
+    if !made_here(&state, w) {
+        eprintln!(
+            "orchestrate: the worktree listed for run {id} ({}, branch {}) is not one orchestrate made in {}; not removed",
+            w.path,
+            w.branch,
+            state.root.display()
+        );
+        return exit_status::FAILURE;
+    }
+    if listed.listing == Listing::Running {
+        eprintln!("orchestrate: run {id} is still running in its worktree; stop it first (`orchestrate stop {id}`)");
+        return exit_status::FAILURE;
+    }
+    let removed = resolved(w).and_then(|r| {
+        worktree::remove_made(&state.root, &r, keep_branch).map_err(|e| e.to_string())
+    });
     if let Err(e) = removed {
         eprintln!("orchestrate: {e}");
         return exit_status::FAILURE;
@@ -88,10 +179,54 @@ pub fn rm(run_id: &RunId, keep_branch: bool, json: bool) -> i32 {
     )
 }
 
-/// `worktree prune [--all]`: removes every kept worktree whose branch is already merged
-/// into its repository's HEAD (with `--all`, every kept worktree), with its branch.
-pub fn prune(all: bool, json: bool) -> i32 {
-    let (_, entries) = match load() {
+/// Why prune leaves a worktree, if it does.
+fn reason_to_keep(
+    state: &StateDir,
+    listed: &Listed,
+    all: bool,
+    force: bool,
+) -> Result<Option<String>, String> {
+    let w = &listed.record;
+    if !made_here(state, w) {
+        return Ok(Some(format!(
+            "not a worktree orchestrate made in {}",
+            state.root.display()
+        )));
+    }
+    if listed.listing == Listing::Running {
+        return Ok(Some("its run is still running".into()));
+    }
+    let r = resolved(w)?;
+    if !all
+        && !worktree::is_merged(
+            Path::new(&r.common_dir),
+            Path::new(&r.repository),
+            &r.branch,
+        )
+    {
+        return Ok(Some("not merged".into()));
+    }
+    if force {
+        return Ok(None);
+    }
+    Ok(match worktree::condition(&r) {
+        Condition::Clean => None,
+        Condition::Uncommitted => Some("uncommitted changes (--force removes them)".into()),
+        Condition::Tampered(what) => Some(format!(
+            "its git metadata is not what orchestrate made ({what}); --force removes it"
+        )),
+        Condition::Unknown(why) => {
+            Some(format!("could not be checked ({why}); --force removes it"))
+        }
+    })
+}
+
+/// `worktree prune [--all] [--force]`: removes every listed worktree whose branch is
+/// already merged into its repository's HEAD (with `--all`, whatever its branch), with
+/// its branch; one with uncommitted changes only with `--force`. A worktree whose run
+/// is still going is never touched.
+pub fn prune(all: bool, force: bool, json: bool) -> i32 {
+    let (state, entries) = match load() {
         Ok(l) => l,
         Err(e) => {
             eprintln!("orchestrate: {e}");
@@ -101,20 +236,30 @@ pub fn prune(all: bool, json: bool) -> i32 {
     let mut removed = Vec::new();
     let mut kept = Vec::new();
     let mut failed = false;
-    for (id, w) in self::kept(&entries) {
-        let repository = Path::new(&w.repository);
-        if !all && !worktree::is_merged(repository, &w.branch) {
-            kept.push(
-                json!({"runId": id, "path": w.path, "branch": w.branch, "reason": "not merged"}),
-            );
-            continue;
-        }
-        match worktree::remove(repository, Path::new(&w.path), &w.branch) {
-            Ok(()) => removed.push(json!({"runId": id, "path": w.path, "branch": w.branch})),
+    for listed in self::kept(&state, &entries) {
+        let w = &listed.record;
+        let entry = |reason: Option<&str>| {
+            let mut v = json!({"runId": w.run_id, "path": w.path, "branch": w.branch});
+            if let Some(reason) = reason {
+                v["reason"] = json!(reason);
+            }
+            v
+        };
+        let removal = reason_to_keep(&state, &listed, all, force).and_then(|reason| match reason {
+            Some(reason) => Ok(Some(reason)),
+            None => resolved(w)
+                .and_then(|r| {
+                    worktree::remove_made(&state.root, &r, false).map_err(|e| e.to_string())
+                })
+                .map(|()| None),
+        });
+        match removal {
+            Ok(None) => removed.push(entry(None)),
+            Ok(Some(reason)) => kept.push(entry(Some(&reason))),
             Err(e) => {
                 failed = true;
-                eprintln!("orchestrate: run {id}: {e}");
-                kept.push(json!({"runId": id, "path": w.path, "branch": w.branch, "reason": e.to_string()}));
+                eprintln!("orchestrate: run {}: {e}", w.run_id);
+                kept.push(entry(Some(&e)));
             }
         }
     }

@@ -15,12 +15,11 @@ use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
 use crate::network::{ChildNetwork, Network, NetworkLog, Policy};
-use crate::runner::slurm::{self, SlurmJob};
-use crate::runner::RunnerKind;
+use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
-use crate::supervisor::{self, ChildSpec, Controls, OutputSinks, SuperviseError};
+use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
 use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
@@ -73,16 +72,17 @@ impl Attempt<'_> {
             let spec = self.child_spec(&inv, n, model)?;
             Ok((inv, files, spec))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file), spec) = match prepared {
-            Ok(p) => p,
-            // The run folder exists and is recorded: the refusal keeps the run's id.
-            Err(e) => {
-                return Executed {
-                    output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
-                    mismatch: None,
+        let (invocation, (session_path, mut session_file, mut stderr_file), mut spec) =
+            match prepared {
+                Ok(p) => p,
+                // The run folder exists and is recorded: the refusal keeps the run's id.
+                Err(e) => {
+                    return Executed {
+                        output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
+                        mismatch: None,
+                    }
                 }
-            }
-        };
+            };
         let mut sink = DialectSink {
             dialect: invocation.dialect.parser(),
             // What a result can show: the kept head of the answer, and no less than the
@@ -95,28 +95,17 @@ impl Attempt<'_> {
             recognized: false,
             total: self.env.total.clone(),
         };
-        // A cluster that cannot take the job is said at once, in its own words, rather
-        // than after srun's own retries.
-        let preflight = match &spec.remote {
-            Some(_) => slurm::preflight(&spec.cwd).await,
-            None => Ok(()),
-        };
-        let outcome = match preflight {
-            Err(e) => Err(SuperviseError::Engine(e)),
-            Ok(()) => {
-                supervisor::supervise(
-                    &spec,
-                    run.limits,
-                    &mut sink,
-                    OutputSinks {
-                        stdout_copy: &mut session_file,
-                        stderr_copy: &mut stderr_file,
-                    },
-                    controls,
-                )
-                .await
-            }
-        };
+        let outcome = supervisor::supervise(
+            &mut spec,
+            run.limits,
+            &mut sink,
+            OutputSinks {
+                stdout_copy: &mut session_file,
+                stderr_copy: &mut stderr_file,
+            },
+            controls,
+        )
+        .await;
         // Stopped because the fan-out's tasks together spent its budget: that budget is
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
@@ -216,8 +205,8 @@ impl Attempt<'_> {
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
-    /// created here, and its private TMPDIR). Through the Slurm runner the command is
-    /// `srun … -- <the child's command>`; the environment reaches the node with it.
+    /// created here, and its private TMPDIR), and the runner it runs through (which may
+    /// put an engine's command in front of the child's).
     fn child_spec(
         &self,
         invocation: &Invocation,
@@ -263,29 +252,22 @@ impl Attempt<'_> {
         if let Some(net) = &network {
             env.extend(net.env());
         }
-        let (program, args, remote) = match run.runner.kind {
-            RunnerKind::Local => (invocation.program.clone(), invocation.args.clone(), None),
-            RunnerKind::Slurm => {
-                let job = SlurmJob::new(&run.run_id, n, run.limits.queue_timeout);
-                let (program, args) = slurm::command_line(
-                    &job,
-                    &cwd,
-                    run.limits.runtime_timeout + run.limits.kill_grace,
-                    &run.runner.args,
-                    &invocation.program,
-                    &invocation.args,
-                );
-                (program, args, Some(job))
-            }
-        };
+        let runner = run.runner.start(&JobSpec {
+            run_id: &run.run_id,
+            attempt: n,
+            cwd: &cwd,
+            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
+            queue_timeout: run.limits.queue_timeout,
+            args: &run.runner.args,
+        });
         Ok(ChildSpec {
-            program,
-            args,
+            program: invocation.program.clone(),
+            args: invocation.args.clone(),
             cwd,
             env,
             env_remove,
             confinement,
-            remote,
+            runner,
             network,
         })
     }

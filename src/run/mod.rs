@@ -90,7 +90,7 @@ pub struct RunRequest {
     /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the
     /// agent's `output_schema:`.
     pub output_schema: Option<SchemaSource>,
-    /// Where the child runs: `local`, `slurm` or a named runner.
+    /// Where the child runs: `local`, an engine's runner, or a runner named in the config.
     pub runner: Option<String>,
     /// How long its job may wait in a cluster engine's queue.
     pub queue_timeout: Option<Duration>,
@@ -300,7 +300,10 @@ async fn finish_worktree(
     };
     single.warnings.extend(warning);
     match finished {
-        Ok(Ok(info)) => single.worktree = Some(info),
+        Ok(Ok((info, warnings))) => {
+            single.worktree = Some(info);
+            single.warnings.extend(warnings);
+        }
         Ok(Err(e)) => single
             .warnings
             .push(format!("the worktree could not be finished: {e}")),

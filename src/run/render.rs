@@ -191,18 +191,17 @@ fn network_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> NetworkInfo {
 /// Where the child ran, for a run that did not run here.
 fn runner_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Option<RunnerInfo> {
     let runner = &ctx.run.runner;
-    if runner.is_local() {
+    if runner.kind.here() {
         return None;
     }
-    let remote = outcome.and_then(|o| o.remote.as_ref());
-    let job = remote.and_then(|r| r.job.as_ref());
+    let settled = outcome.map(|o| &o.settled);
     Some(RunnerInfo {
-        kind: runner.kind,
-        name: (runner.name != runner.kind.name()).then(|| runner.name.clone()),
-        job_id: job.map(|j| j.id),
-        node: remote.and_then(|r| r.node.clone()),
-        queue_wait_ms: remote.map_or(0, |r| r.queue_wait.as_millis() as u64),
-        state: job.map(|j| j.state.clone()),
+        kind: runner.kind.name().to_string(),
+        name: runner.named().map(str::to_string),
+        job_id: settled.and_then(|s| s.job_id.clone()),
+        node: settled.and_then(|s| s.node.clone()),
+        queue_wait_ms: outcome.map_or(0, |o| o.queue_wait.as_millis() as u64),
+        state: settled.and_then(|s| s.state.clone()),
     })
 }
 
@@ -221,18 +220,8 @@ fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
     }
-    if let Some(r) = outcome
-        .and_then(|o| o.remote.as_ref())
-        .filter(|r| r.lingering)
-    {
-        warnings.push(format!(
-            "Slurm still listed job {} as {} {}s after its srun had exited; it was cancelled",
-            r.job
-                .as_ref()
-                .map_or("(unknown)".to_string(), |j| j.id.to_string()),
-            r.job.as_ref().map_or("unfinished", |j| j.state.as_str()),
-            crate::runner::slurm::SETTLE_TIMEOUT.as_secs()
-        ));
+    if let Some(o) = outcome {
+        warnings.extend(o.settled.warnings.iter().cloned());
     }
     if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
         warnings.push(format!(
@@ -250,6 +239,7 @@ fn failure(
     ctx: &Context<'_>,
 ) -> Option<(ErrorCode, String)> {
     let limits = &ctx.run.limits;
+    let engine = ctx.run.runner.kind.title();
     let failed = |message: String| Some((ErrorCode::SubagentFailed, message));
     match verdict {
         Verdict::Answered => None,
@@ -274,17 +264,16 @@ fn failure(
         Verdict::Timeout(TimeoutReason::Queue) => Some((
             ErrorCode::SubagentTimeout,
             format!(
-                "Subagent's job waited in Slurm's queue for {}ms without starting (queue timeout{}); it was cancelled.",
+                "Subagent's job waited in {engine}'s queue for {}ms without starting (queue timeout{}); it was cancelled.",
                 limits.queue_timeout.as_millis(),
                 outcome
                     .as_ref()
                     .ok()
-                    .and_then(|o| o.remote.as_ref())
-                    .and_then(|r| r.pending_reason.as_ref())
-                    .map_or(String::new(), |why| format!("; Slurm's reason: {why}"))
+                    .and_then(|o| o.settled.pending_reason.as_ref())
+                    .map_or(String::new(), |why| format!("; {engine}'s reason: {why}"))
             ),
         )),
-        Verdict::Engine(why) => failed(format!("Subagent could not run on Slurm: {why}")),
+        Verdict::Engine(why) => failed(format!("Subagent could not run on {engine}: {why}")),
         Verdict::Timeout(TimeoutReason::Tool) => Some((
             ErrorCode::SubagentTimeout,
             format!(

@@ -16,7 +16,7 @@ use crate::config::{Config, Setting, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
 use crate::network::{self, HostPattern, NetworkPlan};
-use crate::runner::{self, Runner};
+use crate::runner::{self, RunnerChoice};
 use crate::sandbox::{self, SandboxPlan};
 use crate::structured::{OutputSchema, SchemaSource};
 use crate::truncate::TruncateLimits;
@@ -49,7 +49,7 @@ pub(crate) struct ResolvedRun {
     /// The schema the answer must match, compiled.
     pub output_schema: Option<OutputSchema>,
     /// Where the child runs.
-    pub runner: Runner,
+    pub runner: RunnerChoice,
 }
 
 /// The precedence, in one place. A flag names this run and wins; otherwise the agent's
@@ -180,7 +180,7 @@ pub(crate) fn resolve(
         agent.isolation.network.map(Some),
         &cfg.network,
     );
-    let sandbox = if runner.is_local() {
+    let sandbox = if runner.kind.here() {
         sandbox::plan(
             requested_sandbox,
             readonly,
@@ -191,7 +191,7 @@ pub(crate) fn resolve(
         sandbox::remote_plan(requested_sandbox, &runner.name)
     }
     .map_err(RunError::invalid)?;
-    let network = if runner.is_local() {
+    let network = if runner.kind.here() {
         network::plan(
             requested_network,
             readonly,

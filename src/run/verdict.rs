@@ -3,7 +3,7 @@
 
 use crate::collector::Collector;
 use crate::result::{Limit, TimeoutReason};
-use crate::runner::slurm::{self, SlurmError};
+use crate::runner::EngineError;
 use crate::structured::{Mismatch, OutputSchema};
 use crate::supervisor::{LeaderExit, Outcome, StopReason, SuperviseError};
 
@@ -43,8 +43,9 @@ pub(crate) enum Verdict {
     NoAnswer,
     /// It answered, but its answer does not match the output schema.
     NotMatchingSchema(Mismatch),
-    /// The cluster engine failed it: refused the job, could not be reached, or ended it
-    /// for reasons of its own (a node failure). The message is in the engine's words.
+    /// The engine its runner hands it to failed it: refused the job, could not be reached,
+    /// or ended it for reasons of its own (a node failure). The message is in the engine's
+    /// words.
     Engine(String),
 }
 
@@ -64,8 +65,9 @@ impl Verdict {
                 },
                 _,
             ) => 127,
-            (Verdict::Engine(_), Err(SuperviseError::Engine(SlurmError::NoSrun))) => 127,
-            // srun returns 0 on a node failure: the run failed all the same.
+            (Verdict::Engine(_), Err(SuperviseError::Engine(EngineError::NotInstalled(_)))) => 127,
+            // An engine's client may exit 0 when the engine failed the child (on a node
+            // failure): the run failed all the same.
             (Verdict::Engine(_), Err(_)) => 1,
             (Verdict::Engine(_), Ok(o)) if o.exit.code() == 0 => 1,
             (Verdict::NotStarted { .. }, _) | (_, Err(_)) => 126,
@@ -115,8 +117,9 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
         }
         Some(StopReason::AfterTerminalEvent) | None => {}
     }
-    if let Some(why) = engine_failure(o) {
-        return Verdict::Engine(why);
+    // What the engine did to a child orchestrate did not stop.
+    if let Some(why) = o.settled.failure.as_ref().filter(|_| o.stop().is_none()) {
+        return Verdict::Engine(why.clone());
     }
     // A CLI that stopped itself at the budget it was given (claude's cost budget) failed
     // for that reason, whatever error it reports for it.
@@ -159,44 +162,6 @@ pub(crate) fn check_answer(
     }
 }
 
-/// What the cluster engine did to a job orchestrate did not stop: refused it before it
-/// started (srun failed), or ended it for reasons of its own. In Slurm's words.
-fn engine_failure(o: &Outcome) -> Option<String> {
-    let remote = o.remote.as_ref()?;
-    if o.stop().is_some() {
-        return None;
-    }
-    let said = slurm::srun_errors(&o.stderr_tail).join("; ");
-    let said = |fallback: String| {
-        if said.is_empty() {
-            fallback
-        } else {
-            said.clone()
-        }
-    };
-    match &remote.job {
-        Some(job) if job.is_engine_failure() => Some(format!(
-            "Slurm ended job {} {}{}: {}",
-            job.id,
-            job.state,
-            remote
-                .node
-                .as_ref()
-                .map_or(String::new(), |n| format!(" on node {n}")),
-            said(format!("srun exited with code {}", o.exit.code()))
-        )),
-        // No job at all: srun failed before Slurm made one (a bad partition, say).
-        None if !remote.started && o.exit.code() != 0 => Some(format!(
-            "Slurm did not run the job: {}",
-            said(format!(
-                "srun exited with code {} before the job started",
-                o.exit.code()
-            ))
-        )),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +186,8 @@ mod tests {
             stderr_tail: String::new(),
             session_write_error: None,
             elapsed: std::time::Duration::from_millis(1),
-            remote: None,
+            queue_wait: std::time::Duration::ZERO,
+            settled: Default::default(),
             network_fallback: None,
         })
     }

@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
-use super::outcome::{Leak, Outcome, RemoteReport, StopReason, SuperviseError};
+use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
 use crate::network::{proxy, ChildNetwork};
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
-use crate::runner::slurm::{self, JobView, SlurmJob, Target};
+use crate::runner::{BoxFuture, Ended, Launch, LocalStop, Runner, Stop};
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -29,13 +29,9 @@ const MAX_STDERR_LINE_BYTES: usize = 64 * 1024;
 /// When both pipes are closed but no SIGCHLD has told us about the leader yet, look again
 /// this often, so that a lost wake-up can never hang a run.
 const EXIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
-/// After `scancel --signal=KILL`, how long srun gets to report the step's end and exit on
-/// its own before it is SIGKILLed here. Killed at once, srun cannot tell Slurm the job is
-/// over, and the job stays COMPLETING for seconds longer.
-const SRUN_EXIT_AFTER_KILL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct ChildSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
@@ -46,10 +42,10 @@ pub(crate) struct ChildSpec {
     pub env_remove: Vec<OsString>,
     /// What the child may write and reach.
     pub confinement: Confinement,
-    /// The program is `srun` and this is its job: it may wait in Slurm's queue before it
-    /// starts, it is stopped through `scancel`, and the run is over once Slurm reports the
-    /// job gone.
-    pub remote: Option<SlurmJob>,
+    /// Where it runs: the runner prepares the engine, wraps the command, says when a
+    /// queued child started, carries out stops, and settles the run once the process
+    /// started here is gone.
+    pub runner: Box<dyn Runner>,
     /// With `network: provider`: the policy its proxy serves the listeners made in the
     /// child's network namespace with.
     pub network: Option<ChildNetwork>,
@@ -99,37 +95,18 @@ struct Machine<'a> {
     sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
     session_write_error: Option<String>,
-    remote: Option<RemoteJob>,
-}
-
-/// A Slurm job as the loop knows it.
-struct RemoteJob {
-    job: SlurmJob,
-    /// The last look at the queue.
-    seen: Option<JobView>,
-    /// When it was first seen running, or first printed.
+    runner: &'a mut dyn Runner,
+    /// When the child started: at once, or when its engine started it (or it printed).
     started: Option<Instant>,
-    /// Why it was pending at the last look before it started.
-    pending_reason: Option<String>,
-    /// When srun is SIGKILLed here, if it has not exited after the job's processes were.
-    kill_srun_at: Option<Instant>,
-}
-
-impl RemoteJob {
-    /// Whom scancel is for: the job's id once known (a name could also match a job of a
-    /// later attempt), else its name.
-    fn target(&self) -> Target {
-        match &self.seen {
-            Some(view) => Target::Id(view.id),
-            None => Target::Name(self.job.name.clone()),
-        }
-    }
+    /// When the local process is SIGKILLed, if it has not exited after a stop through
+    /// the engine.
+    kill_local_at: Option<Instant>,
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
-/// child's group killed and its leader reaped.
+/// child's group killed and its leader reaped, and its runner settled.
 pub(crate) async fn supervise<'a>(
-    spec: &ChildSpec,
+    spec: &'a mut ChildSpec,
     limits: SupervisionLimits,
     sink: &'a mut (dyn LineSink + Send),
     out: OutputSinks<'a>,
@@ -138,18 +115,26 @@ pub(crate) async fn supervise<'a>(
     // Registered before the spawn so that an early exit cannot be missed.
     let mut sigchld = signal(SignalKind::child())?;
 
+    // An engine that cannot take the child says so at once, in its own words.
+    spec.runner.prepare().await?;
+    let launch = spec.runner.wrap(Launch {
+        program: spec.program.clone(),
+        args: spec.args.clone(),
+    });
+    let queue = spec.runner.queue();
+
     let start = Instant::now();
     // From here on, dropping `group` on an early return kills the child's whole tree.
     let mut group = platform::spawn(SpawnSpec {
-        program: spec.program.clone(),
-        args: spec.args.clone(),
+        program: launch.program.clone(),
+        args: launch.args,
         cwd: spec.cwd.clone(),
         env: spec.env.clone(),
         env_remove: spec.env_remove.clone(),
         confinement: spec.confinement.clone(),
     })
     .map_err(|source| SuperviseError::Spawn {
-        program: spec.program.to_string_lossy().into_owned(),
+        program: launch.program.to_string_lossy().into_owned(),
         source,
     })?;
     // The proxy lives until this function returns: after the child's whole tree is gone.
@@ -188,19 +173,16 @@ pub(crate) async fn supervise<'a>(
 
     // Every limit counts from the same instant as `elapsed` (before the spawn), so none is
     // late by the time the spawn took; a job in a queue counts them from when it starts.
-    let life = match &spec.remote {
-        Some(job) => Lifecycle::queued(
+    let life = match &queue {
+        Some(queue) => Lifecycle::queued(
             Graces::new(&limits),
             Patience::new(&limits),
             start,
-            job.queue_timeout,
+            queue.timeout,
         ),
         None => Lifecycle::new(Graces::new(&limits), Patience::new(&limits), start),
     };
-    let mut start_watch = spec
-        .remote
-        .as_ref()
-        .map(|job| slurm::watch_start(job.name.clone()));
+    let mut started_signal = queue.map(|q| q.started);
     let mut m = Machine {
         group,
         limits,
@@ -215,13 +197,9 @@ pub(crate) async fn supervise<'a>(
         sink,
         out,
         session_write_error: None,
-        remote: spec.remote.clone().map(|job| RemoteJob {
-            job,
-            seen: None,
-            started: None,
-            pending_reason: None,
-            kill_srun_at: None,
-        }),
+        runner: &mut *spec.runner,
+        started: started_signal.is_none().then_some(start),
+        kill_local_at: None,
     };
 
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
@@ -279,15 +257,12 @@ pub(crate) async fn supervise<'a>(
             _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
                 m.look_for_exit()?;
             }
-            _ = sleep_until(m.kill_srun_at().unwrap_or(far_future)), if m.kill_srun_at().is_some() && !m.life.has_exited() => {
-                m.kill_srun();
+            _ = sleep_until(m.kill_local_at.unwrap_or(far_future)), if m.kill_local_at.is_some() && !m.life.has_exited() => {
+                m.kill_local();
             }
-            view = next_view(start_watch.as_mut()), if start_watch.is_some() && !m.life.has_exited() => {
-                match view {
-                    Some(view) => m.on_job_view(view),
-                    // The watcher has said all it will.
-                    None => start_watch = None,
-                }
+            () = started(started_signal.as_mut()), if started_signal.is_some() && !m.life.has_exited() => {
+                started_signal = None;
+                m.job_started(Instant::now());
             }
             _ = sleep_until(due.unwrap_or(far_future)), if due.is_some() => {
                 // Decide on the child's state as it is now, not as a late SIGCHLD left it.
@@ -298,46 +273,35 @@ pub(crate) async fn supervise<'a>(
         }
     }
 
-    drop(start_watch);
+    drop(started_signal);
     // Kills descendants that outlived the child (closed their pipes, left its group).
     m.group.kill_and_reap()?;
     let leftovers = m.group.leftovers();
-    // The run is over only once Slurm reports the job gone (a job can outlive its srun).
-    let remote = match m.remote.take() {
-        Some(r) => {
-            let settled = slurm::settle(
-                &r.job.name,
-                r.seen.as_ref().map(|v| v.id),
-                slurm::SETTLE_TIMEOUT,
-            )
-            .await;
-            let started_at = r.started.unwrap_or_else(Instant::now);
-            Some(RemoteReport {
-                node: r
-                    .seen
-                    .as_ref()
-                    .and_then(|v| v.node.clone())
-                    .or_else(|| settled.last.as_ref().and_then(|v| v.node.clone())),
-                job: settled.last,
-                queue_wait: started_at.saturating_duration_since(start),
-                started: r.started.is_some(),
-                pending_reason: r.pending_reason,
-                lingering: settled.lingering,
-            })
-        }
-        None => None,
-    };
-    let elapsed = start.elapsed();
-
     let (exit, termination, leak) = m
         .life
         .finish(leftovers != Leftovers::None)
         .expect("the loop ends only after the leader exited");
+    let stderr_tail = String::from_utf8_lossy(&m.stderr_tail).into_owned();
+    // The run is over only once the engine is done with the child (a job can outlive the
+    // process that submitted it).
+    let settled = m
+        .runner
+        .settle(Ended {
+            exit_code: exit.code(),
+            stderr_tail: &stderr_tail,
+            started: m.started.is_some(),
+        })
+        .await;
+    let queue_wait = m
+        .started
+        .unwrap_or_else(Instant::now)
+        .saturating_duration_since(start);
+    let elapsed = start.elapsed();
+
     // What the leftovers were found in decides how they are named.
     let leak = match (leak, leftovers) {
-        // srun leaves a helper of its own behind for a moment (it cancels the job should
-        // srun die): srun's business, not a descendant of the agent that outlived it.
-        (Leak::StayedInGroup | Leak::Outlived, _) if spec.remote.is_some() => Leak::None,
+        // The engine's own helpers, not descendants of the agent that outlived it.
+        (Leak::StayedInGroup | Leak::Outlived, _) if m.runner.owns_local_leftovers() => Leak::None,
         (Leak::StayedInGroup, Leftovers::InTree) => Leak::Outlived,
         (leak, _) => leak,
     };
@@ -348,24 +312,19 @@ pub(crate) async fn supervise<'a>(
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
         stdout_bytes: m.stdout_bytes,
-        stderr_tail: String::from_utf8_lossy(&m.stderr_tail).into_owned(),
+        stderr_tail,
         session_write_error: m.session_write_error,
         elapsed,
-        remote,
+        queue_wait,
+        settled,
         network_fallback,
     })
 }
 
-/// The next look at the queue; None once the watcher has stopped (the job started or
-/// ended), and never where there is no watcher.
-async fn next_view(
-    watch: Option<&mut tokio::sync::watch::Receiver<Option<JobView>>>,
-) -> Option<JobView> {
-    match watch {
-        Some(rx) => match rx.changed().await {
-            Ok(()) => rx.borrow_and_update().clone(),
-            Err(_) => None,
-        },
+/// Resolves once the engine has started a queued child; never where there is no queue.
+async fn started(signal: Option<&mut BoxFuture<'static, ()>>) {
+    match signal {
+        Some(signal) => signal.await,
         None => std::future::pending().await,
     }
 }
@@ -490,103 +449,54 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// A look at the queue: a job no longer pending has started.
-    fn on_job_view(&mut self, view: JobView) {
-        let Some(remote) = &mut self.remote else {
-            return;
-        };
-        tracing::debug!(job = view.id, state = %view.state, node = ?view.node, reason = ?view.reason, "slurm job");
-        let pending = view.is_pending();
-        if pending {
-            remote.pending_reason = view.reason.clone();
-        }
-        remote.seen = Some(view);
-        if !pending {
-            self.job_started(Instant::now());
-        }
-    }
-
+    /// A queued child has started: its engine said so, or it printed.
     fn job_started(&mut self, now: Instant) {
-        if let Some(remote) = &mut self.remote {
-            if remote.started.is_none() {
-                remote.started = Some(now);
-                self.life.started(now);
-            }
-        }
-    }
-
-    /// Stops a Slurm job: a graceful stop signals the step's processes through Slurm
-    /// (a SIGTERM to srun would kill the step at once, with no grace); a job still in the
-    /// queue is cancelled, as SIGTERM to its srun also does.
-    fn act_remote(&mut self, action: Action) -> bool {
-        let Some(remote) = &self.remote else {
-            return false;
-        };
-        let target = remote.target();
-        match action {
-            Action::Terminate if remote.started.is_none() => {
-                tracing::debug!(?target, "cancelling the queued Slurm job");
-                slurm::scancel(Target::Name(remote.job.name.clone()), None);
-                if let Err(e) = self.group.terminate() {
-                    tracing::warn!("failed to send SIGTERM to srun: {e}");
-                }
-            }
-            Action::Terminate => {
-                tracing::debug!(?target, "SIGTERM to the Slurm job's processes");
-                slurm::scancel(target, Some("TERM"));
-            }
-            Action::Kill => {
-                tracing::debug!(?target, "SIGKILL to the Slurm job's processes");
-                slurm::scancel(target, Some("KILL"));
-                if let Some(remote) = &mut self.remote {
-                    remote.kill_srun_at = Some(Instant::now() + SRUN_EXIT_AFTER_KILL);
-                }
-            }
-            Action::Nothing | Action::AbandonPipes => return false,
-        }
-        true
-    }
-
-    fn kill_srun_at(&self) -> Option<Instant> {
-        self.remote.as_ref().and_then(|r| r.kill_srun_at)
-    }
-
-    /// srun did not exit after its job's processes were killed (a controller that does
-    /// not answer, say): kill it here; the job is cancelled once srun is gone.
-    fn kill_srun(&mut self) {
-        if let Some(remote) = &mut self.remote {
-            remote.kill_srun_at = None;
-        }
-        tracing::debug!("SIGKILL to srun");
-        if let Err(e) = self.group.kill() {
-            tracing::warn!("failed to kill srun: {e}");
+        if self.started.is_none() {
+            self.started = Some(now);
+            self.life.started(now);
         }
     }
 
     fn act(&mut self, action: Action) {
-        if self.act_remote(action) {
-            return;
-        }
-        match action {
-            Action::Nothing => {}
-            Action::Terminate => {
-                tracing::debug!(id = self.group.id(), "SIGTERM to the child's tree");
-                if let Err(e) = self.group.terminate() {
-                    tracing::warn!("failed to send SIGTERM to the child's tree: {e}");
-                }
-            }
-            Action::Kill => {
-                tracing::debug!(id = self.group.id(), "SIGKILL to the child's tree");
-                if let Err(e) = self.group.kill() {
-                    tracing::warn!("failed to kill the child's tree: {e}");
-                }
-            }
+        let stop = match action {
+            Action::Nothing => return,
             Action::AbandonPipes => {
                 tracing::warn!("the child's pipes stayed open after SIGKILL; giving up on them");
                 self.stdout_open = false;
                 self.stderr_open = false;
                 self.finish_stdout();
+                return;
             }
+            Action::Terminate => Stop::Graceful,
+            Action::Kill => Stop::Kill,
+        };
+        let local = self.runner.stop(stop, self.started.is_some());
+        self.act_locally(local);
+    }
+
+    /// What a stop means for the process started here.
+    fn act_locally(&mut self, local: LocalStop) {
+        match local.signal {
+            None => {}
+            Some(Stop::Graceful) => {
+                tracing::debug!(id = self.group.id(), "SIGTERM to the child's tree");
+                if let Err(e) = self.group.terminate() {
+                    tracing::warn!("failed to send SIGTERM to the child's tree: {e}");
+                }
+            }
+            Some(Stop::Kill) => self.kill_local(),
+        }
+        if let Some(after) = local.kill_after {
+            self.kill_local_at = Some(Instant::now() + after);
+        }
+    }
+
+    /// SIGKILL to the tree of the process started here.
+    fn kill_local(&mut self) {
+        self.kill_local_at = None;
+        tracing::debug!(id = self.group.id(), "SIGKILL to the child's tree");
+        if let Err(e) = self.group.kill() {
+            tracing::warn!("failed to kill the child's tree: {e}");
         }
     }
 

@@ -1103,7 +1103,7 @@ mod tests {
                 reason: StopReason::QueueTimeout
             }
         );
-        // A job refused at once (srun failed) is the child's own exit.
+        // A job refused at once (its engine's client failed) is the child's own exit.
         let mut r = queued(60.0);
         r.exit(LeaderExit::Exited(1), 0.05, false);
         assert_eq!(

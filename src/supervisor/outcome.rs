@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{Containment, LeaderExit};
-use crate::runner::slurm::JobView;
+use crate::runner::{EngineError, Settled};
 
 /// Why orchestrate stopped the child (the first reason wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -135,29 +135,14 @@ pub(crate) struct Outcome {
     /// Set when writing the session copy failed; the run goes on without it.
     pub session_write_error: Option<String>,
     pub elapsed: Duration,
-    /// What the cluster engine said about the child's job (None for a local child).
-    pub remote: Option<RemoteReport>,
+    /// From the start until its engine started the child (zero where it starts at once),
+    /// or until it was given up on.
+    pub queue_wait: Duration,
+    /// What the runner said once the engine was done with the child.
+    pub settled: Settled,
     /// The child was to have a network of its own (`network: provider` by default) but
     /// could not, and ran with the host's: why.
     pub network_fallback: Option<String>,
-}
-
-/// A child that ran as a job of a cluster engine (Slurm): what became of the job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RemoteReport {
-    /// The job's last state seen, with its id and node (None: the engine refused it before
-    /// it had an id, or could not be asked).
-    pub job: Option<JobView>,
-    /// The node it ran on, as seen while it ran (a finished job may no longer say).
-    pub node: Option<String>,
-    /// From the submission until it started, or until it was given up on.
-    pub queue_wait: Duration,
-    /// It was seen running, or it printed.
-    pub started: bool,
-    /// Why it was pending at the last look before it started (or was given up on).
-    pub pending_reason: Option<String>,
-    /// The engine still listed it as unfinished when orchestrate stopped waiting for it.
-    pub lingering: bool,
 }
 
 impl Outcome {
@@ -177,9 +162,9 @@ pub(crate) enum SuperviseError {
     },
     #[error("failed to watch the child: {0}")]
     Io(#[from] std::io::Error),
-    /// The cluster engine cannot take the job (no srun, its controller down, …).
-    #[error("{0}")]
-    Engine(#[from] crate::runner::slurm::SlurmError),
+    /// The engine the runner hands the child to cannot take it, in its own words.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 impl SuperviseError {

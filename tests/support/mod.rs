@@ -138,8 +138,12 @@ impl Sandbox {
 
     /// Runs `cmd` (from `command`, perhaps adjusted) like `run_args`.
     pub fn run_command(&self, mut cmd: Command) -> RunOutput {
+        self.finish(cmd.spawn().expect("spawn orchestrate"))
+    }
+
+    /// Waits for an `orchestrate` started from `command` like `run_args` does.
+    pub fn finish(&self, child: std::process::Child) -> RunOutput {
         let start = Instant::now();
-        let child = cmd.spawn().expect("spawn orchestrate");
         let pid = child.id();
         let output = wait_with_limit(child, Duration::from_secs(60));
         let elapsed = start.elapsed();
