@@ -231,7 +231,7 @@ pub struct RunArgs {
     /// own) or provider (out only through orchestrate's proxy, to its provider's hosts
     /// and --allow-host). Default: provider for an agent that cannot write, on for the
     /// others.
-    #[arg(long, value_parser = network, value_name = "on|off|provider")]
+    #[arg(long, value_parser = network())]
     pub network: Option<Network>,
     /// A host the child may reach with --network provider, beside its provider's: a name,
     /// *.domain for every name under it, or an IP address; repeat for several.
@@ -363,8 +363,14 @@ fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
     SandboxMode::parse(s)
 }
 
-fn network(s: &str) -> Result<Network, String> {
-    Network::parse(s)
+/// `on`, `off`, `provider` (which completions offer), and the spellings of yes and no that
+/// agent files and the config accept too.
+fn network() -> impl clap::builder::TypedValueParser<Value = Network> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let shown = ["on", "off", "provider"].map(PossibleValue::new);
+    let hidden = ["true", "yes", "false", "no"].map(|v| PossibleValue::new(v).hide(true));
+    PossibleValuesParser::new(shown.into_iter().chain(hidden))
+        .map(|s| Network::parse(&s).expect("one of the possible values"))
 }
 
 fn allow_host(s: &str) -> Result<HostPattern, String> {
