@@ -345,3 +345,68 @@ fn allow_hosts_of_the_config_the_agent_and_the_flag_add_up_and_a_bad_one_is_refu
         out.stdout
     );
 }
+
+/// A provider configured as `localhost` (listening on the host's 127.0.0.1 only) is
+/// reached by name, and on either loopback address of the child's: the bridge on `::1`
+/// (where the kernel has IPv6) forwards to whichever address the host's server has.
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "a network of the child's own needs a network namespace, which the portable path does not use"
+)]
+fn a_localhost_provider_is_bridged_on_both_loopback_addresses() {
+    let provider = provider();
+    let sb = Sandbox::new();
+    let script = sb.root.path().join("probe.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/bash
+v4=$(curl -s --max-time 20 "http://127.0.0.1:$PROBE_PROVIDER_PORT/")
+v6=$(curl -s -g --max-time 20 "http://[::1]:$PROBE_PROVIDER_PORT/" || echo "no answer")
+printf '{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"%s %s"}],"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop"}}\n' "$v4" "$v6"
+printf '{"type":"agent_end","messages":[]}\n'
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let pi_dir = sb.root.path().join("pi-agent");
+    std::fs::create_dir_all(&pi_dir).unwrap();
+    let models = json!({"providers": {"local": {
+        "baseUrl": format!("http://localhost:{}/v1", provider.port),
+        "api": "openai-completions", "apiKey": "k", "models": [{"id": "m"}]
+    }}});
+    std::fs::write(pi_dir.join("models.json"), models.to_string()).unwrap();
+    let sb = sb
+        .set("ORCHESTRATE_PI_BIN", script.to_str().unwrap())
+        .set("PI_CODING_AGENT_DIR", pi_dir.to_str().unwrap())
+        .set("PROBE_PROVIDER_PORT", &provider.port.to_string());
+    let out = sb.run(
+        "probe",
+        &[
+            "--network",
+            "provider",
+            "--model",
+            "local/m",
+            "--details",
+            "full",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    // Whether this kernel gives a new network namespace an IPv6 loopback.
+    let ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    assert_eq!(
+        out.result()["output"],
+        json!(if ipv6 {
+            "provider provider"
+        } else {
+            "provider no answer"
+        })
+    );
+    assert_eq!(
+        out.result()["network"],
+        json!({
+            "mode": "provider",
+            "allowed": [format!("127.0.0.1:{}", provider.port), format!("[::1]:{}", provider.port)]
+        })
+    );
+}
