@@ -67,14 +67,18 @@ impl HostPattern {
                 hint("not a host name")
             }
         })?;
-        let loopback =
-            host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        if loopback {
-            return Err(hint(
+        let refused = match host.parse::<IpAddr>() {
+            Ok(ip) => refused_address(ip),
+            Err(_) if host == "localhost" => Some(LOOPBACK),
+            Err(_) => None,
+        };
+        match refused {
+            Some(LOOPBACK) => Err(hint(
                 "the host's loopback is reached only as the provider's base URL, bridged in at its address and port (use network: on for other local services)",
-            ));
+            )),
+            Some(why) => Err(hint(&format!("the proxy never connects to {why}"))),
+            None => Ok(HostPattern::Exact(host)),
         }
-        Ok(HostPattern::Exact(host))
     }
 
     /// Whether `host` (as [`normalize_host`] gives it) is allowed by this pattern.
@@ -143,9 +147,12 @@ pub(crate) fn refused_address(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// Why a loopback address is refused.
+const LOOPBACK: &str = "a loopback address of the host";
+
 fn refused_v4(ip: Ipv4Addr) -> Option<&'static str> {
     if ip.is_loopback() {
-        Some("a loopback address of the host")
+        Some(LOOPBACK)
     } else if ip.is_link_local() {
         Some("a link-local address (where cloud metadata services answer)")
     } else if ip.is_unspecified() || ip.octets()[0] == 0 {
@@ -163,7 +170,7 @@ const AWS_METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x
 fn refused_v6(ip: Ipv6Addr) -> Option<&'static str> {
     let first = ip.segments()[0];
     if ip.is_loopback() {
-        Some("a loopback address of the host")
+        Some(LOOPBACK)
     } else if first & 0xffc0 == 0xfe80 {
         Some("a link-local address (where cloud metadata services answer)")
     } else if ip == AWS_METADATA_V6 {
@@ -213,7 +220,14 @@ mod tests {
         assert!(err("a.*.com").contains("only allowed as a leading"));
         assert!(err("*.10.0.0.1").contains("covers names, not addresses"));
         assert!(err("").contains("it is empty"));
-        for loopback in ["localhost", "127.0.0.1", "[::1]", "127.1.2.3"] {
+        assert!(err("169.254.169.254").contains("the proxy never connects to a link-local address"));
+        for loopback in [
+            "localhost",
+            "127.0.0.1",
+            "[::1]",
+            "127.1.2.3",
+            "::ffff:127.0.0.1",
+        ] {
             assert!(
                 err(loopback).contains("reached only as the provider's base URL"),
                 "{loopback}"

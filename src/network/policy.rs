@@ -21,6 +21,8 @@ pub(crate) struct Bridge {
     pub inside: SocketAddr,
     /// The host's addresses to forward to, tried in order (`localhost` is either).
     pub outside: Vec<SocketAddr>,
+    /// Configured as `localhost` rather than an address.
+    pub localhost: bool,
     /// A listener that may fail to exist (IPv6 loopback, where the kernel has no IPv6)
     /// without failing the run.
     pub optional: bool,
@@ -127,7 +129,7 @@ impl Policy {
         self.bridges.iter().find(|b| {
             b.inside.port() == port
                 && match ip {
-                    None => b.outside.len() > 1,
+                    None => b.localhost,
                     Some(ip) => b.inside.ip() == ip,
                 }
         })
@@ -185,11 +187,13 @@ fn endpoint(url: &str) -> Option<Endpoint> {
             Bridge {
                 inside: v4,
                 outside: vec![v4, v6],
+                localhost: true,
                 optional: false,
             },
             Bridge {
                 inside: v6,
                 outside: vec![v6, v4],
+                localhost: true,
                 optional: true,
             },
         ]));
@@ -200,6 +204,7 @@ fn endpoint(url: &str) -> Option<Endpoint> {
             Some(Endpoint::Loopback(vec![Bridge {
                 inside: at,
                 outside: vec![at],
+                localhost: false,
                 optional: false,
             }]))
         }
@@ -282,11 +287,13 @@ mod tests {
                 Bridge {
                     inside: v4,
                     outside: vec![v4, v6],
+                    localhost: true,
                     optional: false
                 },
                 Bridge {
                     inside: v6,
                     outside: vec![v6, v4],
+                    localhost: true,
                     optional: true
                 }
             ]
