@@ -1074,6 +1074,7 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
                 "output": answer,
                 "displayItems": [tool_item("bash", &args), text_item(answer)],
                 "sandbox": {"mode": "off", "mechanism": "none"},
+                "network": {"mode": "on"},
                 "warnings": ["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"],
                 "runner": {"kind": "slurm", "jobId": "<id>", "node": node(), "state": "COMPLETED"}
             })
