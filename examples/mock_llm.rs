@@ -6,8 +6,10 @@
 //! ```text
 //! mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]
 //! ```
-//! - `--script`: `tool_then_text` (default), `text`, `demo`, `401`, `overloaded`, `hang`,
-//!   `http:STATUS:MESSAGE` (see `tests/mock_llm/program.rs`).
+//! - `--script`: `playground` (any number of runs: a listing tool call, then an answer
+//!   quoting it; what `scripts/playground` uses), `demo`, `tool_then_text` (default),
+//!   `text`, `401`, `overloaded`, `hang`, `http:STATUS:MESSAGE`; `--help` says what each
+//!   does (`SCRIPTS` in `tests/mock_llm/program.rs`).
 //! - `--url-file`: where to write its URL (`http://127.0.0.1:PORT`) once it listens.
 //! - `--log`: every request as a JSON line.
 //! - `--seconds`: stop after this long (default: run until stopped).
@@ -21,6 +23,33 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mock_llm::{Api, MockLlm};
+
+fn help() -> String {
+    let mut text = String::from(
+        "A scripted mock LLM on 127.0.0.1 (not a model: every answer comes from a script). It\n\
+         speaks Anthropic Messages, OpenAI Chat Completions and Responses, and Gemini, chosen\n\
+         by the request's path.\n\n\
+         Usage: mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]\n\n\
+         Options:\n  \
+         --script NAME    what it answers (default tool_then_text), one of the scripts below\n  \
+         --url-file FILE  write its URL (http://127.0.0.1:PORT) there once it listens\n  \
+         --log FILE       append every request there as a JSON line\n  \
+         --seconds N      stop after N seconds (default: run until stopped)\n\n\
+         Scripts:\n",
+    );
+    let width = mock_llm::program::SCRIPTS
+        .iter()
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(0);
+    for (name, what) in mock_llm::program::SCRIPTS {
+        text.push_str(&format!("  {name:<width$}  {what}\n"));
+    }
+    text.push_str(
+        "\nscripts/playground runs orchestrate against it with the installed agent CLIs.\n",
+    );
+    text
+}
 
 fn main() {
     let mut script = "tool_then_text".to_string();
@@ -46,7 +75,7 @@ fn main() {
                 }))
             }
             "-h" | "--help" => {
-                println!("mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]");
+                print!("{}", help());
                 return;
             }
             other => {

@@ -6,9 +6,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::backends::BackendChoice;
+use crate::cli_help::{choices, enum_names};
 use crate::commands::run::{OutputFormat, Plan};
 use crate::duration::parse_duration;
 use crate::error::RunError;
@@ -16,7 +17,7 @@ use crate::network::{HostPattern, Network};
 use crate::result::{exit_status, DetailLevel};
 use crate::run::RunRequest;
 use crate::sandbox::SandboxMode;
-use crate::session::RunId;
+use crate::session::{RunId, RunIdPrefix};
 use crate::structured::SchemaSource;
 
 #[derive(Parser, Debug)]
@@ -44,18 +45,26 @@ pub enum Command {
     /// Wait for a background run and print its result (exit status as in the foreground;
     /// 124 if --timeout passes first).
     Wait {
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// Give up after this long (90s, 15m, …), printing that it still runs.
         #[arg(long, value_parser = duration)]
         timeout: Option<Duration>,
+        /// json: the result as one line; text: the answer on stdout and a summary on
+        /// stderr; stream-json: as json (the run is already under way).
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: Format,
     },
     /// Stop a background run (its whole process tree) and print its result.
     Stop {
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
+        /// json: the stopped run's result as one line; text: its answer on stdout and a
+        /// summary on stderr; stream-json: as json.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: Format,
     },
@@ -73,9 +82,10 @@ pub enum Command {
     },
     /// One run: its result, its session file and the last lines of its stderr.
     Show {
-        /// The run's id: 8 hex digits, as `orchestrate runs` prints it.
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `orchestrate runs` prints it, or its first digits (a unique
+        /// prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
         #[arg(long)]
         json: bool,
@@ -100,10 +110,16 @@ pub enum Command {
         /// The job, as the engine's cancel step names it.
         handle: String,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) that
+    /// completes subcommands, flags, flag values, agent names and run ids by asking
+    /// orchestrate; regenerate it after an update.
     Completions {
+        /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+        /// A script that never calls orchestrate back: no agent names or run ids.
+        #[arg(long = "static")]
+        standalone: bool,
     },
     /// List the agents a run can use and the file each came from.
     Agents {
@@ -120,9 +136,10 @@ pub enum Command {
 pub enum WorktreeAction {
     /// Remove a run's worktree (whatever is in it) and its branch.
     Rm {
-        /// The run's id, as `orchestrate runs` prints it.
-        #[arg(value_parser = run_id)]
-        run_id: RunId,
+        /// The run's id as `orchestrate runs` prints it, or its first digits (a unique
+        /// prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
         /// Keep the branch orchestrate/<run id> (and so its commits).
         #[arg(long)]
         keep_branch: bool,
@@ -160,9 +177,9 @@ pub struct RunArgs {
     /// Parallel tasks running at once (1 to 64). Default 4.
     #[arg(long, allow_hyphen_values = true, value_parser = concurrency)]
     pub concurrency: Option<usize>,
-    /// Child CLI: claude, pi, codex, gemini, opencode, cursor, command, or auto (the first
-    /// installed of claude, pi, codex, gemini, opencode, cursor-agent).
-    #[arg(long, value_parser = backend)]
+    /// The child CLI; auto: the first installed of claude, pi, codex, gemini, opencode,
+    /// cursor-agent.
+    #[arg(long, value_parser = choices(backend, backend_names))]
     pub backend: Option<BackendChoice>,
     /// Model passed to the child CLI.
     #[arg(long)]
@@ -176,7 +193,9 @@ pub struct RunArgs {
     /// Maximum runtime (90s, 15m, 1h30m or milliseconds). Default 15m.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
     pub timeout: Option<Duration>,
-    /// Maximum time without any output from the child. Default 3m.
+    /// Maximum time without progress from the child: text, a tool call or its result,
+    /// usage, a new turn (retries, reconnects and stderr chatter are none). Paused while a
+    /// tool runs (--tool-timeout bounds that). Default 3m.
     #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
     pub idle_timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when stopping the child. Default 5s.
@@ -223,15 +242,15 @@ pub struct RunArgs {
     /// unknown-model error (after its retries); repeat for several, tried in order.
     #[arg(long = "fallback-model", value_name = "MODEL")]
     pub fallback_models: Vec<String>,
-    /// Sandbox of the child: read-only, workspace-write or off. Default: read-only for an
-    /// agent that cannot write, workspace-write for the others.
-    #[arg(long, value_parser = sandbox_mode)]
+    /// Sandbox of the child. Default: read-only for an agent that cannot write,
+    /// workspace-write for the others.
+    #[arg(long, value_parser = choices(sandbox_mode, enum_names::<SandboxMode>))]
     pub sandbox: Option<SandboxMode>,
     /// Network of the child: on (the host's), off (none at all, only a loopback of its
     /// own) or provider (out only through orchestrate's proxy, to its provider's hosts
     /// and --allow-host). Default: provider for an agent that cannot write, on for the
     /// others.
-    #[arg(long, value_parser = network())]
+    #[arg(long, value_parser = choices(network, enum_names::<Network>))]
     pub network: Option<Network>,
     /// A host the child may reach with --network provider, beside its provider's: a name,
     /// *.domain for every name under it, or an IP address; repeat for several.
@@ -247,7 +266,7 @@ pub struct RunArgs {
     pub queue_timeout: Option<Duration>,
     /// worktree: the child works in a new git worktree on branch orchestrate/<run id>,
     /// made from HEAD; none: in the working directory (the default).
-    #[arg(long, value_parser = isolation)]
+    #[arg(long, value_parser = choices(isolation, isolation_names))]
     pub isolation: Option<bool>,
     /// A JSON Schema file the answer must match: the answer is validated JSON, in
     /// `structured` and as compact JSON in `content[0].text` (over the agent's
@@ -359,18 +378,16 @@ fn run_id(s: &str) -> Result<RunId, String> {
     RunId::parse(s).map_err(|e| e.to_string())
 }
 
+fn run_id_prefix(s: &str) -> Result<RunIdPrefix, String> {
+    RunIdPrefix::parse(s).map_err(|e| e.to_string())
+}
+
 fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
     SandboxMode::parse(s)
 }
 
-/// `on`, `off`, `provider` (which completions offer), and the spellings of yes and no that
-/// agent files and the config accept too.
-fn network() -> impl clap::builder::TypedValueParser<Value = Network> {
-    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    let shown = ["on", "off", "provider"].map(PossibleValue::new);
-    let hidden = ["true", "yes", "false", "no"].map(|v| PossibleValue::new(v).hide(true));
-    PossibleValuesParser::new(shown.into_iter().chain(hidden))
-        .map(|s| Network::parse(&s).expect("one of the possible values"))
+fn network(s: &str) -> Result<Network, String> {
+    Network::parse(s)
 }
 
 fn allow_host(s: &str) -> Result<HostPattern, String> {
@@ -392,12 +409,28 @@ fn backend(s: &str) -> Result<BackendChoice, String> {
     BackendChoice::parse(s).map_err(|e| e.to_string())
 }
 
+/// What `--backend`, `--sandbox`, `--network` and `--isolation` offer in help and
+/// completion.
+fn backend_names() -> Vec<String> {
+    std::iter::once("auto")
+        .chain(crate::backends::Backend::ALL.iter().map(|b| b.name()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn isolation_names() -> Vec<String> {
+    vec!["worktree".into(), "none".into()]
+}
+
 /// Parses the process's arguments. On a bad argument, prints what the subcommand's output
 /// format calls for and returns the exit status to end with; `--help` and `--version`
 /// print as usual and end with 0.
 pub fn parse() -> Result<Cli, i32> {
     let args: Vec<OsString> = std::env::args_os().collect();
-    Cli::try_parse_from(&args).map_err(|err| report_parse_error(&err, &args))
+    crate::cli_help::command()
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .map_err(|err| report_parse_error(&err, &args))
 }
 
 fn report_parse_error(err: &clap::Error, args: &[OsString]) -> i32 {

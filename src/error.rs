@@ -14,13 +14,16 @@ pub enum RunError {
     /// `ORCHESTRATE_DISABLED` or the config's `disabled = true`; `how` says how to undo it.
     #[error("Subagents are disabled. {how}")]
     SubagentsDisabled { how: String },
-    #[error("Unknown agent: {name}. Available agents: {}{unreadable}", available.join(", "))]
+    #[error("Unknown agent: {name}. Available agents: {}{unreadable}{}", available.join(", "),
+        suggestion.as_ref().map_or(String::new(), |s| format!(". Did you mean {s}?")))]
     UnknownAgent {
         name: String,
         /// Sorted.
         available: Vec<String>,
         /// A note about agent files that could not be read, or empty.
         unreadable: String,
+        /// The available agent whose name is nearest, when one is near enough.
+        suggestion: Option<String>,
     },
     #[error("Subagent {name} is disabled by its definition ({file}): set `enabled: true` there to use it.")]
     SubagentDisabled { name: String, file: String },
@@ -97,10 +100,22 @@ mod tests {
                     name: "nope".into(),
                     available: vec!["explorer".into(), "reviewer".into()],
                     unreadable: String::new(),
+                    suggestion: None,
                 },
                 ErrorCode::UnknownAgent,
                 2,
                 "Unknown agent: nope. Available agents: explorer, reviewer",
+            ),
+            (
+                RunError::UnknownAgent {
+                    name: "explroer".into(),
+                    available: vec!["explorer".into(), "reviewer".into()],
+                    unreadable: " (1 agent file(s) could not be read; `orchestrate agents` lists why)".into(),
+                    suggestion: Some("explorer".into()),
+                },
+                ErrorCode::UnknownAgent,
+                2,
+                "Unknown agent: explroer. Available agents: explorer, reviewer (1 agent file(s) could not be read; `orchestrate agents` lists why). Did you mean explorer?",
             ),
             (
                 RunError::SubagentDisabled {

@@ -242,6 +242,7 @@ mod tests {
             cwd: "/w".into(),
             session_file: format!("/s/{run_id}/session.jsonl"),
             worktree: None,
+            task: None,
         }
     }
 

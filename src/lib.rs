@@ -19,6 +19,7 @@ pub(crate) mod agents;
 pub(crate) mod backends;
 pub(crate) mod background;
 pub mod cli;
+pub(crate) mod cli_help;
 pub(crate) mod collector;
 pub mod commands;
 pub(crate) mod config;

@@ -1,6 +1,9 @@
 //! The `orchestrate` command line: parses arguments and dispatches to `commands`.
 
 fn main() {
+    // `ORCHESTRATE_COMPLETE=bash orchestrate -- …`: a shell asking for completions, answered
+    // and done.
+    orchestrate::commands::completions::answer_if_asked();
     orchestrate::commands::init_tracing();
     let status = match orchestrate::cli::parse() {
         Ok(cli) => orchestrate::commands::dispatch(cli),

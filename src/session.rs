@@ -35,7 +35,7 @@ impl RunId {
     /// Upper-case digits and surrounding blanks are accepted, as a user may copy them.
     pub fn parse(id: &str) -> Result<RunId, InvalidRunId> {
         let trimmed = id.trim();
-        if trimmed.len() == 8 && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if trimmed.len() == RUN_ID_DIGITS && trimmed.bytes().all(|b| b.is_ascii_hexdigit()) {
             Ok(RunId(trimmed.to_ascii_lowercase()))
         } else {
             Err(InvalidRunId(id.to_string()))
@@ -51,6 +51,67 @@ impl std::fmt::Display for RunId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// What a user typed to name a run: a whole run id, or its first digits (1 to 8 hex
+/// digits), as git takes a commit's. [`StateDir::find_run`] turns it into a [`RunId`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunIdPrefix(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid run id {0:?}: expected a run id as `orchestrate runs` prints it (8 hex digits), or its first digits")]
+pub struct InvalidRunIdPrefix(pub String);
+
+impl RunIdPrefix {
+    /// Upper-case digits and surrounding blanks are accepted, as for [`RunId::parse`].
+    pub fn parse(prefix: &str) -> Result<RunIdPrefix, InvalidRunIdPrefix> {
+        let trimmed = prefix.trim();
+        if (1..=RUN_ID_DIGITS).contains(&trimmed.len())
+            && trimmed.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            Ok(RunIdPrefix(trimmed.to_ascii_lowercase()))
+        } else {
+            Err(InvalidRunIdPrefix(prefix.to_string()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RunIdPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Digits of a run id.
+const RUN_ID_DIGITS: usize = 8;
+/// How many candidates an ambiguous prefix's error lists.
+const AMBIGUOUS_CANDIDATES_SHOWN: usize = 10;
+
+/// Why a run id prefix names no single run.
+#[derive(Debug, thiserror::Error)]
+pub enum FindRunError {
+    /// No run folder's name starts with it; each command says so in its own words.
+    #[error("no run id starts with {0}")]
+    NoMatch(RunIdPrefix),
+    #[error("Run id prefix {prefix} matches {} runs: {}{}. Give more digits.",
+        candidates.len(),
+        candidates.iter().take(AMBIGUOUS_CANDIDATES_SHOWN).map(RunId::as_str).collect::<Vec<_>>().join(", "),
+        if candidates.len() > AMBIGUOUS_CANDIDATES_SHOWN { ", …" } else { "" })]
+    Ambiguous {
+        prefix: RunIdPrefix,
+        /// Sorted.
+        candidates: Vec<RunId>,
+    },
+    #[error("cannot read the run folders in {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +175,38 @@ impl StateDir {
     pub fn run_dir(&self, run_id: &RunId) -> RunDir {
         RunDir {
             path: self.runs_dir().join(run_id.as_str()),
+        }
+    }
+
+    /// The run `prefix` names: a whole id as it is (whether or not its folder exists, so
+    /// that each command says in its own words that it does not), else the one run folder
+    /// whose name starts with it.
+    pub fn find_run(&self, prefix: &RunIdPrefix) -> Result<RunId, FindRunError> {
+        if prefix.0.len() == RUN_ID_DIGITS {
+            return Ok(RunId(prefix.0.clone()));
+        }
+        let runs = self.runs_dir();
+        let entries = match fs::read_dir(&runs) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(FindRunError::NoMatch(prefix.clone()))
+            }
+            Err(source) => return Err(FindRunError::Unreadable { path: runs, source }),
+        };
+        // Only folders named as runs are: anything else there is not ours to read.
+        let mut candidates: Vec<RunId> = entries
+            .flatten()
+            .filter_map(|e| RunId::parse(e.file_name().to_str()?).ok())
+            .filter(|id| id.0.starts_with(&prefix.0))
+            .collect();
+        candidates.sort_by(|a, b| a.0.cmp(&b.0));
+        match candidates.len() {
+            0 => Err(FindRunError::NoMatch(prefix.clone())),
+            1 => Ok(candidates.remove(0)),
+            _ => Err(FindRunError::Ambiguous {
+                prefix: prefix.clone(),
+                candidates,
+            }),
         }
     }
 
@@ -228,6 +321,26 @@ pub struct IndexEntry {
     /// The worktree the run kept for review (it had changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<IndexWorktree>,
+    /// The start of the task, sanitized, so that `orchestrate runs` can tell runs apart
+    /// (at most [`INDEX_TASK_CHARS`] characters; absent in lines of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+/// How much of a task the run index keeps: enough to recognise a run, never a whole long
+/// prompt in every line of a file that is read whole.
+pub(crate) const INDEX_TASK_CHARS: usize = 200;
+
+/// `task`'s first [`INDEX_TASK_CHARS`] characters (`…` when there was more), secrets
+/// redacted, for the run index.
+pub(crate) fn index_task(task: &str) -> String {
+    let cut = match task.char_indices().nth(INDEX_TASK_CHARS) {
+        Some((at, _)) => format!("{}…", &task[..at]),
+        None => task.to_string(),
+    };
+    crate::sanitize::Sanitizer::global()
+        .sanitize(&cut)
+        .into_owned()
 }
 
 /// Where a kept worktree is, for `orchestrate runs` and `orchestrate worktree`.
@@ -439,6 +552,46 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_finds_the_one_run_it_starts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            root: tmp.path().to_path_buf(),
+        };
+        let prefix = |p: &str| RunIdPrefix::parse(p).unwrap();
+        // No runs folder yet: nothing matches, and a whole id is taken as it is.
+        assert!(
+            matches!(state.find_run(&prefix("ab")), Err(FindRunError::NoMatch(p)) if p.as_str() == "ab")
+        );
+        assert_eq!(
+            state.find_run(&prefix("ABCDEF01")).unwrap().as_str(),
+            "abcdef01"
+        );
+        for id in ["ab12cd34", "ab99ff00", "0000aaaa"] {
+            state.create_run(&RunId::parse(id).unwrap()).unwrap();
+        }
+        fs::create_dir(state.runs_dir().join("abzzzzzz")).unwrap();
+        fs::write(state.runs_dir().join("ab12cd3"), "").unwrap();
+        assert_eq!(state.find_run(&prefix("ab1")).unwrap().as_str(), "ab12cd34");
+        assert_eq!(state.find_run(&prefix(" 0 ")).unwrap().as_str(), "0000aaaa");
+        let e = state.find_run(&prefix("ab")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Run id prefix ab matches 2 runs: ab12cd34, ab99ff00. Give more digits."
+        );
+        assert!(matches!(
+            state.find_run(&prefix("c")),
+            Err(FindRunError::NoMatch(_))
+        ));
+        for bad in ["", "abcdef012", "../x", "g", "ab cd"] {
+            assert_eq!(
+                RunIdPrefix::parse(bad),
+                Err(InvalidRunIdPrefix(bad.to_string())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn index_lines_append() {
         let tmp = tempfile::tempdir().unwrap();
         let state = StateDir {
@@ -457,6 +610,7 @@ mod tests {
             cwd: "/w".into(),
             session_file: "/s".into(),
             worktree: None,
+            task: None,
         };
         state.append_index(&entry).unwrap();
         state

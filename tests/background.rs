@@ -263,3 +263,23 @@ fn a_killed_supervisor_takes_the_childs_whole_tree_with_it() {
     unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
     sb.assert_no_survivors();
 }
+
+#[test]
+fn wait_and_stop_take_a_unique_prefix_of_the_run_id() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, _) = start(&sb);
+    let (status, v) = cli(&sb, &["wait", &run_id[..3], "--timeout", "100ms"]);
+    assert_eq!(
+        (status, &v["details"]["runId"]),
+        (124, &json!(run_id)),
+        "{v}"
+    );
+    let (status, v) = cli(&sb, &["stop", &run_id[..4].to_ascii_uppercase()]);
+    assert_eq!((status, &v["details"]["runId"]), (0, &json!(run_id)), "{v}");
+    sb.assert_no_survivors();
+    // A prefix that names no run.
+    let other = if run_id.starts_with('0') { "f" } else { "0" };
+    let (status, v) = cli(&sb, &["wait", other]);
+    assert_eq!(status, 2, "{v}");
+    assert_eq!(v["details"]["error"]["code"], json!("INVALID_INPUT"));
+}

@@ -212,3 +212,116 @@ fn a_decimal_duration_is_accepted() {
     );
     assert_eq!(out.status, 0, "{out:?}");
 }
+
+#[test]
+fn an_unknown_agent_keeps_its_message_and_then_suggests_the_nearest_name() {
+    let sb = Sandbox::new();
+    for name in ["explorer", "reviewer"] {
+        std::fs::write(
+            sb.agents.join(format!("{name}.md")),
+            format!("---\nname: {name}\ndescription: d\nbackend: pi\n---\nx\n"),
+        )
+        .unwrap();
+    }
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let message = |agent: &str| {
+        let out = run(&sb, &["run", agent, "t", "--agents-dir", &agents]);
+        assert_eq!(out.status, 2, "{out:?}");
+        out.json()["details"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        message("explroer"),
+        "Unknown agent: explroer. Available agents: explorer, fake, implementer, researcher, reviewer, tester. Did you mean explorer?"
+    );
+    assert_eq!(
+        message("Reviewer"),
+        "Unknown agent: Reviewer. Available agents: explorer, fake, implementer, researcher, reviewer, tester. Did you mean reviewer?"
+    );
+    // Nothing close: the message as it always was.
+    assert_eq!(
+        message("zzz"),
+        "Unknown agent: zzz. Available agents: explorer, fake, implementer, researcher, reviewer, tester"
+    );
+    // In text mode too, after the same message.
+    let out = run(
+        &sb,
+        &[
+            "run",
+            "explroer",
+            "t",
+            "--agents-dir",
+            &agents,
+            "-o",
+            "text",
+        ],
+    );
+    assert_eq!(
+        out.stdout,
+        "Unknown agent: explroer. Available agents: explorer, fake, implementer, researcher, reviewer, tester. Did you mean explorer?\n"
+    );
+}
+
+fn help(sb: &Sandbox, args: &[&str]) -> String {
+    let out = run(sb, args);
+    assert_eq!(out.status, 0, "{out:?}");
+    out.stdout
+}
+
+#[test]
+fn run_help_groups_its_options_by_concern() {
+    let sb = Sandbox::new();
+    let text = help(&sb, &["run", "--help"]);
+    let headings: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(':'))
+        .collect();
+    assert_eq!(
+        headings,
+        [
+            "Arguments:",
+            "Options:",
+            "Several tasks:",
+            "Child CLI:",
+            "Time limits:",
+            "Output:",
+            "Budgets:",
+            "Sandbox and isolation:",
+            "Background and resume:",
+        ],
+        "{text}"
+    );
+    // The hidden supervisor flag stays hidden; the idle timeout says what resets it.
+    assert!(!text.contains("--run-id"), "{text}");
+    let idle = text
+        .split("--idle-timeout")
+        .nth(1)
+        .and_then(|rest| rest.split("\n      --").next())
+        .unwrap();
+    assert!(
+        idle.contains("progress") && !idle.contains("without any output"),
+        "{idle}"
+    );
+}
+
+#[test]
+fn wait_and_stop_help_describe_the_run_id_and_the_output_format() {
+    let sb = Sandbox::new();
+    for sub in ["wait", "stop", "show"] {
+        let text = help(&sb, &[sub, "--help"]);
+        let arg = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("<RUN_ID>"))
+            .unwrap_or_else(|| panic!("{sub}: {text}"));
+        assert!(arg.contains("prefix"), "{sub}: {arg}");
+        if sub != "show" {
+            let o = text
+                .lines()
+                .find(|l| l.trim_start().starts_with("-o, --output"))
+                .unwrap_or_else(|| panic!("{sub}: {text}"));
+            assert!(o.len() > "  -o, --output <OUTPUT>".len() + 10, "{sub}: {o}");
+        }
+    }
+}

@@ -121,7 +121,17 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 27, "{text}");
+    assert_eq!(lines.len(), 27 + 4, "{text}");
+    // Then the files it read, in the order they apply.
+    assert_eq!(
+        lines[27..],
+        [
+            "",
+            "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
+            &format!("  user     {}", l.user.display()),
+            &format!("  project  {}", l.project.display()),
+        ]
+    );
     assert_eq!(
         lines[2],
         format!(
@@ -136,6 +146,32 @@ fn config_text_is_one_line_per_key_with_its_source() {
             "fallback_models = [\"m2\",\"m3\"]  (user:{})",
             l.user.display()
         )
+    );
+}
+
+#[test]
+fn config_text_says_where_it_looked_when_there_is_no_config_file() {
+    let sb = Sandbox::new();
+    let cwd = sb.work.join("repo/src");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = command(&sb, &["config"], &cwd).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let tail: Vec<&str> = text.lines().skip_while(|l| !l.is_empty()).collect();
+    assert_eq!(
+        tail,
+        [
+            "",
+            "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
+            &format!(
+                "  user     {} (not found)",
+                sb.home.join(".config/orchestrate/config.toml").display()
+            ),
+            &format!(
+                "  project  .orchestrate/config.toml in {} or a folder above it (none found)",
+                cwd.display()
+            ),
+        ]
     );
 }
 
@@ -220,21 +256,184 @@ fn an_unknown_key_is_a_warning_not_an_error() {
 #[test]
 fn completions_print_a_script_for_each_shell() {
     let sb = Sandbox::new();
-    for (shell, marker) in [
-        ("bash", "orchestrate,runs)"),
-        ("zsh", "#compdef orchestrate"),
-        ("fish", "complete -c orchestrate"),
+    for (shell, dynamic, standalone) in [
+        ("bash", "complete -o nospace -o bashdefault -o nosort -F _clap_complete_orchestrate orchestrate", "orchestrate,runs)"),
+        ("zsh", "compdef _clap_dynamic_completer_orchestrate orchestrate", "#compdef orchestrate"),
+        ("fish", "complete --keep-order --exclusive --command orchestrate", "complete -c orchestrate"),
     ] {
-        let out = command(&sb, &["completions", shell], &sb.work)
-            .output()
-            .unwrap();
-        let script = String::from_utf8(out.stdout).unwrap();
-        assert!(out.status.success(), "{shell}");
-        assert!(script.contains(marker), "{shell}: {script}");
-        assert!(script.contains("show"), "{shell}");
+        for (args, marker) in [
+            (&["completions", shell][..], dynamic),
+            (&["completions", shell, "--static"][..], standalone),
+        ] {
+            let out = command(&sb, args, &sb.work).output().unwrap();
+            let script = String::from_utf8(out.stdout).unwrap();
+            assert!(out.status.success(), "{args:?}");
+            assert!(script.contains(marker), "{args:?}: {script}");
+        }
     }
     let out = command(&sb, &["completions", "tcsh"], &sb.work)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Runs recorded in the sandbox's state directory, oldest first.
+fn seed_runs(sb: &Sandbox, runs: &[(&str, &str, &str)]) {
+    let lines: String = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, agent, task))| {
+            format!(
+                "{}\n",
+                json!({"runId": id, "agent": agent, "backend": "pi", "model": null,
+                       "startedAtMs": 1_748_779_200_000u64 + i as u64 * 1000,
+                       "durationMs": 1, "exitCode": 0, "error": null,
+                       "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                                 "cost": 0.0, "turns": 1},
+                       "cwd": "/w", "sessionFile": "/s", "task": task})
+            )
+        })
+        .collect();
+    write(&sb.state.join("runs.jsonl"), &lines);
+}
+
+/// What bash offers for `words` (the last one being completed), through the script
+/// `orchestrate completions bash` printed, sourced by a real bash.
+fn bash_completes(sb: &Sandbox, script: &Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={}\nCOMP_TYPE=9\n_clap_complete_orchestrate orchestrate '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1,
+        words[words.len() - 1],
+        words[words.len() - 2],
+    );
+    // The sandbox's environment (its HOME and state directory), for the orchestrate the
+    // script calls back.
+    let env = command(sb, &[], &sb.work);
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(program)
+        .env_clear()
+        .envs(env.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(&sb.work)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn bash_completes_flag_values_agent_names_and_run_ids_by_asking_orchestrate() {
+    let sb = Sandbox::new();
+    seed_runs(
+        &sb,
+        &[
+            ("2a000001", "explorer", "find auth"),
+            ("2b000002", "reviewer", "review it"),
+            ("3c000003", "explorer", "x"),
+        ],
+    );
+    write(
+        &sb.work.join(".orchestrate/agents/explainer.md"),
+        "---\nname: explainer\ndescription: Explains code.\n---\nExplain.\n",
+    );
+    let script = sb.root.path().join("orchestrate.bash");
+    let out = command(&sb, &["completions", "bash"], &sb.work)
+        .output()
+        .unwrap();
+    std::fs::write(&script, out.stdout).unwrap();
+    let cases: [(&[&str], &[&str]); 10] = [
+        (
+            &["orchestrate", "run", "--sandbox", ""],
+            &["read-only", "workspace-write", "off"],
+        ),
+        (
+            &["orchestrate", "run", "--network", ""],
+            &["on", "off", "provider"],
+        ),
+        (
+            &["orchestrate", "run", "--isolation", ""],
+            &["worktree", "none"],
+        ),
+        (
+            &["orchestrate", "run", "--backend", "c"],
+            &["claude", "codex", "cursor", "command"],
+        ),
+        (
+            &["orchestrate", "run", "x", "y", "-o", ""],
+            &["json", "text", "stream-json"],
+        ),
+        // The hidden flag is not offered; a duration completes as nothing.
+        (&["orchestrate", "run", "--run"], &["--runner"]),
+        (&["orchestrate", "run", "--timeout", ""], &[]),
+        // Agent names: the project's own and the built-in ones.
+        (&["orchestrate", "run", "expl"], &["explainer", "explorer"]),
+        // Run ids, newest first.
+        (&["orchestrate", "show", "2"], &["2b000002", "2a000001"]),
+        (&["orchestrate", "wait", "3"], &["3c000003"]),
+    ];
+    for (words, want) in cases {
+        assert_eq!(bash_completes(&sb, &script, words), want, "{words:?}");
+    }
+    assert_eq!(
+        bash_completes(&sb, &script, &["orchestrate", "run", "--resume", "2a"]),
+        ["2a000001"]
+    );
+}
+
+#[test]
+fn a_complete_variable_meant_for_something_else_does_not_stop_a_run() {
+    let sb = Sandbox::new();
+    let out = command(&sb, &["runs", "--json"], &sb.work)
+        .env("COMPLETE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(stdout_json(&out)["runs"], json!([]));
+}
+
+#[test]
+fn zsh_and_fish_get_agents_and_runs_with_their_descriptions() {
+    let sb = Sandbox::new();
+    seed_runs(
+        &sb,
+        &[("4d000004", "reviewer", "review src/auth.rs\nsecond line")],
+    );
+    let complete = |shell: &str, words: &[&str]| {
+        let mut cmd = command(&sb, &["--"], &sb.work);
+        cmd.args(words)
+            .env("ORCHESTRATE_COMPLETE", shell)
+            .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+            .env("_CLAP_IFS", "\n");
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        complete("zsh", &["orchestrate", "show", "4"]),
+        "4d000004:reviewer ok review src/auth.rs"
+    );
+    assert_eq!(
+        complete("fish", &["orchestrate", "show", "4"]),
+        "4d000004\treviewer ok review src/auth.rs\n"
+    );
+    assert!(
+        complete("zsh", &["orchestrate", "runs", "--agent", "rev"]).starts_with("reviewer:"),
+        "agent names complete after runs --agent"
+    );
 }

@@ -22,6 +22,7 @@ fn entry(run_id: &str, agent: &str, started: u64, error: Option<&str>, exit: i32
         "startedAtMs": started, "durationMs": 1500, "exitCode": exit, "error": error,
         "usage": {"input": 100, "output": 10, "cacheRead": 50, "cacheWrite": 5, "cost": 0.25, "turns": 1},
         "cwd": "/w", "sessionFile": format!("/state/runs/{run_id}/session.jsonl"),
+        "task": format!("task of {agent} {run_id}"),
     })
 }
 
@@ -172,9 +173,9 @@ fn runs_text_is_two_aligned_tables() {
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "\
-RUN       STARTED               AGENT     BACKEND  STATUS     DURATION   IN  OUT     COST
-33333333  2025-06-01T12:02:00Z  explorer  pi       truncated      1.5s  100   10  $0.2500
-22222222  2025-06-01T12:01:00Z  reviewer  pi       timeout        1.5s  100   10  $0.2500
+RUN       STARTED               AGENT     BACKEND  STATUS     DURATION   IN  OUT     COST  TASK
+33333333  2025-06-01T12:02:00Z  explorer  pi       truncated      1.5s  100   10  $0.2500  task of explorer 33333333
+22222222  2025-06-01T12:01:00Z  reviewer  pi       timeout        1.5s  100   10  $0.2500  task of reviewer 22222222
 (2 of 3 runs shown, newest first; --limit N shows more)
 
 Totals per agent:
@@ -265,7 +266,7 @@ fn show_refuses_unknown_and_malformed_ids_with_status_2() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for bad in ["../../etc", "1234", "zzzzzzzz"] {
+    for bad in ["../../etc", "123456789", "zzzzzzzz", ""] {
         let out = run(&sb, &["show", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad}");
         assert!(
@@ -345,4 +346,87 @@ fn concurrent_runs_each_leave_one_whole_index_line() {
         ),
         (6, &json!(0), &json!(6))
     );
+}
+
+#[test]
+fn a_unique_prefix_of_a_run_id_names_the_run_and_an_ambiguous_one_lists_the_candidates() {
+    let sb = Sandbox::new();
+    seed(&sb);
+    for id in ["1a2b3c4d", "1a2b9999"] {
+        std::fs::create_dir_all(sb.state.join("runs").join(id)).unwrap();
+    }
+    // Like git: the shortest unambiguous prefix will do, in any case.
+    let whole = stdout_json(&run(&sb, &["show", "11111111", "--json"]));
+    for prefix in ["11", "111", "1111111", "11111111"] {
+        assert_eq!(
+            stdout_json(&run(&sb, &["show", prefix, "--json"])),
+            whole,
+            "{prefix}"
+        );
+    }
+    let out = run(&sb, &["show", "1A2B3"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("Run 1a2b3c4d"),
+        "{out:?}"
+    );
+    // Ambiguous: an error that lists every candidate, in both output modes.
+    let out = run(&sb, &["show", "1a2b"]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        ),
+        (Some(2), String::new())
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "orchestrate: Run id prefix 1a2b matches 2 runs: 1a2b3c4d, 1a2b9999. Give more digits.\n"
+    );
+    let out = run(&sb, &["show", "1a", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["details"]["error"],
+        json!({"code": "INVALID_INPUT",
+               "message": "Invalid input: Run id prefix 1a matches 2 runs: 1a2b3c4d, 1a2b9999. Give more digits."})
+    );
+    // A prefix that names nothing is an unknown run, with the recent ones listed.
+    let out = run(&sb, &["show", "4444"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Unknown run id: 4444. Most recent runs: 33333333, 22222222, 11111111"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn runs_lists_each_run_with_the_start_of_its_task() {
+    let sb = Sandbox::new()
+        .scenario("replay")
+        .transcript("multi_turn.jsonl");
+    let long = format!("review src/auth.rs\nand {}", "x".repeat(200));
+    for task in ["find auth", long.as_str()] {
+        let out = sb.run(task, &[]);
+        assert_eq!(out.status, 0, "{}", out.stderr);
+    }
+    let listing = stdout_json(&run(&sb, &["runs", "--json"]));
+    let tasks: Vec<&str> = listing["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["task"].as_str().unwrap())
+        .collect();
+    // The index keeps the task's start, never a whole long prompt.
+    assert_eq!(tasks[1], "find auth");
+    assert_eq!(tasks[0].chars().count(), 201, "{}", tasks[0]);
+    assert!(tasks[0].starts_with("review src/auth.rs\nand xxx") && tasks[0].ends_with('…'));
+    let text = String::from_utf8(run(&sb, &["runs"]).stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("  TASK"), "{text}");
+    // The table shows the first line, cut to fit.
+    assert!(lines[1].ends_with("  review src/auth.rs"), "{text}");
+    assert!(lines[2].ends_with("  find auth"), "{text}");
 }

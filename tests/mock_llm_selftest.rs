@@ -756,3 +756,208 @@ fn serve() {
         log.as_deref(),
     );
 }
+
+/// The playground script's request of `api` with `tools` offered and, when given, the
+/// result of a tool call `call_1`: what each API's client sends.
+fn playground_request(api: Api, tools: Value, result: Option<&str>) -> (String, Value) {
+    let task = "find where auth is handled";
+    match api {
+        Api::Anthropic => {
+            // Claude Code puts context in tags before the task.
+            let mut messages = vec![json!({"role": "user", "content": [
+                {"type": "text", "text": "<system-reminder>\nToday is a day.\n</system-reminder>"},
+                {"type": "text", "text": task}]})];
+            if let Some(r) = result {
+                messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "Glob", "input": {}}]}));
+                messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": r}]}));
+            }
+            (
+                "/v1/messages".into(),
+                json!({"model": "m", "system": "You are an agent.", "messages": messages, "tools": tools}),
+            )
+        }
+        Api::OpenAiChat => {
+            let mut messages = vec![
+                json!({"role": "system", "content": "You are an agent."}),
+                json!({"role": "user", "content": task}),
+            ];
+            if let Some(r) = result {
+                messages.push(json!({"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+                messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": r}));
+            }
+            (
+                "/v1/chat/completions".into(),
+                json!({"model": "m", "messages": messages, "tools": tools}),
+            )
+        }
+        Api::OpenAiResponses => {
+            let mut input =
+                vec![json!({"role": "user", "content": [{"type": "input_text", "text": task}]})];
+            if let Some(r) = result {
+                input.push(json!({"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"}));
+                input.push(
+                    json!({"type": "function_call_output", "call_id": "call_1", "output": r}),
+                );
+            }
+            (
+                "/v1/responses".into(),
+                json!({"model": "m", "instructions": "You are an agent.", "input": input, "tools": tools}),
+            )
+        }
+        Api::Gemini => {
+            // Gemini CLI puts its context in tags in the same text as the task.
+            let mut contents = vec![json!({"role": "user", "parts": [
+                {"text": format!("<session_context>\nThis is the Gemini CLI.\n</session_context>\n{task}")}]})];
+            if let Some(r) = result {
+                contents.push(json!({"role": "model", "parts": [{"functionCall": {"name": "list_directory", "args": {}}}]}));
+                contents.push(json!({"role": "user", "parts": [{"functionResponse": {"name": "list_directory", "response": {"output": r}}}]}));
+            }
+            (
+                "/v1beta/models/g:streamGenerateContent?alt=sse".into(),
+                json!({"contents": contents, "tools": tools}),
+            )
+        }
+    }
+}
+
+/// The text and the tool calls (name, arguments) of a reply, whatever the API.
+fn playground_answer(api: Api, r: &Response) -> (String, Vec<(String, Value)>) {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    match api {
+        Api::Anthropic => {
+            for block in r.json()["content"].as_array().unwrap() {
+                match block["type"].as_str() {
+                    Some("text") => text.push_str(block["text"].as_str().unwrap()),
+                    Some("tool_use") => calls.push((
+                        block["name"].as_str().unwrap().to_string(),
+                        block["input"].clone(),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        Api::OpenAiChat => {
+            let message = &r.json()["choices"][0]["message"];
+            text.push_str(message["content"].as_str().unwrap_or_default());
+            for c in message["tool_calls"].as_array().into_iter().flatten() {
+                let args = c["function"]["arguments"].as_str().unwrap();
+                calls.push((
+                    c["function"]["name"].as_str().unwrap().to_string(),
+                    serde_json::from_str(args).unwrap(),
+                ));
+            }
+        }
+        Api::OpenAiResponses => {
+            for item in r.json()["output"].as_array().unwrap() {
+                match item["type"].as_str() {
+                    Some("message") => text.push_str(item["content"][0]["text"].as_str().unwrap()),
+                    Some("function_call") => calls.push((
+                        item["name"].as_str().unwrap().to_string(),
+                        serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap(),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        Api::Gemini => {
+            for (_, event) in r.sse_json() {
+                for part in event["candidates"][0]["content"]["parts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(t) = part["text"].as_str() {
+                        text.push_str(t);
+                    }
+                    if let Some(f) = part.get("functionCall") {
+                        calls.push((f["name"].as_str().unwrap().to_string(), f["args"].clone()));
+                    }
+                }
+            }
+        }
+    }
+    (text, calls)
+}
+
+#[test]
+fn the_playground_lists_the_directory_then_quotes_the_result_in_every_api_for_any_number_of_runs() {
+    let mock = MockLlm::start(Script::playground());
+    let schema = |required: &[&str]| {
+        let props: serde_json::Map<String, Value> = required
+            .iter()
+            .map(|p| (p.to_string(), json!({"type": "string"})))
+            .chain([("other".to_string(), json!({"type": "integer"}))])
+            .collect();
+        json!({"type": "object", "properties": props, "required": required})
+    };
+    // Each API with the tools its CLIs offer: a write tool first (never chosen), then the
+    // listing tool the playground prefers over the shell.
+    let cases = [
+        (
+            Api::Anthropic,
+            json!([{"name": "Write", "input_schema": schema(&["file_path", "content"])},
+                   {"name": "Read", "input_schema": schema(&["file_path"])},
+                   {"name": "Glob", "input_schema": schema(&["pattern"])}]),
+            ("Glob", json!({"pattern": "*"})),
+        ),
+        (
+            Api::OpenAiChat,
+            json!([{"type": "function", "function": {"name": "write", "parameters": schema(&["path", "content"])}},
+                   {"type": "function", "function": {"name": "glob", "parameters": schema(&["pattern"])}},
+                   {"type": "function", "function": {"name": "bash", "parameters": schema(&["command", "description"])}}]),
+            (
+                "bash",
+                json!({"command": "ls -la", "description": "List the working directory"}),
+            ),
+        ),
+        (
+            Api::OpenAiResponses,
+            json!([{"type": "custom", "name": "apply_patch"},
+                   {"type": "function", "name": "exec_command", "parameters": schema(&["cmd"])}]),
+            ("exec_command", json!({"cmd": "ls -la"})),
+        ),
+        (
+            Api::Gemini,
+            json!([{"functionDeclarations": [
+                {"name": "run_shell_command", "parametersJsonSchema": schema(&["command"])},
+                {"name": "list_directory", "parametersJsonSchema": schema(&["dir_path"])}]}]),
+            ("list_directory", json!({"dir_path": "."})),
+        ),
+    ];
+    for (api, tools, (tool, args)) in cases {
+        // Three runs in a row go the same way: a playground has no state between runs.
+        for run in 0..3 {
+            let (path, body) = playground_request(api, tools.clone(), None);
+            let (text, calls) = playground_answer(api, &call(&mock, &path, body));
+            assert_eq!(
+                (text.as_str(), calls),
+                (
+                    "[scripted mock model, not an LLM] Let me look at the working directory first.",
+                    vec![(tool.to_string(), args.clone())]
+                ),
+                "{api:?} run {run}"
+            );
+            let result = match api {
+                Api::Anthropic => "Cargo.toml\nsrc\n<system-reminder>\nnoise\n</system-reminder>",
+                _ => "Cargo.toml\nsrc",
+            };
+            let (path, body) = playground_request(api, tools.clone(), Some(result));
+            let (text, calls) = playground_answer(api, &call(&mock, &path, body));
+            assert_eq!(calls, vec![], "{api:?}");
+            assert_eq!(
+                text,
+                "[scripted mock model, not an LLM] You asked:\n\n> find where auth is handled\n\nI listed the working directory; the tool returned:\n\nCargo.toml\nsrc",
+                "{api:?}"
+            );
+        }
+        // Offered no tool to list with: an answer at once.
+        let (path, body) = playground_request(api, json!([]), None);
+        let (text, calls) = playground_answer(api, &call(&mock, &path, body));
+        assert_eq!(calls, vec![], "{api:?}");
+        assert!(
+            text.ends_with("I was offered no tool to look around with, so this is all I can say."),
+            "{api:?}: {text}"
+        );
+    }
+}

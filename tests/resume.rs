@@ -20,10 +20,11 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         json!("0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c")
     );
 
+    // A unique prefix of the id will do, as for `show`, `wait` and `stop`.
     let second = sb.run_args(&[
         "run",
         "--resume",
-        &first_id,
+        &first_id[..4],
         "follow-up question",
         "--agents-dir",
         sb.agents.to_str().unwrap(),
@@ -104,7 +105,7 @@ fn resume_errors_say_what_is_missing() {
     assert!(out.json()["details"]["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("--resume: invalid run id \"not-an-id\": expected 8 hex digits"));
+        .contains("--resume: invalid run id \"not-an-id\": expected a run id as `orchestrate runs` prints it (8 hex digits), or its first digits"));
 
     let first = sb.run("first", &[]);
     let id = first.json()["details"]["runId"]

@@ -9,7 +9,7 @@ use super::run::{print_result, OutputFormat};
 use crate::background::{self, RunState};
 use crate::error::RunError;
 use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
-use crate::session::{RunId, StateDir};
+use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// How often `wait` looks for the result.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -59,7 +59,15 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
     }
 }
 
-fn unknown_run(run_id: &RunId, format: OutputFormat) -> i32 {
+/// The run `prefix` names, or the exit status after saying why there is none.
+fn find_run(state: &StateDir, prefix: &RunIdPrefix, format: OutputFormat) -> Result<RunId, i32> {
+    state.find_run(prefix).map_err(|e| match e {
+        FindRunError::NoMatch(p) => unknown_run(&p, format),
+        other => refuse(format, RunError::invalid(other.to_string())),
+    })
+}
+
+fn unknown_run(run_id: &dyn std::fmt::Display, format: OutputFormat) -> i32 {
     refuse(
         format,
         RunError::invalid(format!(
@@ -133,12 +141,16 @@ fn wait_for_end(
 
 /// Waits for a background run and prints its result, exiting as the run would have in the
 /// foreground. With a timeout that passes first: prints that it is still running, exit 124.
-pub fn wait(run_id: &RunId, timeout: Option<Duration>, format: OutputFormat) -> i32 {
+pub fn wait(prefix: &RunIdPrefix, timeout: Option<Duration>, format: OutputFormat) -> i32 {
     let state = match state_dir(format) {
         Ok(s) => s,
         Err(status) => return status,
     };
-    match wait_for_end(&state, run_id, timeout, format) {
+    let run_id = match find_run(&state, prefix, format) {
+        Ok(id) => id,
+        Err(status) => return status,
+    };
+    match wait_for_end(&state, &run_id, timeout, format) {
         Ok(Waited::Ended(result, status)) => print_result(format, &result, status),
         Ok(Waited::StillRunning(result)) => print_result(format, &result, exit_status::TIMEOUT),
         Err(status) => status,
@@ -149,11 +161,16 @@ pub fn wait(run_id: &RunId, timeout: Option<Duration>, format: OutputFormat) -> 
 /// and writes a cancelled result; then prints the run's result. Exit 0 once the run has
 /// ended (stopped now, or earlier on its own: its own status is in the result); 1 when it
 /// still runs after [`STOP_WAIT`].
-pub fn stop(run_id: &RunId, format: OutputFormat) -> i32 {
+pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
     let state = match state_dir(format) {
         Ok(s) => s,
         Err(status) => return status,
     };
+    let run_id = match find_run(&state, prefix, format) {
+        Ok(id) => id,
+        Err(status) => return status,
+    };
+    let run_id = &run_id;
     let run_dir = state.run_dir(run_id);
     let wait_limit = match background::state(&run_dir) {
         Ok(RunState::Running(record)) => {

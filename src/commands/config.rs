@@ -1,10 +1,11 @@
 //! `orchestrate config [--json]`: the effective defaults and where each one came from.
 
 use std::io::Write;
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Config, PROJECT_CONFIG_FILE};
 use crate::result::exit_status;
 
 pub fn config(json: bool) -> i32 {
@@ -25,12 +26,38 @@ pub fn config(json: bool) -> i32 {
     let text = if json {
         format!("{}\n", config.to_json())
     } else {
-        render_text(&config)
+        let user = crate::config::user_config_path(&|k| std::env::var(k).ok());
+        let project = crate::config::project_config_path(&cwd);
+        format!(
+            "{}\n{}",
+            render_text(&config),
+            render_files(user.as_deref(), project.as_deref(), &cwd)
+        )
     };
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => exit_status::SUCCESS,
         Err(_) => exit_status::FAILURE,
     }
+}
+
+/// Where the config files are, or were looked for: a user who has none learns where to
+/// put one.
+pub fn render_files(user: Option<&Path>, project: Option<&Path>, cwd: &Path) -> String {
+    let user = match user {
+        Some(p) if p.is_file() => p.display().to_string(),
+        Some(p) => format!("{} (not found)", p.display()),
+        None => "(none: neither XDG_CONFIG_HOME nor HOME is set)".to_string(),
+    };
+    let project = match project {
+        Some(p) => p.display().to_string(),
+        None => format!(
+            "{PROJECT_CONFIG_FILE} in {} or a folder above it (none found)",
+            cwd.display()
+        ),
+    };
+    format!(
+        "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):\n  user     {user}\n  project  {project}\n"
+    )
 }
 
 /// `key = value  (source)`, values written as a config file would hold them so that a

@@ -8,11 +8,11 @@ pub mod config;
 pub mod run;
 pub mod runs;
 pub mod show;
+pub mod summary;
 pub mod worktree;
 
-use clap::CommandFactory;
-
 use crate::cli::{Cli, Command, WorktreeAction};
+use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// Runs the parsed command and returns the process exit status.
 pub fn dispatch(cli: Cli) -> i32 {
@@ -32,14 +32,26 @@ pub fn dispatch(cli: Cli) -> i32 {
                 run_id,
                 keep_branch,
                 json,
-            } => worktree::rm(&run_id, keep_branch, json),
+            } => match find_run(&run_id) {
+                Ok(id) => worktree::rm(&id, keep_branch, json),
+                Err(why) => refuse_listing(json, &why),
+            },
             WorktreeAction::Prune { all, force, json } => worktree::prune(all, force, json),
         },
         Command::Config { json } => config::config(json),
         Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
-        Command::Completions { shell } => completions::completions(shell, &mut Cli::command()),
+        Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),
     }
+}
+
+/// The run a prefix names in the state directory, or why there is none.
+fn find_run(prefix: &RunIdPrefix) -> Result<RunId, String> {
+    let state = StateDir::from_env().map_err(|e| e.to_string())?;
+    state.find_run(prefix).map_err(|e| match e {
+        FindRunError::NoMatch(p) => format!("no run id starts with {p} (see `orchestrate runs`)"),
+        other => other.to_string(),
+    })
 }
 
 /// A command that lists what orchestrate recorded (`runs`, `show`) could not: with

@@ -249,7 +249,7 @@ pub fn print_result_at(print: Print, result: &RunResult, status: i32) -> i32 {
         OutputFormat::Text => {
             let text = result.content.first().map_or("", |c| c.text.as_str());
             let r = writeln!(out, "{text}");
-            eprintln!("{}", summary_line(result));
+            eprintln!("{}", super::summary::summary(result, status));
             r
         }
     };
@@ -260,31 +260,6 @@ pub fn print_result_at(print: Print, result: &RunResult, status: i32) -> i32 {
         tracing::warn!("could not write the result to stdout");
     }
     status
-}
-
-/// One line for humans: agent, status, duration, turns, tokens, cost, session file.
-fn summary_line(result: &RunResult) -> String {
-    let status = result
-        .details
-        .error
-        .as_ref()
-        .map_or("ok", |e| e.code.as_str());
-    match result.details.results.first() {
-        Some(r) => format!(
-            "[orchestrate] {} {} {:.1}s turns={} tokens in={} out={} cache r/w={}/{} cost=${:.4} session={}",
-            r.agent,
-            status,
-            r.duration_ms as f64 / 1000.0,
-            r.usage.turns,
-            r.usage.input,
-            r.usage.output,
-            r.usage.cache_read,
-            r.usage.cache_write,
-            r.usage.cost,
-            r.session_file
-        ),
-        None => format!("[orchestrate] {status}"),
-    }
 }
 
 pub fn print_internal_error(format: OutputFormat, message: &str) -> i32 {

@@ -141,14 +141,18 @@ pub fn render_text(
                     thousands(e.usage.input),
                     thousands(e.usage.output),
                     cost(e.usage.cost),
+                    e.task.as_deref().map_or(String::new(), task_cell),
                 ]
             })
             .collect();
         out.push_str(&table(
             &[
                 "RUN", "STARTED", "AGENT", "BACKEND", "STATUS", "DURATION", "IN", "OUT", "COST",
+                "TASK",
             ],
-            &[false, false, false, false, false, true, true, true, true],
+            &[
+                false, false, false, false, false, true, true, true, true, false,
+            ],
             rows,
         ));
     }
@@ -191,6 +195,18 @@ pub fn render_text(
         rows,
     ));
     out
+}
+
+/// How much of a task the run table shows: its first line, cut to this many characters.
+const TASK_CELL_CHARS: usize = 50;
+
+/// The task's first line, cut to [`TASK_CELL_CHARS`] (`…` when there was more).
+fn task_cell(task: &str) -> String {
+    let line = task.lines().next().unwrap_or_default();
+    match line.char_indices().nth(TASK_CELL_CHARS) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
+    }
 }
 
 /// Columns padded to their widest cell; numbers right-aligned so that magnitudes line up.
@@ -279,6 +295,7 @@ mod tests {
             cwd: "/w".into(),
             session_file: "/s".into(),
             worktree: None,
+            task: None,
         }
     }
 
@@ -291,23 +308,28 @@ mod tests {
             duration_ms: 600_000,
             agent: "reviewer".into(),
             backend: "claude".into(),
+            task: Some(format!("review {}\nsecond line", "é".repeat(60))),
             ..entry("bbbbbbbb", "reviewer", 1_748_781_356_000)
         };
         let all = vec![a.clone(), b.clone()];
         let totals = history::totals(&all);
-        let text = render_text(&[&b], 2, &totals, None, Path::new("/state/runs.jsonl"));
+        let text = render_text(&[&b, &a], 3, &totals, None, Path::new("/state/runs.jsonl"));
         assert_eq!(
             text,
-            "\
-RUN       STARTED               AGENT     BACKEND  STATUS   DURATION     IN  OUT     COST
-bbbbbbbb  2025-06-01T12:35:56Z  reviewer  claude   timeout    10m00s  1,234   56  $0.0123
-(1 of 2 runs shown, newest first; --limit N shows more)
+            format!(
+                "\
+RUN       STARTED               AGENT     BACKEND  STATUS   DURATION     IN  OUT     COST  TASK
+bbbbbbbb  2025-06-01T12:35:56Z  reviewer  claude   timeout    10m00s  1,234   56  $0.0123  review {}…
+aaaaaaaa  2025-06-01T12:34:56Z  explorer  pi       ok          12.3s  1,234   56  $0.0123
+(2 of 3 runs shown, newest first; --limit N shows more)
 
 Totals per agent:
 AGENT     RUNS  FAILED  TIMEOUTS     IN  OUT  CACHE READ  CACHE WRITE     COST
 explorer     1       0         0  1,234   56       7,000            0  $0.0123
 reviewer     1       1         1  1,234   56       7,000            0  $0.0123
-"
+",
+                "é".repeat(43)
+            )
         );
     }
 

@@ -9,15 +9,14 @@ use crate::commands::runs::{cost, human_duration, thousands};
 use crate::history::{self, Index};
 use crate::result::exit_status;
 use crate::sanitize::Sanitizer;
-use crate::session::{IndexEntry, RunDir, RunId, StateDir};
+use crate::session::{FindRunError, IndexEntry, RunDir, RunIdPrefix, StateDir};
 
 pub const STDERR_TAIL_LINES: usize = 20;
 /// Enough for 20 long lines; a flooded stderr.log is never read whole.
 const STDERR_TAIL_BYTES: u64 = 64 * 1024;
 const RECENT_IDS_IN_ERROR: usize = 5;
 
-pub fn show(run_id: &RunId, json: bool) -> i32 {
-    let id = run_id.as_str();
+pub fn show(prefix: &RunIdPrefix, json: bool) -> i32 {
     let state = match StateDir::from_env() {
         Ok(s) => s,
         Err(e) => return super::refuse_listing(json, &e.to_string()),
@@ -38,7 +37,15 @@ pub fn show(run_id: &RunId, json: bool) -> i32 {
         tracing::warn!("{e}");
         Index::default()
     });
-    let run = state.run_dir(run_id);
+    let run_id = match state.find_run(prefix) {
+        Ok(id) => id,
+        Err(FindRunError::NoMatch(p)) => {
+            return super::refuse_listing(json, &unknown_run_message(p.as_str(), &index, &state))
+        }
+        Err(e) => return super::refuse_listing(json, &e.to_string()),
+    };
+    let id = run_id.as_str();
+    let run = state.run_dir(&run_id);
     if !run.path.is_dir() {
         return super::refuse_listing(json, &unknown_run_message(id, &index, &state));
     }
@@ -219,6 +226,7 @@ mod tests {
             cwd: "/w".into(),
             session_file: "/s".into(),
             worktree: None,
+            task: None,
         }
     }
 

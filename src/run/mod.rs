@@ -534,6 +534,7 @@ fn record(
         session_file: single
             .map(|r| r.session_file.clone())
             .unwrap_or_else(|| run_dir.session_file().to_string_lossy().into_owned()),
+        task: Some(crate::session::index_task(&run.task)),
     };
     if let Err(e) = env.state.append_index(&entry) {
         tracing::warn!("failed to append to the run index: {e}");

@@ -334,15 +334,28 @@ fn find_agent<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c AgentDef, RunE
         0 => String::new(),
         n => format!(" ({n} agent file(s) could not be read; `orchestrate agents` lists why)"),
     };
+    let available = catalog.names_sorted();
     Err(RunError::UnknownAgent {
         name: name.to_string(),
-        available: catalog
-            .names_sorted()
-            .into_iter()
-            .map(str::to_string)
-            .collect(),
+        suggestion: nearest_name(name, &available).map(str::to_string),
+        available: available.into_iter().map(str::to_string).collect(),
         unreadable,
     })
+}
+
+/// How alike two names must be (Jaro similarity, case ignored) for one to be suggested
+/// for the other: clap's threshold for its own "did you mean".
+const SUGGESTION_SIMILARITY: f64 = 0.7;
+
+/// The name in `names` nearest to `typed`, when one is near enough to be what was meant.
+fn nearest_name<'a>(typed: &str, names: &[&'a str]) -> Option<&'a str> {
+    let typed = typed.to_lowercase();
+    names
+        .iter()
+        .map(|n| (strsim::jaro(&typed, &n.to_lowercase()), *n))
+        .filter(|(score, _)| *score >= SUGGESTION_SIMILARITY)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
 }
 
 /// The backend a run of `agent` would use with no flag (`orchestrate agents`).
@@ -354,6 +367,23 @@ pub(crate) fn backend_of(agent: &AgentDef, cfg: &Config) -> Selection {
 mod tests {
     use super::*;
     use crate::backends::{Backend, BackendChoice};
+
+    #[test]
+    fn an_unknown_agent_name_suggests_the_nearest_one_when_it_is_near() {
+        let names = ["explorer", "planner", "reviewer"];
+        let cases = [
+            ("explroer", Some("explorer")),
+            ("Explorer", Some("explorer")),
+            ("reveiwer", Some("reviewer")),
+            ("plan", Some("planner")),
+            ("zzz", None),
+            ("", None),
+        ];
+        for (typed, want) in cases {
+            assert_eq!(nearest_name(typed, &names), want, "{typed}");
+        }
+        assert_eq!(nearest_name("explorer", &[]), None);
+    }
     use crate::session::StateDir;
     use pretty_assertions::assert_eq;
     use std::collections::HashMap;

@@ -6,7 +6,7 @@ use super::{RunEnv, RunRequest};
 use crate::backends::{BackendChoice, ResumeFrom};
 use crate::history;
 use crate::result::RunResult;
-use crate::session::RunId;
+use crate::session::{FindRunError, RunIdPrefix};
 
 /// The request with the earlier run's agent, backend and working directory filled in where
 /// the caller gave none, and what the backend needs to continue the child's session.
@@ -15,7 +15,11 @@ pub(super) fn load(
     run_id: &str,
     req: &RunRequest,
 ) -> Result<(RunRequest, ResumeFrom), String> {
-    let run_id = RunId::parse(run_id).map_err(|e| format!("--resume: {e}"))?;
+    let prefix = RunIdPrefix::parse(run_id).map_err(|e| format!("--resume: {e}"))?;
+    let run_id = env.state.find_run(&prefix).map_err(|e| match e {
+        FindRunError::NoMatch(p) => format!("--resume: no run id starts with {p}"),
+        other => format!("--resume: {other}"),
+    })?;
     let run_dir = env.state.run_dir(&run_id);
     let id = run_id.as_str();
     let bytes = std::fs::read(run_dir.result_file()).map_err(|e| {

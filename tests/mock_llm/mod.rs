@@ -20,6 +20,7 @@
 
 pub mod contract;
 mod http;
+pub mod playground;
 pub mod program;
 mod wire;
 
@@ -199,6 +200,7 @@ enum ScriptKind {
     ToolThenText(Reply, Reply),
     Sequence(Vec<Reply>),
     PerModel(Vec<(String, Reply)>),
+    Playground,
 }
 
 impl Script {
@@ -216,6 +218,13 @@ impl Script {
     pub fn sequence(replies: Vec<Reply>) -> Script {
         assert!(!replies.is_empty(), "a sequence needs at least one reply");
         Script(ScriptKind::Sequence(replies))
+    }
+
+    /// Any number of conversations, each going the same way, for every API (see
+    /// [`playground`]): a call of a tool that lists the working directory, then an answer
+    /// quoting what it returned.
+    pub fn playground() -> Script {
+        Script(ScriptKind::Playground)
     }
 
     /// The reply for the model the request names (the request's `model`, or the Gemini
@@ -259,8 +268,10 @@ struct State {
 }
 
 impl State {
-    fn next_reply(&mut self, has_tool_result: bool, model: &str) -> Reply {
+    fn next_reply(&mut self, api: Api, body: &Value, model: &str) -> Reply {
+        let has_tool_result = has_tool_result(body);
         match &self.script.0 {
+            ScriptKind::Playground => playground::reply(api, body),
             ScriptKind::PerModel(replies) => replies
                 .iter()
                 .find(|(m, _)| m == model)
@@ -752,7 +763,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
                 },
             )
         } else {
-            st.next_reply(has_tool_result(&body), &model).resolve(&body)
+            st.next_reply(api, &body, &model).resolve(&body)
         };
         st.requests.push(RecordedRequest {
             method: req.method.clone(),

@@ -21,17 +21,33 @@ const USAGE: MockUsage = MockUsage {
 /// model's.
 pub const DEMO_PREFIX: &str = "[scripted mock model, not an LLM] auth is handled in src/auth.rs; pi's read tool returned it:\n\n";
 
-/// The script named `name`:
-/// - `tool_then_text` (default): tool `tool.0` with arguments `tool.1`, then "Hello from mock.";
-/// - `text`: "Hello from mock." to every request;
-/// - `demo`: pi's `ls` of `src`, its `read` of `src/auth.rs`, then an answer quoting what
-///   the read returned (see [`DEMO_PREFIX`]): a run whose answer really came through the
-///   CLI's tools, in a repository with that file;
-/// - `401`, `overloaded`, `hang`;
-/// - `http:STATUS:MESSAGE`: that status with `api`'s error shape carrying MESSAGE.
+/// The scripts [`script_named`] knows, and what each does (`mock_llm --help` prints this).
+pub const SCRIPTS: &[(&str, &str)] = &[
+    (
+        "playground",
+        "any number of runs: a tool call that lists the working directory (the CLI's own listing, glob or shell tool), then an answer quoting the task and what the tool returned",
+    ),
+    (
+        "demo",
+        "one run of pi in scripts/demo's repository: ls of src, read of src/auth.rs, then an answer quoting what the read returned",
+    ),
+    (
+        "tool_then_text",
+        "the tool given by the caller (bash `echo hi-from-tool` for mock_llm), then \"Hello from mock.\"",
+    ),
+    ("text", "\"Hello from mock.\" to every request"),
+    ("401", "HTTP 401 with the API's own error"),
+    ("overloaded", "529 (Anthropic) or 503 with the API's own error"),
+    ("hang", "the first events of an answer, then nothing, never closing"),
+    ("http:STATUS:MESSAGE", "that HTTP status with the API's error shape carrying MESSAGE"),
+];
+
+/// The script named `name` (see [`SCRIPTS`]); `tool` is `tool_then_text`'s tool and its
+/// arguments; `api` shapes an `http:` script's error body.
 pub fn script_named(name: &str, tool: (&str, Value), api: Api) -> Result<Script, String> {
     let text = Reply::text("Hello from mock.", USAGE);
     Ok(match name {
+        "playground" => Script::playground(),
         "tool_then_text" => Script::tool_then_text(Reply::tool(tool.0, tool.1, USAGE), text),
         "text" => Script::always(text),
         "demo" => Script::sequence(vec![
@@ -55,9 +71,11 @@ pub fn script_named(name: &str, tool: (&str, Value), api: Api) -> Result<Script,
             })
         }
         other => {
+            let names: Vec<&str> = SCRIPTS.iter().map(|(n, _)| *n).collect();
             return Err(format!(
-                "unknown script {other:?} (tool_then_text, text, demo, 401, overloaded, hang, http:STATUS:MESSAGE)"
-            ))
+                "unknown script {other:?} (one of: {})",
+                names.join(", ")
+            ));
         }
     })
 }

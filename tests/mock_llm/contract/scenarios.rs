@@ -141,6 +141,10 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(scripts_demo),
         ));
     }
+    out.push((
+        "scripts_playground_answers_from_the_clis_own_listing_of_the_folder".into(),
+        Box::new(move |bin| scripts_playground(cli, bin)),
+    ));
     if cli.tool_never_returns {
         out.push((
             "a_tool_that_never_returns_times_out_and_its_shell_dies_too".into(),
@@ -1027,7 +1031,8 @@ fn option_like_task(cli: &Cli, task: &str, sent_as: Sent, bin: &Path) {
 
 /// `scripts/demo`, with the binaries this test run built and the pinned pi: the result of
 /// `orchestrate run explorer "find auth"` through the real pi, whose answer quotes what
-/// pi's own read tool returned from the demo's repository.
+/// pi's own read tool returned from the demo's repository; the run stays where
+/// `orchestrate show` finds it.
 fn scripts_demo(bin: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = std::env::current_exe().unwrap();
@@ -1042,9 +1047,11 @@ fn scripts_demo(bin: &Path) {
         mock.display()
     );
     let start = std::time::Instant::now();
+    let state = tempfile::tempdir().unwrap();
     let mut cmd = std::process::Command::new(root.join("scripts/demo"));
     // The whole result (display items included); the demo prints the lean one by default.
     cmd.args(["--details", "full"])
+        .env("ORCHESTRATE_STATE_DIR", state.path())
         .env("ORCHESTRATE_CONTRACT_PI", bin)
         .env("DEMO_ORCHESTRATE", super::orchestrate_bin())
         .env("DEMO_MOCK_LLM", &mock)
@@ -1087,6 +1094,101 @@ fn scripts_demo(bin: &Path) {
         "{}",
         out.stderr
     );
+    // The run outlives the demo, and the demo says how to open it.
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    // `orchestrate show …` when one is on PATH, else the path of the one the demo ran.
+    let kept = format!("run {id} is kept in {}: `", state.path().display());
+    let said = out.stderr.split(&kept).nth(1).unwrap_or_default();
+    assert!(
+        said.starts_with(&format!("orchestrate show {id}` opens it"))
+            || said.starts_with(&format!(
+                "{} show {id}` opens it",
+                super::orchestrate_bin().display()
+            )),
+        "{}",
+        out.stderr
+    );
+    let shown = std::process::Command::new(super::orchestrate_bin())
+        .args(["show", &id, "--json"])
+        .env("ORCHESTRATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["output"],
+        r["output"]
+    );
+}
+
+/// `scripts/playground --cli CLI explorer TASK` in a folder of the user's: the playground
+/// mock has the CLI list the folder with its own tool and answers quoting the listing;
+/// the run is recorded where `orchestrate show` finds it.
+fn scripts_playground(cli: &Cli, bin: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = std::env::current_exe().unwrap();
+    let mock = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/mock_llm");
+    let state = tempfile::tempdir().unwrap();
+    let private = tempfile::tempdir().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("playground-marker.txt"), "x\n").unwrap();
+    let start = std::time::Instant::now();
+    let mut cmd = std::process::Command::new(root.join("scripts/playground"));
+    cmd.args(["--cli", cli.name, "explorer", "what is in here?"])
+        .current_dir(folder.path())
+        .env(cli.var, bin)
+        .env("ORCHESTRATE_STATE_DIR", state.path())
+        .env("PLAYGROUND_DIR", private.path())
+        .env("DEMO_ORCHESTRATE", super::orchestrate_bin())
+        .env("DEMO_MOCK_LLM", &mock)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let out = super::wait_bounded(cmd.spawn().unwrap(), start, WALL_CLOCK);
+    note(&format!(
+        "=== scripts/playground\n{}\n{}",
+        out.stderr, out.stdout
+    ));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let r = out.result();
+    let answer = r["output"].as_str().unwrap_or_default().to_string();
+    let answer = if answer.is_empty() {
+        out.json()["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    } else {
+        answer
+    };
+    assert!(
+        answer.starts_with(&format!(
+            "{} You asked:\n\n> ",
+            mock_llm::playground::PLAYGROUND_PREFIX
+        )) && answer.contains("what is in here?")
+            && answer.contains("playground-marker.txt"),
+        "{answer}"
+    );
+    assert_eq!(r["usage"]["turns"], json!(2), "{r}");
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    assert!(
+        out.stderr.contains(&format!("run {id}: `")),
+        "{}",
+        out.stderr
+    );
+    let shown = std::process::Command::new(super::orchestrate_bin())
+        .args(["show", &id, "--json"])
+        .env("ORCHESTRATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(shown.status.code(), Some(0), "{shown:?}");
 }
 
 /// The shell tool's attempts to write each of `targets` (`echo x > PATH`), the model's
