@@ -31,7 +31,7 @@ use nix::sys::signal::Signal;
 use super::unix::{
     group_exists, on_spawner_thread, peek_exit, signal_group, LeaderExit, StartTime,
 };
-use super::{Containment, Leftovers, SpawnSpec};
+use super::{layer, Containment, Layers, Leftovers, SpawnSpec};
 
 #[cfg(test)]
 pub(crate) const IMPLEMENTATION: &str = "portable";
@@ -60,6 +60,7 @@ pub(crate) struct GroupChild {
     watch: ParentDeathWatch,
     reaped: bool,
     others_in_group: bool,
+    layers: Layers,
 }
 
 impl GroupChild {
@@ -91,6 +92,11 @@ impl GroupChild {
     /// No network namespace here: never any listeners.
     pub(crate) fn take_listeners(&mut self) -> Option<Vec<Option<std::net::TcpListener>>> {
         None
+    }
+
+    /// The sandbox layers that held (Landlock at most), and those missing.
+    pub(crate) fn layers(&self) -> &Layers {
+        &self.layers
     }
 
     /// The child's exit, seen without reaping it: until it is reaped the group id stays
@@ -180,6 +186,22 @@ pub(crate) fn network_namespaces() -> Result<(), String> {
 /// orchestrate dies.
 pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
     let c = &spec.confinement;
+    let mut layers = Layers::default();
+    if c.view.is_some() {
+        let why = "the portable platform uses no mount namespace";
+        if c.strict {
+            return Err(io::Error::other(format!(
+                "the sandbox was asked for, but its mount layer cannot be had: {why}"
+            )));
+        }
+        layers.missing.push((layer::MOUNTS, why.to_string()));
+    }
+    if c.harden {
+        layers.missing.push((
+            layer::SECCOMP,
+            "the portable platform installs no seccomp filter".into(),
+        ));
+    }
     if c.no_network && !c.network_optional {
         return Err(io::Error::other(format!(
             "{}: {NO_NETWORK_NAMESPACES}",
@@ -194,6 +216,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
     let ruleset = match &c.writable {
         None => None,
         Some(paths) => {
+            layers.held.push(layer::LANDLOCK);
             let mut rules = super::landlock::Ruleset::new().map_err(io::Error::other)?;
             for p in paths {
                 rules.allow_writes(p).map_err(io::Error::other)?;
@@ -248,6 +271,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
                 watch,
                 reaped: false,
                 others_in_group: false,
+                layers,
             }),
             Err(e) => {
                 watch.disarm();
