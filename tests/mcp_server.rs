@@ -197,7 +197,8 @@ async fn the_sandbox_and_isolation_arguments_reach_the_run() {
     let r = server.client.call_tool(args(json!({}))).await.unwrap();
     assert_eq!(
         structured(&r)["results"][0]["sandbox"],
-        json!({"mode": "read-only", "mechanism": "landlock"})
+        json!({"mode": "read-only", "mechanism": "namespaces",
+               "layers": ["pid-namespace", "mounts", "landlock", "scopes", "seccomp", "no-tty"]})
     );
     let r = server
         .client
@@ -689,8 +690,8 @@ fn strictness_problems(schema: &Value, path: &str, problems: &mut Vec<String>) {
 }
 
 /// Both tool definitions together: every parent session that registers the server loads
-/// them.
-const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_000;
+/// them. (2,047 bytes with `allowHosts`, the argument of `network: provider`.)
+const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_050;
 
 #[test]
 fn the_tool_definitions_are_small_and_strict() {

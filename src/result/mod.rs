@@ -496,7 +496,7 @@ fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, singl
     if r.get("attempts") == Some(&json!(1)) {
         r.remove("attempts");
     }
-    let held = |s: &serde_json::Value| s["mode"] != "off" && s.get("network").is_none();
+    let held = |s: &serde_json::Value| s["mode"] != "off";
     if r.get("sandbox").is_some_and(held) {
         r.remove("sandbox");
     }

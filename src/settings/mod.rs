@@ -497,7 +497,7 @@ settings! {
             repeat: true,
         }),
         agent: &["allow_hosts", "allowHosts"],
-        mcp: mcp("allowHosts", Some("Hosts (name, *.domain) a network: provider child may reach.")),
+        mcp: mcp("allowHosts", None),
         ..Surfaces::FILES
     };
     /// Where the child runs: `local`, `slurm`, or a name of `runners` (checked when a run
