@@ -217,6 +217,101 @@ fn with_a_provider_network_nothing_leaves_but_through_the_proxy_to_what_the_run_
     );
 }
 
+/// A hostile child inside the sandbox too (read-only, its own mount, PID and network
+/// namespaces, seccomp): the same probes get nothing through but the proxy's refusal and
+/// the bridged provider; the proxy's address is taken before the child starts, so the
+/// child cannot listen there in its place (with or without `SO_REUSEPORT`); it cannot
+/// make or join another network namespace; and the sandbox reports the network namespace
+/// as one of its layers.
+#[test]
+#[cfg_attr(
+    feature = "portable",
+    ignore = "a network of the child's own needs a network namespace, which the portable path does not use"
+)]
+fn inside_the_sandbox_a_provider_child_gets_only_the_proxy_and_cannot_take_its_place() {
+    let provider = provider();
+    let (sb, script) = probing(&provider);
+    let probe = r#"#!/bin/bash
+out=""
+add() { out="$out$1: $2\n"; }
+tcp() {
+  local err
+  if err=$( (exec 3<>"/dev/tcp/$1/$2") 2>&1 ); then echo connected; else echo "$err" | head -n1 | sed 's/.*: //'; fi
+}
+listen() {
+  perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 3128, Listen => 1, ReuseAddr => 1, ReusePort => $ARGV[0]); print $s ? "listening" : "$!"' "$1"
+}
+add "dns to an outside resolver" "$( (echo x > /dev/udp/8.8.8.8/53) 2>&1 | head -n1 | sed 's/.*: //')"
+add "tcp to a public address" "$(tcp 1.1.1.1 443)"
+add "tcp to the host's loopback" "$(tcp 127.0.0.1 "$PROBE_HOST_TCP_PORT")"
+add "https through the proxy" "$(curl -s -o /dev/null -w '%{http_connect}' --max-time 20 https://example.com/)"
+add "the bridged provider" "$(curl -s --max-time 20 "http://127.0.0.1:$PROBE_PROVIDER_PORT/v1")"
+add "listen on the proxy's address" "$(listen 0)"
+add "listen there with SO_REUSEPORT" "$(listen 1)"
+add "a network namespace of its own" "$(unshare -n true 2>&1 | sed 's/.*: //')"
+add "the host's network namespace" "$(nsenter --net=/proc/1/ns/net true 2>&1 | sed 's/.*: //')"
+printf '{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"%s"}],"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop"}}\n' "$out"
+printf '{"type":"agent_end","messages":[]}\n'
+"#;
+    std::fs::write(&script, probe).unwrap();
+    let host_tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    host_tcp.set_nonblocking(true).unwrap();
+    let sb = sb
+        .set(
+            "PROBE_HOST_TCP_PORT",
+            &host_tcp.local_addr().unwrap().port().to_string(),
+        )
+        .set("PROBE_PROVIDER_PORT", &provider.port.to_string());
+    let out = sb.run(
+        "probe",
+        &[
+            "--sandbox",
+            "read-only",
+            "--network",
+            "provider",
+            "--model",
+            "local/m",
+            "--details",
+            "full",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        lines(&out),
+        [
+            "dns to an outside resolver: Network is unreachable",
+            "tcp to a public address: Network is unreachable",
+            "tcp to the host's loopback: Connection refused",
+            "https through the proxy: 403",
+            "the bridged provider: provider",
+            "listen on the proxy's address: Address already in use",
+            "listen there with SO_REUSEPORT: Address already in use",
+            "a network namespace of its own: Operation not permitted",
+            // Its PID 1 is orchestrate's controller, which it may not open through /proc
+            // (and `setns` is refused by seccomp besides).
+            "the host's network namespace: Permission denied",
+        ]
+    );
+    let r = out.result();
+    assert_eq!(
+        r["network"],
+        json!({
+            "mode": "provider",
+            "allowed": [format!("127.0.0.1:{}", provider.port)],
+            "denied": [{"host": "example.com", "count": 1}]
+        })
+    );
+    assert_eq!(r["sandbox"]["mode"], json!("read-only"));
+    let layers = r["sandbox"]["layers"].as_array().unwrap();
+    for layer in ["mounts", "network-namespace", "seccomp"] {
+        assert!(layers.contains(&json!(layer)), "{layer} in {layers:?}");
+    }
+    assert!(
+        matches!(host_tcp.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the host's TCP service was reached"
+    );
+}
+
 /// The agent that cannot write (the fake's `read, grep`) gets `provider` by default, one
 /// that can write `on`; a lean result says nothing of a network where nothing was
 /// refused.

@@ -325,6 +325,14 @@ fn provider_network(cli: &Cli, bin: &Path) {
             "denied": [{"host": "example.com", "count": 2}]
         })
     );
+    // Inside the sandbox, in a network namespace of its own.
+    assert!(
+        r["sandbox"]["layers"]
+            .as_array()
+            .is_some_and(|l| l.contains(&json!("network-namespace"))),
+        "{}",
+        r["sandbox"]
+    );
     let reqs = conversation(cli, &mock, 2);
     let outputs = mock_llm::tool_result_texts(&reqs[1].body).join("\n");
     // curl's own words for the refused CONNECT, and the proxy's 403 body for plain http.
