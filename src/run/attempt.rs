@@ -128,6 +128,7 @@ impl Attempt<'_> {
         );
         let ctx = Context {
             run,
+            dialect: invocation.dialect,
             program: &invocation.program,
             warnings: &invocation.warnings,
             network: spec.network.as_ref(),
