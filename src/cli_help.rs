@@ -195,7 +195,7 @@ mod tests {
         );
         assert_eq!(values("permissions"), ["policy", "ask", "allow", "deny"]);
         assert_eq!(values("sandbox"), ["read-only", "workspace-write", "off"]);
-        assert_eq!(values("network"), ["on", "off"]);
+        assert_eq!(values("network"), ["on", "off", "provider"]);
         assert_eq!(values("isolation"), ["worktree", "none"]);
         assert_eq!(values("output"), ["json", "text", "stream-json"]);
     }

@@ -213,6 +213,7 @@ mod tests {
     use super::*;
     use crate::backends::permissions::PermissionMode;
     use crate::backends::{Backend, BackendChoice};
+    use crate::network::HostPattern;
     use crate::result::{Network, SandboxMode};
     use crate::runner::RunnerDef;
     use crate::settings::Setting;
@@ -304,7 +305,8 @@ mod tests {
                 "max_total_cost": {"value": null, "source": "default"},
                 "fallback_models": {"value": [], "source": "default"},
                 "sandbox": {"value": "auto", "source": "default"},
-                "network": {"value": "on", "source": "default"},
+                "network": {"value": "auto", "source": "default"},
+                "allow_hosts": {"value": [], "source": "default"},
                 "permissions": {"value": "policy", "source": "default"},
                 "acp_command": {"value": null, "source": "default"},
                 "runner": {"value": "local", "source": "default"},
@@ -424,6 +426,7 @@ max_total_cost = "$2"
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 sandbox = "read-only"
 network = "off"
+allow_hosts = ["pypi.org", "*.github.com"]
 permissions = "deny"
 acp_command = "my-agent --acp"
 runner = "gpu"
@@ -462,7 +465,14 @@ args = ["--partition=gpu", "--time=30"]
                     src()
                 ),
                 sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
-                network: Setting::new(Network::Off, src()),
+                network: Setting::new(Some(Network::Off), src()),
+                allow_hosts: Setting::new(
+                    vec![
+                        HostPattern::parse("pypi.org").unwrap(),
+                        HostPattern::parse("*.github.com").unwrap(),
+                    ],
+                    src(),
+                ),
                 permissions: Setting::new(PermissionMode::Deny, src()),
                 acp_command: Setting::new(Some("my-agent --acp".into()), src()),
                 runner: Setting::new("gpu".into(), src()),
@@ -495,9 +505,10 @@ args = ["--partition=gpu", "--time=30"]
             ("ORCHESTRATE_MAX_TOTAL_COST", "1"),
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
             ("ORCHESTRATE_SANDBOX", "auto"),
-            ("ORCHESTRATE_NETWORK", "on"),
+            ("ORCHESTRATE_NETWORK", "provider"),
             ("ORCHESTRATE_PERMISSIONS", "allow"),
             ("ORCHESTRATE_ACP_COMMAND", "other-agent"),
+            ("ORCHESTRATE_ALLOW_HOSTS", "docs.rs, *.crates.io"),
             ("ORCHESTRATE_RUNNER", "slurm"),
             ("ORCHESTRATE_QUEUE_TIMEOUT", "30s"),
         ];
@@ -553,7 +564,17 @@ args = ["--partition=gpu", "--time=30"]
                     Source::Env("ORCHESTRATE_FALLBACK_MODELS")
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
-                network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
+                network: Setting::new(Some(Network::Provider), Source::Env("ORCHESTRATE_NETWORK")),
+                // A list of hosts adds up: the file's, then the environment's.
+                allow_hosts: Setting::new(
+                    vec![
+                        HostPattern::parse("pypi.org").unwrap(),
+                        HostPattern::parse("*.github.com").unwrap(),
+                        HostPattern::parse("docs.rs").unwrap(),
+                        HostPattern::parse("*.crates.io").unwrap(),
+                    ],
+                    Source::Env("ORCHESTRATE_ALLOW_HOSTS"),
+                ),
                 permissions: Setting::new(
                     PermissionMode::Allow,
                     Source::Env("ORCHESTRATE_PERMISSIONS"),

@@ -40,6 +40,7 @@ pub(crate) mod history;
 mod layering;
 pub(crate) mod limits;
 pub(crate) mod mcp;
+pub(crate) mod network;
 pub(crate) mod platform;
 pub mod result;
 pub(crate) mod run;

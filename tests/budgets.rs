@@ -39,6 +39,7 @@ fn stopped_after(turns: u64, cost: f64, limit: Value, message: &str) -> Value {
                 "backend": "pi", "durationMs": 0, "attempts": 1,
                 "termination": {"kind": "terminated", "reason": "budget"},
                 "sandbox": {"mode": "off", "mechanism": "none"},
+                "network": {"mode": "on"},
                 "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
                 "limit": limit
             }],

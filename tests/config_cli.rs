@@ -102,9 +102,11 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             "max_cost": {"value": 0.5, "source": "env:ORCHESTRATE_MAX_COST"},
             "max_total_cost": {"value": null, "source": "default"},
             "fallback_models": {"value": ["m2", "m3"], "source": user},
-            // tests/support turns the sandbox off for the fake agent's sake.
+            // tests/support turns the sandbox off for the fake agent's sake, and its
+            // network on.
             "sandbox": {"value": "off", "source": "env:ORCHESTRATE_SANDBOX"},
-            "network": {"value": "on", "source": "default"},
+            "network": {"value": "on", "source": "env:ORCHESTRATE_NETWORK"},
+            "allow_hosts": {"value": [], "source": "default"},
             "permissions": {"value": "policy", "source": "default"},
             "acp_command": {"value": null, "source": "default"},
             "runner": {"value": "local", "source": "default"},
@@ -121,10 +123,10 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 28 + 4, "{text}");
+    assert_eq!(lines.len(), 29 + 4, "{text}");
     // Then the files it read, in the order they apply.
     assert_eq!(
-        lines[28..],
+        lines[29..],
         [
             "",
             "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
@@ -359,7 +361,10 @@ fn bash_completes_flag_values_agent_names_and_run_ids_by_asking_orchestrate() {
             &["orchestrate", "run", "--sandbox", ""],
             &["read-only", "workspace-write", "off"],
         ),
-        (&["orchestrate", "run", "--network", ""], &["on", "off"]),
+        (
+            &["orchestrate", "run", "--network", ""],
+            &["on", "off", "provider"],
+        ),
         (
             &["orchestrate", "run", "--isolation", ""],
             &["worktree", "none"],

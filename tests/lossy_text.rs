@@ -60,7 +60,8 @@ fn a_lone_surrogate_and_an_invalid_byte_become_replacement_characters() {
                     "backend": "pi", "durationMs": 0, "attempts": 1,
                     "childSessionId": "s-lossy",
                     "termination": {"kind": "exited", "code": 0},
-                    "sandbox": {"mode": "off", "mechanism": "none"}
+                    "sandbox": {"mode": "off", "mechanism": "none"},
+                    "network": {"mode": "on"}
                 }]
             }
         })

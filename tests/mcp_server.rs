@@ -95,6 +95,7 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
         "idleTimeoutMs",
         "sandbox",
         "network",
+        "allowHosts",
         "isolation",
     ] {
         assert!(schema["properties"].get(key).is_some(), "{key} in {schema}");
@@ -201,12 +202,42 @@ async fn the_sandbox_and_isolation_arguments_reach_the_run() {
     );
     let r = server
         .client
-        .call_tool(args(json!({"sandbox": "off", "network": "off"})))
+        .call_tool(args(
+            json!({"sandbox": "off", "network": "off", "details": "full"}),
+        ))
         .await
         .unwrap();
     assert_eq!(
         structured(&r)["results"][0]["sandbox"],
-        json!({"mode": "off", "mechanism": "none", "network": "off"})
+        json!({"mode": "off", "mechanism": "none"})
+    );
+    assert_eq!(
+        structured(&r)["results"][0]["network"],
+        json!({"mode": "off"})
+    );
+    let r = server
+        .client
+        .call_tool(args(json!({
+            "sandbox": "off", "network": "provider", "allowHosts": ["docs.rs", "*.pypi.org"],
+            "model": "nowhere/m", "details": "full"
+        })))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&r)["results"][0]["network"],
+        json!({"mode": "provider", "allowed": ["docs.rs", "*.pypi.org"]})
+    );
+    let r = server
+        .client
+        .call_tool(args(
+            json!({"network": "provider", "allowHosts": ["docs.rs:443"]}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        structured(&r)["error"]["message"],
+        json!("Invalid input: allowHosts: invalid host \"docs.rs:443\": a port is not part of a host (every port of an allowed host is allowed) (use a host name such as api.example.com, *.example.com for every name under a domain, or an IP address)")
     );
     // The work folder is no repository.
     let r = server
@@ -446,7 +477,7 @@ async fn bad_arguments_are_invalid_input_results() {
         ),
         (
             json!({"agent": "fake", "task": "x", "bogus": true}),
-            "bogus: not an argument of subagent (it takes agent, task, tasks, chain, cwd, details, model, timeoutMs, idleTimeoutMs, maxTurns, maxTokens, maxCostUsd, fallbackModels, sandbox, network, permissions, runner, isolation, outputSchema)",
+            "bogus: not an argument of subagent (it takes agent, task, tasks, chain, cwd, details, model, timeoutMs, idleTimeoutMs, maxTurns, maxTokens, maxCostUsd, fallbackModels, sandbox, network, allowHosts, permissions, runner, isolation, outputSchema)",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeoutMs": "soon"}),
@@ -668,8 +699,8 @@ fn strictness_problems(schema: &Value, path: &str, problems: &mut Vec<String>) {
 }
 
 /// Both tool definitions together: every parent session that registers the server loads
-/// them.
-const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_100;
+/// them. (With `allowHosts`, the argument of `network: provider`, and `permissions`.)
+const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_200;
 
 #[test]
 fn the_tool_definitions_are_small_and_strict() {

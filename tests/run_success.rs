@@ -72,7 +72,8 @@ fn details_full_gives_the_whole_record_as_result_json_keeps_it() {
                     "attempts": 1,
                     "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
                     "termination": {"kind": "exited", "code": 0},
-                    "sandbox": {"mode": "off", "mechanism": "none"}
+                    "sandbox": {"mode": "off", "mechanism": "none"},
+                    "network": {"mode": "on"}
                 }]
             }
         })
@@ -141,6 +142,11 @@ fn the_run_folder_keeps_the_raw_stream_the_result_and_the_prompt() {
         Some(json["content"][0]["text"].clone())
     );
     assert!(full.remove("displayItems").is_some_and(|d| d.is_array()));
+    // The network, where nothing was refused.
+    assert_eq!(
+        full.remove("network"),
+        Some(serde_json::json!({"mode": "on"}))
+    );
     for usual in [
         "agent",
         "task",

@@ -991,8 +991,16 @@ fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {
             json!("Invalid input: sandbox read-only was asked for, but orchestrate's sandbox does not reach a child that runs through the slurm runner (use --sandbox off, or --runner local)")
         )
     );
-    let out = sb.run("t", &["--runner", "slurm", "--network", "off"]);
-    assert_eq!(out.status, 2, "{}", out.stdout);
+    for mode in ["off", "provider"] {
+        let out = sb.run("t", &["--runner", "slurm", "--network", mode]);
+        assert_eq!(
+            (out.status, out.json()["details"]["error"]["message"].clone()),
+            (
+                2,
+                json!(format!("Invalid input: network {mode} was asked for, but orchestrate cannot confine the network of a child that runs through the slurm runner (use --runner local)"))
+            )
+        );
+    }
     // By default there is none, and the result says so.
     let sb = Sandbox::new().set("ORCHESTRATE_SANDBOX", "auto");
     let out = sb.run("t", &["--runner", "slurm"]);
@@ -1067,6 +1075,7 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
                 "output": answer,
                 "displayItems": [tool_item("bash", &args), text_item(answer)],
                 "sandbox": {"mode": "off", "mechanism": "none"},
+                "network": {"mode": "on"},
                 "warnings": ["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"],
                 "runner": {"kind": "slurm", "jobId": "<id>", "node": node(), "state": "COMPLETED"}
             })

@@ -144,6 +144,7 @@ fn a_wrong_answer_gets_one_repair_turn_in_the_same_session() {
                     "childSessionId": SESSION_ID,
                     "termination": {"kind": "exited", "code": 0},
                     "sandbox": {"mode": "off", "mechanism": "none"},
+                    "network": {"mode": "on"},
                     "structured": {"files": ["src/auth.rs"], "count": 1}
                 }]
             }

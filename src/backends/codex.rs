@@ -16,6 +16,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::lenient::{Count, Object, Str};
+use super::provider::{ProviderHost, ProviderQuery};
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
@@ -70,7 +71,70 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
             ..Default::default()
         }
     }),
+    provider_hosts,
 };
+
+/// The model provider `$CODEX_HOME/config.toml` selects (`model_provider`, or the active
+/// profile's): a provider of its own is its `base_url`; the built-in `openai` is
+/// `api.openai.com` for an API key and `chatgpt.com` for a ChatGPT login (its token
+/// refreshed at `auth.openai.com`), or its `openai_base_url`; `oss`/`ollama` and `lmstudio`
+/// are local servers.
+fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
+    let path = q
+        .env
+        .dir_or_home("CODEX_HOME", ".codex")
+        .map(|home| home.join("config.toml"));
+    let config: toml::Table = path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| toml::from_str(&text).ok())
+        .unwrap_or_default();
+    let from = |key: &str| match &path {
+        Some(p) => format!("{} {key}", p.display()),
+        None => key.to_string(),
+    };
+    let text = |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let profile = text(&config, "profile").and_then(|name| {
+        config
+            .get("profiles")
+            .and_then(|p| p.get(&name))
+            .and_then(|p| p.as_table())
+            .cloned()
+    });
+    let provider = profile
+        .as_ref()
+        .and_then(|p| text(p, "model_provider"))
+        .or_else(|| text(&config, "model_provider"))
+        .unwrap_or_else(|| "openai".into());
+    let own = config
+        .get("model_providers")
+        .and_then(|p| p.get(&provider))
+        .and_then(|p| p.get("base_url"))
+        .and_then(|u| u.as_str());
+    if let Some(url) = own {
+        return vec![ProviderHost::url(
+            url,
+            from(&format!("model_providers.{provider}.base_url")),
+        )];
+    }
+    match provider.as_str() {
+        "oss" | "ollama" => vec![ProviderHost::url(
+            "http://localhost:11434/v1",
+            "codex's ollama provider",
+        )],
+        "lmstudio" => vec![ProviderHost::url(
+            "http://localhost:1234/v1",
+            "codex's lmstudio provider",
+        )],
+        _ => match text(&config, "openai_base_url") {
+            Some(url) => vec![ProviderHost::url(url, from("openai_base_url"))],
+            None => ["api.openai.com", "chatgpt.com", "auth.openai.com"]
+                .into_iter()
+                .map(ProviderHost::Host)
+                .collect(),
+        },
+    }
+}
 
 /// The variables codex's config names as providers' keys (`env_key = "…"`, any table).
 fn config_env_keys(config: &str) -> Vec<String> {

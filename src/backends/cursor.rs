@@ -50,6 +50,14 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     transient_exit: super::no_transient_exit,
     // Not verified against the real CLI.
     home: None,
+    // Cursor's own backend, by its docs (not verified: the CLI cannot be installed
+    // offline).
+    provider_hosts: |_| {
+        vec![
+            super::provider::ProviderHost::Host("*.cursor.sh"),
+            super::provider::ProviderHost::Host("*.cursor.com"),
+        ]
+    },
 };
 
 pub(crate) fn build(

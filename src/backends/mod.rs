@@ -18,6 +18,7 @@ pub(crate) mod lenient;
 pub(crate) mod opencode;
 pub(crate) mod permissions;
 pub(crate) mod pi;
+pub(crate) mod provider;
 pub(crate) mod tools;
 
 use std::ffi::OsString;
@@ -315,6 +316,10 @@ pub struct BackendSpec {
     /// [`crate::sandbox::CliHome`]), found by running the real CLI under the sandbox.
     /// `None`: not verified, so no sandbox by default.
     pub home: Option<fn(&ChildEnv<'_>) -> CliHome>,
+    /// The hosts its CLI reaches its model at, which `network: provider` lets the child
+    /// through to: the provider's API hosts (found with the real CLI), and the base URLs
+    /// the user configured in its environment or config files.
+    pub provider_hosts: fn(&provider::ProviderQuery<'_>) -> Vec<provider::ProviderHost>,
 }
 
 /// A CLI's stream: its parser, and what it reports.

@@ -210,7 +210,7 @@ mod tests {
         for values in [
             "\"auto claude pi codex gemini opencode cursor command acp gemini-acp opencode-acp claude-acp codex-acp pi-acp qwen-acp\"",
             "\"read-only workspace-write off\"",
-            "\"on off\"",
+            "\"on off provider\"",
             "\"worktree none\"",
             "\"json text stream-json\"",
         ] {
@@ -221,7 +221,7 @@ mod tests {
         for values in [
             ":BACKEND:(auto claude pi codex gemini opencode cursor command acp gemini-acp opencode-acp claude-acp codex-acp pi-acp qwen-acp)",
             ":SANDBOX:(read-only workspace-write off)",
-            ":NETWORK:(on off)",
+            ":NETWORK:(on off provider)",
             ":ISOLATION:(worktree none)",
             ":OUTPUT:(json text stream-json)",
         ] {

@@ -94,6 +94,11 @@ impl GroupChild {
         None
     }
 
+    /// No network namespace here: never any listeners.
+    pub(crate) fn take_listeners(&mut self) -> Option<Vec<Option<std::net::TcpListener>>> {
+        None
+    }
+
     /// The sandbox layers that held (Landlock at most), and those missing.
     pub(crate) fn layers(&self) -> &Layers {
         &self.layers
@@ -174,6 +179,14 @@ pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
     return Err("no sandbox mechanism on this system".into());
 }
 
+const NO_NETWORK_NAMESPACES: &str =
+    "a network of the child's own needs a network namespace, which the portable path does not use";
+
+/// Whether the child can have a network of its own (`Confinement::no_network`): never here.
+pub(crate) fn network_namespaces() -> Result<(), String> {
+    Err(NO_NETWORK_NAMESPACES.to_string())
+}
+
 /// Starts `spec` in a new process group led by a watchdog that kills the group when
 /// orchestrate dies.
 pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
@@ -194,10 +207,15 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
             "the portable platform installs no seccomp filter".into(),
         ));
     }
-    if c.no_network {
-        return Err(io::Error::other(
-            "network off needs a network namespace, which the portable path does not use",
-        ));
+    if c.no_network && !c.network_optional {
+        return Err(io::Error::other(format!(
+            "{}: {NO_NETWORK_NAMESPACES}",
+            if c.listen.is_empty() {
+                "network off"
+            } else {
+                "network provider"
+            }
+        )));
     }
     #[cfg(target_os = "linux")]
     let ruleset = match &c.writable {

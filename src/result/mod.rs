@@ -3,13 +3,15 @@
 //! and the process exit status each outcome maps to.
 
 mod isolation;
+mod network;
 mod permissions;
 mod termination;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use isolation::{DiffStat, JobId, Network, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use isolation::{DiffStat, JobId, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use network::{DeniedHost, Network, NetworkInfo};
 pub(crate) use permissions::counts as permission_counts;
 pub use permissions::{DecidedBy, Decision, PermissionRecord};
 pub use termination::{KillKind, Leak, StopReason, Termination};
@@ -300,6 +302,10 @@ pub struct SingleResult {
     /// mode is `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxInfo>,
+    /// The child's network: `{mode}`, and with `provider` the hosts it was allowed and
+    /// those it was refused (`denied: [{host, count}]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInfo>,
     /// The git worktree the child worked in (`--isolation worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
@@ -506,6 +512,7 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             if held {
                 r.remove("output");
             }
+            lean_network(r);
             if let Some(serde_json::Value::String(task)) = r.get_mut("task") {
                 if let Some((cut, _)) = task.char_indices().nth(MAX_LEAN_TASK_CHARS) {
                     task.truncate(cut);
@@ -537,7 +544,7 @@ fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, singl
     if r.get("attempts") == Some(&json!(1)) {
         r.remove("attempts");
     }
-    let held = |s: &serde_json::Value| s["mode"] != "off" && s.get("network").is_none();
+    let held = |s: &serde_json::Value| s["mode"] != "off";
     if r.get("sandbox").is_some_and(held) {
         r.remove("sandbox");
     }
@@ -547,6 +554,25 @@ fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, singl
     if single {
         r.remove("agent");
         r.remove("task");
+    }
+}
+
+/// A lean result's `network` is there only when the proxy refused something, so that a
+/// parent sees an attempt to reach another host: `{mode, denied}`. What was allowed, and
+/// a network where nothing was refused, are in the full result.
+fn lean_network(result: &mut serde_json::Map<String, serde_json::Value>) {
+    let refused = result
+        .get("network")
+        .and_then(|n| n.get("denied"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|d| !d.is_empty());
+    if !refused {
+        result.remove("network");
+    } else if let Some(n) = result
+        .get_mut("network")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        n.remove("allowed");
     }
 }
 
@@ -789,7 +815,6 @@ mod tests {
                 mode: SandboxMode::ReadOnly,
                 mechanism: "namespaces".into(),
                 layers: vec!["mounts".into(), "seccomp".into()],
-                network: Network::On,
             }),
             ..single("find auth", "the answer", error)
         };
@@ -812,7 +837,6 @@ mod tests {
                 mode: SandboxMode::Off,
                 mechanism: "none".into(),
                 layers: Vec::new(),
-                network: Network::On,
             }),
             warnings: vec!["no sandbox".into()],
             ..usual(None)

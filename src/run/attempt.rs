@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
+use std::sync::Arc;
 
 use super::progress::{Observer, Progress};
 use super::render::{render, Context};
@@ -11,9 +12,11 @@ use super::sink::DialectSink;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
 use crate::backends::permissions::{PermissionMode, PermissionPolicy};
+use crate::backends::provider::ProviderQuery;
 use crate::backends::{AgentBrief, BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::network::{ChildNetwork, Network, NetworkLog, Policy};
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Held, Places};
 use crate::session::{self, RunDir};
@@ -25,6 +28,8 @@ pub(super) struct Attempt<'a> {
     pub run: &'a ResolvedRun,
     pub env: &'a RunEnv,
     pub run_dir: &'a RunDir,
+    /// What the proxies of the run's attempts refused (`network: provider`).
+    pub network_log: &'a Arc<NetworkLog>,
     /// The run's worktree, where the child works instead of the working directory.
     pub worktree: Option<&'a Worktree>,
     /// What the child is told instead of the task: the message of a repair turn.
@@ -76,7 +81,7 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n, inv.talks())?;
-            let (spec, held) = self.child_spec(&inv, n)?;
+            let (spec, held) = self.child_spec(&inv, n, model)?;
             Ok((inv, files, spec, held))
         });
         let (
@@ -148,6 +153,7 @@ impl Attempt<'_> {
             dialect: invocation.dialect,
             program: &invocation.program,
             warnings: &invocation.warnings,
+            network: spec.network.as_ref(),
             model,
             session_file: session_path,
             structured,
@@ -268,7 +274,12 @@ impl Attempt<'_> {
     /// created here, and its private TMPDIR), the runner it runs through (which may put an
     /// engine's command in front of the child's), and what the sandbox holds until the
     /// child's tree is gone.
-    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<(ChildSpec, Held), RunError> {
+    fn child_spec(
+        &self,
+        invocation: &Invocation,
+        n: u32,
+        model: Option<&str>,
+    ) -> Result<(ChildSpec, Held), RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
         env.push((
@@ -302,7 +313,7 @@ impl Attempt<'_> {
             git: &git,
             nests,
         };
-        let prepared = sandbox::confinement(
+        let mut prepared = sandbox::confinement(
             &run.sandbox,
             &run.backend.backend.sandbox_needs(),
             &ChildEnv { overrides: &env },
@@ -315,6 +326,10 @@ impl Attempt<'_> {
         })?;
         env.extend(prepared.env);
         env_remove.extend(prepared.env_remove);
+        let network = self.child_network(&env, model, &cwd, &mut prepared.confinement);
+        if let Some(net) = &network {
+            env.extend(net.env());
+        }
         let runner = run.runner.start(&JobSpec {
             run_id: &run.run_id,
             attempt: n,
@@ -333,8 +348,46 @@ impl Attempt<'_> {
                 confinement: prepared.confinement,
                 runner,
                 stdin: invocation.talks().then(ChildInput::new),
+                network,
             },
             prepared.held,
         ))
+    }
+
+    /// The child's network: `off` and `provider` give it a namespace of its own; with
+    /// `provider`, listeners for the proxy (and bridged loopback providers) in it, and
+    /// the policy the proxy serves them with.
+    fn child_network(
+        &self,
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+        model: Option<&str>,
+        cwd: &std::path::Path,
+        confinement: &mut crate::platform::Confinement,
+    ) -> Option<ChildNetwork> {
+        let plan = &self.run.network;
+        match plan.mode {
+            Network::On => None,
+            Network::Off => {
+                confinement.no_network = true;
+                None
+            }
+            Network::Provider => {
+                let backend = self.run.backend.backend;
+                let provider = (backend.spec().provider_hosts)(&ProviderQuery {
+                    env: &ChildEnv { overrides: env },
+                    model,
+                    cwd,
+                });
+                let (policy, warnings) = Policy::build(&provider, &plan.allow_hosts);
+                confinement.no_network = true;
+                confinement.network_optional = !plan.requested;
+                confinement.listen = policy.listeners();
+                Some(ChildNetwork {
+                    policy: Arc::new(policy),
+                    log: self.network_log.clone(),
+                    warnings,
+                })
+            }
+        }
     }
 }

@@ -27,10 +27,12 @@ mod verdict;
 pub(crate) use progress::Observer;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::backends::{Backend, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
+use crate::network::NetworkLog;
 use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::settings::Values;
@@ -244,10 +246,12 @@ pub(crate) async fn run(
     } else {
         None
     };
+    let network_log = Arc::new(NetworkLog::default());
     let attempt = Attempt {
         run: &run,
         env,
         run_dir: &run_dir,
+        network_log: &network_log,
         worktree: worktree.as_ref().map(|(wt, _)| wt),
         message: None,
     };

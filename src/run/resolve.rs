@@ -15,6 +15,7 @@ use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
+use crate::network::{self, NetworkPlan};
 use crate::runner::{self, RunnerChoice};
 use crate::sandbox::{self, SandboxPlan};
 use crate::settings::Effective;
@@ -44,6 +45,7 @@ pub(crate) struct ResolvedRun {
     /// unknown-model error.
     pub fallback_models: Vec<String>,
     pub sandbox: SandboxPlan,
+    pub network: NetworkPlan,
     /// The child works in a git worktree of its own.
     pub worktree: bool,
     /// The schema the answer must match, compiled.
@@ -139,16 +141,27 @@ pub(crate) fn resolve(
     let backend = s.backend.select();
     let runner = runner::select(&s.runner, &cfg.runners.value)
         .map_err(|e| RunError::invalid(e.to_string()))?;
+    let readonly = agent.permissions().readonly;
     let sandbox = if runner.kind.here() {
         sandbox::plan(
             s.sandbox,
-            agent.permissions().readonly,
-            s.network,
+            readonly,
             &backend.backend.sandbox_needs(),
             crate::platform::sandbox_mechanism(),
         )
     } else {
-        sandbox::remote_plan(s.sandbox, s.network, &runner.name)
+        sandbox::remote_plan(s.sandbox, &runner.name)
+    }
+    .map_err(RunError::invalid)?;
+    let network = if runner.kind.here() {
+        network::plan(
+            s.network,
+            readonly,
+            s.allow_hosts.clone(),
+            crate::platform::network_namespaces(),
+        )
+    } else {
+        network::remote_plan(s.network, readonly, &runner.name)
     }
     .map_err(RunError::invalid)?;
     if s.isolation {
@@ -174,6 +187,7 @@ pub(crate) fn resolve(
         agent,
         resume,
         sandbox,
+        network,
         runner,
         output_schema,
         permissions: s.permissions,

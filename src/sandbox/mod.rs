@@ -32,13 +32,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::platform::Confinement;
-pub(crate) use crate::result::{Network, SandboxInfo, SandboxMode};
+pub(crate) use crate::result::{SandboxInfo, SandboxMode};
 
 /// A run's sandbox, decided before anything is spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SandboxPlan {
     pub mode: SandboxMode,
-    pub network: Network,
     /// The mechanism enforcing `mode` (None when `off`).
     pub mechanism: Option<&'static str>,
     /// Why the default sandbox could not be had (then `mode` is `off`).
@@ -54,7 +53,6 @@ impl SandboxPlan {
             mode: self.mode,
             mechanism: self.mechanism.unwrap_or("none").to_string(),
             layers: Vec::new(),
-            network: self.network,
         }
     }
 
@@ -78,7 +76,6 @@ impl SandboxPlan {
             } else {
                 Vec::new()
             },
-            network: self.network,
         }
     }
 
@@ -92,13 +89,11 @@ impl SandboxPlan {
 pub(crate) fn plan(
     requested: Option<SandboxMode>,
     readonly: bool,
-    network: Network,
     cli: &CliNeeds,
     mechanism: Result<&'static str, String>,
 ) -> Result<SandboxPlan, String> {
     let off = |warning| SandboxPlan {
         mode: SandboxMode::Off,
-        network,
         mechanism: None,
         warning,
         requested: requested.is_some(),
@@ -132,7 +127,6 @@ pub(crate) fn plan(
     }
     Ok(SandboxPlan {
         mode,
-        network,
         mechanism: Some(mechanism),
         warning: None,
         requested: requested.is_some(),
@@ -140,8 +134,9 @@ pub(crate) fn plan(
 }
 
 /// The sandbox of a child that runs on another machine (a Slurm node), where orchestrate's
-/// own (Landlock, the network namespace) does not reach: none, said in a warning. A mode
-/// or `network: off` asked for explicitly refuses the run rather than go unconfined.
+/// own (the namespaces, Landlock, seccomp) does not reach: none, said in a warning. A mode
+/// asked for explicitly refuses the run rather than go unconfined. (The network's is
+/// `network::remote_plan`.)
 ///
 /// How it will reach the node. Locally the sandbox is applied by the controller, a copy
 /// of orchestrate made without an exec (`platform::linux::controller`); on a node there
@@ -171,7 +166,6 @@ pub(crate) fn plan(
 ///    but for `network: provider`, whose proxy would have to run on the node too.
 pub(crate) fn remote_plan(
     requested: Option<SandboxMode>,
-    network: Network,
     runner: &str,
 ) -> Result<SandboxPlan, String> {
     if let Some(mode) = requested.filter(|m| *m != SandboxMode::Off) {
@@ -179,14 +173,8 @@ pub(crate) fn remote_plan(
             "sandbox {mode} was asked for, but orchestrate's sandbox does not reach a child that runs through the {runner} runner (use --sandbox off, or --runner local)"
         ));
     }
-    if network == Network::Off {
-        return Err(format!(
-            "network off was asked for, but orchestrate cannot cut the network of a child that runs through the {runner} runner (use --runner local)"
-        ));
-    }
     Ok(SandboxPlan {
         mode: SandboxMode::Off,
-        network,
         mechanism: None,
         requested: requested.is_some(),
         warning: requested.is_none().then(|| {
@@ -307,10 +295,9 @@ pub(crate) fn confinement(
     env: &ChildEnv<'_>,
     places: &Places<'_>,
 ) -> std::io::Result<Prepared> {
-    let mut c = Confinement {
-        no_network: plan.network == Network::Off,
-        ..Confinement::default()
-    };
+    // The network's part (a namespace of its own, the proxy's listeners) is the network
+    // policy's: `run::attempt` adds it.
+    let mut c = Confinement::default();
     if !plan.confines() {
         return Ok(Prepared {
             confinement: c,
@@ -430,21 +417,14 @@ mod tests {
     #[test]
     fn the_default_follows_whether_the_agent_can_write() {
         let ok = || Ok("landlock");
-        let p = plan(None, true, Network::On, &needs("pi"), ok()).unwrap();
+        let p = plan(None, true, &needs("pi"), ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism),
             (SandboxMode::ReadOnly, Some("landlock"))
         );
-        let p = plan(None, false, Network::On, &needs("pi"), ok()).unwrap();
+        let p = plan(None, false, &needs("pi"), ok()).unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
-        let p = plan(
-            Some(SandboxMode::Off),
-            true,
-            Network::On,
-            &needs("pi"),
-            ok(),
-        )
-        .unwrap();
+        let p = plan(Some(SandboxMode::Off), true, &needs("pi"), ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism, p.warning),
             (SandboxMode::Off, None, None)
@@ -454,7 +434,7 @@ mod tests {
     #[test]
     fn without_a_mechanism_the_default_is_off_with_a_warning_and_a_request_is_refused() {
         let none = || Err("Landlock is not in this kernel".to_string());
-        let p = plan(None, true, Network::On, &needs("claude"), none()).unwrap();
+        let p = plan(None, true, &needs("claude"), none()).unwrap();
         assert_eq!(
             (p.mode, p.warning.as_deref()),
             (
@@ -463,29 +443,21 @@ mod tests {
             )
         );
         assert_eq!(
-            plan(Some(SandboxMode::ReadOnly), true, Network::On, &needs("claude"), none()),
+            plan(Some(SandboxMode::ReadOnly), true, &needs("claude"), none()),
             Err("sandbox read-only was asked for, but no sandbox can be had here: Landlock is not in this kernel".to_string())
         );
         // Off needs no mechanism.
-        assert!(plan(
-            Some(SandboxMode::Off),
-            true,
-            Network::On,
-            &needs("claude"),
-            none()
-        )
-        .is_ok());
+        assert!(plan(Some(SandboxMode::Off), true, &needs("claude"), none()).is_ok());
     }
 
     #[test]
     fn a_backend_whose_directories_are_unverified_is_off_by_default_but_may_ask() {
-        let p = plan(None, false, Network::On, &needs("cursor"), Ok("landlock")).unwrap();
+        let p = plan(None, false, &needs("cursor"), Ok("landlock")).unwrap();
         assert_eq!(p.mode, SandboxMode::Off);
         assert!(p.warning.unwrap().contains("have not been verified"));
         let p = plan(
             Some(SandboxMode::WorkspaceWrite),
             false,
-            Network::On,
             &needs("cursor"),
             Ok("landlock"),
         )
@@ -494,7 +466,7 @@ mod tests {
     }
 
     #[test]
-    fn modes_and_network_parse_and_serialize_by_their_names() {
+    fn modes_parse_and_serialize_by_their_names() {
         for m in [
             SandboxMode::ReadOnly,
             SandboxMode::WorkspaceWrite,
@@ -510,12 +482,10 @@ mod tests {
             SandboxMode::parse("rw"),
             Err("unknown sandbox mode \"rw\" (use read-only, workspace-write, off)".into())
         );
-        assert_eq!(Network::parse("off"), Ok(Network::Off));
         let info = SandboxInfo {
             mode: SandboxMode::ReadOnly,
             mechanism: "landlock".into(),
             layers: Vec::new(),
-            network: Network::On,
         };
         assert_eq!(
             serde_json::to_value(&info).unwrap(),
@@ -554,7 +524,7 @@ mod tests {
                 .map(|(_, k)| k.clone())
                 .collect()
         };
-        let ro = plan(None, true, Network::On, &needs("codex"), Ok("namespaces")).unwrap();
+        let ro = plan(None, true, &needs("codex"), Ok("namespaces")).unwrap();
         let p = confinement(&ro, &needs("codex"), &env, &places).unwrap();
         let child = run.join(CHILD_DIR);
         assert_eq!(kinds(&p, &child), [MountKind::Writable]);
@@ -580,13 +550,12 @@ mod tests {
         );
         assert!(p.confinement.harden && !p.confinement.strict);
 
-        let ww = plan(None, false, Network::Off, &needs("codex"), Ok("namespaces")).unwrap();
+        let ww = plan(None, false, &needs("codex"), Ok("namespaces")).unwrap();
         let p = confinement(&ww, &needs("codex"), &env, &places).unwrap();
         assert_eq!(kinds(&p, &work), [MountKind::Writable]);
         // The protected names, held by placeholders while the run lasts.
         assert_eq!(kinds(&p, &work.join(".vscode")), [MountKind::ReadOnly]);
         assert!(work.join(".vscode").is_dir());
-        assert!(p.confinement.no_network);
         drop(p);
         assert!(
             !work.join(".vscode").exists(),
@@ -596,7 +565,6 @@ mod tests {
         let off = plan(
             Some(SandboxMode::Off),
             false,
-            Network::On,
             &needs("codex"),
             Ok("namespaces"),
         )
@@ -643,22 +611,8 @@ mod tests {
             OsString::from("OPENCODE_DISABLE_PROJECT_CONFIG"),
             OsString::from("1"),
         );
-        let ww = plan(
-            None,
-            false,
-            Network::On,
-            &needs("opencode"),
-            Ok("namespaces"),
-        )
-        .unwrap();
-        let ro = plan(
-            None,
-            true,
-            Network::On,
-            &needs("opencode"),
-            Ok("namespaces"),
-        )
-        .unwrap();
+        let ww = plan(None, false, &needs("opencode"), Ok("namespaces")).unwrap();
+        let ro = plan(None, true, &needs("opencode"), Ok("namespaces")).unwrap();
 
         // No opencode configuration in the workspace: its folder is held, privately, and
         // opencode told to ignore a project configuration (there is none to lose).

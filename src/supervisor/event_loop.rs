@@ -18,6 +18,7 @@ use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
 use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
+use crate::network::{proxy, ChildNetwork};
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
 use crate::runner::{BoxFuture, Ended, Launch, LocalStop, Runner, Stop};
 
@@ -49,6 +50,9 @@ pub(crate) struct ChildSpec {
     /// queued child started, carries out stops, and settles the run once the process
     /// started here is gone.
     pub runner: Box<dyn Runner>,
+    /// With `network: provider`: the policy its proxy serves the listeners made in the
+    /// child's network namespace with.
+    pub network: Option<ChildNetwork>,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -146,6 +150,29 @@ pub(crate) async fn supervise<'a>(
         program: launch.program.to_string_lossy().into_owned(),
         source,
     })?;
+    // The proxy lives until this function returns: after the child's whole tree is gone.
+    let (_proxy, network_fallback) = match &spec.network {
+        None => (None, None),
+        Some(net) => match group.take_listeners() {
+            Some(listeners) => (
+                Some(proxy::serve(
+                    net.policy.clone(),
+                    net.log.clone(),
+                    listeners,
+                )?),
+                None,
+            ),
+            None => (
+                None,
+                Some(
+                    group
+                        .degraded()
+                        .unwrap_or("no network namespace here")
+                        .to_string(),
+                ),
+            ),
+        },
+    };
     let mut stdout = pipe::Receiver::from_owned_fd(group.take_stdout().expect("piped"))?;
     let mut stderr = pipe::Receiver::from_owned_fd(group.take_stderr().expect("piped"))?;
     let OutputSinks {
@@ -334,6 +361,7 @@ pub(crate) async fn supervise<'a>(
         elapsed,
         queue_wait,
         settled,
+        network_fallback,
     })
 }
 

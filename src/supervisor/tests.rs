@@ -85,6 +85,7 @@ fn spec(script: &str, input: Option<ChildInput>) -> ChildSpec {
         confinement: Confinement::default(),
         runner,
         stdin: input,
+        network: None,
     }
 }
 

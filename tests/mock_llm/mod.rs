@@ -314,7 +314,14 @@ pub struct MockLlm {
 impl MockLlm {
     /// Binds 127.0.0.1 on a free port and serves on a thread of its own.
     pub fn start(script: Script) -> MockLlm {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        MockLlm::start_on(script, std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    /// Binds `ip` (an address of this machine) on a free port and serves on a thread of
+    /// its own.
+    pub fn start_on(script: Script, ip: std::net::IpAddr) -> MockLlm {
+        let listener =
+            std::net::TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(Mutex::new(State {

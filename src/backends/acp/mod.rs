@@ -141,7 +141,7 @@ const QWEN_PRESET: Preset = Preset {
 };
 
 macro_rules! preset_spec {
-    ($name:literal, $program:literal, $hint:literal, $preset:ident, $dirs:expr) => {
+    ($name:literal, $program:literal, $hint:literal, $preset:ident, $dirs:expr, $hosts:expr) => {
         BackendSpec {
             name: $name,
             aliases: &[],
@@ -161,6 +161,7 @@ macro_rules! preset_spec {
             explain_exit: super::no_exit_meaning,
             transient_exit: super::no_transient_exit,
             home: $dirs,
+            provider_hosts: $hosts,
         }
     };
 }
@@ -199,6 +200,8 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
         env: super::any_provider_env(),
         ..Default::default()
     }),
+    // Its provider is whatever the agent's command uses: `allow_hosts` names it.
+    provider_hosts: |_| Vec::new(),
 };
 
 /// The presets: each one CLI's ACP mode, registered beside `acp` in `BACKENDS`.
@@ -210,35 +213,40 @@ pub(crate) static GEMINI: BackendSpec = preset_spec!(
     "gemini",
     "install it with `npm install -g @google/gemini-cli` (ACP since 0.34)",
     GEMINI_PRESET,
-    super::gemini::BACKEND.home
+    super::gemini::BACKEND.home,
+    super::gemini::BACKEND.provider_hosts
 );
 pub(crate) static OPENCODE: BackendSpec = preset_spec!(
     "opencode-acp",
     "opencode",
     "install it with `npm install -g opencode-ai`",
     OPENCODE_PRESET,
-    super::opencode::BACKEND.home
+    super::opencode::BACKEND.home,
+    super::opencode::BACKEND.provider_hosts
 );
 pub(crate) static CLAUDE: BackendSpec = preset_spec!(
     "claude-acp",
     "claude-agent-acp",
     "install it with `npm install -g @agentclientprotocol/claude-agent-acp` (it bundles Claude Code; node 22 or newer)",
     CLAUDE_PRESET,
-    super::claude::BACKEND.home
+    super::claude::BACKEND.home,
+    super::claude::BACKEND.provider_hosts
 );
 pub(crate) static CODEX: BackendSpec = preset_spec!(
     "codex-acp",
     "codex-acp",
     "install it with `npm install -g @zed-industries/codex-acp`",
     CODEX_PRESET,
-    super::codex::BACKEND.home
+    super::codex::BACKEND.home,
+    super::codex::BACKEND.provider_hosts
 );
 pub(crate) static PI: BackendSpec = preset_spec!(
     "pi-acp",
     "pi-acp",
     "install it with `npm install -g pi-acp` (it runs the `pi` on PATH: `npm install -g @earendil-works/pi-coding-agent`, node 22.19 or newer)",
     PI_PRESET,
-    Some(pi_acp_home)
+    Some(pi_acp_home),
+    super::pi::BACKEND.provider_hosts
 );
 pub(crate) static QWEN: BackendSpec = preset_spec!(
     "qwen-acp",
@@ -246,7 +254,8 @@ pub(crate) static QWEN: BackendSpec = preset_spec!(
     "install it with `npm install -g @qwen-code/qwen-code` (node 22 or newer)",
     QWEN_PRESET,
     // Not verified under the sandbox: none by default.
-    None
+    None,
+    |_| Vec::new()
 );
 
 /// pi's home, and pi-acp's map of its sessions to pi's (`~/.pi/pi-acp`), which `--resume`
