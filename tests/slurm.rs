@@ -109,6 +109,10 @@ fn main() {
             "the_sandbox_and_network_off_are_refused_rather_than_silently_dropped",
             the_sandbox_and_network_off_are_refused_rather_than_silently_dropped,
         ),
+        (
+            "a_hostile_child_on_the_node_is_held_by_the_default_sandbox",
+            a_hostile_child_on_the_node_is_held_by_the_default_sandbox,
+        ),
     ];
 
     let missing = missing_prerequisite();
@@ -1003,6 +1007,87 @@ fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {
             json!(["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"])
         )
     );
+}
+
+/// The attacks of tests/hostile.rs that matter most, by a child on the node with the
+/// default sandbox (read-only: the fake agent has no tool that writes): writes outside its
+/// place (the workspace, the home), a plant in its CLI's configuration, a read of the
+/// user's ssh key, forgeries of the run's records. Each is denied, the child's own place
+/// stays writable, and the result names the same layers as the same run here.
+fn a_hostile_child_on_the_node_is_held_by_the_default_sandbox() {
+    let sb = Sandbox::new();
+    let existing = sb.home.join(".pi/agent/settings.json");
+    let planted = sb.home.join(".pi/agent/extensions/evil.ts");
+    let key = sb.home.join(".ssh/id_ed25519");
+    for (path, text) in [(&existing, "{}\n"), (&key, "orchestrate-slurm-secret\n")] {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let targets = [
+        ("workspace", sb.work.join("outside").display().to_string()),
+        ("home", sb.home.join("outside").display().to_string()),
+        ("settings", existing.display().to_string()),
+        ("extension", planted.display().to_string()),
+        ("result", "$d/result.json".to_string()),
+        ("exit-status", "$d/exit-status".to_string()),
+        ("plan", "$d/sandbox-exec.json".to_string()),
+        ("index", "$HOSTILE_STATE/runs.jsonl".to_string()),
+    ];
+    let mut script = format!(
+        "d=\"$HOSTILE_STATE/runs/$ORCHESTRATE_RUN_ID\"\nmkdir -p '{}' 2>/dev/null\n",
+        planted.parent().unwrap().display()
+    );
+    for (name, path) in &targets {
+        script.push_str(&format!(
+            "(echo planted >> \"{path}\") 2>/dev/null && echo 'wrote {name}' || echo 'denied {name}'\n"
+        ));
+    }
+    script.push_str(
+        "cat ~/.ssh/id_ed25519 2>/dev/null; ls -a ~/.ssh 2>&1 | tr '\\n' ' '; echo\n\
+         (echo mine > \"$TMPDIR/mine\") && echo 'wrote tmp'\n",
+    );
+    let state = sb.state.display().to_string();
+    let sb = sb
+        .scenario("hostile")
+        .set("ORCHESTRATE_SANDBOX", "auto")
+        .set("HOSTILE_STATE", &state)
+        .set("FAKE_AGENT_SCRIPT", &script);
+    let out = sb.run("probe", &["--runner", "slurm", "--details", "full"]);
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    let result = out.result();
+    let said: Vec<String> = result["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output: {}", out.stdout))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let mut want: Vec<String> = targets
+        .iter()
+        .map(|(name, _)| format!("denied {name}"))
+        .collect();
+    want.extend([". .. ".to_string(), "wrote tmp".to_string()]);
+    assert_eq!(said, want, "{}", out.stdout);
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "{}\n");
+    assert!(!planted.exists() && !sb.work.join("outside").exists());
+    let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
+    assert!(!index.contains("planted"), "{index}");
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let shown = sb.run_args(&["show", &id, "--json"]);
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(shown["result"]["details"]["results"][0]["output"], result["output"]);
+
+    // The node's layers are the ones the same run gets here, and nothing is missing.
+    let local = sb.run("probe", &["--details", "full"]);
+    assert_eq!(local.status, 0, "{}", local.stdout);
+    let (_, job) = runner_of(&result);
+    assert_eq!(
+        (result["sandbox"].clone(), result.get("warnings").cloned()),
+        (local.result()["sandbox"].clone(), None),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(result["sandbox"]["mode"], json!("read-only"));
+    assert!(is_final(job_state(job).as_deref()));
 }
 
 const REAL_PI_TEST: &str = "the_real_pi_runs_as_a_slurm_job_against_the_mock_llm";
