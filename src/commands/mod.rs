@@ -40,6 +40,7 @@ pub fn dispatch(cli: Cli) -> i32 {
         },
         Command::Config { json } => config::config(json),
         Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
+        Command::SandboxExec { plan } => crate::sandbox::serve_exec(&plan),
         Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),
     }

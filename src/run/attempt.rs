@@ -240,6 +240,33 @@ impl Attempt<'_> {
             git: &git,
             nests,
         };
+        let runner = run.runner.start(&JobSpec {
+            run_id: &run.run_id,
+            attempt: n,
+            cwd: &cwd,
+            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
+            queue_timeout: run.limits.queue_timeout,
+            args: &run.runner.args,
+        });
+        if !run.runner.kind.here() && run.sandbox.confines() {
+            // The child runs elsewhere: orchestrate's own process there builds its sandbox
+            // from a plan in the run folder, and says which layers held.
+            let launch = self.node_sandbox(invocation, &places, &cwd, n)?;
+            env_remove.push(sandbox::OUTER_VAR.into());
+            return Ok((
+                ChildSpec {
+                    program: launch.program,
+                    args: launch.args,
+                    cwd,
+                    env,
+                    env_remove,
+                    confinement: Default::default(),
+                    runner,
+                    layers_reported: true,
+                },
+                Held::default(),
+            ));
+        }
         let prepared = sandbox::confinement(
             &run.sandbox,
             &run.backend.backend.sandbox_needs(),
@@ -253,14 +280,6 @@ impl Attempt<'_> {
         })?;
         env.extend(prepared.env);
         env_remove.extend(prepared.env_remove);
-        let runner = run.runner.start(&JobSpec {
-            run_id: &run.run_id,
-            attempt: n,
-            cwd: &cwd,
-            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
-            queue_timeout: run.limits.queue_timeout,
-            args: &run.runner.args,
-        });
         Ok((
             ChildSpec {
                 program: invocation.program.clone(),
@@ -270,8 +289,49 @@ impl Attempt<'_> {
                 env_remove,
                 confinement: prepared.confinement,
                 runner,
+                layers_reported: false,
             },
             prepared.held,
         ))
+    }
+
+    /// `orchestrate sandbox-exec PLAN` in front of the agent's command, with the plan
+    /// written into the run folder.
+    fn node_sandbox(
+        &self,
+        invocation: &Invocation,
+        places: &Places<'_>,
+        cwd: &std::path::Path,
+        n: u32,
+    ) -> Result<crate::runner::Launch, RunError> {
+        use sandbox::remote::{self, NodePlan, PlanError};
+        let run = self.run;
+        let path = remote::plan_file(&self.run_dir.path, n);
+        NodePlan::new(
+            &run.sandbox,
+            run.backend.backend.name(),
+            places,
+            &invocation.program,
+            &invocation.args,
+            cwd,
+        )
+        .and_then(|plan| plan.write(&path))
+        .map_err(|e| match e {
+            PlanError::Write { path, source } => RunError::Io {
+                action: "write the node's sandbox plan",
+                path,
+                source,
+            },
+            e => RunError::invalid(e.to_string()),
+        })?;
+        let exe = std::env::current_exe().map_err(|source| RunError::Io {
+            action: "find orchestrate's own binary for the node",
+            path: "/proc/self/exe".into(),
+            source,
+        })?;
+        Ok(crate::runner::Launch {
+            program: exe.into_os_string(),
+            args: vec![remote::COMMAND.into(), path.into_os_string()],
+        })
     }
 }

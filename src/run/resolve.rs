@@ -135,17 +135,21 @@ pub(crate) fn resolve(
     let backend = s.backend.select();
     let runner = runner::select(&s.runner, &cfg.runners.value)
         .map_err(|e| RunError::invalid(e.to_string()))?;
-    let sandbox = if runner.kind.here() {
-        sandbox::plan(
-            s.sandbox,
-            agent.permissions().readonly,
-            s.network,
-            &backend.backend.sandbox_needs(),
-            crate::platform::sandbox_mechanism(),
-        )
-    } else {
-        sandbox::remote_plan(s.sandbox, s.network, &runner.name)
+    // A child that runs elsewhere gets the same sandbox, built there (sandbox::remote).
+    if !runner.kind.here() && !sandbox::remote::network_reaches_node(s.network) {
+        return Err(RunError::invalid(format!(
+            "network {} cannot be held for a child that runs through the {} runner (use --runner local)",
+            s.network.name(),
+            runner.name
+        )));
     }
+    let sandbox = sandbox::plan(
+        s.sandbox,
+        agent.permissions().readonly,
+        s.network,
+        &backend.backend.sandbox_needs(),
+        crate::platform::sandbox_mechanism(),
+    )
     .map_err(RunError::invalid)?;
     if s.isolation {
         crate::worktree::check(&cwd).map_err(|e| RunError::invalid(e.to_string()))?;

@@ -45,6 +45,10 @@ pub(crate) struct ChildSpec {
     /// queued child started, carries out stops, and settles the run once the process
     /// started here is gone.
     pub runner: Box<dyn Runner>,
+    /// The sandbox is built where the child runs, by orchestrate's own process there
+    /// (`orchestrate sandbox-exec`), whose first line on stderr says which layers held:
+    /// taken off the stream, it is the outcome's `sandbox_layers`.
+    pub layers_reported: bool,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -97,6 +101,10 @@ struct Machine<'a> {
     /// When the local process is SIGKILLed, if it has not exited after a stop through
     /// the engine.
     kill_local_at: Option<Instant>,
+    /// While the sandbox's report is awaited: stderr held back up to the end of a line.
+    report_wait: Option<Vec<u8>>,
+    /// The layers the report said held.
+    reported: Option<platform::Layers>,
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
@@ -173,6 +181,8 @@ pub(crate) async fn supervise<'a>(
         runner: &mut *spec.runner,
         started: started_signal.is_none().then_some(start),
         kill_local_at: None,
+        report_wait: spec.layers_reported.then(Vec::new),
+        reported: None,
     };
 
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
@@ -214,6 +224,9 @@ pub(crate) async fn supervise<'a>(
             r = stderr.read(&mut ebuf), if m.stderr_open => match r {
                 Ok(0) | Err(_) => {
                     m.stderr_open = false;
+                    if let Some(held) = m.report_wait.take() {
+                        m.pass_stderr(&held);
+                    }
                     m.on_pipe_closed()?;
                 }
                 Ok(n) => m.on_stderr(&ebuf[..n])?,
@@ -284,7 +297,10 @@ pub(crate) async fn supervise<'a>(
         leak,
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
-        sandbox_layers: m.group.layers().clone(),
+        sandbox_layers: match (spec.layers_reported, m.reported.take()) {
+            (false, _) => m.group.layers().clone(),
+            (true, reported) => reported.unwrap_or_default(),
+        },
         stdout_bytes: m.stdout_bytes,
         stderr_tail,
         session_write_error: m.session_write_error,
@@ -366,6 +382,43 @@ impl Machine<'_> {
         let Some(chunk) = self.admit(chunk, false)? else {
             return Ok(());
         };
+        match self.take_report(chunk) {
+            Some(passed) => self.pass_stderr(&passed),
+            None => self.pass_stderr(chunk),
+        }
+        self.read_facts()
+    }
+
+    /// While the sandbox's report is awaited: holds `chunk` back up to a line's end and
+    /// takes the first report line off; returns what passes on (None: all of `chunk`).
+    /// The first report is the one: the process that writes it writes it before the
+    /// child's output can reach this stream, so the child cannot write one before it.
+    fn take_report(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
+        let held = self.report_wait.as_mut()?;
+        held.extend_from_slice(chunk);
+        let mut passed = Vec::new();
+        while let Some(end) = held.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = held.drain(..=end).collect();
+            if let Some(layers) = crate::sandbox::remote::parse_report(&line) {
+                self.reported = Some(layers);
+                passed.append(held);
+                self.report_wait = None;
+                return Some(passed);
+            }
+            passed.extend_from_slice(&line);
+        }
+        // A line this long before the report is none.
+        if held.len() > crate::sandbox::remote::MAX_REPORT_BYTES {
+            passed.append(held);
+            self.report_wait = None;
+        }
+        Some(passed)
+    }
+
+    fn pass_stderr(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
         let _ = self.out.stderr_copy.write_all(chunk);
         self.stderr_tail.extend_from_slice(chunk);
         if self.stderr_tail.len() > STDERR_TAIL_BYTES * 2 {
@@ -378,7 +431,6 @@ impl Machine<'_> {
                 sink.on_stderr_line(line);
             }
         });
-        self.read_facts()
     }
 
     /// Counts the chunk against the hard cap and returns the part that fits. Past the cap
