@@ -106,8 +106,8 @@ fn main() {
             no_srun_on_path_is_a_clear_failure,
         ),
         (
-            "the_sandbox_and_network_off_are_refused_rather_than_silently_dropped",
-            the_sandbox_and_network_off_are_refused_rather_than_silently_dropped,
+            "a_mode_asked_for_and_network_off_are_held_on_the_node",
+            a_mode_asked_for_and_network_off_are_held_on_the_node,
         ),
         (
             "a_hostile_child_on_the_node_is_held_by_the_default_sandbox",
@@ -311,6 +311,10 @@ fn node() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The stops hold with the sandbox off and with the default one, which puts orchestrate's
+/// `sandbox-exec` and the sandbox's controller between the job's step and the agent.
+const SANDBOXES: [&str; 2] = ["off", "auto"];
+
 fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
     let sb = Sandbox::new();
     // The full record: a lean success leaves out its clean exit.
@@ -352,9 +356,19 @@ fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
 }
 
 fn a_runtime_timeout_leaves_no_job_and_no_process() {
-    let sb = Sandbox::new().scenario("silent");
+    for sandbox in SANDBOXES {
+        a_runtime_timeout_leaves_no_job_and_no_process_with(sandbox);
+    }
+}
+
+fn a_runtime_timeout_leaves_no_job_and_no_process_with(sandbox: &str) {
+    let sb = Sandbox::new()
+        .scenario("silent")
+        .set("ORCHESTRATE_SANDBOX", sandbox);
     let out = sb.run("t", &["--runner", "slurm", "--timeout", "3s"]);
     let result = out.result();
+    let mode = if sandbox == "off" { "off" } else { "read-only" };
+    assert_eq!(result["sandbox"]["mode"], json!(mode), "{}", out.stdout);
     let (runner, id) = runner_of(&result);
     assert_eq!(
         (
@@ -381,7 +395,15 @@ fn a_runtime_timeout_leaves_no_job_and_no_process() {
 }
 
 fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
-    let sb = Sandbox::new().scenario("ignore-term");
+    for sandbox in SANDBOXES {
+        a_child_that_ignores_sigterm_is_killed_after_the_grace_with(sandbox);
+    }
+}
+
+fn a_child_that_ignores_sigterm_is_killed_after_the_grace_with(sandbox: &str) {
+    let sb = Sandbox::new()
+        .scenario("ignore-term")
+        .set("ORCHESTRATE_SANDBOX", sandbox);
     let out = sb.run(
         "t",
         &["--runner", "slurm", "--timeout", "2s", "--kill-grace", "1s"],
@@ -552,7 +574,15 @@ fn spawn_run(sb: &Sandbox, extra: &[&str]) -> std::process::Child {
 }
 
 fn kill_9_of_orchestrate_cancels_its_job_within_seconds() {
-    let sb = Sandbox::new().scenario("silent");
+    for sandbox in SANDBOXES {
+        kill_9_of_orchestrate_cancels_its_job_within_seconds_with(sandbox);
+    }
+}
+
+fn kill_9_of_orchestrate_cancels_its_job_within_seconds_with(sandbox: &str) {
+    let sb = Sandbox::new()
+        .scenario("silent")
+        .set("ORCHESTRATE_SANDBOX", sandbox);
     let mut child = spawn_run(&sb, &[]);
     let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
     kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
@@ -985,27 +1015,75 @@ fn no_srun_on_path_is_a_clear_failure() {
     assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
-fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {
+/// A mode asked for is held on the node, as here: workspace-write writes the workspace
+/// and nothing else; `network off` is the node's own network namespace (the test's
+/// listener on 127.0.0.1 is out of reach, while it is reachable without it).
+fn a_mode_asked_for_and_network_off_are_held_on_the_node() {
     let sb = Sandbox::new();
-    let out = sb.run("t", &["--runner", "slurm", "--sandbox", "read-only"]);
+    let script = format!(
+        "(echo x > '{work}/made') 2>/dev/null && echo 'wrote workspace' || echo 'denied workspace'\n\
+         (echo x > '{home}/made') 2>/dev/null && echo 'wrote home' || echo 'denied home'\n",
+        work = sb.work.display(),
+        home = sb.home.display()
+    );
+    let sb = sb.scenario("hostile").set("FAKE_AGENT_SCRIPT", &script);
+    let out = sb.run(
+        "t",
+        &[
+            "--runner",
+            "slurm",
+            "--sandbox",
+            "workspace-write",
+            "--details",
+            "full",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stdout);
+    let result = out.result();
     assert_eq!(
-        (out.status, out.json()["details"]["error"]["message"].clone()),
+        (result["output"].clone(), result["sandbox"]["mode"].clone()),
         (
-            2,
-            json!("Invalid input: sandbox read-only was asked for, but orchestrate's sandbox does not reach a child that runs through the slurm runner (use --sandbox off, or --runner local)")
+            json!("wrote workspace\ndenied home"),
+            json!("workspace-write")
         )
     );
-    let out = sb.run("t", &["--runner", "slurm", "--network", "off"]);
-    assert_eq!(out.status, 2, "{}", out.stdout);
-    // By default there is none, and the result says so.
-    let sb = Sandbox::new().set("ORCHESTRATE_SANDBOX", "auto");
-    let out = sb.run("t", &["--runner", "slurm"]);
+    assert!(sb.work.join("made").exists() && !sb.home.join("made").exists());
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let sb = Sandbox::new()
+        .scenario("connect-probe")
+        .set("FAKE_AGENT_CONNECT_PORT", &port);
+    let answers = |extra: &[&str]| {
+        let mut args = vec!["--runner", "slurm", "--details", "full"];
+        args.extend_from_slice(extra);
+        let out = sb.run("t", &args);
+        assert_eq!(out.status, 0, "{}", out.stdout);
+        let result = out.result();
+        (result["output"].clone(), result["sandbox"].clone())
+    };
     assert_eq!(
-        (out.status, out.result()["warnings"].clone()),
+        answers(&[]),
         (
-            0,
-            json!(["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"])
+            json!("connected"),
+            json!({"mode": "off", "mechanism": "none"})
         )
+    );
+    let (said, sandbox) = answers(&["--network", "off", "--sandbox", "read-only"]);
+    assert_eq!(
+        (said, sandbox["network"].clone(), sandbox["mode"].clone()),
+        (
+            json!("not connected: connection refused"),
+            json!("off"),
+            json!("read-only")
+        )
+    );
+    assert!(
+        sandbox["layers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("network-namespace")),
+        "{sandbox}"
     );
 }
 
@@ -1138,6 +1216,17 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
     let mut result = out.result();
     let (runner, id) = runner_of(&result);
     result["runner"] = runner;
+    // The default sandbox of an agent that writes, built on the node (its layers are the
+    // kernel's: Landlock's scopes need Linux 6.12).
+    let sandbox = result["sandbox"].clone();
+    let layers: Vec<&str> = sandbox["layers"]
+        .as_array()
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for layer in ["pid-namespace", "mounts", "landlock", "seccomp", "no-tty"] {
+        assert!(layers.contains(&layer), "{layer} did not hold: {sandbox}");
+    }
+    result["sandbox"]["layers"] = json!("LAYERS");
     // pi's prices are 1 and 2 $ per million input and output tokens; cached tokens
     // are free and not input.
     let (input, cache_read, output) = (200 - 40 + 300 - 100, 40 + 100, 14 + 9);
@@ -1160,8 +1249,7 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
                           "cacheWrite": 0, "cost": cost, "turns": 2},
                 "output": answer,
                 "displayItems": [tool_item("bash", &args), text_item(answer)],
-                "sandbox": {"mode": "off", "mechanism": "none"},
-                "warnings": ["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"],
+                "sandbox": {"mode": "workspace-write", "mechanism": "namespaces", "layers": "LAYERS"},
                 "runner": {"kind": "slurm", "jobId": "<id>", "node": node(), "state": "COMPLETED"}
             })
         )
@@ -1182,6 +1270,13 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
             sb.root.path().display()
         )]
     );
+
+    // pi wrote its own session on the node, in the child's place of the run folder.
+    let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let session = sb.state.join("runs").join(&run_id).join("child/pi-session.jsonl");
+    let written = std::fs::read_to_string(&session)
+        .unwrap_or_else(|e| panic!("pi's session {}: {e}", session.display()));
+    assert!(written.contains(answer), "{written}");
 
     // Nothing of the run is left, and Slurm is done with the job.
     let marker = sb.marker();
