@@ -110,6 +110,10 @@ fn main() {
             a_mode_asked_for_and_network_off_are_held_on_the_node,
         ),
         (
+            "a_node_without_the_run_folder_is_a_clear_failure",
+            a_node_without_the_run_folder_is_a_clear_failure,
+        ),
+        (
             "a_hostile_child_on_the_node_is_held_by_the_default_sandbox",
             a_hostile_child_on_the_node_is_held_by_the_default_sandbox,
         ),
@@ -1129,7 +1133,9 @@ fn a_hostile_child_on_the_node_is_held_by_the_default_sandbox() {
         .scenario("hostile")
         .set("ORCHESTRATE_SANDBOX", "auto")
         .set("HOSTILE_STATE", &state)
-        .set("FAKE_AGENT_SCRIPT", &script);
+        .set("FAKE_AGENT_SCRIPT", &script)
+        // A report of its own, on stderr: too late to be taken for the node's.
+        .set("FAKE_AGENT_STDERR", FORGED_REPORT);
     let out = sb.run("probe", &["--runner", "slurm", "--details", "full"]);
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
     let result = out.result();
@@ -1175,6 +1181,48 @@ fn a_hostile_child_on_the_node_is_held_by_the_default_sandbox() {
     );
     assert_eq!(result["sandbox"]["mode"], json!("read-only"));
     assert!(is_final(job_state(job).as_deref()));
+    // The node's report was taken off the child's stderr; the forgery is the child's.
+    let log = std::fs::read_to_string(sb.state.join("runs").join(&id).join("stderr.log")).unwrap();
+    assert_eq!(log, format!("{FORGED_REPORT}\n"));
+}
+
+/// What a child would write to pass for the node's report of the layers that held.
+const FORGED_REPORT: &str = r#"orchestrate-sandbox: {"held":["seccomp"],"missing":[]}"#;
+
+/// `sandbox-exec` on a node where the run folder is not (no shared filesystem), or whose
+/// plan is malformed: a clear error, and no child.
+fn a_node_without_the_run_folder_is_a_clear_failure() {
+    let sb = Sandbox::new();
+    let missing = sb.root.path().join("state/runs/ab12cd34/sandbox-exec.json");
+    let out = sb
+        .command(&["sandbox-exec", missing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(
+        err.starts_with("orchestrate sandbox-exec on ")
+            && err.contains(&format!(
+                "cannot read the sandbox plan {} here (the run folder must be on a filesystem the node shares, at the same path): No such file or directory",
+                missing.display()
+            )),
+        "{err}"
+    );
+    let bad = sb.root.path().join("bad.json");
+    std::fs::write(&bad, "{\"mode\": \"read-only\"}").unwrap();
+    let out = sb
+        .command(&["sandbox-exec", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the sandbox plan {} is malformed: missing field",
+            bad.display()
+        )),
+        "{err}"
+    );
 }
 
 const REAL_PI_TEST: &str = "the_real_pi_runs_as_a_slurm_job_against_the_mock_llm";
@@ -1273,7 +1321,11 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
 
     // pi wrote its own session on the node, in the child's place of the run folder.
     let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    let session = sb.state.join("runs").join(&run_id).join("child/pi-session.jsonl");
+    let session = sb
+        .state
+        .join("runs")
+        .join(&run_id)
+        .join("child/pi-session.jsonl");
     let written = std::fs::read_to_string(&session)
         .unwrap_or_else(|e| panic!("pi's session {}: {e}", session.display()));
     assert!(written.contains(answer), "{written}");
