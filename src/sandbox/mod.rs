@@ -25,15 +25,12 @@
 //! A child that runs on another machine (a runner whose engine is not local, such as
 //! Slurm) gets the same sandbox there: `orchestrate sandbox-exec`, started on the node in
 //! front of the agent's command, builds it with the node's own namespaces, Landlock and
-//! seccomp ([`remote`], `exec.rs`).
+//! seccomp ([`remote`]; the command is `commands/sandbox_exec.rs`).
 
 mod env;
-mod exec;
 mod logins;
 pub(crate) mod remote;
 mod view;
-
-pub(crate) use exec::serve as serve_exec;
 
 pub(crate) use view::Placeholders;
 

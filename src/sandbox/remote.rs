@@ -2,7 +2,7 @@
 //! own process there is `orchestrate sandbox-exec PLAN`, which the runner's command starts
 //! in front of the agent's: it builds the same sandbox a local run gets ([`confinement`],
 //! then `platform::spawn`), with the node's own namespaces, Landlock and seccomp, relays
-//! the child's output, and exits with its status (`exec.rs`).
+//! the child's output, and exits with its status (`commands/sandbox_exec.rs`).
 //!
 //! What crosses over:
 //! - The plan ([`NodePlan`]): the sandbox's inputs (mode, network, the backend, the run's
@@ -207,6 +207,59 @@ pub(crate) fn parse_report(line: &[u8]) -> Option<Layers> {
     })
 }
 
+/// Takes the report off a stream of stderr: holds the stream back up to the end of each
+/// line until the report came, passes every other line on, and keeps the layers. The
+/// first report is the one: `sandbox-exec` writes it before the child's output can reach
+/// the stream, so the child cannot write one before it; later ones are the child's.
+#[derive(Debug, Default)]
+pub(crate) struct ReportReader {
+    /// Held back while the report is awaited; None once it came (or cannot come).
+    held: Option<Vec<u8>>,
+    layers: Option<Layers>,
+}
+
+impl ReportReader {
+    pub(crate) fn new() -> ReportReader {
+        ReportReader {
+            held: Some(Vec::new()),
+            layers: None,
+        }
+    }
+
+    /// Takes `chunk` in; returns what passes on now (None: all of `chunk`, as it is).
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
+        let held = self.held.as_mut()?;
+        held.extend_from_slice(chunk);
+        let mut passed = Vec::new();
+        while let Some(end) = held.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = held.drain(..=end).collect();
+            if let Some(layers) = parse_report(&line) {
+                self.layers = Some(layers);
+                passed.append(held);
+                self.held = None;
+                return Some(passed);
+            }
+            passed.extend_from_slice(&line);
+        }
+        // A line this long is no report.
+        if held.len() > MAX_REPORT_BYTES {
+            passed.append(held);
+            self.held = None;
+        }
+        Some(passed)
+    }
+
+    /// At the stream's end: what is still held back.
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
+        self.held.take().unwrap_or_default()
+    }
+
+    /// The layers the report said held; None without a report.
+    pub(crate) fn layers(&self) -> Option<&Layers> {
+        self.layers.as_ref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +287,55 @@ mod tests {
                 missing: Vec::new()
             })
         );
+    }
+
+    #[test]
+    fn the_first_report_is_taken_off_the_stream_in_any_chunks_and_later_ones_are_passed_on() {
+        let layers = Layers {
+            held: vec![layer::MOUNTS, layer::SECCOMP],
+            missing: Vec::new(),
+        };
+        let report = report_line(&layers);
+        let forged = report_line(&Layers {
+            held: vec![layer::NO_TTY],
+            missing: Vec::new(),
+        });
+        let stream = format!("srun: warning\n{report}child says\n{forged}last");
+        for size in [1, 2, 7, 64, stream.len()] {
+            let mut reader = ReportReader::new();
+            let mut passed = Vec::new();
+            for chunk in stream.as_bytes().chunks(size) {
+                match reader.push(chunk) {
+                    Some(p) => passed.extend(p),
+                    None => passed.extend_from_slice(chunk),
+                }
+            }
+            passed.extend(reader.finish());
+            assert_eq!(
+                (String::from_utf8(passed).unwrap(), reader.layers()),
+                (
+                    format!("srun: warning\nchild says\n{forged}last"),
+                    Some(&layers)
+                ),
+                "chunks of {size}"
+            );
+        }
+        // No report: everything passes on, at the end if not before.
+        let mut reader = ReportReader::new();
+        assert_eq!(
+            reader.push(b"error: no plan\npartial"),
+            Some(b"error: no plan\n".to_vec())
+        );
+        assert_eq!(
+            (reader.finish(), reader.layers()),
+            (b"partial".to_vec(), None)
+        );
+        // A line too long to be a report ends the wait.
+        let mut reader = ReportReader::new();
+        let long = vec![b'x'; MAX_REPORT_BYTES + 1];
+        assert_eq!(reader.push(&long), Some(long.clone()));
+        assert_eq!(reader.push(report.as_bytes()), None);
+        assert_eq!(reader.layers(), None);
     }
 
     #[test]

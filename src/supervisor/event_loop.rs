@@ -19,6 +19,7 @@ use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
 use crate::runner::{BoxFuture, Ended, Launch, LocalStop, Runner, Stop};
+use crate::sandbox::remote::ReportReader;
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -101,10 +102,9 @@ struct Machine<'a> {
     /// When the local process is SIGKILLed, if it has not exited after a stop through
     /// the engine.
     kill_local_at: Option<Instant>,
-    /// While the sandbox's report is awaited: stderr held back up to the end of a line.
-    report_wait: Option<Vec<u8>>,
-    /// The layers the report said held.
-    reported: Option<platform::Layers>,
+    /// Takes the sandbox's report of its layers off stderr, where the child's runs
+    /// elsewhere (`ChildSpec::layers_reported`).
+    report: Option<ReportReader>,
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
@@ -181,8 +181,7 @@ pub(crate) async fn supervise<'a>(
         runner: &mut *spec.runner,
         started: started_signal.is_none().then_some(start),
         kill_local_at: None,
-        report_wait: spec.layers_reported.then(Vec::new),
-        reported: None,
+        report: spec.layers_reported.then(ReportReader::new),
     };
 
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
@@ -224,7 +223,7 @@ pub(crate) async fn supervise<'a>(
             r = stderr.read(&mut ebuf), if m.stderr_open => match r {
                 Ok(0) | Err(_) => {
                     m.stderr_open = false;
-                    if let Some(held) = m.report_wait.take() {
+                    if let Some(held) = m.report.as_mut().map(ReportReader::finish) {
                         m.pass_stderr(&held);
                     }
                     m.on_pipe_closed()?;
@@ -297,9 +296,9 @@ pub(crate) async fn supervise<'a>(
         leak,
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
-        sandbox_layers: match (spec.layers_reported, m.reported.take()) {
-            (false, _) => m.group.layers().clone(),
-            (true, reported) => reported.unwrap_or_default(),
+        sandbox_layers: match &m.report {
+            None => m.group.layers().clone(),
+            Some(report) => report.layers().cloned().unwrap_or_default(),
         },
         stdout_bytes: m.stdout_bytes,
         stderr_tail,
@@ -382,37 +381,11 @@ impl Machine<'_> {
         let Some(chunk) = self.admit(chunk, false)? else {
             return Ok(());
         };
-        match self.take_report(chunk) {
+        match self.report.as_mut().and_then(|r| r.push(chunk)) {
             Some(passed) => self.pass_stderr(&passed),
             None => self.pass_stderr(chunk),
         }
         self.read_facts()
-    }
-
-    /// While the sandbox's report is awaited: holds `chunk` back up to a line's end and
-    /// takes the first report line off; returns what passes on (None: all of `chunk`).
-    /// The first report is the one: the process that writes it writes it before the
-    /// child's output can reach this stream, so the child cannot write one before it.
-    fn take_report(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
-        let held = self.report_wait.as_mut()?;
-        held.extend_from_slice(chunk);
-        let mut passed = Vec::new();
-        while let Some(end) = held.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = held.drain(..=end).collect();
-            if let Some(layers) = crate::sandbox::remote::parse_report(&line) {
-                self.reported = Some(layers);
-                passed.append(held);
-                self.report_wait = None;
-                return Some(passed);
-            }
-            passed.extend_from_slice(&line);
-        }
-        // A line this long before the report is none.
-        if held.len() > crate::sandbox::remote::MAX_REPORT_BYTES {
-            passed.append(held);
-            self.report_wait = None;
-        }
-        Some(passed)
     }
 
     fn pass_stderr(&mut self, chunk: &[u8]) {

@@ -1,5 +1,5 @@
 //! `orchestrate sandbox-exec PLAN`: orchestrate's process on a cluster's node, between the
-//! runner's command and the agent's (`remote.rs` says what crosses over). It builds the
+//! runner's command and the agent's (`sandbox/remote.rs` says what crosses over). It builds the
 //! child's sandbox there exactly as a local run does, writes the layers that held as its
 //! first stderr line, relays the child's stdout and stderr, passes a stop on to the
 //! child's tree, and exits with the child's status (128+N for signal N). What the sandbox
@@ -16,9 +16,9 @@ use tokio::net::unix::pipe;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, sleep_until, Instant};
 
-use super::remote::{self, NodePlan};
-use super::{ChildEnv, Places, Prepared};
 use crate::backends::Backend;
+use crate::sandbox::remote::{self, NodePlan};
+use crate::sandbox::{self, ChildEnv, Places, Prepared};
 use crate::platform::{self, GroupChild, LeaderExit, SpawnSpec};
 
 /// Once the child exited, how long descendants that still hold its pipes may go on
@@ -36,10 +36,10 @@ const CANNOT_START: i32 = 126;
 const NOT_FOUND: i32 = 127;
 
 /// Runs the plan at `plan_path`; returns the process's exit status.
-pub(crate) fn serve(plan_path: &Path) -> i32 {
+pub(crate) fn sandbox_exec(plan_path: &Path) -> i32 {
     // No orchestrate sandbox encloses this process on the node, whatever the submitting
     // side's environment says of its own.
-    std::env::remove_var(super::OUTER_VAR);
+    std::env::remove_var(sandbox::OUTER_VAR);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -96,7 +96,7 @@ async fn run(plan_path: &Path) -> i32 {
     };
     // The child's environment is this process's own: the runner's command carried
     // orchestrate's here.
-    let prepared = super::confinement(
+    let prepared = sandbox::confinement(
         &plan.sandbox(mechanism),
         &backend.sandbox_needs(),
         &ChildEnv { overrides: &[] },
@@ -144,7 +144,7 @@ async fn run(plan_path: &Path) -> i32 {
     drop(held);
     if viewed {
         let _ =
-            std::fs::remove_dir_all(plan.run_dir.join(super::CHILD_DIR).join(super::PRIVATE_TMP));
+            std::fs::remove_dir_all(plan.run_dir.join(sandbox::CHILD_DIR).join(sandbox::PRIVATE_TMP));
     }
     match exit {
         Ok(LeaderExit::Exited(code)) => code,
