@@ -1501,7 +1501,8 @@ fn errno_text() -> String {
 /// `probe tiocsti TEXT`: pushes TEXT into the input of the controlling terminal;
 /// `probe connect-unix PATH` and `probe connect-abstract NAME`: connects to a unix socket;
 /// `probe setxattr PATH`: sets `user.orchestrate` on PATH; `probe chmod PATH`: makes it
-/// setuid and world-writable; `probe utimes PATH`: sets its times to 2001-09-09;
+/// setuid and world-writable; `probe fchmod-setuid PATH`: the same through fchmod and
+/// fchmodat2; `probe utimes PATH`: sets its times to 2001-09-09;
 /// `probe signal PID`: sends it SIGUSR2; `probe ptrace PID`: attaches to it.
 fn probe(args: &[String]) -> String {
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
@@ -1562,6 +1563,29 @@ fn probe(args: &[String]) -> String {
                 "chmod: {}",
                 ok_or_err(libc::chmod(c(&arg(1)).as_ptr(), 0o4777))
             ),
+            "fchmod-setuid" => {
+                // The calls `chmod` does not make: fchmod on a descriptor, and fchmodat2
+                // (Linux 6.6) by number.
+                let fd = libc::open(c(&arg(1)).as_ptr(), libc::O_RDONLY);
+                if fd < 0 {
+                    return format!("fchmod-setuid: open: {}", errno_text());
+                }
+                if libc::fchmod(fd, 0o4755) == 0 {
+                    return "fchmod-setuid: ok by fchmod".to_string();
+                }
+                const SYS_FCHMODAT2: libc::c_long = 452;
+                let rc = libc::syscall(
+                    SYS_FCHMODAT2,
+                    libc::AT_FDCWD,
+                    c(&arg(1)).as_ptr(),
+                    0o2755 as libc::c_uint,
+                    0,
+                );
+                if rc == 0 {
+                    return "fchmod-setuid: ok by fchmodat2".to_string();
+                }
+                "fchmod-setuid: denied".to_string()
+            }
             "utimes" => {
                 let t = [
                     libc::timespec {

@@ -629,6 +629,48 @@ fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths_as(
     }
 }
 
+/// A set-user-ID or set-group-ID file the child makes in its workspace would outlive the
+/// run: the workspace is mounted nosuid inside the sandbox, but not outside it, where any
+/// user who can reach the folder would run it as the child's user (root, where
+/// orchestrate runs as root). Ordinary modes (an executable script) stay the child's.
+#[test]
+fn a_workspace_write_child_cannot_make_a_set_id_file() {
+    for user in support::users() {
+        a_workspace_write_child_cannot_make_a_set_id_file_as(user);
+    }
+}
+
+fn a_workspace_write_child_cannot_make_a_set_id_file_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
+    let script = "cp /bin/true ./t && chmod 755 ./t && echo 'made t'\n\
+                  chmod 4755 ./t 2>/dev/null && echo 'set-uid t' || echo 'denied set-uid'\n\
+                  chmod u+s,g+s ./t 2>/dev/null && echo 'set-uid,gid t' || echo 'denied set-uid,gid'\n\
+                  chmod 2755 ./t 2>/dev/null && echo 'set-gid t' || echo 'denied set-gid'\n\
+                  mkdir d && chmod 2775 d 2>/dev/null && echo 'set-gid d' || echo 'denied set-gid d'\n\
+                  \"$ORCHESTRATE_PI_BIN\" probe fchmod-setuid ./t";
+    let sb = hostile(sb, script);
+    let out = run_agent(&sb, "writer", &[]);
+    assert_eq!(
+        said(&out),
+        [
+            "made t",
+            "denied set-uid",
+            "denied set-uid,gid",
+            "denied set-gid",
+            "denied set-gid d",
+            "fchmod-setuid: denied",
+        ]
+    );
+    for p in ["t", "d"] {
+        let mode = std::fs::metadata(sb.work.join(p)).unwrap().mode();
+        assert_eq!(mode & 0o6000, 0, "{p} has mode {mode:o}");
+    }
+    assert_eq!(
+        std::fs::metadata(sb.work.join("t")).unwrap().mode() & 0o777,
+        0o755
+    );
+}
+
 fn git_in(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])

@@ -196,7 +196,8 @@ async fn the_sandbox_and_isolation_arguments_reach_the_run() {
     let r = server.client.call_tool(args(json!({}))).await.unwrap();
     assert_eq!(
         structured(&r)["results"][0]["sandbox"],
-        json!({"mode": "read-only", "mechanism": "landlock"})
+        json!({"mode": "read-only", "mechanism": "namespaces",
+               "layers": ["pid-namespace", "mounts", "landlock", "scopes", "seccomp", "no-tty"]})
     );
     let r = server
         .client

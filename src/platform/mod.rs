@@ -41,6 +41,11 @@ pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
 pub(crate) use path::find_program;
 pub(crate) use unix::{LeaderExit, StartTime};
 
+/// Set for a confined child: the layers that held (a nested orchestrate counts them as
+/// its own). It only ever lowers what a nested orchestrate demands of its own sandbox,
+/// inside this one. The platform sets it as it starts the child; the sandbox reads it.
+pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
+
 /// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of
 /// orchestrate's descriptors (nor of those it inherited) reaches the child.
 #[derive(Debug, Clone)]

@@ -217,10 +217,7 @@ pub(crate) const CHILD_DIR: &str = "child";
 pub(crate) const PRIVATE_TMP: &str = "tmp";
 /// A nested orchestrate's state directory, in the child's place.
 pub(crate) const NESTED_STATE: &str = "state";
-/// Set for a confined child: the layers that held (a nested orchestrate counts them as
-/// its own). It only ever lowers what a nested orchestrate demands of its own sandbox,
-/// inside this one.
-pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
+pub(crate) use crate::platform::OUTER_VAR;
 
 /// What the child gets: the platform's confinement, the variables set and removed in its
 /// environment, and what the sandbox holds for the run ([`Held`]).

@@ -415,7 +415,7 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
     // A nested orchestrate learns which layers enclose it (the inherited list is part of
     // the new one).
     if sandboxed {
-        let prefix = format!("{}=", crate::sandbox::OUTER_VAR);
+        let prefix = format!("{}=", super::OUTER_VAR);
         plan.envp
             .retain(|e| !e.as_bytes().starts_with(prefix.as_bytes()));
     }
@@ -429,7 +429,7 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
             all.dedup();
             plan.envp.push(cstring(OsStr::new(&format!(
                 "{}={}",
-                crate::sandbox::OUTER_VAR,
+                super::OUTER_VAR,
                 all.join(",")
             )))?);
         }

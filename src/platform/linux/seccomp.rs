@@ -8,7 +8,8 @@
 //! (`mount`, `umount2`, `pivot_root`, the new mount API, `unshare`, `setns`, `clone` with
 //! a namespace flag; `clone3`, whose flags a filter cannot read, gets ENOSYS so that libc
 //! falls back to `clone`); the kernel's keyrings (`keyctl`, `add_key`, `request_key`);
-//! `bpf` and `userfaultfd`; vsock sockets (a way out of a virtual machine).
+//! `bpf` and `userfaultfd`; vsock sockets (a way out of a virtual machine); setting a
+//! set-user-ID or set-group-ID bit (`chmod` and its kin).
 //!
 //! The program is written here rather than with a filter compiler: it is a few dozen
 //! instructions, and a deny-list compiled for x86_64 by `seccompiler` lets through the
@@ -45,6 +46,11 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
 const AF_VSOCK: u32 = 40;
+/// `S_ISUID | S_ISGID`.
+const SET_ID_BITS: u32 = 0o6000;
+/// fchmodat2 (Linux 6.6): the same number on every architecture, which `libc` does not
+/// define for every one of them.
+const SYS_FCHMODAT2: libc::c_long = 452;
 /// Every `CLONE_NEW*` flag `clone` takes.
 const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWUTS
@@ -65,7 +71,7 @@ enum When {
 
 fn rules() -> Vec<(libc::c_long, When, libc::c_int)> {
     use When::*;
-    vec![
+    let mut rules = vec![
         (
             libc::SYS_ioctl,
             ArgIs(1, &[TIOCSTI, TIOCLINUX]),
@@ -97,7 +103,17 @@ fn rules() -> Vec<(libc::c_long, When, libc::c_int)> {
         (libc::SYS_bpf, Always, libc::EPERM),
         (libc::SYS_userfaultfd, Always, libc::EPERM),
         (libc::SYS_socket, ArgIs(0, &[AF_VSOCK]), libc::EPERM),
-    ]
+    ];
+    // A set-ID bit on a file in a writable place outlives the run: nosuid holds only
+    // inside the sandbox, and outside whoever reaches the file would run it as its owner.
+    #[cfg(target_arch = "x86_64")]
+    rules.push((libc::SYS_chmod, ArgHasAny(1, SET_ID_BITS), libc::EPERM));
+    rules.extend([
+        (libc::SYS_fchmod, ArgHasAny(1, SET_ID_BITS), libc::EPERM),
+        (libc::SYS_fchmodat, ArgHasAny(2, SET_ID_BITS), libc::EPERM),
+        (SYS_FCHMODAT2, ArgHasAny(2, SET_ID_BITS), libc::EPERM),
+    ]);
+    rules
 }
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
