@@ -17,9 +17,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::backends::Backend;
+use crate::platform::{self, GroupChild, LeaderExit, SpawnSpec};
 use crate::sandbox::remote::{self, NodePlan};
 use crate::sandbox::{self, ChildEnv, Places, Prepared};
-use crate::platform::{self, GroupChild, LeaderExit, SpawnSpec};
 
 /// Once the child exited, how long descendants that still hold its pipes may go on
 /// writing before its tree is killed.
@@ -143,8 +143,11 @@ async fn run(plan_path: &Path) -> i32 {
     // private TMPDIR (an ordinary folder where no mount namespace made it a tmpfs) goes.
     drop(held);
     if viewed {
-        let _ =
-            std::fs::remove_dir_all(plan.run_dir.join(sandbox::CHILD_DIR).join(sandbox::PRIVATE_TMP));
+        let _ = std::fs::remove_dir_all(
+            plan.run_dir
+                .join(sandbox::CHILD_DIR)
+                .join(sandbox::PRIVATE_TMP),
+        );
     }
     match exit {
         Ok(LeaderExit::Exited(code)) => code,

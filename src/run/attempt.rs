@@ -304,10 +304,10 @@ impl Attempt<'_> {
         cwd: &std::path::Path,
         n: u32,
     ) -> Result<crate::runner::Launch, RunError> {
-        use sandbox::remote::{self, NodePlan, PlanError};
+        use sandbox::remote::{self, NodePlan};
+        use std::io::Write;
         let run = self.run;
-        let path = remote::plan_file(&self.run_dir.path, n);
-        NodePlan::new(
+        let plan = NodePlan::new(
             &run.sandbox,
             run.backend.backend.name(),
             places,
@@ -315,15 +315,20 @@ impl Attempt<'_> {
             &invocation.args,
             cwd,
         )
-        .and_then(|plan| plan.write(&path))
-        .map_err(|e| match e {
-            PlanError::Write { path, source } => RunError::Io {
+        .map_err(|e| RunError::invalid(e.to_string()))?;
+        let name = remote::plan_file_name(n);
+        let path = self.run_dir.path.join(&name);
+        self.run_dir
+            .create_file(&name)
+            .and_then(|mut f| {
+                f.write_all(&plan.to_json())?;
+                f.sync_all()
+            })
+            .map_err(|source| RunError::Io {
                 action: "write the node's sandbox plan",
-                path,
+                path: path.clone(),
                 source,
-            },
-            e => RunError::invalid(e.to_string()),
-        })?;
+            })?;
         let exe = std::env::current_exe().map_err(|source| RunError::Io {
             action: "find orchestrate's own binary for the node",
             path: "/proc/self/exe".into(),

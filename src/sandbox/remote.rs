@@ -58,12 +58,6 @@ pub(crate) struct NodePlan {
 pub(crate) enum PlanError {
     #[error("the agent's command line is not UTF-8 ({0:?}), which a plan for the node must be")]
     NotUtf8(std::ffi::OsString),
-    #[error("cannot write the node's sandbox plan {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("cannot read the sandbox plan {} here (the run folder must be on a filesystem the node shares, at the same path): {source}", path.display())]
     Read {
         path: PathBuf,
@@ -109,20 +103,11 @@ impl NodePlan {
         })
     }
 
-    /// Writes the plan to `path` (a new file of orchestrate's own, private to its user).
-    pub(crate) fn write(&self, path: &Path) -> Result<(), PlanError> {
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-            bytes.push(b'\n');
-            let mut f = crate::session::create_private_file(path)?;
-            f.write_all(&bytes)?;
-            f.sync_all()
-        };
-        write().map_err(|source| PlanError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+    /// The plan as its file holds it.
+    pub(crate) fn to_json(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("paths and strings serialize");
+        bytes.push(b'\n');
+        bytes
     }
 
     pub(crate) fn read(path: &Path) -> Result<NodePlan, PlanError> {
@@ -148,13 +133,13 @@ impl NodePlan {
     }
 }
 
-/// The plan file of attempt `n` in the run folder (`sandbox-exec.json`, and
+/// The name of attempt `n`'s plan in the run folder (`sandbox-exec.json`, and
 /// `sandbox-exec.attempt-N.json` for a retry, as the session files are named).
-pub(crate) fn plan_file(run_dir: &Path, n: u32) -> PathBuf {
-    run_dir.join(match n {
+pub(crate) fn plan_file_name(n: u32) -> String {
+    match n {
         0 | 1 => format!("{COMMAND}.json"),
         n => format!("{COMMAND}.attempt-{n}.json"),
-    })
+    }
 }
 
 /// Whether `network` holds on a node as it does here: a mode held by a process of
@@ -355,13 +340,15 @@ mod tests {
             args: vec!["-p".into(), "task".into()],
             cwd: "/w".into(),
         };
-        let path = plan_file(dir.path(), 1);
-        assert_eq!(path, dir.path().join("sandbox-exec.json"));
         assert_eq!(
-            plan_file(dir.path(), 2),
-            dir.path().join("sandbox-exec.attempt-2.json")
+            (plan_file_name(1), plan_file_name(2)),
+            (
+                "sandbox-exec.json".to_string(),
+                "sandbox-exec.attempt-2.json".to_string()
+            )
         );
-        plan.write(&path).unwrap();
+        let path = dir.path().join(plan_file_name(1));
+        std::fs::write(&path, plan.to_json()).unwrap();
         assert_eq!(NodePlan::read(&path).unwrap(), plan);
         std::fs::write(dir.path().join("bad.json"), "{\"mode\": 3}").unwrap();
         let err = NodePlan::read(&dir.path().join("bad.json")).unwrap_err();
