@@ -1024,9 +1024,13 @@ fn no_srun_on_path_is_a_clear_failure() {
 /// listener on 127.0.0.1 is out of reach, while it is reachable without it).
 fn a_mode_asked_for_and_network_off_are_held_on_the_node() {
     let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.work.join(".git")).unwrap();
+    std::fs::write(sb.work.join(".git/config"), "[core]\n").unwrap();
     let script = format!(
         "(echo x > '{work}/made') 2>/dev/null && echo 'wrote workspace' || echo 'denied workspace'\n\
-         (echo x > '{home}/made') 2>/dev/null && echo 'wrote home' || echo 'denied home'\n",
+         (echo x > '{home}/made') 2>/dev/null && echo 'wrote home' || echo 'denied home'\n\
+         (mkdir -p '{work}/.vscode' && echo '{{}}' > '{work}/.vscode/tasks.json') 2>/dev/null && echo 'wrote .vscode' || echo 'denied .vscode'\n\
+         (echo '[core] hooksPath = /tmp' >> '{work}/.git/config') 2>/dev/null && echo 'wrote .git' || echo 'denied .git'\n",
         work = sb.work.display(),
         home = sb.home.display()
     );
@@ -1047,11 +1051,17 @@ fn a_mode_asked_for_and_network_off_are_held_on_the_node() {
     assert_eq!(
         (result["output"].clone(), result["sandbox"]["mode"].clone()),
         (
-            json!("wrote workspace\ndenied home"),
+            json!("wrote workspace\ndenied home\ndenied .vscode\ndenied .git"),
             json!("workspace-write")
         )
     );
     assert!(sb.work.join("made").exists() && !sb.home.join("made").exists());
+    // The placeholder of the missing protected name went with the run, on the node.
+    assert!(!sb.work.join(".vscode").exists());
+    assert_eq!(
+        std::fs::read_to_string(sb.work.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
