@@ -123,6 +123,7 @@ impl Attempt<'_> {
         );
         let ctx = Context {
             run,
+            dialect: invocation.dialect,
             program: &invocation.program,
             warnings: &invocation.warnings,
             model,
