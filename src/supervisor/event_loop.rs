@@ -102,7 +102,7 @@ struct Machine<'a> {
     /// When the local process is SIGKILLed, if it has not exited after a stop through
     /// the engine.
     kill_local_at: Option<Instant>,
-    /// Takes the sandbox's report of its layers off stderr, where the child's runs
+    /// Takes the sandbox's report of its layers off stderr, where the child runs
     /// elsewhere (`ChildSpec::layers_reported`).
     report: Option<ReportReader>,
 }
