@@ -99,6 +99,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Started by orchestrate itself on a cluster's node, in front of the agent's command:
+    /// builds the child's sandbox there from the plan orchestrate wrote in the run folder.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec {
+        /// The plan (`<run folder>/sandbox-exec.json`).
+        plan: PathBuf,
+    },
     /// Started by orchestrate itself before it submits a job to a cluster engine: cancels
     /// the job should orchestrate die before the job is over.
     #[command(name = "runner-watchdog", hide = true)]

@@ -7,6 +7,7 @@ pub mod completions;
 pub mod config;
 pub mod run;
 pub mod runs;
+mod sandbox_exec;
 pub mod show;
 pub mod summary;
 pub mod worktree;
@@ -40,6 +41,7 @@ pub fn dispatch(cli: Cli) -> i32 {
         },
         Command::Config { json } => config::config(json),
         Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
+        Command::SandboxExec { plan } => sandbox_exec::sandbox_exec(&plan),
         Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),
     }

@@ -110,13 +110,15 @@ pub(crate) fn remote_plan(
     readonly: bool,
     runner: &str,
 ) -> Result<NetworkPlan, String> {
-    if let Some(mode) = requested.filter(|m| *m != Network::On) {
+    // `off` is the node's own network namespace, made by orchestrate's process there
+    // (sandbox::remote); the proxy of `provider` would have to run there too.
+    if let Some(mode) = requested.filter(|m| !crate::sandbox::remote::network_reaches_node(*m)) {
         return Err(format!(
             "network {mode} was asked for, but orchestrate cannot confine the network of a child that runs through the {runner} runner (use --runner local)"
         ));
     }
     Ok(NetworkPlan {
-        mode: Network::On,
+        mode: requested.unwrap_or(Network::On),
         requested: requested.is_some(),
         allow_hosts: Vec::new(),
         warning: (requested.is_none() && readonly).then(|| {
@@ -213,13 +215,17 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_runner_refuses_off_and_provider_and_warns_for_the_default() {
-        for mode in [Network::Off, Network::Provider] {
-            assert_eq!(
-                remote_plan(Some(mode), true, "slurm"),
-                Err(format!("network {mode} was asked for, but orchestrate cannot confine the network of a child that runs through the slurm runner (use --runner local)"))
-            );
-        }
+    fn a_cluster_runner_holds_off_refuses_provider_and_warns_for_the_default() {
+        assert_eq!(
+            remote_plan(Some(Network::Provider), true, "slurm"),
+            Err("network provider was asked for, but orchestrate cannot confine the network of a child that runs through the slurm runner (use --runner local)".to_string())
+        );
+        // The node's own network namespace.
+        let off = remote_plan(Some(Network::Off), true, "slurm").unwrap();
+        assert_eq!(
+            (off.mode, off.requested, off.warning),
+            (Network::Off, true, None)
+        );
         let p = remote_plan(None, true, "slurm").unwrap();
         assert_eq!(p.mode, Network::On);
         assert!(p.warning.unwrap().contains("through the slurm runner"));

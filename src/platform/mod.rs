@@ -189,6 +189,16 @@ pub(crate) mod layer {
     pub(crate) const PID_NAMESPACE: &str = "pid-namespace";
     /// No network but a loopback of its own.
     pub(crate) const NETWORK_NAMESPACE: &str = "network-namespace";
+    /// Every layer, for reading their names back (a report from a node).
+    pub(crate) const ALL: &[&str] = &[
+        MOUNTS,
+        LANDLOCK,
+        SCOPES,
+        SECCOMP,
+        NO_TTY,
+        PID_NAMESPACE,
+        NETWORK_NAMESPACE,
+    ];
 }
 
 /// What holds the child's tree. (Each platform constructs its own variants.)

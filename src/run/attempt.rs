@@ -313,6 +313,35 @@ impl Attempt<'_> {
             git: &git,
             nests,
         };
+        let runner = run.runner.start(&JobSpec {
+            run_id: &run.run_id,
+            attempt: n,
+            cwd: &cwd,
+            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
+            queue_timeout: run.limits.queue_timeout,
+            args: &run.runner.args,
+        });
+        if !run.runner.kind.here() && run.sandbox.confines() {
+            // The child runs elsewhere: orchestrate's own process there builds its sandbox
+            // from a plan in the run folder, and says which layers held.
+            let launch = self.node_sandbox(invocation, &places, &cwd, n)?;
+            env_remove.push(sandbox::OUTER_VAR.into());
+            return Ok((
+                ChildSpec {
+                    program: launch.program,
+                    args: launch.args,
+                    cwd,
+                    env,
+                    env_remove,
+                    confinement: Default::default(),
+                    runner,
+                    layers_reported: true,
+                    stdin: invocation.talks().then(ChildInput::new),
+                    network: None,
+                },
+                Held::default(),
+            ));
+        }
         let mut prepared = sandbox::confinement(
             &run.sandbox,
             &run.backend.backend.sandbox_needs(),
@@ -330,14 +359,6 @@ impl Attempt<'_> {
         if let Some(net) = &network {
             env.extend(net.env());
         }
-        let runner = run.runner.start(&JobSpec {
-            run_id: &run.run_id,
-            attempt: n,
-            cwd: &cwd,
-            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
-            queue_timeout: run.limits.queue_timeout,
-            args: &run.runner.args,
-        });
         Ok((
             ChildSpec {
                 program: invocation.program.clone(),
@@ -349,6 +370,7 @@ impl Attempt<'_> {
                 runner,
                 stdin: invocation.talks().then(ChildInput::new),
                 network,
+                layers_reported: false,
             },
             prepared.held,
         ))
@@ -389,5 +411,58 @@ impl Attempt<'_> {
                 })
             }
         }
+    }
+
+    /// `orchestrate sandbox-exec PLAN` in front of the agent's command, with the plan
+    /// written into the run folder.
+    fn node_sandbox(
+        &self,
+        invocation: &Invocation,
+        places: &Places<'_>,
+        cwd: &std::path::Path,
+        n: u32,
+    ) -> Result<crate::runner::Launch, RunError> {
+        use sandbox::remote::{self, NodePlan};
+        use std::io::Write;
+        let run = self.run;
+        if invocation.talks() {
+            // sandbox-exec relays the child's output, not its input.
+            return Err(RunError::invalid(format!(
+                "{} talks to its child through its stdin, which the sandbox on a node does not carry yet (use --sandbox off with a cluster runner, or --runner local)",
+                run.backend.backend.name()
+            )));
+        }
+        let plan = NodePlan::new(
+            &run.sandbox,
+            run.network.mode,
+            run.backend.backend.name(),
+            places,
+            &invocation.program,
+            &invocation.args,
+            cwd,
+        )
+        .map_err(|e| RunError::invalid(e.to_string()))?;
+        let name = remote::plan_file_name(n);
+        let path = self.run_dir.path.join(&name);
+        self.run_dir
+            .create_file(&name)
+            .and_then(|mut f| {
+                f.write_all(&plan.to_json())?;
+                f.sync_all()
+            })
+            .map_err(|source| RunError::Io {
+                action: "write the node's sandbox plan",
+                path: path.clone(),
+                source,
+            })?;
+        let exe = std::env::current_exe().map_err(|source| RunError::Io {
+            action: "find orchestrate's own binary for the node",
+            path: "/proc/self/exe".into(),
+            source,
+        })?;
+        Ok(crate::runner::Launch {
+            program: exe.into_os_string(),
+            args: vec![remote::COMMAND.into(), path.into_os_string()],
+        })
     }
 }

@@ -161,7 +161,8 @@ fn facts(
         limit: None,
         attempts_detail: Vec::new(),
         sandbox: Some(match o {
-            Some(o) if run.runner.kind.here() => run.sandbox.held(&o.sandbox_layers.held),
+            // Where the child ran elsewhere, the layers its node reported.
+            Some(o) => run.sandbox.held(&o.sandbox_layers.held),
             _ => run.sandbox.info(),
         }),
         network: Some(network_info(o, ctx)),

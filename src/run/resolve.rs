@@ -142,16 +142,14 @@ pub(crate) fn resolve(
     let runner = runner::select(&s.runner, &cfg.runners.value)
         .map_err(|e| RunError::invalid(e.to_string()))?;
     let readonly = agent.permissions().readonly;
-    let sandbox = if runner.kind.here() {
-        sandbox::plan(
-            s.sandbox,
-            readonly,
-            &backend.backend.sandbox_needs(),
-            crate::platform::sandbox_mechanism(),
-        )
-    } else {
-        sandbox::remote_plan(s.sandbox, &runner.name)
-    }
+    // A child that runs elsewhere gets the same sandbox, built there by orchestrate's own
+    // process (sandbox::remote); its network only as far as the node can hold it.
+    let sandbox = sandbox::plan(
+        s.sandbox,
+        readonly,
+        &backend.backend.sandbox_needs(),
+        crate::platform::sandbox_mechanism(),
+    )
     .map_err(RunError::invalid)?;
     let network = if runner.kind.here() {
         network::plan(

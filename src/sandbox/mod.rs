@@ -21,9 +21,15 @@
 //! the run instead: running unconfined would break the promise it was asked for. The same
 //! holds for each layer the platform cannot build (a mount namespace, Landlock): the
 //! default runs without it, saying which guarantee is missing; an explicit mode refuses.
+//!
+//! A child that runs on another machine (a runner whose engine is not local, such as
+//! Slurm) gets the same sandbox there: `orchestrate sandbox-exec`, started on the node in
+//! front of the agent's command, builds it with the node's own namespaces, Landlock and
+//! seccomp ([`remote`]; the command is `commands/sandbox_exec.rs`).
 
 mod env;
 mod logins;
+pub(crate) mod remote;
 mod view;
 
 pub(crate) use view::Placeholders;
@@ -130,58 +136,6 @@ pub(crate) fn plan(
         mechanism: Some(mechanism),
         warning: None,
         requested: requested.is_some(),
-    })
-}
-
-/// The sandbox of a child that runs on another machine (a Slurm node), where orchestrate's
-/// own (the namespaces, Landlock, seccomp) does not reach: none, said in a warning. A mode
-/// asked for explicitly refuses the run rather than go unconfined. (The network's is
-/// `network::remote_plan`.)
-///
-/// How it will reach the node. Locally the sandbox is applied by the controller, a copy
-/// of orchestrate made without an exec (`platform::linux::controller`); on a node there
-/// is no orchestrate process to copy, so the runner starts one there, after its own
-/// command: `srun … -- orchestrate sandbox-exec --plan <run folder>/sandbox.json --
-/// <the agent's command>`. The steps:
-/// 1. The runner trait's `wrap` puts the engine's command in front of the child's
-///    (`srun … --`); the sandbox's own wrap goes between them, applied to the child's
-///    command before the runner's: `runner.wrap(sandbox_wrap(child))`, for a runner whose
-///    kind does not run `here()`. orchestrate's own spawn of `srun` is then unconfined
-///    (srun must reach slurmd and munge's socket).
-/// 2. The plan holds this function's inputs, not their result: the [`SandboxPlan`], the
-///    backend, the [`Places`] and the child's environment overrides, written into the run
-///    folder (orchestrate's record, read-only to every child; a shared filesystem carries
-///    it to the node, as it carries the workspace). The node's paths (its `/tmp`, `/run`,
-///    the CLI's home as mounted there) are looked at on the node: `sandbox-exec` runs
-///    [`confinement`] there, then `platform::spawn`, exactly as a local run does, so the
-///    controller, the mounts, Landlock, seccomp and the placeholders are the node's own.
-/// 3. `sandbox-exec` relays the child's stdout and stderr to its own (srun carries them
-///    back), forwards SIGTERM to the controller (srun delivers the stop to the step), and
-///    exits with the child's status (128+N for a signal). Its first stderr line, written
-///    before the child starts, is the layers that held (`orchestrate-sandbox: {...}`),
-///    which orchestrate's stderr reader takes off and puts in the result: the child cannot
-///    write first, so it cannot forge it. The held placeholders and logins are dropped when
-///    the child's tree is gone, on the node.
-/// 4. With that, this plan becomes the local one (a mode asked for is held, not refused),
-///    but for `network: provider`, whose proxy would have to run on the node too.
-pub(crate) fn remote_plan(
-    requested: Option<SandboxMode>,
-    runner: &str,
-) -> Result<SandboxPlan, String> {
-    if let Some(mode) = requested.filter(|m| *m != SandboxMode::Off) {
-        return Err(format!(
-            "sandbox {mode} was asked for, but orchestrate's sandbox does not reach a child that runs through the {runner} runner (use --sandbox off, or --runner local)"
-        ));
-    }
-    Ok(SandboxPlan {
-        mode: SandboxMode::Off,
-        mechanism: None,
-        requested: requested.is_some(),
-        warning: requested.is_none().then(|| {
-            format!(
-                "no sandbox: the child runs through the {runner} runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"
-            )
-        }),
     })
 }
 

@@ -21,6 +21,7 @@ use crate::limits::SupervisionLimits;
 use crate::network::{proxy, ChildNetwork};
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
 use crate::runner::{BoxFuture, Ended, Launch, LocalStop, Runner, Stop};
+use crate::sandbox::remote::ReportReader;
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -53,6 +54,10 @@ pub(crate) struct ChildSpec {
     /// With `network: provider`: the policy its proxy serves the listeners made in the
     /// child's network namespace with.
     pub network: Option<ChildNetwork>,
+    /// The sandbox is built where the child runs, by orchestrate's own process there
+    /// (`orchestrate sandbox-exec`), whose first line on stderr says which layers held:
+    /// taken off the stream, it is the outcome's `sandbox_layers`.
+    pub layers_reported: bool,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -113,6 +118,9 @@ struct Machine<'a> {
     /// When the local process is SIGKILLed, if it has not exited after a stop through
     /// the engine.
     kill_local_at: Option<Instant>,
+    /// Takes the sandbox's report of its layers off stderr, where the child runs
+    /// elsewhere (`ChildSpec::layers_reported`).
+    report: Option<ReportReader>,
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
@@ -228,6 +236,7 @@ pub(crate) async fn supervise<'a>(
         runner: &mut *spec.runner,
         started: started_signal.is_none().then_some(start),
         kill_local_at: None,
+        report: spec.layers_reported.then(ReportReader::new),
     };
 
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
@@ -269,6 +278,9 @@ pub(crate) async fn supervise<'a>(
             r = stderr.read(&mut ebuf), if m.stderr_open => match r {
                 Ok(0) | Err(_) => {
                     m.stderr_open = false;
+                    if let Some(held) = m.report.as_mut().map(ReportReader::finish) {
+                        m.pass_stderr(&held);
+                    }
                     m.on_pipe_closed()?;
                 }
                 Ok(n) => m.on_stderr(&ebuf[..n])?,
@@ -354,7 +366,10 @@ pub(crate) async fn supervise<'a>(
         leak,
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
-        sandbox_layers: m.group.layers().clone(),
+        sandbox_layers: match &m.report {
+            None => m.group.layers().clone(),
+            Some(report) => report.layers().cloned().unwrap_or_default(),
+        },
         stdout_bytes: m.stdout_bytes,
         stderr_tail,
         session_write_error: m.session_write_error,
@@ -454,6 +469,17 @@ impl Machine<'_> {
         let Some(chunk) = self.admit(chunk, false)? else {
             return Ok(());
         };
+        match self.report.as_mut().and_then(|r| r.push(chunk)) {
+            Some(passed) => self.pass_stderr(&passed),
+            None => self.pass_stderr(chunk),
+        }
+        self.read_facts()
+    }
+
+    fn pass_stderr(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
         let _ = self.out.stderr_copy.write_all(chunk);
         self.stderr_tail.extend_from_slice(chunk);
         if self.stderr_tail.len() > STDERR_TAIL_BYTES * 2 {
@@ -466,7 +492,6 @@ impl Machine<'_> {
                 sink.on_stderr_line(line);
             }
         });
-        self.read_facts()
     }
 
     /// Counts the chunk against the hard cap and returns the part that fits. Past the cap

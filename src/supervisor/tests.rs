@@ -86,6 +86,7 @@ fn spec(script: &str, input: Option<ChildInput>) -> ChildSpec {
         runner,
         stdin: input,
         network: None,
+        layers_reported: false,
     }
 }
 
