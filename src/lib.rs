@@ -5,8 +5,9 @@
 //! spawn, timeouts, caps, kills, reaping), `sanitize` and `truncate` (what may leave the
 //! process), `session` (run folders and the run index), `structured` (output schemas and
 //! the JSON in an answer), `result` (the contract), `run`
-//! (one run end to end: resolve, attempt, verdict, render), `cli` (the command line) and
-//! `commands` (what each subcommand does and prints).
+//! (one run end to end: resolve, attempt, verdict, render), `observe` (what a run's
+//! observers are handed as it happens), `cli` (the command line) and `commands` (what
+//! each subcommand does and prints).
 //!
 //! The library's API is the command line (`cli`, `commands`), the result contract
 //! (`result`) and the sanitizer (`sanitize`); everything else is internal.
@@ -29,6 +30,7 @@ pub(crate) mod events;
 pub(crate) mod history;
 pub(crate) mod limits;
 pub(crate) mod mcp;
+pub(crate) mod observe;
 pub(crate) mod platform;
 pub mod result;
 pub(crate) mod run;

@@ -12,6 +12,7 @@ use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::observe::{Observers, RunEvent};
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Writable};
 use crate::session::{self, RunDir};
@@ -60,11 +61,12 @@ impl Attempt<'_> {
         model: Option<&str>,
         controls: &Controls,
         observer: Option<&mut Observer<'_>>,
+        observers: &mut Observers,
     ) -> Executed {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
-            let spec = self.child_spec(&inv, n)?;
+            let spec = self.child_spec(&inv, n, observers)?;
             Ok((inv, files, spec))
         });
         let (invocation, (session_path, mut session_file, mut stderr_file), mut spec) =
@@ -89,6 +91,7 @@ impl Attempt<'_> {
             progress: observer.map(|observer| Progress::new(observer, &run.run_id)),
             recognized: false,
             total: self.env.total.clone(),
+            observers,
         };
         let outcome = supervisor::supervise(
             &mut spec,
@@ -105,8 +108,12 @@ impl Attempt<'_> {
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
             if o.stop() == Some(crate::supervisor::StopReason::Budget) {
-                sink.collector.note_limit(total.limit_reached());
+                sink.note_limit(total.limit_reached());
             }
+        }
+        sink.observers.flush();
+        if let Some(reason) = outcome.as_ref().ok().and_then(|o| o.stop()) {
+            sink.observers.emit(&RunEvent::Stopped(reason));
         }
         if let Some(tmp) = &spec.confinement.private_tmp {
             // Where no mount namespace made it a tmpfs that went with the child, what the
@@ -201,9 +208,15 @@ impl Attempt<'_> {
     /// The child's command, environment and confinement (the sandbox's directories are
     /// created here, and its private TMPDIR), and the runner it runs through (which may
     /// put an engine's command in front of the child's).
-    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<ChildSpec, RunError> {
+    fn child_spec(
+        &self,
+        invocation: &Invocation,
+        n: u32,
+        observers: &mut Observers,
+    ) -> Result<ChildSpec, RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
+        observers.child_env(n, &mut env);
         env.push((
             "ORCHESTRATE_DEPTH".into(),
             (self.env.depth + 1).to_string().into(),

@@ -516,6 +516,9 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -640,6 +643,9 @@ mod tests {
                 root: dir.join("state"),
             },
             total: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         resolve(&req, &env, "ab12cd34")
     }
@@ -760,6 +766,9 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(
