@@ -301,10 +301,18 @@ impl OrchestrateServer {
             Call::Single(req) => req.cwd.clone(),
             Call::Parallel(reqs) | Call::Chain(reqs) => reqs.first().and_then(|r| r.cwd.clone()),
         };
-        let env = match RunEnv::load(&RunEnv::cwd_of(cwd.as_deref())) {
+        let mut env = match RunEnv::load(&RunEnv::cwd_of(cwd.as_deref())) {
             Ok(env) => env,
             Err(e) => return refused(e),
         };
+        // The client's trace (`_meta.traceparent`), continued by this call's runs.
+        if let Some(given) = ctx
+            .meta
+            .get_traceparent()
+            .and_then(|tp| crate::observe::trace::SpanContext::parse(tp, ctx.meta.get_tracestate()))
+        {
+            env.observe = crate::observe::Hub::standard_within(Some(given));
+        }
         // A cancel from the client, the client going away or a signal stops this call's
         // children; a second stop request kills them at once.
         let controls = Controls::default();

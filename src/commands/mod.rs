@@ -16,6 +16,13 @@ use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// Runs the parsed command and returns the process exit status.
 pub fn dispatch(cli: Cli) -> i32 {
+    let status = command(cli);
+    // The result is out; what the run's spans still need is a bounded wait.
+    crate::observe::trace::shutdown();
+    status
+}
+
+fn command(cli: Cli) -> i32 {
     match cli.command {
         Command::Agents { json, agents_dir } => agents::agents(json, agents_dir),
         Command::Mcp { agents_dir } => serve_mcp(agents_dir),

@@ -35,6 +35,8 @@
 // The seam comes before its first observer.
 #![allow(dead_code)]
 
+pub(crate) mod trace;
+
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
@@ -72,7 +74,17 @@ impl Hub {
 
     /// What every run of this process gets.
     pub(crate) fn standard() -> Hub {
-        Hub::none()
+        Hub::standard_within(None)
+    }
+
+    /// What every run of a call gets that was handed a trace context of its own (an MCP
+    /// request's `_meta`).
+    pub(crate) fn standard_within(trace_context: Option<trace::SpanContext>) -> Hub {
+        let mut observers: Vec<Arc<dyn Observe>> = Vec::new();
+        if let Some(tracer) = trace::Tracer::for_call(trace_context) {
+            observers.push(Arc::new(tracer));
+        }
+        Hub::with(observers)
     }
 
     pub(crate) fn with(observers: Vec<Arc<dyn Observe>>) -> Hub {
