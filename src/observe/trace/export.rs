@@ -88,7 +88,7 @@ impl Exporter {
     pub(crate) fn with_sender(
         config: &ExportConfig,
         mut send: Send,
-        resource: opentelemetry_proto::tonic::resource::v1::Resource,
+        resource: super::proto::Resource,
     ) -> std::io::Result<Exporter> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -156,7 +156,7 @@ impl Shared {
 
     /// The thread: waits for a batch, a flush or the delay; sends; repeats (for the life
     /// of the process).
-    fn run(&self, send: &mut Send, resource: &opentelemetry_proto::tonic::resource::v1::Resource) {
+    fn run(&self, send: &mut Send, resource: &super::proto::Resource) {
         loop {
             let (batch, flush) = self.next_batch();
             if !batch.is_empty() {

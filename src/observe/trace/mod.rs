@@ -5,23 +5,25 @@
 //! - `invoke_workflow {parallel|chain}` (INTERNAL) for a fan-out or chain, the parent of
 //!   its tasks' runs;
 //! - `invoke_agent {agent}` (CLIENT: the agent is another process) per run, from its start
-//!   to its result, with `gen_ai.agent.id` its run id. Its attempts (retries, fallback
-//!   models, a repair turn) are attributes of that one span (`orchestrate.attempt.*`), not
-//!   spans of their own: the conventions know no attempt, a span per attempt between the
-//!   run and its child would count the run's usage twice in backends that add up
-//!   `invoke_agent` spans, and the child's own spans (Claude Code's, a nested
-//!   orchestrate's) hang right under the run that started them;
+//!   to its result, with `gen_ai.agent.id` its run id and the run's usage and cost;
+//! - `attempt {first|retry|fallback|repair}` (INTERNAL) per attempt of the run's child,
+//!   with its model and how it ended. The conventions know no attempt; these spans carry
+//!   no `gen_ai.operation.name` and no usage, so that backends adding up `invoke_agent`
+//!   spans count a run once. Each attempt's child gets its attempt's span in
+//!   `TRACEPARENT`, so the child's own spans (Claude Code's, a nested orchestrate's) hang
+//!   under the attempt that ran them;
 //! - `execute_tool {tool}` (INTERNAL) per tool call the child made, timed from its
 //!   stream (from the call, or the tool's start, to the tool's end), with the attempt it
-//!   was made in.
+//!   was made in, under that attempt.
 //!
 //! The context handed in (`TRACEPARENT`/`TRACESTATE`, or an MCP request's `_meta`) is
-//! continued, and each attempt's child gets its run's span in `TRACEPARENT`. With no
+//! continued, and handed on to every child in `TRACEPARENT`. With no
 //! exporter configured no tracer exists at all: no thread, and nothing per event.
 
 mod config;
 mod context;
 mod export;
+mod proto;
 mod run_span;
 mod span;
 

@@ -10,7 +10,7 @@ use super::export::Exporter;
 use super::span::{Kind, SpanData, Value};
 use crate::collector::cut_utf8;
 use crate::events::AgentEvent;
-use crate::observe::{RunEvent, RunObserver, RunStart};
+use crate::observe::{AttemptKind, RunEvent, RunObserver, RunStart};
 use crate::result::{Limit, Usage};
 use crate::run::RunOutput;
 use crate::sanitize::Sanitizer;
@@ -22,6 +22,14 @@ const MAX_CONTENT_BYTES: usize = 16 * 1024;
 /// Tool calls waiting to start, or running, kept at most: a child that starts tools it
 /// never ends cannot grow them without bound.
 const MAX_OPEN_TOOLS: usize = 256;
+
+/// An attempt's span while its child runs.
+struct OpenAttempt {
+    context: SpanContext,
+    start: SystemTime,
+    kind: AttemptKind,
+    model: Option<String>,
+}
 
 /// The tracer of one run.
 pub(super) struct RunTrace {
@@ -35,11 +43,10 @@ pub(super) struct RunTrace {
     recording: bool,
     start: SystemTime,
     attributes: Vec<(&'static str, Value)>,
-    /// Per attempt: why it ran, its model, how it ended.
+    /// The last attempt's number, and its span while it runs: the parent of its child's
+    /// spans and of its tool calls.
     attempt: u32,
-    kinds: Vec<String>,
-    models: Vec<String>,
-    outcomes: Vec<String>,
+    open_attempt: Option<OpenAttempt>,
     session_id: Option<String>,
     limit: Option<Limit>,
     /// Tool calls seen that have not started yet, oldest first: name and when.
@@ -99,9 +106,7 @@ impl RunTrace {
             start: at,
             attributes,
             attempt: 0,
-            kinds: Vec::new(),
-            models: Vec::new(),
-            outcomes: Vec::new(),
+            open_attempt: None,
             session_id: None,
             limit: None,
             called: VecDeque::new(),
@@ -192,14 +197,46 @@ impl RunTrace {
             attributes.push(("error.type", "unfinished".into()));
             "the attempt ended before the tool did".to_string()
         });
+        let parent = self
+            .open_attempt
+            .as_ref()
+            .map_or(&self.context, |a| &a.context);
         self.push(SpanData {
-            context: self.context.child(),
-            parent: Some(self.context.span_id),
+            context: parent.child(),
+            parent: Some(parent.span_id),
             parent_is_remote: false,
             name: format!("execute_tool {name}"),
             kind: Kind::Internal,
             start,
             end,
+            attributes,
+            error,
+        });
+    }
+
+    /// The attempt's span: why it ran, its model, how it ended. Its usage stays on the
+    /// run's span, so that a backend adding up `invoke_agent` spans counts it once.
+    fn end_attempt(&mut self, at: SystemTime, output: &RunOutput) {
+        self.close_tools(at);
+        let Some(attempt) = self.open_attempt.take() else {
+            return;
+        };
+        let mut attributes = vec![
+            ("orchestrate.attempt", u64::from(self.attempt).into()),
+            ("orchestrate.attempt.kind", attempt.kind.as_str().into()),
+        ];
+        if let Some(model) = attempt.model {
+            attributes.push(("gen_ai.request.model", model.into()));
+        }
+        let error = error_of(output, &mut attributes);
+        self.push(SpanData {
+            context: attempt.context,
+            parent: Some(self.context.span_id),
+            parent_is_remote: false,
+            name: format!("attempt {}", attempt.kind.as_str()),
+            kind: Kind::Internal,
+            start: attempt.start,
+            end: at,
             attributes,
             error,
         });
@@ -225,20 +262,8 @@ impl RunTrace {
                 attributes.push(("orchestrate.limit.kind", limit_kind(&limit).into()));
             }
         }
-        if !self.kinds.is_empty() {
+        if self.attempt > 0 {
             attributes.push(("orchestrate.attempt.count", u64::from(self.attempt).into()));
-            attributes.push((
-                "orchestrate.attempt.kinds",
-                Value::Strs(std::mem::take(&mut self.kinds)),
-            ));
-            attributes.push((
-                "orchestrate.attempt.models",
-                Value::Strs(std::mem::take(&mut self.models)),
-            ));
-            attributes.push((
-                "orchestrate.attempt.outcomes",
-                Value::Strs(std::mem::take(&mut self.outcomes)),
-            ));
         }
         if let Some(task) = self.task.take() {
             attributes.push(("gen_ai.input.messages", messages("user", &task).into()));
@@ -277,22 +302,17 @@ impl RunObserver for RunTrace {
             RunEvent::Child(e) => self.on_child(at, e),
             RunEvent::Attempt { n, model, kind } => {
                 self.attempt = *n;
-                self.kinds.push(kind.as_str().to_string());
-                self.models.push(model.map(text).unwrap_or_default());
+                self.open_attempt = Some(OpenAttempt {
+                    context: self.context.child(),
+                    start: at,
+                    kind: *kind,
+                    model: model.map(text),
+                });
             }
             RunEvent::LimitReached(limit) => self.limit = Some(*limit),
-            RunEvent::AttemptEnded { output, .. } => {
-                self.close_tools(at);
-                let outcome = output
-                    .result
-                    .details
-                    .error
-                    .as_ref()
-                    .map_or("ok", |e| e.code.as_str());
-                self.outcomes.push(outcome.to_string());
-            }
+            RunEvent::AttemptEnded { output, .. } => self.end_attempt(at, output),
             RunEvent::Ended { output } => {
-                self.close_tools(at);
+                self.end_attempt(at, output);
                 self.end(at, output);
             }
             RunEvent::Stopped(_) | RunEvent::Retrying { .. } | RunEvent::FallingBack { .. } => {}
@@ -300,14 +320,19 @@ impl RunObserver for RunTrace {
     }
 
     fn child_env(&mut self, _attempt: u32, env: &mut Vec<(OsString, OsString)>) {
-        env.push(("TRACEPARENT".into(), self.context.traceparent().into()));
-        if self.context.trace_state.is_empty() {
+        // The attempt's span when one is recorded, else the run's (the given context).
+        let context = self
+            .open_attempt
+            .as_ref()
+            .map_or(&self.context, |a| &a.context);
+        env.push(("TRACEPARENT".into(), context.traceparent().into()));
+        if context.trace_state.is_empty() {
             // An inherited TRACESTATE belongs to the inherited TRACEPARENT, replaced here.
             if std::env::var_os("TRACESTATE").is_some() {
                 env.push(("TRACESTATE".into(), OsString::new()));
             }
         } else {
-            env.push(("TRACESTATE".into(), self.context.trace_state.clone().into()));
+            env.push(("TRACESTATE".into(), context.trace_state.clone().into()));
         }
     }
 }

@@ -3,13 +3,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{
-    span::SpanKind, status::StatusCode, ResourceSpans, ScopeSpans, Span, SpanFlags, Status,
+use super::proto::{
+    any_value, AnyValue, ArrayValue, ExportTraceServiceRequest, InstrumentationScope, KeyValue,
+    Resource, ResourceSpans, ScopeSpans, Span, SpanKind, Status, StatusCode,
+    FLAGS_CONTEXT_HAS_IS_REMOTE, FLAGS_CONTEXT_IS_REMOTE,
 };
 
 use super::context::{SpanContext, SpanId};
@@ -98,15 +95,14 @@ pub(crate) fn key_value(key: impl Into<String>, value: Value) -> KeyValue {
     KeyValue {
         key: key.into(),
         value: Some(any(value)),
-        ..Default::default()
     }
 }
 
 impl SpanData {
     fn into_proto(self) -> Span {
-        let mut flags = SpanFlags::ContextHasIsRemoteMask as u32 | u32::from(self.context.sampled);
+        let mut flags = FLAGS_CONTEXT_HAS_IS_REMOTE | u32::from(self.context.sampled);
         if self.parent_is_remote {
-            flags |= SpanFlags::ContextIsRemoteMask as u32;
+            flags |= FLAGS_CONTEXT_IS_REMOTE;
         }
         let status = match self.error {
             Some(message) => Status {
@@ -134,7 +130,6 @@ impl SpanData {
                 .map(|(k, v)| key_value(k, v))
                 .collect(),
             status: Some(status),
-            ..Default::default()
         }
     }
 }
@@ -148,7 +143,6 @@ pub(crate) fn request(resource: &Resource, spans: Vec<SpanData>) -> ExportTraceS
                 scope: Some(InstrumentationScope {
                     name: SCOPE.into(),
                     version: env!("CARGO_PKG_VERSION").into(),
-                    ..Default::default()
                 }),
                 spans: spans.into_iter().map(SpanData::into_proto).collect(),
                 // The GenAI conventions are still in development, with no schema version
@@ -174,8 +168,5 @@ pub(crate) fn resource(service_name: &str, extra: &[(String, String)]) -> Resour
         attributes.retain(|a| &a.key != k);
         attributes.push(key_value(k.clone(), v.clone().into()));
     }
-    Resource {
-        attributes,
-        ..Default::default()
-    }
+    Resource { attributes }
 }

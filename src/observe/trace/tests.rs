@@ -60,6 +60,12 @@ fn sent(exporter: &Exporter, bodies: &Mutex<Vec<Vec<u8>>>, t0: SystemTime) -> Ve
         .unwrap()
         .as_nanos() as u64;
     let given = SpanContext::parse(GIVEN, None).unwrap();
+    SENT_NAMES.with(|names| {
+        let mut names = names.borrow_mut();
+        for s in &spans {
+            names.insert(s.span_id.clone(), s.name.clone());
+        }
+    });
     spans
         .iter()
         .map(|s| {
@@ -105,6 +111,24 @@ fn sent(exporter: &Exporter, bodies: &Mutex<Vec<Vec<u8>>>, t0: SystemTime) -> Ve
             })
         })
         .collect()
+}
+
+thread_local! {
+    /// The names of the spans `sent` saw on this test's thread, by span id.
+    static SENT_NAMES: std::cell::RefCell<std::collections::HashMap<Vec<u8>, String>> =
+        Default::default();
+}
+
+/// The name of the sent span a `traceparent` points at.
+fn spans_named(traceparent: &str) -> String {
+    let ctx = SpanContext::parse(traceparent, None).unwrap();
+    SENT_NAMES.with(|names| {
+        names
+            .borrow()
+            .get(&ctx.span_id.0.to_vec())
+            .cloned()
+            .unwrap_or_else(|| format!("(no span {traceparent})"))
+    })
 }
 
 fn start<'a>(group: Option<&'a crate::observe::GroupSlot>) -> RunStart<'a> {
@@ -179,7 +203,7 @@ fn tool(name: &str, ms: [u64; 2], id: Option<&str>, attempt: u64) -> Json {
     json!({
         "name": format!("execute_tool {name}"),
         "kind": 1,
-        "parent": "invoke_agent explorer",
+        "parent": "attempt first",
         "ms": ms,
         "attributes": attributes,
         "error": null,
@@ -259,7 +283,7 @@ fn tool_calls_pair_with_their_starts_and_ends_however_the_cli_reports_them() {
 }
 
 #[test]
-fn a_run_with_a_retry_is_one_invoke_agent_span_with_its_attempts() {
+fn a_run_with_a_retry_is_one_invoke_agent_span_over_a_span_per_attempt() {
     let failed = output(Some(ErrorCode::SubagentFailed), Usage::default());
     let usage = Usage {
         input: 100,
@@ -303,66 +327,91 @@ fn a_run_with_a_retry_is_one_invoke_agent_span_with_its_attempts() {
         (1100, RunEvent::Ended { output: &ok }),
     ];
     let (spans, env) = traced(&events);
-    let run_span = spans.last().unwrap().clone();
-    // The tool of the failed attempt ended with it, unfinished.
-    assert_eq!(
-        spans[0],
+    let attempt = |n: u64, kind: &str, ms: [u64; 2], error: Option<&str>| {
+        let mut attributes = json!({
+            "orchestrate.attempt": n,
+            "orchestrate.attempt.kind": kind,
+            "gen_ai.request.model": "sonnet",
+        });
+        if error.is_some() {
+            attributes["error.type"] = json!("SUBAGENT_FAILED");
+        }
         json!({
-            "name": "execute_tool bash",
+            "name": format!("attempt {kind}"),
             "kind": 1,
             "parent": "invoke_agent explorer",
-            "ms": [5, 20],
-            "attributes": {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": "bash",
-                "orchestrate.attempt": 1,
-                "error.type": "unfinished",
-            },
-            "error": "the attempt ended before the tool did",
+            "ms": ms,
+            "attributes": attributes,
+            "error": error,
         })
-    );
+    };
     assert_eq!(
-        run_span,
-        json!({
-            "name": "invoke_agent explorer",
-            "kind": 3,
-            "parent": "(given)",
-            "ms": [0, 1100],
-            "attributes": {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.provider.name": "anthropic",
-                "gen_ai.agent.name": "explorer",
-                "gen_ai.agent.id": "ab12cd34",
-                "orchestrate.backend": "claude",
-                "orchestrate.depth": 0,
-                "gen_ai.request.model": "sonnet",
-                "gen_ai.response.model": "sonnet",
-                "gen_ai.usage.input_tokens": 155,
-                "gen_ai.usage.output_tokens": 20,
-                "gen_ai.usage.cache_read.input_tokens": 50,
-                "gen_ai.usage.cache_creation.input_tokens": 5,
-                "orchestrate.usage.cost_usd": 0.25,
-                "orchestrate.usage.turns": 2,
-                "gen_ai.conversation.id": "session-1",
-                "orchestrate.attempt.count": 2,
-                "orchestrate.attempt.kinds": ["first", "retry"],
-                "orchestrate.attempt.models": ["sonnet", "sonnet"],
-                "orchestrate.attempt.outcomes": ["SUBAGENT_FAILED", "ok"],
-            },
-            "error": null,
-        })
+        spans,
+        vec![
+            // The tool of the failed attempt ended with it, unfinished.
+            json!({
+                "name": "execute_tool bash",
+                "kind": 1,
+                "parent": "attempt first",
+                "ms": [5, 20],
+                "attributes": {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "bash",
+                    "orchestrate.attempt": 1,
+                    "error.type": "unfinished",
+                },
+                "error": "the attempt ended before the tool did",
+            }),
+            attempt(
+                1,
+                "first",
+                [0, 20],
+                Some("it broke at ~/x with token ghp_[REDACTED]")
+            ),
+            attempt(2, "retry", [1020, 1100], None),
+            json!({
+                "name": "invoke_agent explorer",
+                "kind": 3,
+                "parent": "(given)",
+                "ms": [0, 1100],
+                "attributes": {
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.provider.name": "anthropic",
+                    "gen_ai.agent.name": "explorer",
+                    "gen_ai.agent.id": "ab12cd34",
+                    "orchestrate.backend": "claude",
+                    "orchestrate.depth": 0,
+                    "gen_ai.request.model": "sonnet",
+                    "gen_ai.response.model": "sonnet",
+                    "gen_ai.usage.input_tokens": 155,
+                    "gen_ai.usage.output_tokens": 20,
+                    "gen_ai.usage.cache_read.input_tokens": 50,
+                    "gen_ai.usage.cache_creation.input_tokens": 5,
+                    "orchestrate.usage.cost_usd": 0.25,
+                    "orchestrate.usage.turns": 2,
+                    "gen_ai.conversation.id": "session-1",
+                    "orchestrate.attempt.count": 2,
+                },
+                "error": null,
+            }),
+        ]
     );
-    // Each attempt's child is handed the run's span, with the given state.
-    let given = SpanContext::parse(GIVEN, None).unwrap();
-    let handed = SpanContext::parse(env[0].1.to_str().unwrap(), None).unwrap();
-    assert_eq!(handed.trace_id, given.trace_id);
-    assert_ne!(handed.span_id, given.span_id);
+    // Each attempt's child is handed its attempt's span, with the given state.
+    let handed: Vec<String> = env
+        .iter()
+        .filter(|(k, _)| k == "TRACEPARENT")
+        .map(|(_, v)| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        handed.iter().map(|tp| spans_named(tp)).collect::<Vec<_>>(),
+        vec!["attempt first", "attempt retry"]
+    );
     assert_eq!(
         env,
         vec![
-            ("TRACEPARENT".into(), handed.traceparent().into()),
+            ("TRACEPARENT".into(), handed[0].clone().into()),
             ("TRACESTATE".into(), "congo=t61rcWkgMzE".into()),
-            ("TRACEPARENT".into(), handed.traceparent().into()),
+            ("TRACEPARENT".into(), handed[1].clone().into()),
             ("TRACESTATE".into(), "congo=t61rcWkgMzE".into()),
         ]
     );
@@ -383,7 +432,8 @@ fn a_failed_run_says_its_error_sanitized_and_keeps_content_out() {
         (10, RunEvent::Ended { output: &failed }),
     ];
     let (spans, _) = traced(&events);
-    let run_span = &spans[0];
+    let run_span = &spans[1];
+    assert_eq!(run_span["name"], json!("invoke_agent explorer"));
     assert_eq!(
         run_span["attributes"]["error.type"],
         json!("SUBAGENT_TIMEOUT")
@@ -410,7 +460,8 @@ fn content_is_captured_only_when_asked_and_sanitized() {
     run.on_event(at(t0, 1), &FIRST);
     run.on_event(at(t0, 2), &RunEvent::Ended { output: &ok });
     let spans = sent(exporter, &bodies, t0);
-    let attributes = &spans[0]["attributes"];
+    assert_eq!(spans[1]["name"], json!("invoke_agent explorer"));
+    let attributes = &spans[1]["attributes"];
     assert_eq!(
         (
             &attributes["gen_ai.input.messages"],
