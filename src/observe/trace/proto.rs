@@ -118,15 +118,16 @@ pub(crate) struct AnyValue {
 
 pub(crate) mod any_value {
     #[derive(Clone, PartialEq, prost::Oneof)]
+    /// The variants are named for their Rust type; the tags are the wire names.
     pub(crate) enum Value {
         #[prost(string, tag = "1")]
-        StringValue(String),
+        String(String),
         #[prost(int64, tag = "3")]
-        IntValue(i64),
+        Int(i64),
         #[prost(double, tag = "4")]
-        DoubleValue(f64),
+        Double(f64),
         #[prost(message, tag = "5")]
-        ArrayValue(super::ArrayValue),
+        Array(super::ArrayValue),
     }
 }
 

@@ -76,14 +76,14 @@ fn unix_nanos(t: SystemTime) -> u64 {
 
 fn any(value: Value) -> AnyValue {
     let value = match value {
-        Value::Str(s) => any_value::Value::StringValue(s),
-        Value::Int(n) => any_value::Value::IntValue(n),
-        Value::Double(n) => any_value::Value::DoubleValue(n),
-        Value::Strs(list) => any_value::Value::ArrayValue(ArrayValue {
+        Value::Str(s) => any_value::Value::String(s),
+        Value::Int(n) => any_value::Value::Int(n),
+        Value::Double(n) => any_value::Value::Double(n),
+        Value::Strs(list) => any_value::Value::Array(ArrayValue {
             values: list
                 .into_iter()
                 .map(|s| AnyValue {
-                    value: Some(any_value::Value::StringValue(s)),
+                    value: Some(any_value::Value::String(s)),
                 })
                 .collect(),
         }),
