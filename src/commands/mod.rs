@@ -30,8 +30,8 @@ fn command(cli: Cli) -> i32 {
             run_id,
             timeout,
             output,
-        } => background::wait(&run_id, timeout, output.into()),
-        Command::Stop { run_id, output } => background::stop(&run_id, output.into()),
+        } => background::wait(&run_id, timeout, output),
+        Command::Stop { run_id, output } => background::stop(&run_id, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
         Command::Show { run_id, json } => show::show(&run_id, json),
         Command::Worktree { action } => match action {
