@@ -16,6 +16,8 @@ use super::harness::{note, Run};
 #[allow(clippy::duplicate_mod)]
 #[path = "../../support/git.rs"]
 mod git;
+#[path = "traces.rs"]
+mod traces;
 use super::{normalized, report, round_cost, Finished, Sandbox};
 use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
 use git::{checkout_state, git};
@@ -161,6 +163,12 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
                 Box::new(move |bin: &Path| hostile_shell(cli, &user.reach(bin), Some(user))),
             ));
         }
+    }
+    if cli.name == "claude" {
+        out.push((
+            "its_own_spans_join_orchestrates_trace_under_the_attempt".into(),
+            Box::new(move |bin| traces::claude_spans_join_the_trace(cli, bin)),
+        ));
     }
     if cli.resume.is_some() {
         out.push((
