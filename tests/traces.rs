@@ -396,3 +396,66 @@ fn a_collector_that_never_answers_costs_a_bounded_wait_and_fails_nothing() {
         .collect();
     assert!(warnings.len() <= 1, "{}", out.stderr);
 }
+
+/// `orchestrate mcp`, driven by a real MCP client (rmcp): each call continues the trace in
+/// its own request's `_meta`.
+#[tokio::test]
+async fn an_mcp_call_continues_the_trace_in_its_meta() {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::ServiceExt;
+
+    let receiver = Receiver::start();
+    // Spans leave within 100 ms rather than at the server's exit.
+    let sb = sandbox(&receiver).set("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = tokio::process::Command::from(sb.command(&["mcp", "--agents-dir", &agents]));
+    cmd.stdin(std::process::Stdio::piped()).kill_on_drop(true);
+    let mut process = cmd.spawn().expect("spawn orchestrate mcp");
+    let (stdin, stdout) = (
+        process.stdin.take().unwrap(),
+        process.stdout.take().unwrap(),
+    );
+    let client = ().serve((stdout, stdin)).await.expect("MCP handshake");
+    let traces = [
+        ("11111111111111111111111111111111", "2222222222222222"),
+        ("33333333333333333333333333333333", "4444444444444444"),
+    ];
+    for (i, (trace, span)) in traces.iter().enumerate() {
+        let params: CallToolRequestParams = serde_json::from_value(json!({
+            "name": "subagent",
+            "arguments": {"agent": "fake", "task": format!("call {i}")},
+            "_meta": {"traceparent": format!("00-{trace}-{span}-01"), "tracestate": "vendor=x"},
+        }))
+        .unwrap();
+        let r = client.call_tool(params).await.unwrap();
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+    }
+    let spans = receiver.wait_for(Duration::from_secs(20), |s| {
+        s.iter()
+            .filter(|r| r.span.name == "invoke_agent fake")
+            .count()
+            == 2
+    });
+    client.cancel().await.unwrap();
+    let _ = process.wait().await;
+    for (trace, span) in traces {
+        let mut tree = Vec::new();
+        outline(&spans, &support_hex(span), 0, &mut tree);
+        assert_eq!(
+            tree,
+            [
+                "invoke_agent fake",
+                "  attempt first",
+                "    execute_tool grep",
+                "    execute_tool read",
+            ],
+            "{spans:#?}"
+        );
+        let run = spans
+            .iter()
+            .find(|s| s.span.parent_span_id == support_hex(span))
+            .unwrap();
+        assert_eq!(hex(&run.span.trace_id), trace);
+        assert_eq!(run.span.trace_state, "vendor=x");
+    }
+}
