@@ -211,8 +211,17 @@ impl Shared {
 
 /// POSTs a request body to the collector, with the configured headers and timeout.
 fn http_post(config: &ExportConfig) -> impl FnMut(&[u8]) -> Result<(), ExportError> {
+    // Every phase but the name lookup is bounded by the timeout. A timeout on the lookup
+    // would cost a thread per connection (ureq resolves on a thread of its own to time
+    // it out); the lookup runs on the export thread, which no run waits for, and the
+    // flush at exit is bounded whatever the thread is doing.
+    let timeout = Some(config.timeout);
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(config.timeout))
+        .timeout_connect(timeout)
+        .timeout_send_request(timeout)
+        .timeout_send_body(timeout)
+        .timeout_recv_response(timeout)
+        .timeout_recv_body(timeout)
         .http_status_as_error(false)
         .user_agent(concat!("orchestrate/", env!("CARGO_PKG_VERSION")))
         .build()
