@@ -6,8 +6,9 @@
 //! process), `session` (run folders and the run index), `structured` (output schemas and
 //! the JSON in an answer), `result` (the contract), `run`
 //! (one run end to end: resolve, attempt, verdict, render), `observe` (what a run's
-//! observers are handed as it happens), `cli` (the command line) and `commands` (what
-//! each subcommand does and prints).
+//! observers are handed as it happens, and its `events.jsonl`), `live` (runs in progress
+//! as other processes read them, and stopping one), `cli` (the
+//! command line) and `commands` (what each subcommand does and prints).
 //!
 //! The library's API is the command line (`cli`, `commands`), the result contract
 //! (`result`) and the sanitizer (`sanitize`); everything else is internal.
@@ -29,6 +30,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod history;
 pub(crate) mod limits;
+pub(crate) mod live;
 pub(crate) mod mcp;
 pub(crate) mod observe;
 pub(crate) mod platform;

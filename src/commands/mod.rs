@@ -5,6 +5,7 @@ pub mod agents;
 pub mod background;
 pub mod completions;
 pub mod config;
+pub mod events;
 pub mod run;
 pub mod runs;
 pub mod show;
@@ -26,7 +27,18 @@ pub fn dispatch(cli: Cli) -> i32 {
         } => background::wait(&run_id, timeout, output.into()),
         Command::Stop { run_id, output } => background::stop(&run_id, output.into()),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
-        Command::Show { run_id, json } => show::show(&run_id, json),
+        Command::Show {
+            run_id,
+            json,
+            events,
+            follow,
+        } => {
+            if events || follow {
+                events::show_events(&run_id, json, follow)
+            } else {
+                show::show(&run_id, json)
+            }
+        }
         Command::Worktree { action } => match action {
             WorktreeAction::Rm {
                 run_id,

@@ -32,8 +32,8 @@
 //!
 //! With no observer, a run pays one branch per line of the child's output.
 
-// The seam comes before its first observer.
-#![allow(dead_code)]
+pub(crate) mod events_file;
+pub(crate) mod line;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -70,9 +70,9 @@ impl Hub {
         Hub::with(Vec::new())
     }
 
-    /// What every run of this process gets.
+    /// What every run of this process gets: the run's `events.jsonl`.
     pub(crate) fn standard() -> Hub {
-        Hub::none()
+        Hub::with(vec![Arc::new(events_file::EventsFile)])
     }
 
     pub(crate) fn with(observers: Vec<Arc<dyn Observe>>) -> Hub {
@@ -155,8 +155,10 @@ pub(crate) struct GroupSlot {
     pub count: usize,
 }
 
-/// A fan-out or chain starting or ending.
+/// A fan-out or chain starting or ending. (`events.jsonl` is per run, and each task's
+/// names its group: not every observer reads every field.)
 #[derive(Debug, Clone, Copy)]
+#[allow(dead_code)]
 pub(crate) enum GroupEvent<'a> {
     Started {
         id: &'a str,

@@ -251,6 +251,9 @@ pub(crate) async fn run(
         Err(e) => return RunOutput::from_result(e.to_result(Some(&run_id))),
     };
     let started_at_ms = session::now_unix_ms();
+    // This run alone can be stopped from outside (`orchestrate stop`, `watch`).
+    let (controls, _stoppable) = crate::live::stop::register(&run_dir.path, controls);
+    let controls = &controls;
     let mut observers = env.observe.run(&RunStart {
         run_id: &run.run_id,
         agent: &run.agent.name,

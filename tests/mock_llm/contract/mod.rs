@@ -398,7 +398,7 @@ impl Sandbox {
     }
 
     /// `cmd` with the sandbox's environment, in the working directory.
-    fn in_sandbox(&self, mut cmd: Command) -> Command {
+    pub fn in_sandbox(&self, mut cmd: Command) -> Command {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
