@@ -33,6 +33,13 @@ const DEFAULT_TEXT: &str = "Hello from pi.";
 const BLOCK: usize = 64 * 1024;
 
 fn main() {
+    // A probe a hostile shell script runs (`$ORCHESTRATE_PI_BIN probe NAME ARGS…`), for
+    // what `sh` alone cannot do: prints one line saying what happened, exits 0.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("probe") {
+        println!("{}", probe(&argv[2..]));
+        process::exit(0);
+    }
     // 0. The inherited descriptors, before this process opens any of its own.
     if let Some(path) = env_os("FAKE_AGENT_FD_FILE") {
         let fds = open_fds();
@@ -112,6 +119,19 @@ fn main() {
         }
         // The child starts a fully detached daemon (double fork, setsid, stdio on
         // /dev/null, ignoring SIGTERM and SIGHUP), then answers and exits 0.
+        // The leader forks children that exit at once and, as node does at its exit,
+        // never reaps them: zombies the tree's holder inherits when the leader exits.
+        "zombie" => {
+            for _ in 0..8 {
+                // SAFETY: the child only exits.
+                if unsafe { libc::fork() } == 0 {
+                    unsafe { libc::_exit(0) };
+                }
+            }
+            sleep_ms(50);
+            print_transcript(delay_ms(0));
+            process::exit(0);
+        }
         "daemon" => {
             start_detached(Detach::DoubleFork, Stdio3::DevNull);
             print_transcript(delay_ms(0));
@@ -274,6 +294,13 @@ fn main() {
                 .rev()
                 .find_map(|n| env_str(&format!("FAKE_AGENT_ANSWER_{n}")))
                 .unwrap_or_else(|| DEFAULT_TEXT.to_string());
+            emit_lines(&success_transcript(&text), delay_ms(0));
+            process::exit(0);
+        }
+        // A hostile child: runs FAKE_AGENT_SCRIPT with `sh -c` and answers with what it
+        // printed (stdout and stderr, in order), trailing blank lines trimmed.
+        "hostile" => {
+            let text = shell_script();
             emit_lines(&success_transcript(&text), delay_ms(0));
             process::exit(0);
         }
@@ -481,7 +508,7 @@ fn write_argv_file(path: &OsString) {
 }
 
 // ---------------------------------------------------------------------------
-// pi event builders (shapes of pi `--mode json`, see shared/reference/pi.md section 2)
+// pi event builders (shapes of pi `--mode json`, as `tests/fixtures/pi/` records them)
 
 struct Usage {
     input: u64,
@@ -1448,4 +1475,141 @@ fn nested() -> String {
         "nested exit={code} stdout={}",
         String::from_utf8_lossy(&captured).trim()
     )
+}
+
+// ---------------------------------------------------------------------------
+// A hostile child's shell and probes.
+
+fn shell_script() -> String {
+    let script = env_str("FAKE_AGENT_SCRIPT").unwrap_or_default();
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("exec 2>&1\n{script}"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output();
+    match out {
+        Ok(o) => String::from_utf8_lossy(&o.stdout).trim_end().to_string(),
+        Err(e) => format!("cannot run sh: {e}"),
+    }
+}
+
+fn errno_text() -> String {
+    io::Error::last_os_error().kind().to_string()
+}
+
+/// `probe tiocsti TEXT`: pushes TEXT into the input of the controlling terminal;
+/// `probe connect-unix PATH` and `probe connect-abstract NAME`: connects to a unix socket;
+/// `probe setxattr PATH`: sets `user.orchestrate` on PATH; `probe chmod PATH`: makes it
+/// setuid and world-writable; `probe fchmod-setuid PATH`: the same through fchmod and
+/// fchmodat2; `probe utimes PATH`: sets its times to 2001-09-09;
+/// `probe signal PID`: sends it SIGUSR2; `probe ptrace PID`: attaches to it.
+fn probe(args: &[String]) -> String {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let c = |s: &str| std::ffi::CString::new(s).unwrap();
+    let ok_or_err = |rc: libc::c_int| {
+        if rc == 0 {
+            "ok".to_string()
+        } else {
+            errno_text()
+        }
+    };
+    // SAFETY: plain system calls on valid pointers.
+    unsafe {
+        match arg(0).as_str() {
+            "tiocsti" => {
+                let fd = libc::open(c"/dev/tty".as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+                if fd < 0 {
+                    return format!("tiocsti: open /dev/tty: {}", errno_text());
+                }
+                for b in arg(1).bytes() {
+                    if libc::ioctl(fd, libc::TIOCSTI, &b as *const u8) != 0 {
+                        return format!("tiocsti: {}", errno_text());
+                    }
+                }
+                "tiocsti: ok".to_string()
+            }
+            kind @ ("connect-unix" | "connect-abstract") => {
+                let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                if s < 0 {
+                    return format!("{kind}: socket: {}", errno_text());
+                }
+                let mut addr: libc::sockaddr_un = std::mem::zeroed();
+                addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+                let name = arg(1);
+                let start = usize::from(kind == "connect-abstract");
+                for (i, b) in name.bytes().enumerate().take(100) {
+                    addr.sun_path[start + i] = b as libc::c_char;
+                }
+                let len = std::mem::size_of::<libc::sa_family_t>() + start + name.len();
+                let rc = libc::connect(
+                    s,
+                    &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                    len as libc::socklen_t,
+                );
+                format!("{kind}: {}", ok_or_err(rc))
+            }
+            "setxattr" => {
+                let rc = libc::setxattr(
+                    c(&arg(1)).as_ptr(),
+                    c"user.orchestrate".as_ptr(),
+                    b"x".as_ptr().cast(),
+                    1,
+                    0,
+                );
+                format!("setxattr: {}", ok_or_err(rc))
+            }
+            "chmod" => format!(
+                "chmod: {}",
+                ok_or_err(libc::chmod(c(&arg(1)).as_ptr(), 0o4777))
+            ),
+            "fchmod-setuid" => {
+                // The calls `chmod` does not make: fchmod on a descriptor, and fchmodat2
+                // (Linux 6.6) by number.
+                let fd = libc::open(c(&arg(1)).as_ptr(), libc::O_RDONLY);
+                if fd < 0 {
+                    return format!("fchmod-setuid: open: {}", errno_text());
+                }
+                if libc::fchmod(fd, 0o4755) == 0 {
+                    return "fchmod-setuid: ok by fchmod".to_string();
+                }
+                const SYS_FCHMODAT2: libc::c_long = 452;
+                let rc = libc::syscall(
+                    SYS_FCHMODAT2,
+                    libc::AT_FDCWD,
+                    c(&arg(1)).as_ptr(),
+                    0o2755 as libc::c_uint,
+                    0,
+                );
+                if rc == 0 {
+                    return "fchmod-setuid: ok by fchmodat2".to_string();
+                }
+                "fchmod-setuid: denied".to_string()
+            }
+            "utimes" => {
+                let t = [
+                    libc::timespec {
+                        tv_sec: 1_000_000_000,
+                        tv_nsec: 0,
+                    },
+                    libc::timespec {
+                        tv_sec: 1_000_000_000,
+                        tv_nsec: 0,
+                    },
+                ];
+                let rc = libc::utimensat(libc::AT_FDCWD, c(&arg(1)).as_ptr(), t.as_ptr(), 0);
+                format!("utimes: {}", ok_or_err(rc))
+            }
+            "signal" => {
+                let pid: libc::pid_t = arg(1).parse().unwrap_or(0);
+                format!("signal: {}", ok_or_err(libc::kill(pid, libc::SIGUSR2)))
+            }
+            "ptrace" => {
+                let pid: libc::pid_t = arg(1).parse().unwrap_or(0);
+                let rc = libc::ptrace(libc::PTRACE_ATTACH, pid, 0, 0);
+                format!("ptrace: {}", ok_or_err(rc as libc::c_int))
+            }
+            other => format!("unknown probe {other:?}"),
+        }
+    }
 }

@@ -8,16 +8,15 @@ use std::time::Duration;
 
 use clap::{FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::backends::BackendChoice;
-use crate::cli_help::{choices, enum_names};
-use crate::commands::run::{OutputFormat, Plan};
-use crate::duration::parse_duration;
 use crate::error::RunError;
 use crate::result::{exit_status, DetailLevel};
-use crate::run::RunRequest;
-use crate::sandbox::{Network, SandboxMode};
+use crate::run::{Plan, RunRequest};
 use crate::session::{RunId, RunIdPrefix};
-use crate::structured::SchemaSource;
+use crate::settings::Values;
+use crate::units::parse_duration;
+
+/// How many recent runs `orchestrate runs` lists unless told.
+pub const RUNS_LISTED: usize = 20;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -54,7 +53,7 @@ pub enum Command {
         /// json: the result as one line; text: the answer on stdout and a summary on
         /// stderr; stream-json: as json (the run is already under way).
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
-        output: Format,
+        output: OutputFormat,
     },
     /// Stop a background run (its whole process tree) and print its result.
     Stop {
@@ -65,7 +64,7 @@ pub enum Command {
         /// json: the stopped run's result as one line; text: its answer on stdout and a
         /// summary on stderr; stream-json: as json.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
-        output: Format,
+        output: OutputFormat,
     },
     /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
     Runs {
@@ -76,7 +75,7 @@ pub enum Command {
         #[arg(long)]
         agent: Option<String>,
         /// How many recent runs to list; totals always cover every run.
-        #[arg(long, default_value_t = crate::commands::runs::DEFAULT_LIMIT)]
+        #[arg(long, default_value_t = RUNS_LISTED)]
         limit: usize,
     },
     /// One run: its result, its session file and the last lines of its stderr.
@@ -182,98 +181,16 @@ pub struct RunArgs {
     /// Run the --task list in order; `{previous}` in a task is the previous step's output.
     #[arg(long)]
     pub chain: bool,
-    /// Parallel tasks running at once (1 to 64). Default 4.
-    #[arg(long, allow_hyphen_values = true, value_parser = concurrency)]
-    pub concurrency: Option<usize>,
-    /// The child CLI; auto: the first installed of claude, pi, codex, gemini, opencode,
-    /// cursor-agent.
-    #[arg(long, value_parser = choices(backend, backend_names))]
-    pub backend: Option<BackendChoice>,
-    /// Model passed to the child CLI.
-    #[arg(long)]
-    pub model: Option<String>,
     /// Working directory of the child.
     #[arg(long)]
     pub cwd: Option<PathBuf>,
     /// A folder of agent files that takes precedence over every other scope.
     #[arg(long, value_parser = agents_dir)]
     pub agents_dir: Option<PathBuf>,
-    /// Maximum runtime (90s, 15m, 1h30m or milliseconds). Default 15m.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
-    pub timeout: Option<Duration>,
-    /// Maximum time without progress from the child: text, a tool call or its result,
-    /// usage, a new turn (retries, reconnects and stderr chatter are none). Paused while a
-    /// tool runs (--tool-timeout bounds that). Default 3m.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
-    pub idle_timeout: Option<Duration>,
-    /// Time between SIGTERM and SIGKILL when stopping the child. Default 5s.
-    #[arg(long, allow_hyphen_values = true, value_parser = duration)]
-    pub kill_grace: Option<Duration>,
-    /// Time the child may take to exit after its final event. Default 2s.
-    #[arg(long, allow_hyphen_values = true, value_parser = duration)]
-    pub exit_grace: Option<Duration>,
-    /// Hard cap on the child's stdout+stderr bytes; passing it stops the child. Default 64 MiB.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
-    pub max_output_bytes: Option<u64>,
-    /// Bytes of `content[0].text` kept before truncation. Default 51200.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
-    pub max_bytes: Option<u64>,
-    /// Lines of `content[0].text` kept before truncation. Default 2000.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
-    pub max_lines: Option<u64>,
-    /// Attempts in all when the provider fails transiently (rate limit, overload, 5xx,
-    /// connection reset). Default 2.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
-    pub attempts: Option<u64>,
-    /// Maximum time one tool call may run with no tool finishing (the idle timeout does
-    /// not apply while a tool runs). Default 10m.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
-    pub tool_timeout: Option<Duration>,
-    /// Maximum time the child may only retry or reconnect to its provider, with no
-    /// progress, before it fails as unable to reach it. Default 60s.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
-    pub connect_timeout: Option<Duration>,
-    /// Stop the child once it goes on past this many turns (keeping its partial answer).
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
-    pub max_turns: Option<u64>,
-    /// Stop the child once it has used this many input + output + cache-write tokens.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_integer)]
-    pub max_tokens: Option<u64>,
-    /// Stop the child once it has cost this many US dollars (e.g. 0.50).
-    #[arg(long, allow_hyphen_values = true, value_parser = usd, value_name = "USD")]
-    pub max_cost: Option<f64>,
-    /// With --task: no task starts once the tasks together have cost this many US
-    /// dollars, and running ones are stopped.
-    #[arg(long, allow_hyphen_values = true, value_parser = usd, value_name = "USD")]
-    pub max_total_cost: Option<f64>,
-    /// A model to run instead when the model fails with a quota, rate-limit, overload or
-    /// unknown-model error (after its retries); repeat for several, tried in order.
-    #[arg(long = "fallback-model", value_name = "MODEL")]
-    pub fallback_models: Vec<String>,
-    /// Sandbox of the child. Default: read-only for an agent that cannot write,
-    /// workspace-write for the others.
-    #[arg(long, value_parser = choices(sandbox_mode, enum_names::<SandboxMode>))]
-    pub sandbox: Option<SandboxMode>,
-    /// off: the child gets no network at all (only a loopback of its own). Default on.
-    #[arg(long, value_parser = choices(network, enum_names::<Network>))]
-    pub network: Option<Network>,
-    /// Where the child runs: local (the default), slurm (through srun on a Slurm
-    /// cluster), or a runner named in the config ([runners.NAME]).
-    #[arg(long, value_name = "NAME")]
-    pub runner: Option<String>,
-    /// How long a job may wait in the cluster's queue before it starts (it counts against
-    /// no other limit meanwhile). Default 10m.
-    #[arg(long, allow_hyphen_values = true, value_parser = positive_duration)]
-    pub queue_timeout: Option<Duration>,
-    /// worktree: the child works in a new git worktree on branch orchestrate/<run id>,
-    /// made from HEAD; none: in the working directory (the default).
-    #[arg(long, value_parser = choices(isolation, isolation_names))]
-    pub isolation: Option<bool>,
-    /// A JSON Schema file the answer must match: the answer is validated JSON, in
-    /// `structured` and as compact JSON in `content[0].text` (over the agent's
-    /// `output_schema:`).
-    #[arg(long, value_name = "FILE")]
-    pub output_schema: Option<PathBuf>,
+    // The settings, one flag each (`--timeout`, `--max-cost`, `--sandbox`, …), from the
+    // table in `crate::settings`.
+    #[command(flatten)]
+    pub settings: Values,
     /// Continue an earlier run's child session (pi, claude, codex) with a follow-up:
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
@@ -288,7 +205,7 @@ pub struct RunArgs {
     /// json: one line; text: the answer on stdout and a summary on stderr; stream-json:
     /// NDJSON streaming updates while the child runs, then the result.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
-    pub output: Format,
+    pub output: OutputFormat,
     /// How much of the result a JSON format prints: lean (the answer, usage, errors, the
     /// session file) or full (also every step of the run, as result.json keeps it).
     #[arg(long, value_enum, default_value = "lean")]
@@ -311,57 +228,18 @@ impl From<Details> for DetailLevel {
     }
 }
 
+/// `-o`: how the result is printed.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub enum OutputFormat {
     Json,
     Text,
+    // NDJSON streaming updates while the child runs, then the final result. (A doc
+    // comment here would be a description in every completion script.)
     StreamJson,
-}
-
-impl From<Format> for OutputFormat {
-    fn from(f: Format) -> Self {
-        match f {
-            Format::Json => OutputFormat::Json,
-            Format::Text => OutputFormat::Text,
-            Format::StreamJson => OutputFormat::StreamJson,
-        }
-    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    match duration(s)? {
-        d if d.is_zero() => Err("must be greater than zero".to_string()),
-        d => Ok(d),
-    }
-}
-
-fn positive_integer(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{s:?} is not a positive integer"))
-}
-
-fn usd(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_start_matches('$')
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n > 0.0)
-        .ok_or_else(|| format!("{s:?} is not an amount of US dollars greater than 0, such as 0.50"))
-}
-
-fn concurrency(s: &str) -> Result<usize, String> {
-    s.trim()
-        .parse::<usize>()
-        .ok()
-        .filter(|n| (1..=crate::config::MAX_CONCURRENCY as usize).contains(n))
-        .ok_or_else(|| format!("{s:?} is not a number from 1 to 64"))
 }
 
 /// `--agents-dir` names a folder the caller expects agents in: one that is not there is a
@@ -383,40 +261,10 @@ fn run_id_prefix(s: &str) -> Result<RunIdPrefix, String> {
     RunIdPrefix::parse(s).map_err(|e| e.to_string())
 }
 
-fn sandbox_mode(s: &str) -> Result<SandboxMode, String> {
-    SandboxMode::parse(s)
-}
-
-fn network(s: &str) -> Result<Network, String> {
-    Network::parse(s)
-}
-
-/// `worktree` (true) or `none` (false).
-fn isolation(s: &str) -> Result<bool, String> {
-    match s.trim() {
-        "worktree" => Ok(true),
-        "none" => Ok(false),
-        other => Err(format!(
-            "unknown isolation {other:?} (use worktree or none)"
-        )),
-    }
-}
-
-fn backend(s: &str) -> Result<BackendChoice, String> {
-    BackendChoice::parse(s).map_err(|e| e.to_string())
-}
-
-/// What `--backend`, `--sandbox`, `--network` and `--isolation` offer in help and
-/// completion.
-fn backend_names() -> Vec<String> {
-    std::iter::once("auto")
-        .chain(crate::backends::Backend::ALL.iter().map(|b| b.name()))
-        .map(str::to_string)
-        .collect()
-}
-
-fn isolation_names() -> Vec<String> {
-    vec!["worktree".into(), "none".into()]
+/// The whole command line as a person meets it: [`Cli`]'s grammar with the help headings
+/// and value hints of `crate::cli_help`. Parsing, help and completion all use this.
+pub(crate) fn command() -> clap::Command {
+    crate::cli_help::presented(<Cli as clap::CommandFactory>::command())
 }
 
 /// Parses the process's arguments. On a bad argument, prints what the subcommand's output
@@ -424,7 +272,7 @@ fn isolation_names() -> Vec<String> {
 /// print as usual and end with 0.
 pub fn parse() -> Result<Cli, i32> {
     let args: Vec<OsString> = std::env::args_os().collect();
-    crate::cli_help::command()
+    command()
         .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m))
         .map_err(|err| report_parse_error(&err, &args))
@@ -480,7 +328,7 @@ fn wants_json(args: &[OsString]) -> bool {
 
 impl RunArgs {
     pub fn format(&self) -> OutputFormat {
-        self.output.into()
+        self.output
     }
 
     pub fn detail(&self) -> DetailLevel {
@@ -491,7 +339,6 @@ impl RunArgs {
     pub fn into_plan(mut self) -> Result<Plan, RunError> {
         let tasks = std::mem::take(&mut self.tasks);
         let chain = self.chain;
-        let concurrency = self.concurrency.take();
         if tasks.is_empty() {
             if chain {
                 return Err(RunError::invalid("--chain needs --task AGENT=TASK steps"));
@@ -518,9 +365,9 @@ impl RunArgs {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(if chain {
-            Plan::Chain(reqs, concurrency)
+            Plan::Chain(reqs)
         } else {
-            Plan::Parallel(reqs, concurrency)
+            Plan::Parallel(reqs)
         })
     }
 
@@ -530,40 +377,14 @@ impl RunArgs {
             // the earlier run's.
             self.task = self.agent.take();
         }
-        let usize_of = |n: Option<u64>| n.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         RunRequest {
             agent: self.agent.unwrap_or_default(),
             task: self.task.unwrap_or_default(),
-            backend: self.backend,
-            model: self.model,
             cwd: self.cwd,
             agents_dir: self.agents_dir,
-            runtime_timeout: self.timeout,
-            idle_timeout: self.idle_timeout,
-            kill_grace: self.kill_grace,
-            terminal_exit_grace: self.exit_grace,
-            max_output_bytes: self.max_output_bytes,
             run_id: self.run_id.map(|id| id.to_string()),
             resume: self.resume,
-            attempts: self.attempts.map(|n| n.min(u64::from(u32::MAX)) as u32),
-            max_bytes: usize_of(self.max_bytes),
-            max_lines: usize_of(self.max_lines),
-            tool_timeout: self.tool_timeout,
-            connect_timeout: self.connect_timeout,
-            max_turns: self.max_turns,
-            max_tokens: self.max_tokens,
-            max_cost: self.max_cost,
-            max_total_cost: self.max_total_cost,
-            fallback_models: (!self.fallback_models.is_empty()).then_some(self.fallback_models),
-            sandbox: self.sandbox,
-            network: self.network,
-            worktree: self.isolation,
-            // Relative to where the command was typed, not to `--cwd`.
-            output_schema: self
-                .output_schema
-                .map(|p| SchemaSource::File(std::path::absolute(&p).unwrap_or(p))),
-            runner: self.runner,
-            queue_timeout: self.queue_timeout,
+            settings: self.settings,
         }
     }
 
@@ -606,29 +427,12 @@ mod tests {
     }
 
     #[test]
-    fn flag_values_are_typed_with_reasons() {
-        assert_eq!(positive_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(
-            positive_duration("0"),
-            Err("must be greater than zero".to_string())
-        );
+    fn wait_takes_a_duration_with_its_unit() {
+        assert_eq!(duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(duration("0"), Ok(Duration::ZERO));
-        assert_eq!(positive_integer("12"), Ok(12));
         assert_eq!(
-            positive_integer("-5"),
-            Err("\"-5\" is not a positive integer".to_string())
+            duration("5"),
+            Err("invalid duration \"5\": a number needs a unit: did you mean 5s? (units: ms, s, m, h, d)".to_string())
         );
-        assert_eq!(
-            concurrency("65"),
-            Err("\"65\" is not a number from 1 to 64".into())
-        );
-        assert_eq!(usd("$0.50"), Ok(0.5));
-        assert_eq!(
-            usd("0"),
-            Err("\"0\" is not an amount of US dollars greater than 0, such as 0.50".to_string())
-        );
-        assert!(backend("cluade")
-            .unwrap_err()
-            .contains("unknown backend \"cluade\""));
     }
 }

@@ -3,13 +3,10 @@
 //! a duration with nothing rather than with file names), and the values an option with a
 //! fixed set of them offers.
 
-use clap::builder::{PossibleValue, TypedValueParser};
-use clap::{CommandFactory, ValueHint};
+use clap::ValueHint;
 
-use crate::cli::Cli;
-
-/// The groups of `run --help` and the options (by argument id, which is the field's name)
-/// in each; clap shows the groups in the order of their first option. Options not named
+/// The groups of `run --help` and the options (by argument id: the field's name, or for a
+/// setting its name in the settings table, `crate::settings`) in each; clap shows the groups in the order of their first option. Options not named
 /// here stay under "Options".
 const RUN_HELP_HEADINGS: &[(&str, &[&str])] = &[
     (
@@ -22,7 +19,7 @@ const RUN_HELP_HEADINGS: &[(&str, &[&str])] = &[
             "backend",
             "model",
             "fallback_models",
-            "attempts",
+            "retries",
             "cwd",
             "agents_dir",
             "runner",
@@ -68,10 +65,11 @@ const DIR_VALUES: &[(&str, &str)] = &[
 ];
 const FILE_VALUES: &[(&str, &str)] = &[("run", "output_schema")];
 
-/// The whole command line as a person meets it: [`Cli`]'s grammar with help headings and
-/// value hints. Parsing, help and completion all use this.
-pub(crate) fn command() -> clap::Command {
-    present(Cli::command(), &[])
+/// The whole command line as a person meets it: the grammar `cmd` (`crate::cli::Cli`'s)
+/// with help headings and value hints. Parsing, help and completion all use it, through
+/// `crate::cli::command`.
+pub(crate) fn presented(cmd: clap::Command) -> clap::Command {
+    present(cmd, &[])
 }
 
 /// `cmd` (reached through the subcommands `path`) and its subcommands, each argument
@@ -117,66 +115,10 @@ fn describe(mut a: clap::Arg, sub: &str) -> clap::Arg {
     a
 }
 
-/// A flag value parsed by `parse` that also names the values it takes, for help and
-/// completion; the parser may accept more spellings than it names (`readonly` for
-/// `read-only`).
-#[derive(Clone)]
-pub(crate) struct Choices<T> {
-    parse: fn(&str) -> Result<T, String>,
-    values: fn() -> Vec<String>,
-}
-
-pub(crate) fn choices<T>(
-    parse: fn(&str) -> Result<T, String>,
-    values: fn() -> Vec<String>,
-) -> Choices<T> {
-    Choices { parse, values }
-}
-
-impl<T: Clone + Send + Sync + 'static> TypedValueParser for Choices<T> {
-    type Value = T;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<T, clap::Error> {
-        // clap's own parser of a function, so that errors read as every other flag's.
-        self.parse.parse_ref(cmd, arg, value)
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(
-            (self.values)().into_iter().map(PossibleValue::new),
-        ))
-    }
-}
-
-/// The names a serde enum is written with, from its JSON schema (the names MCP's tool
-/// schema offers too): a new variant is offered without a change here.
-pub(crate) fn enum_names<T: schemars::JsonSchema>() -> Vec<String> {
-    let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
-    let alternatives = schema["oneOf"]
-        .as_array()
-        .into_iter()
-        .chain(schema["anyOf"].as_array())
-        .flatten();
-    schema["enum"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .chain(alternatives.flat_map(|alt| {
-            std::iter::once(&alt["const"]).chain(alt["enum"].as_array().into_iter().flatten())
-        }))
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{Network, SandboxMode};
+    use crate::cli::command;
     use pretty_assertions::assert_eq;
 
     #[test]
@@ -195,24 +137,6 @@ mod tests {
         }
         for (sub, id) in DIR_VALUES.iter().chain(FILE_VALUES) {
             assert!(has(sub, id), "{sub} {id}");
-        }
-    }
-
-    #[test]
-    fn enum_names_are_what_the_parsers_take() {
-        assert_eq!(
-            enum_names::<SandboxMode>(),
-            ["read-only", "workspace-write", "off"]
-        );
-        assert_eq!(enum_names::<Network>(), ["on", "off"]);
-        for name in enum_names::<SandboxMode>() {
-            assert_eq!(
-                SandboxMode::parse(&name).map(SandboxMode::name),
-                Ok(name.as_str())
-            );
-        }
-        for name in enum_names::<Network>() {
-            assert_eq!(Network::parse(&name).map(Network::name), Ok(name.as_str()));
         }
     }
 

@@ -7,113 +7,19 @@
 //! decided. Every value remembers where it came from, so that `orchestrate config` can
 //! answer "why is my timeout 90s?".
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::backends::BackendChoice;
-use crate::duration::parse_duration;
-use crate::limits;
-use crate::runner::{self, RunnerDef};
-use crate::sandbox::{Network, SandboxMode};
-use crate::truncate;
+use crate::settings::kinds::Raw;
+use crate::settings::{self, SETTINGS};
+pub(crate) use crate::settings::{Config, Source};
 
 /// Relative to the user's config home.
 pub(crate) const USER_CONFIG_FILE: &str = "orchestrate/config.toml";
 /// Relative to a project folder.
 pub(crate) const PROJECT_CONFIG_FILE: &str = ".orchestrate/config.toml";
-
-pub(crate) const DEFAULT_RETRIES: u32 = 2;
-pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
-pub(crate) const DEFAULT_MAX_TASKS: usize = 16;
-pub(crate) const MAX_CONCURRENCY: u64 = 64;
-pub(crate) const MAX_TASKS: u64 = 256;
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Source {
-    Default,
-    User(PathBuf),
-    Project(PathBuf),
-    Env(&'static str),
-    /// The agent file's own key.
-    Agent(PathBuf),
-    Flag,
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Default => f.write_str("default"),
-            Source::User(p) => write!(f, "user:{}", p.display()),
-            Source::Project(p) => write!(f, "project:{}", p.display()),
-            Source::Env(var) => write!(f, "env:{var}"),
-            Source::Agent(p) => write!(f, "agent:{}", p.display()),
-            Source::Flag => f.write_str("flag"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Setting<T> {
-    pub value: T,
-    pub source: Source,
-}
-
-impl<T> Setting<T> {
-    pub fn new(value: T, source: Source) -> Self {
-        Setting { value, source }
-    }
-
-    pub fn default(value: T) -> Self {
-        Setting::new(value, Source::Default)
-    }
-
-    /// A value given on the command line (or as an MCP tool argument).
-    pub fn flag(value: T) -> Self {
-        Setting::new(value, Source::Flag)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    pub backend: Setting<BackendChoice>,
-    pub model: Setting<Option<String>>,
-    pub timeout: Setting<Duration>,
-    pub idle_timeout: Setting<Duration>,
-    pub kill_grace: Setting<Duration>,
-    pub exit_grace: Setting<Duration>,
-    pub max_output_bytes: Setting<u64>,
-    pub max_bytes: Setting<usize>,
-    pub max_lines: Setting<usize>,
-    pub max_depth: Setting<u32>,
-    pub disabled: Setting<bool>,
-    pub retries: Setting<u32>,
-    pub concurrency: Setting<usize>,
-    pub max_tasks: Setting<usize>,
-    pub tool_timeout: Setting<Duration>,
-    pub connect_timeout: Setting<Duration>,
-    pub max_turns: Setting<Option<u64>>,
-    pub max_tokens: Setting<Option<u64>>,
-    /// USD.
-    pub max_cost: Setting<Option<f64>>,
-    /// USD, over every task of a fan-out.
-    pub max_total_cost: Setting<Option<f64>>,
-    pub fallback_models: Setting<Vec<String>>,
-    /// `None` (`auto`): read-only for agents that cannot write, workspace-write otherwise.
-    pub sandbox: Setting<Option<SandboxMode>>,
-    pub network: Setting<Network>,
-    /// Where children run: `local`, `slurm`, or a name of `runners`.
-    pub runner: Setting<String>,
-    /// How long a job may wait in a cluster engine's queue before it starts.
-    pub queue_timeout: Setting<Duration>,
-    /// Named runners (`[runners.NAME]`); a project file's entry replaces the user file's
-    /// of the same name.
-    pub runners: Setting<BTreeMap<String, RunnerDef>>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -144,404 +50,12 @@ pub enum ConfigError {
     },
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            backend: Setting::default(BackendChoice::Auto),
-            model: Setting::default(None),
-            timeout: Setting::default(limits::DEFAULT_RUNTIME_TIMEOUT),
-            idle_timeout: Setting::default(limits::DEFAULT_IDLE_TIMEOUT),
-            kill_grace: Setting::default(limits::DEFAULT_KILL_GRACE),
-            exit_grace: Setting::default(limits::DEFAULT_TERMINAL_EXIT_GRACE),
-            max_output_bytes: Setting::default(limits::DEFAULT_MAX_OUTPUT_BYTES),
-            max_bytes: Setting::default(truncate::DEFAULT_MAX_BYTES),
-            max_lines: Setting::default(truncate::DEFAULT_MAX_LINES),
-            max_depth: Setting::default(limits::DEFAULT_MAX_DEPTH),
-            disabled: Setting::default(false),
-            retries: Setting::default(DEFAULT_RETRIES),
-            concurrency: Setting::default(DEFAULT_CONCURRENCY),
-            max_tasks: Setting::default(DEFAULT_MAX_TASKS),
-            tool_timeout: Setting::default(limits::DEFAULT_TOOL_TIMEOUT),
-            connect_timeout: Setting::default(limits::DEFAULT_CONNECT_TIMEOUT),
-            max_turns: Setting::default(None),
-            max_tokens: Setting::default(None),
-            max_cost: Setting::default(None),
-            max_total_cost: Setting::default(None),
-            fallback_models: Setting::default(Vec::new()),
-            sandbox: Setting::default(None),
-            network: Setting::default(Network::On),
-            runner: Setting::default(runner::LOCAL.to_string()),
-            queue_timeout: Setting::default(runner::DEFAULT_QUEUE_TIMEOUT),
-            runners: Setting::default(BTreeMap::new()),
-        }
-    }
-}
-
-/// A value before it is checked: from a TOML file, or the text of an environment variable.
-#[derive(Clone, Copy)]
-enum Raw<'a> {
-    Toml(&'a toml::Value),
-    Env(&'a str),
-}
-
-type Apply = fn(&mut Config, Raw<'_>, Source) -> Result<(), String>;
-
-struct Key {
-    name: &'static str,
-    env: &'static str,
-    apply: Apply,
-}
-
-/// Every key, in the order `orchestrate config` prints them. One table drives files,
-/// environment and the unknown-key check, so a key cannot be added to one and not the others.
-const KEYS: &[Key] = &[
-    Key {
-        name: "backend",
-        env: "ORCHESTRATE_BACKEND",
-        apply: |c, raw, src| {
-            let choice = BackendChoice::parse(&string(raw)?).map_err(|e| e.to_string())?;
-            c.backend = Setting::new(choice, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "model",
-        env: "ORCHESTRATE_MODEL",
-        apply: |c, raw, src| {
-            c.model = Setting::new(Some(string(raw)?), src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "timeout",
-        env: "ORCHESTRATE_TIMEOUT",
-        apply: |c, raw, src| {
-            c.timeout = Setting::new(duration(raw, false)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "idle_timeout",
-        env: "ORCHESTRATE_IDLE_TIMEOUT",
-        apply: |c, raw, src| {
-            c.idle_timeout = Setting::new(duration(raw, false)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "kill_grace",
-        env: "ORCHESTRATE_KILL_GRACE",
-        apply: |c, raw, src| {
-            c.kill_grace = Setting::new(duration(raw, true)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "exit_grace",
-        env: "ORCHESTRATE_EXIT_GRACE",
-        apply: |c, raw, src| {
-            c.exit_grace = Setting::new(duration(raw, true)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_output_bytes",
-        env: "ORCHESTRATE_MAX_OUTPUT_BYTES",
-        apply: |c, raw, src| {
-            c.max_output_bytes = Setting::new(integer(raw, 1, u64::MAX)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_bytes",
-        env: "ORCHESTRATE_MAX_BYTES",
-        apply: |c, raw, src| {
-            c.max_bytes = Setting::new(integer(raw, 1, usize::MAX as u64)? as usize, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_lines",
-        env: "ORCHESTRATE_MAX_LINES",
-        apply: |c, raw, src| {
-            c.max_lines = Setting::new(integer(raw, 1, usize::MAX as u64)? as usize, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_depth",
-        env: "ORCHESTRATE_MAX_DEPTH",
-        apply: |c, raw, src| {
-            c.max_depth = Setting::new(integer(raw, 0, u32::MAX.into())? as u32, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "disabled",
-        env: "ORCHESTRATE_DISABLED",
-        apply: |c, raw, src| {
-            c.disabled = Setting::new(boolean(raw)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "retries",
-        env: "ORCHESTRATE_RETRIES",
-        apply: |c, raw, src| {
-            c.retries = Setting::new(integer(raw, 1, u32::MAX.into())? as u32, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "concurrency",
-        env: "ORCHESTRATE_CONCURRENCY",
-        apply: |c, raw, src| {
-            c.concurrency = Setting::new(integer(raw, 1, MAX_CONCURRENCY)? as usize, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_tasks",
-        env: "ORCHESTRATE_MAX_TASKS",
-        apply: |c, raw, src| {
-            c.max_tasks = Setting::new(integer(raw, 1, MAX_TASKS)? as usize, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "tool_timeout",
-        env: "ORCHESTRATE_TOOL_TIMEOUT",
-        apply: |c, raw, src| {
-            c.tool_timeout = Setting::new(duration(raw, false)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "sandbox",
-        env: "ORCHESTRATE_SANDBOX",
-        apply: |c, raw, src| {
-            let mode = match string(raw)?.as_str() {
-                "auto" => None,
-                other => Some(SandboxMode::parse(other).map_err(|e| format!("{e} or auto"))?),
-            };
-            c.sandbox = Setting::new(mode, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "connect_timeout",
-        env: "ORCHESTRATE_CONNECT_TIMEOUT",
-        apply: |c, raw, src| {
-            c.connect_timeout = Setting::new(duration(raw, false)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_turns",
-        env: "ORCHESTRATE_MAX_TURNS",
-        apply: |c, raw, src| {
-            c.max_turns = Setting::new(Some(integer(raw, 1, u64::MAX)?), src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_tokens",
-        env: "ORCHESTRATE_MAX_TOKENS",
-        apply: |c, raw, src| {
-            c.max_tokens = Setting::new(Some(integer(raw, 1, u64::MAX)?), src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_cost",
-        env: "ORCHESTRATE_MAX_COST",
-        apply: |c, raw, src| {
-            c.max_cost = Setting::new(Some(usd(raw)?), src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "max_total_cost",
-        env: "ORCHESTRATE_MAX_TOTAL_COST",
-        apply: |c, raw, src| {
-            c.max_total_cost = Setting::new(Some(usd(raw)?), src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "fallback_models",
-        env: "ORCHESTRATE_FALLBACK_MODELS",
-        apply: |c, raw, src| {
-            c.fallback_models = Setting::new(models(raw)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "network",
-        env: "ORCHESTRATE_NETWORK",
-        apply: |c, raw, src| {
-            c.network = Setting::new(Network::parse(&string(raw)?)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "runner",
-        env: "ORCHESTRATE_RUNNER",
-        // Checked against the named runners when a run resolves it: they may come from
-        // another file.
-        apply: |c, raw, src| {
-            c.runner = Setting::new(string(raw)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "queue_timeout",
-        env: "ORCHESTRATE_QUEUE_TIMEOUT",
-        apply: |c, raw, src| {
-            c.queue_timeout = Setting::new(duration(raw, false)?, src);
-            Ok(())
-        },
-    },
-    Key {
-        name: "runners",
-        env: "ORCHESTRATE_RUNNERS",
-        apply: |c, raw, src| {
-            let Raw::Toml(value) = raw else {
-                return Err(
-                    "named runners are set in a config file ([runners.NAME] with kind and args), not in the environment"
-                        .to_string(),
-                );
-            };
-            let mut runners = c.runners.value.clone();
-            runners.extend(runner::parse_table(value)?);
-            c.runners = Setting::new(runners, src);
-            Ok(())
-        },
-    },
-];
-
 /// The names of every config key, in display order.
 pub(crate) fn key_names() -> impl Iterator<Item = &'static str> {
-    KEYS.iter().map(|k| k.name)
-}
-
-fn string(raw: Raw<'_>) -> Result<String, String> {
-    let s = match raw {
-        Raw::Toml(toml::Value::String(s)) => s.trim(),
-        Raw::Toml(v) => return Err(format!("expected a string, found {}", v.type_str())),
-        Raw::Env(s) => s.trim(),
-    };
-    if s.is_empty() {
-        return Err("must not be empty".to_string());
-    }
-    Ok(s.to_string())
-}
-
-fn duration(raw: Raw<'_>, zero_allowed: bool) -> Result<Duration, String> {
-    let d = match raw {
-        Raw::Toml(toml::Value::String(s)) => parse_duration(s).map_err(|e| e.to_string())?,
-        Raw::Env(s) => parse_duration(s).map_err(|e| e.to_string())?,
-        Raw::Toml(toml::Value::Integer(ms)) => match u64::try_from(*ms) {
-            Ok(ms) => Duration::from_millis(ms),
-            Err(_) => return Err(format!("must not be negative (found {ms})")),
-        },
-        Raw::Toml(v) => {
-            return Err(format!(
-                "expected a duration such as \"90s\", \"15m\", \"1h30m\" or an integer of milliseconds, found {}",
-                v.type_str()
-            ))
-        }
-    };
-    if d.is_zero() && !zero_allowed {
-        return Err("must be greater than zero".to_string());
-    }
-    Ok(d)
-}
-
-fn integer(raw: Raw<'_>, min: u64, max: u64) -> Result<u64, String> {
-    let n: i128 = match raw {
-        Raw::Toml(toml::Value::Integer(n)) => (*n).into(),
-        Raw::Toml(v) => return Err(format!("expected an integer, found {}", v.type_str())),
-        Raw::Env(s) => s
-            .trim()
-            .parse()
-            .map_err(|_| format!("{:?} is not an integer", s.trim()))?,
-    };
-    if n < i128::from(min) || n > i128::from(max) {
-        let wanted = match (min, max) {
-            (0, m) if m >= u64::from(u32::MAX) => "a non-negative integer".to_string(),
-            (1, m) if m >= u64::from(u32::MAX) => "a positive integer".to_string(),
-            (lo, hi) => format!("an integer from {lo} to {hi}"),
-        };
-        return Err(format!("must be {wanted} (found {n})"));
-    }
-    Ok(n as u64)
-}
-
-/// US dollars greater than zero: a number, or text such as `"0.50"` or `"$0.50"`.
-fn usd(raw: Raw<'_>) -> Result<f64, String> {
-    let n = match raw {
-        Raw::Toml(toml::Value::Float(f)) => *f,
-        Raw::Toml(toml::Value::Integer(n)) => *n as f64,
-        Raw::Toml(toml::Value::String(s)) => parse_usd(s)?,
-        Raw::Env(s) => parse_usd(s)?,
-        Raw::Toml(v) => {
-            return Err(format!(
-                "expected an amount of US dollars such as 0.50, found {}",
-                v.type_str()
-            ))
-        }
-    };
-    if !(n.is_finite() && n > 0.0) {
-        return Err(format!(
-            "must be an amount of US dollars greater than 0 (found {n})"
-        ));
-    }
-    Ok(n)
-}
-
-fn parse_usd(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_start_matches('$')
-        .parse()
-        .map_err(|_| format!("{:?} is not an amount of US dollars such as 0.50", s.trim()))
-}
-
-/// Model names: a TOML array of strings, or a comma-separated string.
-fn models(raw: Raw<'_>) -> Result<Vec<String>, String> {
-    let names: Vec<String> = match raw {
-        Raw::Toml(toml::Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                toml::Value::String(s) => Ok(s.trim().to_string()),
-                other => Err(format!(
-                    "expected model names, found {} in the list",
-                    other.type_str()
-                )),
-            })
-            .collect::<Result<_, _>>()?,
-        Raw::Toml(toml::Value::String(s)) => s.split(',').map(|m| m.trim().to_string()).collect(),
-        Raw::Env(s) => s.split(',').map(|m| m.trim().to_string()).collect(),
-        Raw::Toml(v) => {
-            return Err(format!(
-                "expected a list of model names, found {}",
-                v.type_str()
-            ))
-        }
-    };
-    Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
-}
-
-fn boolean(raw: Raw<'_>) -> Result<bool, String> {
-    match raw {
-        Raw::Toml(toml::Value::Boolean(b)) => Ok(*b),
-        Raw::Toml(v) => Err(format!("expected true or false, found {}", v.type_str())),
-        Raw::Env(s) => match s.trim().to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => Ok(true),
-            "0" | "false" | "no" | "off" => Ok(false),
-            _ => Err("not a boolean (use 1/0, true/false, yes/no or on/off)".to_string()),
-        },
-    }
+    SETTINGS
+        .iter()
+        .filter(|s| s.surfaces().files)
+        .map(|s| s.key())
 }
 
 /// `$XDG_CONFIG_HOME/orchestrate/config.toml`, else `~/.config/orchestrate/config.toml`.
@@ -585,18 +99,21 @@ impl Config {
                 config.apply_file(&path, Source::Project(path.clone()))?;
             }
         }
-        for key in KEYS {
-            // An empty variable is how a shell unsets a value for one command.
-            let Some(value) = env(key.env).filter(|v| !v.trim().is_empty()) else {
+        for setting in SETTINGS {
+            let Some(var) = setting.surfaces().env else {
                 continue;
             };
-            (key.apply)(&mut config, Raw::Env(&value), Source::Env(key.env)).map_err(|reason| {
-                ConfigError::EnvValue {
-                    var: key.env,
+            // An empty variable is how a shell unsets a value for one command.
+            let Some(value) = env(var).filter(|v| !v.trim().is_empty()) else {
+                continue;
+            };
+            setting
+                .apply(&mut config, Raw::Text(&value), Source::Env(var))
+                .map_err(|reason| ConfigError::EnvValue {
+                    var,
                     value: value.clone(),
                     reason,
-                }
-            })?;
+                })?;
         }
         Ok(config)
     }
@@ -626,7 +143,7 @@ impl Config {
             }
         })?;
         for (name, value) in &table {
-            let Some(key) = KEYS.iter().find(|k| k.name == name) else {
+            let Some(setting) = settings::by_key(name) else {
                 // A newer orchestrate's key in a shared file must not break an older one.
                 tracing::warn!(
                     "{}: unknown key `{name}` ignored (known keys: {})",
@@ -635,138 +152,27 @@ impl Config {
                 );
                 continue;
             };
-            (key.apply)(self, Raw::Toml(value), source.clone()).map_err(|reason| {
-                ConfigError::FileValue {
+            setting
+                .apply(self, Raw::Toml(value), source.clone())
+                .map_err(|reason| ConfigError::FileValue {
                     path: path.to_path_buf(),
                     key: name.clone(),
                     reason,
-                }
-            })?;
+                })?;
         }
         Ok(())
     }
 
     /// Each key with its value as JSON and where it came from, in display order.
     pub fn entries(&self) -> Vec<(&'static str, Value, &Source)> {
-        let dur = |s: &Setting<Duration>| json!(format_duration(s.value));
-        vec![
-            (
-                "backend",
-                json!(self.backend.value.name()),
-                &self.backend.source,
-            ),
-            ("model", json!(self.model.value), &self.model.source),
-            ("timeout", dur(&self.timeout), &self.timeout.source),
-            (
-                "idle_timeout",
-                dur(&self.idle_timeout),
-                &self.idle_timeout.source,
-            ),
-            ("kill_grace", dur(&self.kill_grace), &self.kill_grace.source),
-            ("exit_grace", dur(&self.exit_grace), &self.exit_grace.source),
-            (
-                "max_output_bytes",
-                json!(self.max_output_bytes.value),
-                &self.max_output_bytes.source,
-            ),
-            (
-                "max_bytes",
-                json!(self.max_bytes.value),
-                &self.max_bytes.source,
-            ),
-            (
-                "max_lines",
-                json!(self.max_lines.value),
-                &self.max_lines.source,
-            ),
-            (
-                "max_depth",
-                json!(self.max_depth.value),
-                &self.max_depth.source,
-            ),
-            (
-                "disabled",
-                json!(self.disabled.value),
-                &self.disabled.source,
-            ),
-            ("retries", json!(self.retries.value), &self.retries.source),
-            (
-                "concurrency",
-                json!(self.concurrency.value),
-                &self.concurrency.source,
-            ),
-            (
-                "max_tasks",
-                json!(self.max_tasks.value),
-                &self.max_tasks.source,
-            ),
-            (
-                "tool_timeout",
-                dur(&self.tool_timeout),
-                &self.tool_timeout.source,
-            ),
-            (
-                "connect_timeout",
-                dur(&self.connect_timeout),
-                &self.connect_timeout.source,
-            ),
-            (
-                "max_turns",
-                json!(self.max_turns.value),
-                &self.max_turns.source,
-            ),
-            (
-                "max_tokens",
-                json!(self.max_tokens.value),
-                &self.max_tokens.source,
-            ),
-            (
-                "max_cost",
-                json!(self.max_cost.value),
-                &self.max_cost.source,
-            ),
-            (
-                "max_total_cost",
-                json!(self.max_total_cost.value),
-                &self.max_total_cost.source,
-            ),
-            (
-                "fallback_models",
-                json!(self.fallback_models.value),
-                &self.fallback_models.source,
-            ),
-            (
-                "sandbox",
-                json!(self.sandbox.value.map_or("auto", SandboxMode::name)),
-                &self.sandbox.source,
-            ),
-            (
-                "network",
-                json!(self.network.value.name()),
-                &self.network.source,
-            ),
-            ("runner", json!(self.runner.value), &self.runner.source),
-            (
-                "queue_timeout",
-                dur(&self.queue_timeout),
-                &self.queue_timeout.source,
-            ),
-            (
-                "runners",
-                self.runners
-                    .value
-                    .iter()
-                    .map(|(name, def)| {
-                        (
-                            name.clone(),
-                            json!({"kind": def.kind.name(), "args": def.args}),
-                        )
-                    })
-                    .collect::<serde_json::Map<_, _>>()
-                    .into(),
-                &self.runners.source,
-            ),
-        ]
+        SETTINGS
+            .iter()
+            .filter(|s| s.surfaces().files)
+            .map(|s| {
+                let (value, source) = s.shown(self);
+                (s.key(), value, source)
+            })
+            .collect()
     }
 
     /// `{"timeout": {"value": "15m", "source": "default"}, …}`. Durations are written the
@@ -802,31 +208,17 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-/// The shortest form `parse_duration` reads back: `15m`, `1h30m`, `1s500ms`, `0s`.
-pub(crate) fn format_duration(d: Duration) -> String {
-    let total_ms = d.as_millis();
-    if total_ms == 0 {
-        return "0s".to_string();
-    }
-    let mut out = String::new();
-    let parts = [(3_600_000, "h"), (60_000, "m"), (1_000, "s"), (1, "ms")];
-    let mut rest = total_ms;
-    for (unit_ms, unit) in parts {
-        let n = rest / unit_ms;
-        rest %= unit_ms;
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::Backend;
+    use crate::backends::{Backend, BackendChoice};
+    use crate::result::{Network, SandboxMode};
+    use crate::runner::RunnerDef;
+    use crate::settings::Setting;
+    use crate::units::Usd;
     use pretty_assertions::assert_eq;
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
+    use std::time::Duration;
 
     struct Fixture {
         _tmp: tempfile::TempDir,
@@ -938,7 +330,7 @@ mod tests {
 
         f.write(
             &project,
-            "timeout = 120000\nbackend = \"codex\"\nmax_lines = 20\n",
+            "timeout = \"2m\"\nbackend = \"codex\"\nmax_lines = 20\n",
         );
         let c = f.load().unwrap();
         assert_eq!(
@@ -957,7 +349,7 @@ mod tests {
         c.timeout = Setting::flag(Duration::from_secs(240));
         let expected = Config {
             backend: Setting::new(
-                BackendChoice::Named(Backend::Gemini),
+                BackendChoice::Named(Backend::named("gemini")),
                 Source::Env("ORCHESTRATE_BACKEND"),
             ),
             timeout: Setting::flag(Duration::from_secs(240)),
@@ -1021,7 +413,7 @@ retries = 3
 concurrency = 64
 max_tasks = 256
 tool_timeout = "5m"
-connect_timeout = 30000
+connect_timeout = "30s"
 max_turns = 12
 max_tokens = 200000
 max_cost = 0.5
@@ -1040,7 +432,7 @@ args = ["--partition=gpu", "--time=30"]
         assert_eq!(
             f.load().unwrap(),
             Config {
-                backend: Setting::new(BackendChoice::Named(Backend::Pi), src()),
+                backend: Setting::new(BackendChoice::Named(Backend::named("pi")), src()),
                 model: Setting::new(Some("claude-haiku-4-5".into()), src()),
                 timeout: Setting::new(Duration::from_secs(5400), src()),
                 idle_timeout: Setting::new(Duration::from_secs(90), src()),
@@ -1058,8 +450,8 @@ args = ["--partition=gpu", "--time=30"]
                 connect_timeout: Setting::new(Duration::from_secs(30), src()),
                 max_turns: Setting::new(Some(12), src()),
                 max_tokens: Setting::new(Some(200_000), src()),
-                max_cost: Setting::new(Some(0.5), src()),
-                max_total_cost: Setting::new(Some(2.0), src()),
+                max_cost: Setting::new(Usd::new(0.5), src()),
+                max_total_cost: Setting::new(Usd::new(2.0), src()),
                 fallback_models: Setting::new(
                     vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()],
                     src()
@@ -1069,13 +461,14 @@ args = ["--partition=gpu", "--time=30"]
                 runner: Setting::new("gpu".into(), src()),
                 queue_timeout: Setting::new(Duration::from_secs(120), src()),
                 runners: Setting::new(gpu_runner(), src()),
+                ..Config::default()
             }
         );
 
         let vars = [
             ("ORCHESTRATE_BACKEND", "claude"),
             ("ORCHESTRATE_MODEL", "gpt-5"),
-            ("ORCHESTRATE_TIMEOUT", "2500"),
+            ("ORCHESTRATE_TIMEOUT", "2500ms"),
             ("ORCHESTRATE_IDLE_TIMEOUT", "1m5s"),
             ("ORCHESTRATE_KILL_GRACE", "1s"),
             ("ORCHESTRATE_EXIT_GRACE", "0"),
@@ -1106,7 +499,7 @@ args = ["--partition=gpu", "--time=30"]
             f.load().unwrap(),
             Config {
                 backend: Setting::new(
-                    BackendChoice::Named(Backend::Claude),
+                    BackendChoice::Named(Backend::named("claude")),
                     Source::Env("ORCHESTRATE_BACKEND")
                 ),
                 model: Setting::new(Some("gpt-5".into()), Source::Env("ORCHESTRATE_MODEL")),
@@ -1141,8 +534,11 @@ args = ["--partition=gpu", "--time=30"]
                 ),
                 max_turns: Setting::new(Some(3), Source::Env("ORCHESTRATE_MAX_TURNS")),
                 max_tokens: Setting::new(Some(5000), Source::Env("ORCHESTRATE_MAX_TOKENS")),
-                max_cost: Setting::new(Some(0.25), Source::Env("ORCHESTRATE_MAX_COST")),
-                max_total_cost: Setting::new(Some(1.0), Source::Env("ORCHESTRATE_MAX_TOTAL_COST")),
+                max_cost: Setting::new(Usd::new(0.25), Source::Env("ORCHESTRATE_MAX_COST")),
+                max_total_cost: Setting::new(
+                    Usd::new(1.0),
+                    Source::Env("ORCHESTRATE_MAX_TOTAL_COST")
+                ),
                 fallback_models: Setting::new(
                     vec!["a".into(), "b".into()],
                     Source::Env("ORCHESTRATE_FALLBACK_MODELS")
@@ -1156,6 +552,7 @@ args = ["--partition=gpu", "--time=30"]
                 ),
                 // Named runners come from files only.
                 runners: Setting::new(gpu_runner(), src()),
+                ..Config::default()
             }
         );
     }
@@ -1186,32 +583,44 @@ args = ["--partition=gpu", "--time=30"]
         let cases = [
             (
                 "timeout = \"soon\"",
-                "key `timeout`: invalid duration \"soon\": each unit needs a number before it (expected e.g. 90s, 15m, 1h30m, 500ms or plain milliseconds)",
+                "key `timeout`: invalid duration \"soon\": each unit needs a number before it (e.g. 90s, 15m, 1h30m or 500ms)",
             ),
-            ("timeout = 0", "key `timeout`: must be greater than zero"),
-            ("idle_timeout = \"0s\"", "key `idle_timeout`: must be greater than zero"),
-            ("kill_grace = -5", "key `kill_grace`: must not be negative (found -5)"),
+            (
+                "timeout = \"5\"",
+                "key `timeout`: invalid duration \"5\": a number needs a unit: did you mean 5s? (units: ms, s, m, h, d)",
+            ),
+            (
+                "timeout = 120000",
+                "key `timeout`: invalid duration 120000: a number needs a unit: did you mean 120000s? (units: ms, s, m, h, d)",
+            ),
+            ("timeout = 0", "key `timeout`: must be greater than zero (leave it out for the default)"),
+            ("idle_timeout = \"0s\"", "key `idle_timeout`: must be greater than zero (leave it out for the default)"),
+            ("kill_grace = -5", "key `kill_grace`: must not be negative (got -5)"),
             (
                 "exit_grace = 1.5",
-                "key `exit_grace`: expected a duration such as \"90s\", \"15m\", \"1h30m\" or an integer of milliseconds, found float",
+                "key `exit_grace`: invalid duration 1.5: a number needs a unit: did you mean 1.5s? (units: ms, s, m, h, d)",
             ),
-            ("backend = 3", "key `backend`: expected a string, found integer"),
+            (
+                "exit_grace = [1]",
+                "key `exit_grace`: expected a duration (e.g. 90s, 15m, 1h30m or 500ms), got a list",
+            ),
+            ("backend = 3", "key `backend`: expected text, got 3"),
             (
                 "backend = \"nope\"",
                 "key `backend`: unknown backend \"nope\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
             ),
             ("model = \"  \"", "key `model`: must not be empty"),
-            ("max_output_bytes = 0", "key `max_output_bytes`: must be a positive integer (found 0)"),
-            ("max_bytes = \"50k\"", "key `max_bytes`: expected an integer, found string"),
-            ("max_lines = -1", "key `max_lines`: must be a positive integer (found -1)"),
-            ("max_depth = -1", "key `max_depth`: must be a non-negative integer (found -1)"),
-            ("max_depth = 4294967296", "key `max_depth`: must be a non-negative integer (found 4294967296)"),
-            ("disabled = \"yes\"", "key `disabled`: expected true or false, found string"),
-            ("retries = 0", "key `retries`: must be a positive integer (found 0)"),
-            ("concurrency = 65", "key `concurrency`: must be an integer from 1 to 64 (found 65)"),
-            ("concurrency = 0", "key `concurrency`: must be an integer from 1 to 64 (found 0)"),
-            ("max_tasks = 257", "key `max_tasks`: must be an integer from 1 to 256 (found 257)"),
-            ("max_tasks = [1]", "key `max_tasks`: expected an integer, found array"),
+            ("max_output_bytes = 0", "key `max_output_bytes`: expected a whole number of at least 1, got 0"),
+            ("max_bytes = \"50k\"", "key `max_bytes`: expected a whole number of at least 1, got \"50k\""),
+            ("max_lines = -1", "key `max_lines`: expected a whole number of at least 1, got -1"),
+            ("max_depth = -1", "key `max_depth`: expected a whole number from 0 to 4294967295, got -1"),
+            ("max_depth = 4294967296", "key `max_depth`: expected a whole number from 0 to 4294967295, got 4294967296"),
+            ("disabled = \"yes\"", "key `disabled`: expected true or false, got \"yes\""),
+            ("retries = 0", "key `retries`: expected a whole number from 1 to 4294967295, got 0"),
+            ("concurrency = 65", "key `concurrency`: expected a whole number from 1 to 64, got 65"),
+            ("concurrency = 0", "key `concurrency`: expected a whole number from 1 to 64, got 0"),
+            ("max_tasks = 257", "key `max_tasks`: expected a whole number from 1 to 256, got 257"),
+            ("max_tasks = [1]", "key `max_tasks`: expected a whole number from 1 to 256, got a list"),
         ];
         for (toml_text, reason) in cases {
             let f = Fixture::new();
@@ -1231,22 +640,32 @@ args = ["--partition=gpu", "--time=30"]
             (
                 "ORCHESTRATE_TIMEOUT",
                 "x",
-                "invalid duration \"x\": each unit needs a number before it (expected e.g. 90s, 15m, 1h30m, 500ms or plain milliseconds)",
+                "invalid duration \"x\": each unit needs a number before it (e.g. 90s, 15m, 1h30m or 500ms)",
             ),
-            ("ORCHESTRATE_IDLE_TIMEOUT", "0", "must be greater than zero"),
-            ("ORCHESTRATE_KILL_GRACE", "-1s", "invalid duration \"-1s\": each unit needs a number before it (expected e.g. 90s, 15m, 1h30m, 500ms or plain milliseconds)"),
-            ("ORCHESTRATE_MAX_OUTPUT_BYTES", "64MiB", "\"64MiB\" is not an integer"),
-            ("ORCHESTRATE_MAX_BYTES", "0", "must be a positive integer (found 0)"),
-            ("ORCHESTRATE_MAX_LINES", "-3", "must be a positive integer (found -3)"),
-            ("ORCHESTRATE_MAX_DEPTH", "-1", "must be a non-negative integer (found -1)"),
-            ("ORCHESTRATE_DISABLED", "maybe", "not a boolean (use 1/0, true/false, yes/no or on/off)"),
-            ("ORCHESTRATE_RETRIES", "0", "must be a positive integer (found 0)"),
-            ("ORCHESTRATE_CONCURRENCY", "100", "must be an integer from 1 to 64 (found 100)"),
-            ("ORCHESTRATE_MAX_TASKS", "1.5", "\"1.5\" is not an integer"),
-            ("ORCHESTRATE_TOOL_TIMEOUT", "0", "must be greater than zero"),
-            ("ORCHESTRATE_MAX_TURNS", "0", "must be a positive integer (found 0)"),
-            ("ORCHESTRATE_MAX_COST", "free", "\"free\" is not an amount of US dollars such as 0.50"),
-            ("ORCHESTRATE_MAX_TOTAL_COST", "-1", "must be an amount of US dollars greater than 0 (found -1)"),
+            (
+                "ORCHESTRATE_TIMEOUT",
+                "2500",
+                "invalid duration \"2500\": a number needs a unit: did you mean 2500s? (units: ms, s, m, h, d)",
+            ),
+            ("ORCHESTRATE_IDLE_TIMEOUT", "0", "must be greater than zero (leave it out for the default)"),
+            ("ORCHESTRATE_KILL_GRACE", "-1s", "invalid duration \"-1s\": each unit needs a number before it (e.g. 90s, 15m, 1h30m or 500ms)"),
+            ("ORCHESTRATE_MAX_OUTPUT_BYTES", "64MiB", "expected a whole number of at least 1, got \"64MiB\""),
+            ("ORCHESTRATE_MAX_BYTES", "0", "expected a whole number of at least 1, got \"0\""),
+            ("ORCHESTRATE_MAX_LINES", "-3", "expected a whole number of at least 1, got \"-3\""),
+            ("ORCHESTRATE_MAX_DEPTH", "-1", "expected a whole number from 0 to 4294967295, got \"-1\""),
+            ("ORCHESTRATE_DISABLED", "maybe", "expected true or false, got \"maybe\""),
+            ("ORCHESTRATE_RETRIES", "0", "expected a whole number from 1 to 4294967295, got \"0\""),
+            ("ORCHESTRATE_CONCURRENCY", "100", "expected a whole number from 1 to 64, got \"100\""),
+            ("ORCHESTRATE_MAX_TASKS", "1.5", "expected a whole number from 1 to 256, got \"1.5\""),
+            ("ORCHESTRATE_TOOL_TIMEOUT", "0", "must be greater than zero (leave it out for the default)"),
+            ("ORCHESTRATE_MAX_TURNS", "0", "expected a whole number of at least 1, got \"0\""),
+            ("ORCHESTRATE_MAX_COST", "free", "expected an amount of US dollars greater than 0, such as 0.50, got \"free\""),
+            ("ORCHESTRATE_MAX_TOTAL_COST", "-1", "expected an amount of US dollars greater than 0, such as 0.50, got \"-1\""),
+            (
+                "ORCHESTRATE_RUNNERS",
+                "gpu",
+                "named runners are set in a config file ([runners.NAME] with kind and args), not in the environment",
+            ),
         ];
         for (var, value, reason) in cases {
             let mut f = Fixture::new();
@@ -1317,23 +736,6 @@ args = ["--partition=gpu", "--time=30"]
             )),
             "{e}"
         );
-    }
-
-    #[test]
-    fn durations_format_as_they_parse() {
-        for (ms, text) in [
-            (0, "0s"),
-            (500, "500ms"),
-            (1_500, "1s500ms"),
-            (90_000, "1m30s"),
-            (900_000, "15m"),
-            (5_400_000, "1h30m"),
-            (90_000_000, "25h"),
-        ] {
-            let d = Duration::from_millis(ms);
-            assert_eq!(format_duration(d), text);
-            assert_eq!(parse_duration(text), Ok(d));
-        }
     }
 
     #[test]

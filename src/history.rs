@@ -1,4 +1,5 @@
-//! Reading the run history (SPEC section 8): the `runs.jsonl` index, what each run's
+//! Reading the run history (the state directory's `runs.jsonl`, one line per run): the
+//! index, what each run's
 //! outcome was, and totals per agent.
 //!
 //! The index is written by concurrent runs, each appending one line in one write, and it

@@ -1,14 +1,25 @@
 //! `orchestrate`: delegate a task to a supervised subagent CLI and get one uniform result.
 //!
-//! The folders name the concerns: `agents` (definitions and discovery), `backends` (one file
-//! per child CLI: its command line and its JSONL dialect), `supervisor` (the child process:
-//! spawn, timeouts, caps, kills, reaping), `sanitize` and `truncate` (what may leave the
-//! process), `session` (run folders and the run index), `structured` (output schemas and
-//! the JSON in an answer), `result` (the contract), `run`
-//! (one run end to end: resolve, attempt, verdict, render), `observe` (what a run's
-//! observers are handed as it happens, and its `events.jsonl`), `live` (runs in progress
-//! as other processes read them, and stopping one), `cli` (the
-//! command line) and `commands` (what each subcommand does and prints).
+//! The modules, from the bottom floor up; each stands on the floors below it (no module
+//! depends on itself through others: `layering` checks it).
+//!
+//! - The contract: `result` (what every surface returns; it names no other module) and
+//!   `units` (durations, dollars and counts, one parser each).
+//! - What a run is asked for: `settings` (every setting, declared once, read from every
+//!   surface), `config` (config files and the environment), `agents` (definitions and
+//!   discovery), `structured` (output schemas and the JSON in an answer).
+//! - The child: `backends` (one file per child CLI: its command line and its JSONL
+//!   dialect), `events` and `collector` (the normalized events and what a result is folded
+//!   from), `supervisor` (spawn, timeouts, caps, kills, reaping) over `platform` (the
+//!   operating system), `sandbox`, `runner` and `worktree` (where the child runs and what
+//!   holds it), `session` (run folders and the run index).
+//! - What may leave the process: `sanitize`, `truncate`; `history` (reading the index).
+//! - One run end to end: `run` (resolve, attempt, verdict, render), refusing with `error`;
+//!   `observe` (what a run's observers are handed as it happens, and its `events.jsonl`).
+//! - Runs as other processes see them: `live` (runs in progress read from the state
+//!   directory, and stopping one).
+//! - The surfaces: `cli` (the command line), `commands` (what each subcommand does and
+//!   prints), `mcp` (the MCP server), `background` (detached runs).
 //!
 //! The library's API is the command line (`cli`, `commands`), the result contract
 //! (`result`) and the sanitizer (`sanitize`); everything else is internal.
@@ -25,10 +36,11 @@ pub(crate) mod cli_help;
 pub(crate) mod collector;
 pub mod commands;
 pub(crate) mod config;
-pub(crate) mod duration;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod history;
+#[cfg(test)]
+mod layering;
 pub(crate) mod limits;
 pub(crate) mod live;
 pub(crate) mod mcp;
@@ -40,21 +52,23 @@ pub(crate) mod runner;
 pub(crate) mod sandbox;
 pub mod sanitize;
 pub(crate) mod session;
+pub(crate) mod settings;
 pub(crate) mod structured;
 pub(crate) mod supervisor;
 pub(crate) mod truncate;
+pub(crate) mod units;
 pub(crate) mod worktree;
 
 /// Entry points for the fuzz targets; not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {
-    use crate::backends::DialectKind;
+    use crate::backends::Backend;
     use crate::collector::Collector;
 
     /// Feeds `text`, line by line, through every dialect into a collector, then reads
     /// everything a result reads from the collector. Nothing may panic.
     pub fn every_dialect(text: &str) {
-        for kind in DialectKind::ALL {
+        for kind in Backend::dialects() {
             let mut parser = kind.parser();
             let mut collector = Collector::new();
             for line in text.split('\n') {

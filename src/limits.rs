@@ -1,4 +1,5 @@
-//! Named limits, with their units in their names, and their defaults (SPEC sections 5 and 7).
+//! Named limits, with their units in their names, and their defaults (README,
+//! Supervision).
 
 use std::time::Duration;
 
@@ -27,6 +28,9 @@ pub(crate) const KILLED_PIPE_DRAIN: Duration = Duration::from_secs(2);
 pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
 pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 pub(crate) const DEFAULT_MAX_DEPTH: u32 = 1;
+/// How long a job may wait in a cluster engine's queue before it starts (it counts
+/// against neither the runtime nor the idle limit meanwhile).
+pub(crate) const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// Tasks longer than this are passed to pi as an `@file` argument instead of inline.
 pub(crate) const TASK_INLINE_MAX_CHARS: usize = 8000;
 
@@ -58,7 +62,7 @@ impl Default for SupervisionLimits {
             drain_after_exit: DEFAULT_DRAIN_AFTER_EXIT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-            queue_timeout: crate::runner::DEFAULT_QUEUE_TIMEOUT,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
         }
     }
 }

@@ -25,7 +25,6 @@ use rmcp::model::{
 use rmcp::schemars::{self, JsonSchema};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde::Deserialize;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -33,17 +32,17 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::{self, DiscoveryOptions};
 use crate::error::RunError;
 use crate::result::{DetailLevel, RunResult};
-use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
 use crate::run::progress::{FanoutObserver, FanoutStatus};
-use crate::run::{run, Observer, RunEnv, RunOutput, RunRequest};
-use crate::sandbox::{Network, SandboxMode};
-use crate::structured::SchemaSource;
+use crate::run::{Observer, Plan, RunEnv, RunRequest};
+use crate::settings::{self, Values};
 use crate::supervisor::Controls;
 
-/// Arguments of the `subagent` tool. Their doc comments are the schema's descriptions,
-/// loaded into every parent session (SPEC: both tool definitions in 2,000 bytes): an
-/// argument whose name and type say it all has `//` comments only.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+/// The `subagent` tool's own arguments: what to run and how to answer. The settings it
+/// takes besides (`timeoutMs`, `maxCostUsd`, `sandbox`, …) come from the settings table
+/// (`crate::settings`). Its doc comments are the schema's descriptions, loaded into every
+/// parent session (both tool definitions in 2,000 bytes): an argument whose name and type
+/// say it all has `//` comments only.
+#[derive(Debug, Default, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct SubagentArgs {
     #[serde(default)]
@@ -60,119 +59,124 @@ pub(crate) struct SubagentArgs {
     // The child's working directory (default: the server's).
     #[serde(default)]
     pub cwd: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-    /// Default 900000.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub timeout_ms: Option<u64>,
-    /// Limit without output (default 180000).
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub idle_timeout_ms: Option<u64>,
     /// full adds every step (large).
     #[serde(default)]
     pub details: Option<DetailLevel>,
-    /// JSON Schema the answer must match.
-    #[serde(default)]
-    pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
-    // Budgets: the child is stopped once it goes on past one, keeping its partial
-    // answer. Zero and non-positive costs are refused in `into_call`.
-    #[serde(default)]
-    pub max_turns: Option<u64>,
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    #[serde(default)]
-    pub max_cost_usd: Option<f64>,
-    // Models tried in turn when the model is unavailable (quota, overload, unknown).
-    #[serde(default)]
-    pub fallback_models: Option<Vec<String>>,
-    // Default: read-only for an agent that cannot write, workspace-write otherwise.
-    #[serde(default)]
-    pub sandbox: Option<SandboxMode>,
-    #[serde(default)]
-    pub network: Option<Network>,
-    // worktree: a git worktree of its own, on branch orchestrate/<runId>.
-    #[serde(default)]
-    pub isolation: Option<IsolationArg>,
-    // local, slurm, or a runner named in the config.
-    #[serde(default)]
-    pub runner: Option<String>,
+    /// The settings given as arguments.
+    #[serde(skip)]
+    pub settings: Values,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum IsolationArg {
-    Worktree,
-    None,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TaskArg {
     pub agent: String,
     pub task: String,
 }
 
-/// What a `subagent` call asks for, checked.
-enum Call {
-    Single(Box<RunRequest>),
-    Parallel(Vec<RunRequest>),
-    Chain(Vec<RunRequest>),
+/// The `subagent` tool's input schema: its own arguments and the settings it takes.
+fn subagent_input() -> std::sync::Arc<JsonObject> {
+    let mut schema = (*schema::input_schema::<SubagentArgs>()).clone();
+    if let Some(serde_json::Value::Object(properties)) = schema.get_mut("properties") {
+        properties.extend(settings::mcp_properties());
+    }
+    std::sync::Arc::new(schema)
 }
 
+/// `name: expected a string, got 5`.
+fn expected(name: &str, what: &str, got: &serde_json::Value) -> RunError {
+    RunError::invalid(format!(
+        "{name}: {}",
+        settings::kinds::expected(what, settings::kinds::Raw::Json(got))
+    ))
+}
+
+fn string_arg(name: &str, v: &serde_json::Value) -> Result<String, RunError> {
+    v.as_str()
+        .map(str::to_string)
+        .ok_or_else(|| expected(name, "a string", v))
+}
+
+/// The tool's own argument names, in the schema's order.
+const OWN_ARGUMENTS: [&str; 6] = ["agent", "task", "tasks", "chain", "cwd", "details"];
+
 impl SubagentArgs {
-    /// The arguments as the client sent them: wrong types and unknown names are
-    /// `INVALID_INPUT`, like every other bad input.
+    /// The arguments as the client sent them. A wrong type, a bad value or an unknown
+    /// name is `INVALID_INPUT` naming the argument and what it takes.
     fn parse(args: JsonObject) -> Result<SubagentArgs, RunError> {
-        serde_json::from_value(serde_json::Value::Object(args))
-            .map_err(|e| RunError::invalid(format!("invalid arguments: {e}")))
+        let mut out = SubagentArgs::default();
+        for (name, value) in &args {
+            // An optional argument sent as null is left out.
+            if value.is_null() {
+                continue;
+            }
+            match name.as_str() {
+                "agent" => out.agent = Some(string_arg(name, value)?),
+                "task" => out.task = Some(string_arg(name, value)?),
+                "cwd" => out.cwd = Some(string_arg(name, value)?),
+                "chain" => {
+                    out.chain = value
+                        .as_bool()
+                        .ok_or_else(|| expected(name, "true or false", value))?
+                }
+                "details" => {
+                    out.details = Some(match value.as_str() {
+                        Some("lean") => DetailLevel::Lean,
+                        Some("full") => DetailLevel::Full,
+                        _ => return Err(expected(name, "lean or full", value)),
+                    })
+                }
+                "tasks" => {
+                    let items = value
+                        .as_array()
+                        .ok_or_else(|| expected(name, "a list of {agent, task}", value))?;
+                    for (i, item) in items.iter().enumerate() {
+                        let field = |key: &str| {
+                            let here = format!("tasks[{i}].{key}");
+                            match item.get(key) {
+                                Some(v) => string_arg(&here, v),
+                                None => Err(RunError::invalid(format!("{here}: missing"))),
+                            }
+                        };
+                        if let Some(other) = item
+                            .as_object()
+                            .ok_or_else(|| expected(&format!("tasks[{i}]"), "{agent, task}", item))?
+                            .keys()
+                            .find(|k| *k != "agent" && *k != "task")
+                        {
+                            return Err(RunError::invalid(format!(
+                                "tasks[{i}].{other}: not a field of a task (it has agent and task)"
+                            )));
+                        }
+                        out.tasks.push(TaskArg {
+                            agent: field("agent")?,
+                            task: field("task")?,
+                        });
+                    }
+                }
+                other => match settings::by_mcp_name(other) {
+                    Some(setting) => setting
+                        .read(&mut out.settings, settings::kinds::Raw::Json(value))
+                        .map_err(|e| RunError::invalid(format!("{name}: {e}")))?,
+                    None => return Err(RunError::invalid(unknown_argument(other))),
+                },
+            }
+        }
+        Ok(out)
     }
 
-    fn into_call(self, agents_dir: Option<PathBuf>) -> Result<Call, RunError> {
-        let positive = |name: &str, ms: Option<u64>| match ms {
-            Some(0) => Err(RunError::invalid(format!(
-                "{name} must be greater than zero (leave it out for the default)"
-            ))),
-            ms => Ok(ms.map(Duration::from_millis)),
-        };
-        let positive_count = |name: &str, n: Option<u64>| match n {
-            Some(0) => Err(RunError::invalid(format!(
-                "{name} must be greater than zero (leave it out for no limit)"
-            ))),
-            n => Ok(n),
-        };
+    fn into_plan(self, agents_dir: Option<PathBuf>) -> Result<Plan, RunError> {
         let base = RunRequest {
-            model: self.model,
             cwd: self.cwd.map(PathBuf::from),
             agents_dir,
-            runtime_timeout: positive("timeoutMs", self.timeout_ms)?,
-            idle_timeout: positive("idleTimeoutMs", self.idle_timeout_ms)?,
-            max_turns: positive_count("maxTurns", self.max_turns)?,
-            max_tokens: positive_count("maxTokens", self.max_tokens)?,
-            max_cost: match self.max_cost_usd {
-                Some(c) if !(c.is_finite() && c > 0.0) => {
-                    return Err(RunError::invalid(format!(
-                        "maxCostUsd must be a positive number of US dollars, not {c}"
-                    )))
-                }
-                c => c,
-            },
-            fallback_models: self.fallback_models,
-            sandbox: self.sandbox,
-            network: self.network,
-            worktree: self.isolation.map(|i| i == IsolationArg::Worktree),
-            output_schema: self
-                .output_schema
-                .map(|schema| SchemaSource::Inline(serde_json::Value::Object(schema))),
-            runner: self.runner,
+            settings: self.settings,
             ..RunRequest::default()
         };
         if self.tasks.is_empty() {
             if self.chain {
                 return Err(RunError::invalid("chain needs tasks: [{agent, task}, …]"));
             }
-            return Ok(Call::Single(Box::new(RunRequest {
+            return Ok(Plan::Single(Box::new(RunRequest {
                 agent: self.agent.unwrap_or_default(),
                 task: self.task.unwrap_or_default(),
                 ..base
@@ -193,10 +197,36 @@ impl SubagentArgs {
             })
             .collect();
         Ok(if self.chain {
-            Call::Chain(reqs)
+            Plan::Chain(reqs)
         } else {
-            Call::Parallel(reqs)
+            Plan::Parallel(reqs)
         })
+    }
+}
+
+/// `name: not an argument of subagent`, with the argument it probably meant, or else the
+/// ones there are.
+fn unknown_argument(name: &str) -> String {
+    let known: Vec<&str> = OWN_ARGUMENTS
+        .into_iter()
+        .chain(
+            settings::SETTINGS
+                .iter()
+                .filter_map(|s| s.surfaces().mcp.map(|m| m.name)),
+        )
+        .collect();
+    // `timeout` for `timeoutMs`, `max_turns` for `maxTurns`.
+    let squash = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
+    let given = squash(name);
+    match known
+        .iter()
+        .find(|k| !given.is_empty() && squash(k).starts_with(&given))
+    {
+        Some(meant) => format!("{name}: not an argument of subagent (did you mean {meant}?)"),
+        None => format!(
+            "{name}: not an argument of subagent (it takes {})",
+            known.join(", ")
+        ),
     }
 }
 
@@ -277,7 +307,7 @@ impl OrchestrateServer {
 
     #[tool(
         description = SUBAGENT_DESCRIPTION,
-        input_schema = schema::input_schema::<SubagentArgs>(),
+        input_schema = subagent_input(),
         output_schema = schema::subagent_output()
     )]
     async fn subagent(
@@ -293,15 +323,11 @@ impl OrchestrateServer {
             Err(e) => return refused(e),
         };
         let detail = args.details.unwrap_or_default();
-        let call = match args.into_call(self.agents_dir.clone()) {
-            Ok(call) => call,
+        let plan = match args.into_plan(self.agents_dir.clone()) {
+            Ok(plan) => plan,
             Err(e) => return refused(e),
         };
-        let cwd = match &call {
-            Call::Single(req) => req.cwd.clone(),
-            Call::Parallel(reqs) | Call::Chain(reqs) => reqs.first().and_then(|r| r.cwd.clone()),
-        };
-        let env = match RunEnv::load(&RunEnv::cwd_of(cwd.as_deref())) {
+        let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
             Ok(env) => env,
             Err(e) => return refused(e),
         };
@@ -324,7 +350,14 @@ impl OrchestrateServer {
             .meta
             .get_progress_token()
             .map(|token| Progress::start(ctx.peer.clone(), token));
-        let output = run_call(call, &env, &controls, progress.as_ref()).await;
+        let output = plan
+            .run(
+                &env,
+                &controls,
+                progress.as_ref().map(Progress::single),
+                progress.as_ref().map(Progress::fanout),
+            )
+            .await;
         link.abort();
         // The observers, and with them the channel's senders, are gone now: let the
         // forwarder send what is queued, so that no progress notification follows the
@@ -356,25 +389,6 @@ impl OrchestrateServer {
             "problems": catalog.problems().iter().map(agents::problem_json).collect::<Vec<_>>(),
         }));
         Ok(r)
-    }
-}
-
-/// Runs what the call asked for, with progress for each kind.
-async fn run_call(
-    call: Call,
-    env: &RunEnv,
-    controls: &Controls,
-    progress: Option<&Progress>,
-) -> RunOutput {
-    let limits = FanoutLimits::from_config(&env.config, None);
-    match call {
-        Call::Single(req) => run(&req, env, controls, progress.map(Progress::single)).await,
-        Call::Parallel(reqs) => {
-            run_parallel(reqs, env, controls, limits, progress.map(Progress::fanout)).await
-        }
-        Call::Chain(reqs) => {
-            run_chain(reqs, env, controls, limits, progress.map(Progress::fanout)).await
-        }
     }
 }
 
@@ -510,7 +524,8 @@ fn oversized_answer(params: serde_json::Value) -> Result<CustomResult, ErrorData
 }
 
 /// `content` = the result's content (the answer), `structuredContent` = its details at
-/// `detail`, lean ones with `output` (SPEC section 10).
+/// `detail`, lean ones with `output` (some clients give their model only
+/// `structuredContent`).
 fn to_call_result(result: &RunResult, failed: bool, detail: DetailLevel) -> CallToolResult {
     let content = result
         .content

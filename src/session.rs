@@ -1,4 +1,5 @@
-//! Run folders and the run index (SPEC section 8). Folders are 0700 and files 0600,
+//! Run folders (`runs/<runId>/` in the state directory: the session file, stderr, the
+//! result, the prompt files) and the run index (`runs.jsonl`). Folders are 0700 and files 0600,
 //! because a session holds whatever the child read, secrets included. Nothing here ever
 //! deletes a run.
 
@@ -223,6 +224,8 @@ impl StateDir {
                     format!("failed to create run folder {}: {e}", dir.path.display()),
                 )
             })?;
+        // The child's own place (see `sandbox::CHILD_DIR`).
+        create_private_dir_all(&dir.child_dir())?;
         Ok(dir)
     }
 
@@ -267,6 +270,11 @@ impl RunDir {
 
     pub fn result_file(&self) -> PathBuf {
         self.path.join(RESULT_FILE)
+    }
+
+    /// Where the child writes what it writes for the run (its data, never a record).
+    pub fn child_dir(&self) -> PathBuf {
+        self.path.join(crate::sandbox::CHILD_DIR)
     }
 
     pub fn create_file(&self, name: &str) -> io::Result<File> {
@@ -465,6 +473,31 @@ fn secure_dir(path: &Path, meta: fs::Metadata) -> io::Result<()> {
             format!("refusing to use {}: {why}", path.display()),
         )),
     }
+}
+
+/// Copies a file a child wrote (its CLI's session, in its place of an earlier run) to a
+/// new private file: the child could have made it a symbolic link to the user's keys, or
+/// a FIFO, so no link is followed at either end and only a regular file is copied.
+pub(crate) fn copy_child_file(from: &Path, to: &Path) -> io::Result<()> {
+    let mut src = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(from)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other("it is a symbolic link"),
+            _ => e,
+        })?;
+    if !src.metadata()?.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    if let Some(parent) = to.parent() {
+        create_private_dir_all(parent)?;
+    }
+    let mut dst = open_private(
+        to,
+        OpenOptions::new().write(true).create(true).truncate(true),
+    )?;
+    io::copy(&mut src, &mut dst).map(|_| ())
 }
 
 pub(crate) fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {

@@ -1,5 +1,6 @@
-//! Truncation of `content[0].text` (SPEC section 7): the head is kept, and a marker line says
-//! how much was shown and where the full output is.
+//! Truncation of `content[0].text`: the head is kept (50 KiB and 2000 lines by default, cut
+//! on a UTF-8 boundary), and a marker line says how much was shown and where the full
+//! output is (README, The result).
 
 pub(crate) const DEFAULT_MAX_BYTES: usize = 50 * 1024;
 pub(crate) const DEFAULT_MAX_LINES: usize = 2000;

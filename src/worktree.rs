@@ -34,8 +34,7 @@ use git::{absolute, read_plain_file, At, Git, STEP_TIMEOUT, WORK_TIMEOUT};
 use lock::{RepoLock, REPO_LOCK_WAIT};
 use record::{Made, Record, Step};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub(crate) use crate::result::{DiffStat, WorktreeInfo};
 
 /// Variables that would point git (ours and the child's) at another repository.
 pub(crate) const GIT_LOCATION_VARS: [&str; 7] = [
@@ -50,31 +49,6 @@ pub(crate) const GIT_LOCATION_VARS: [&str; 7] = [
 
 /// The branch prefix: `orchestrate/<runId>`.
 pub(crate) const BRANCH_PREFIX: &str = "orchestrate/";
-
-/// What the result says of the worktree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorktreeInfo {
-    pub path: String,
-    pub branch: String,
-    /// The commit the branch was made from (the working directory's HEAD).
-    pub base_commit: String,
-    /// The checkout the worktree belongs to (where to merge the branch).
-    pub repository: String,
-    /// Files the branch changes against `baseCommit`.
-    pub changed_files: Vec<String>,
-    pub diff_stat: DiffStat,
-    /// Whether the worktree and its branch were kept (they had changes); else both were
-    /// removed.
-    pub kept: bool,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct DiffStat {
-    pub files: u64,
-    pub insertions: u64,
-    pub deletions: u64,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WorktreeError {
@@ -448,18 +422,11 @@ impl Worktree {
         ))
     }
 
-    /// What a child working here must be able to write (workspace-write): the worktree,
-    /// its admin folder, and the repository's objects, refs and ref logs (a commit writes
-    /// all of them). Not the rest of `.git` (hooks, config).
-    pub(crate) fn writable(&self) -> Vec<PathBuf> {
-        let mut paths = vec![self.path.clone(), self.git_dir.clone()];
-        paths.extend(
-            ["objects", "refs", "logs"]
-                .iter()
-                .map(|d| self.common_dir.join(d))
-                .filter(|p| p.is_dir()),
-        );
-        paths
+    /// The repository's git folders this worktree uses (its admin folder and the shared
+    /// `.git`): the sandbox keeps them read-only to the child, which only writes the
+    /// worktree's files (orchestrate commits them for it when the run ends).
+    pub(crate) fn git_dirs(&self) -> Vec<PathBuf> {
+        vec![self.git_dir.clone(), self.common_dir.clone()]
     }
 
     /// Commits what the child left, measures the branch against its base, and removes the

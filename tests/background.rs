@@ -84,10 +84,17 @@ fn a_background_run_outlives_its_caller_and_wait_prints_the_result() {
     let (status, v) = cli(&sb, &["wait", &run_id]);
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["details"]["runId"], json!(run_id));
-    // The lean result: the answer once, in content.
+    // The lean result: the answer once, in content, and not the task the caller gave;
+    // the full record has it.
     assert_eq!(v["content"][0]["text"], json!("Hello from pi."));
     assert_eq!(v["details"]["results"][0].get("output"), None);
-    assert_eq!(v["details"]["results"][0]["task"], json!("bg task"));
+    assert_eq!(v["details"]["results"][0].get("task"), None);
+    let (status, shown) = cli(&sb, &["show", &run_id, "--json"]);
+    assert_eq!(status, 0);
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["task"],
+        json!("bg task")
+    );
     // Waiting again gives the same answer.
     assert_eq!(cli(&sb, &["wait", &run_id]).1, v);
     sb.assert_no_survivors();

@@ -58,7 +58,7 @@ fn layers() -> Layers {
         &user,
         "backend = \"claude\"\ntimeout = \"20m\"\nretries = 3\nmax_depth = 2\nfallback_models = [\"m2\", \"m3\"]\n",
     );
-    write(&project, "timeout = 600000\nmax_lines = 500\n");
+    write(&project, "timeout = \"10m\"\nmax_lines = 500\n");
     Layers {
         sb,
         user,
@@ -188,7 +188,7 @@ fn a_bad_value_exits_2_naming_the_file_the_key_and_the_reason() {
             Some(2),
             String::new(),
             format!(
-                "orchestrate: {}: key `timeout`: invalid duration \"soon\": each unit needs a number before it (expected e.g. 90s, 15m, 1h30m, 500ms or plain milliseconds)\n",
+                "orchestrate: {}: key `timeout`: invalid duration \"soon\": each unit needs a number before it (e.g. 90s, 15m, 1h30m or 500ms)\n",
                 l.project.display()
             )
         )
@@ -211,7 +211,7 @@ fn a_bad_value_exits_2_naming_the_file_the_key_and_the_reason() {
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
         (
             Some(2),
-            "orchestrate: environment variable ORCHESTRATE_CONCURRENCY=\"0\": must be an integer from 1 to 64 (found 0)\n".to_string()
+            "orchestrate: environment variable ORCHESTRATE_CONCURRENCY=\"0\": expected a whole number from 1 to 64, got \"0\"\n".to_string()
         )
     );
 }
@@ -235,7 +235,7 @@ fn a_toml_syntax_error_names_the_line() {
 #[test]
 fn an_unknown_key_is_a_warning_not_an_error() {
     let l = layers();
-    write(&l.project, "timeout = 600000\ntimout = \"5m\"\n");
+    write(&l.project, "timeout = \"10m\"\ntimout = \"5m\"\n");
     let out = command(&l.sb, &["config", "--json"], &l.cwd)
         .output()
         .unwrap();

@@ -184,3 +184,87 @@ fn depth_guard_through_a_real_nested_call() {
         "the earlier run, and now an outer and an inner one"
     );
 }
+
+/// `--timeout 5` was five milliseconds (coreutils' `timeout 5` is five seconds): a duration
+/// without a unit is refused on every surface that takes one as text, with a hint, before
+/// anything is spawned. Zero needs no unit.
+#[test]
+fn a_duration_without_a_unit_is_refused_with_a_hint_on_every_surface() {
+    let message = |out: &support::RunOutput| {
+        assert_eq!(out.status, 2, "{out:?}");
+        assert_eq!(out.error_code(), "INVALID_INPUT");
+        out.json()["details"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let sb = Sandbox::new();
+    // Flags.
+    for (flag, value, hint) in [
+        ("--timeout", "5", "did you mean 5s?"),
+        ("--idle-timeout", "90", "did you mean 90s?"),
+        ("--kill-grace", "1.5", "did you mean 1.5s?"),
+        ("--exit-grace", "2", "did you mean 2s?"),
+        ("--tool-timeout", "600", "did you mean 600s?"),
+        ("--connect-timeout", "60", "did you mean 60s?"),
+        ("--queue-timeout", "10", "did you mean 10s?"),
+    ] {
+        let msg = message(&sb.run("x", &[flag, value]));
+        assert!(
+            msg.contains(flag) && msg.contains(hint),
+            "{flag} {value}: {msg}"
+        );
+    }
+    let msg = message(&sb.run_args(&["wait", "ab12cd34", "--timeout", "5"]));
+    assert!(
+        msg.contains("--timeout") && msg.contains("did you mean 5s?"),
+        "{msg}"
+    );
+    assert_nothing_spawned(&sb);
+
+    // The environment.
+    let sb = Sandbox::new().set("ORCHESTRATE_TIMEOUT", "5");
+    let msg = message(&sb.run("x", &[]));
+    assert!(
+        msg.contains("ORCHESTRATE_TIMEOUT") && msg.contains("did you mean 5s?"),
+        "{msg}"
+    );
+    assert_nothing_spawned(&sb);
+
+    // A config file, as text or as a number.
+    for text in ["idle_timeout = \"5\"\n", "idle_timeout = 5\n"] {
+        let sb = Sandbox::new();
+        let file = sb.work.join(".orchestrate/config.toml");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, text).unwrap();
+        let msg = message(&sb.run("x", &[]));
+        assert!(
+            msg.contains(file.to_str().unwrap())
+                && msg.contains("idle_timeout")
+                && msg.contains("did you mean 5s?"),
+            "{text}: {msg}"
+        );
+        assert_nothing_spawned(&sb);
+    }
+
+    // An agent's front matter; a key that names milliseconds takes them.
+    let sb = Sandbox::new();
+    let file = sb.agents.join("slow.md");
+    std::fs::write(&file, "---\nname: slow\ntimeout: 5\n---\nP\n").unwrap();
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let msg = message(&sb.run_args(&["run", "slow", "x", "--agents-dir", &agents]));
+    assert!(
+        msg.contains(&format!("{}:3: invalid `timeout`", file.display()))
+            && msg.contains("did you mean 5s?"),
+        "{msg}"
+    );
+    assert_nothing_spawned(&sb);
+}
+
+/// Zero is zero in any unit: `--kill-grace 0` (no grace) needs none.
+#[test]
+fn a_zero_grace_needs_no_unit() {
+    let sb = Sandbox::new().scenario("replay");
+    let out = sb.run("x", &["--kill-grace", "0", "--exit-grace", "0"]);
+    assert_eq!(out.status, 0, "{out:?}");
+}

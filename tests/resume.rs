@@ -9,7 +9,8 @@ use support::Sandbox;
 #[test]
 fn a_pi_run_resumes_from_a_copy_of_its_session() {
     let sb = Sandbox::new().scenario("replay").transcript("short.jsonl");
-    let first = sb.run("first task", &[]);
+    // The full record: the child's session id and the agent are not in a lean success.
+    let first = sb.run("first task", &["--details", "full"]);
     assert_eq!(first.status, 0, "{}", first.stderr);
     let first_id = first.json()["details"]["runId"]
         .as_str()
@@ -28,6 +29,8 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         "follow-up question",
         "--agents-dir",
         sb.agents.to_str().unwrap(),
+        "--details",
+        "full",
     ]);
     assert_eq!(second.status, 0, "{}", second.stderr);
     let r = second.result();
@@ -46,7 +49,7 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         .state
         .join("runs")
         .join(&second_id)
-        .join("pi-session.jsonl");
+        .join("child/pi-session.jsonl");
     let argv = sb.argv_json();
     let args: Vec<&str> = argv["argv"]
         .as_array()
@@ -68,7 +71,7 @@ fn a_pi_run_resumes_from_a_copy_of_its_session() {
         .state
         .join("runs")
         .join(&first_id)
-        .join("pi-session.jsonl");
+        .join("child/pi-session.jsonl");
     assert_eq!(
         std::fs::read_to_string(earlier).unwrap().lines().count(),
         1,

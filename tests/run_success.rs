@@ -24,17 +24,12 @@ fn multi_turn_transcript_gives_the_whole_contract_result() {
             "details": {
                 "mode": "single",
                 "runId": "RUNID",
+                // What a parent acts on; `--details full` and result.json have the rest.
+                // The sandbox stays: it was off.
                 "results": [{
-                    "agent": "fake",
-                    "task": "find auth",
                     "exitCode": 0,
                     "usage": {"input": 4500, "output": 260, "cacheRead": 2400, "cacheWrite": 60, "cost": 0.0071, "turns": 3},
                     "sessionFile": "SESSION",
-                    "backend": "pi",
-                    "durationMs": 0,
-                    "attempts": 1,
-                    "childSessionId": "0b5c6a4e-3f2d-4e1a-9c7b-2d8e5f1a3b4c",
-                    "termination": {"kind": "exited", "code": 0},
                     "sandbox": {"mode": "off", "mechanism": "none"}
                 }]
             }
@@ -89,14 +84,18 @@ fn details_full_gives_the_whole_record_as_result_json_keeps_it() {
     assert_eq!(saved, json);
 }
 
+/// A single run's lean result does not echo the task its caller gave; a fan-out's names
+/// each task, cut.
 #[test]
 fn a_long_task_is_cut_in_the_lean_result_and_whole_in_result_json() {
     let sb = Sandbox::new().scenario("replay");
     let task = format!("{}tail", "a".repeat(200));
-    let out = sb.run(&task, &[]);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let one = format!("fake={task}");
+    let out = sb.run_args(&["run", "--task", &one, "--agents-dir", &agents]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     assert_eq!(out.result()["task"], json!(format!("{}…", "a".repeat(200))));
-    let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let run_id = out.result()["runId"].as_str().unwrap().to_string();
     let saved: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(sb.state.join("runs").join(&run_id).join("result.json")).unwrap(),
     )
@@ -132,8 +131,9 @@ fn the_run_folder_keeps_the_raw_stream_the_result_and_the_prompt() {
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("result.json")).unwrap())
             .unwrap();
-    // result.json is the full record; stdout, the same less the display items and the
-    // output that content[0].text already holds.
+    // result.json is the full record; stdout, the same less the display items, the
+    // output that content[0].text already holds, and what a successful single run's
+    // caller does not act on.
     let mut lean = saved.clone();
     let full = lean["details"]["results"][0].as_object_mut().unwrap();
     assert_eq!(
@@ -141,6 +141,17 @@ fn the_run_folder_keeps_the_raw_stream_the_result_and_the_prompt() {
         Some(json["content"][0]["text"].clone())
     );
     assert!(full.remove("displayItems").is_some_and(|d| d.is_array()));
+    for usual in [
+        "agent",
+        "task",
+        "backend",
+        "durationMs",
+        "attempts",
+        "childSessionId",
+        "termination",
+    ] {
+        assert!(full.remove(usual).is_some(), "{usual}");
+    }
     assert_eq!(lean, json);
     assert_eq!(
         std::fs::read_to_string(run_dir.join("system-prompt.md")).unwrap(),
@@ -189,7 +200,7 @@ fn pi_gets_its_headless_command_line_and_the_depth_variables() {
             sb.state
                 .join("runs")
                 .join(&run_id)
-                .join("pi-session.jsonl")
+                .join("child/pi-session.jsonl")
                 .to_str()
                 .unwrap(),
             "--model",

@@ -1,12 +1,25 @@
 //! The sandbox, through the fake agent: where a child (and what it starts) may write in
 //! each mode, its private temporary directory, the network switch, and what the result
-//! says held. The real CLIs' proofs are in the contract tests.
+//! says held. The real CLIs' proofs are in the contract tests. The tests of the sandbox
+//! run as the test's user and, when that is root, as an unprivileged one too.
 
 mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use support::Sandbox;
+use support::{Sandbox, Unprivileged};
+
+/// What a write outside the writable places fails with: the child's view is read-only.
+const EROFS: &str = "read-only filesystem or storage medium";
+/// Every layer, as root holds them here (a kernel with Landlock ABI 6).
+const LAYERS: [&str; 6] = [
+    "pid-namespace",
+    "mounts",
+    "landlock",
+    "scopes",
+    "seccomp",
+    "no-tty",
+];
 
 /// An agent that may write (it has bash), so that its default mode is workspace-write.
 const WRITER: &str =
@@ -57,7 +70,15 @@ fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
 
 #[test]
 fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(user);
+    }
+}
+
+fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
     let (work, home) = (sb.work.join("ro.txt"), sb.home.join("ro.txt"));
     let paths = [
         work.display().to_string(),
@@ -72,15 +93,15 @@ fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir() {
     assert_eq!(
         answer_lines(&out),
         [
-            format!("{}: permission denied", work.display()),
-            "~/ro.txt: permission denied".to_string(),
-            format!("{etc}: permission denied"),
+            format!("{}: {EROFS}", work.display()),
+            format!("~/ro.txt: {EROFS}"),
+            format!("{etc}: {EROFS}"),
             "$TMPDIR/t.txt: ok".to_string(),
         ]
     );
     assert_eq!(
         out.result()["sandbox"],
-        json!({"mode": "read-only", "mechanism": "landlock"})
+        json!({"mode": "read-only", "mechanism": "namespaces", "layers": LAYERS})
     );
     for p in [work.display().to_string(), home.display().to_string(), etc] {
         assert!(!std::path::Path::new(&p).exists(), "{p} was written");
@@ -97,7 +118,15 @@ fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir() {
 
 #[test]
 fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_sibling() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_sibling_as(user);
+    }
+}
+
+fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_sibling_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
     let sibling = sb.root.path().join("sibling");
     std::fs::create_dir_all(&sibling).unwrap();
     let paths = [
@@ -113,14 +142,15 @@ fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_si
         answer_lines(&out),
         [
             format!("{}: ok", paths[0]),
-            "~/no.txt: permission denied".to_string(),
-            format!("{}: permission denied", paths[2]),
-            format!("{}: permission denied", paths[3]),
+            format!("~/no.txt: {EROFS}"),
+            format!("{}: {EROFS}", paths[2]),
+            // In /tmp, which the child sees empty but for its own places.
+            format!("{}: entity not found", paths[3]),
         ]
     );
     assert_eq!(
         out.result()["sandbox"],
-        json!({"mode": "workspace-write", "mechanism": "landlock"})
+        json!({"mode": "workspace-write", "mechanism": "namespaces", "layers": LAYERS})
     );
     assert_eq!(
         std::fs::read_to_string(&paths[0]).unwrap(),
@@ -137,18 +167,23 @@ fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_si
 
 #[test]
 fn the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can() {
+    for user in support::users() {
+        the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can_as(user);
+    }
+}
+
+fn the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can_as(
+    user: Option<&'static Unprivileged>,
+) {
     // A writer asked to stay read-only cannot write its working directory.
-    let sb = Sandbox::new();
+    let sb = Sandbox::for_user(user);
     let in_work = sb.work.join("x.txt").display().to_string();
     let sb = probing(sb, std::slice::from_ref(&in_work));
     let out = run_agent(&sb, "writer", &["--sandbox", "read-only"]);
     assert_eq!(out.result()["sandbox"]["mode"], json!("read-only"));
-    assert_eq!(
-        answer_lines(&out),
-        [format!("{in_work}: permission denied")]
-    );
+    assert_eq!(answer_lines(&out), [format!("{in_work}: {EROFS}")]);
 
-    let sb = Sandbox::new();
+    let sb = Sandbox::for_user(user);
     let in_home = sb.home.join("h.txt").display().to_string();
     let sb = probing(sb, std::slice::from_ref(&in_home));
     let out = run_agent(&sb, "fake", &["--sandbox", "off"]);
@@ -186,7 +221,14 @@ fn a_bad_mode_is_invalid_input() {
 #[test]
 #[cfg(not(feature = "portable"))]
 fn without_namespaces_the_sandbox_still_holds() {
-    let sb = Sandbox::new();
+    for user in support::users() {
+        without_namespaces_the_sandbox_still_holds_as(user);
+    }
+}
+
+#[cfg(not(feature = "portable"))]
+fn without_namespaces_the_sandbox_still_holds_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
     let home = sb.home.join("ro.txt");
     let sb = probing(sb, &[home.display().to_string(), "$TMPDIR/t.txt".into()])
         .set("ORCHESTRATE_CONTAINMENT", "subreaper");
@@ -205,9 +247,17 @@ fn without_namespaces_the_sandbox_still_holds() {
     ignore = "network off needs a network namespace, which the portable path does not use"
 )]
 fn network_off_cuts_the_child_off_even_from_the_hosts_loopback() {
+    for user in support::users() {
+        network_off_cuts_the_child_off_even_from_the_hosts_loopback_as(user);
+    }
+}
+
+fn network_off_cuts_the_child_off_even_from_the_hosts_loopback_as(
+    user: Option<&'static Unprivileged>,
+) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    let sb = Sandbox::new()
+    let sb = Sandbox::for_user(user)
         .scenario("connect-probe")
         .set("FAKE_AGENT_CONNECT_PORT", &port);
     let out = sb.run("x", &["--details", "full"]);
@@ -223,4 +273,49 @@ fn network_off_cuts_the_child_off_even_from_the_hosts_loopback() {
         out.result()["sandbox"],
         json!({"mode": "off", "mechanism": "none", "network": "off"})
     );
+}
+
+/// A working directory in a directory the child's view empties (`/dev/shm`, like `/tmp`)
+/// is still there, in both modes, and written only in workspace-write.
+#[test]
+fn a_working_directory_in_dev_shm_is_still_the_childs() {
+    for user in support::users() {
+        a_working_directory_in_dev_shm_is_still_the_childs_as(user);
+    }
+}
+
+fn a_working_directory_in_dev_shm_is_still_the_childs_as(user: Option<&'static Unprivileged>) {
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let work = shm.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    if let Some(u) = user {
+        std::os::unix::fs::chown(shm.path(), Some(u.uid), Some(u.gid)).unwrap();
+        std::os::unix::fs::chown(&work, Some(u.uid), Some(u.gid)).unwrap();
+    }
+    let file = work.join("w.txt").display().to_string();
+    let sb = probing(Sandbox::for_user(user), std::slice::from_ref(&file));
+    let agents = sb.agents.to_str().unwrap().to_string();
+    for (agent, want) in [("fake", EROFS), ("writer", "ok")] {
+        let mut cmd = sb.command(&[
+            "run",
+            agent,
+            "probe",
+            "--agents-dir",
+            &agents,
+            "--details",
+            "full",
+        ]);
+        cmd.current_dir(&work).env("PWD", &work);
+        let out = sb.run_command(cmd);
+        assert_eq!(out.status, 0, "{}: {}", sb.who(), out.stdout);
+        assert_eq!(
+            answer_lines(&out),
+            [format!("{file}: {want}")],
+            "{agent} as {}",
+            sb.who()
+        );
+        let r = out.result();
+        assert_eq!(r["sandbox"]["mechanism"], json!("namespaces"), "{r}");
+        assert_eq!(r.get("warnings"), None, "{r}");
+    }
 }

@@ -309,7 +309,8 @@ fn node() -> String {
 
 fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
     let sb = Sandbox::new();
-    let out = sb.run("find auth", &["--runner", "slurm"]);
+    // The full record: a lean success leaves out its clean exit.
+    let out = sb.run("find auth", &["--runner", "slurm", "--details", "full"]);
     assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
     let result = out.result();
     let (runner, id) = runner_of(&result);

@@ -8,8 +8,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use support::{normalized, Sandbox};
 
-/// Secrets as a model might write them, each with the part a mask may keep (SPEC 6: at
-/// most a public vendor prefix). None of them may show past that part in any update.
+/// Secrets as a model might write them, each with the part a mask may keep (at most a
+/// public vendor prefix, as `docs/sanitizing.md` says). None of them may show past that part in any update.
 const SECRETS: [(&str, &str); 5] = [
     ("ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5b", "ghp_"),
     ("AKIAQ7WX2ZP4LMN5RT8Y", "AKIA"),

@@ -87,13 +87,13 @@ fn parallel_implementers_get_a_branch_each_and_the_checkout_is_byte_for_byte_unc
         assert_eq!(
             r["output"],
             json!(format!(
-                "changed.txt: ok\nsrc/new.rs: ok\n{outside}: permission denied"
+                "changed.txt: ok\nsrc/new.rs: ok\n{outside}: entity not found"
             )),
             "the parent's checkout is out of reach: {r}"
         );
         assert_eq!(
             r["sandbox"],
-            json!({"mode": "workspace-write", "mechanism": "landlock"})
+            json!({"mode": "workspace-write", "mechanism": "namespaces", "layers": ["pid-namespace", "mounts", "landlock", "scopes", "seccomp", "no-tty"]})
         );
         // The branch holds the child's change, committed for it.
         let branch = format!("orchestrate/{id}");
@@ -174,7 +174,10 @@ fn a_worktree_without_changes_is_removed_with_its_branch() {
     assert_eq!(status, 0, "{v}");
     let r = &v["details"]["results"][0];
     let id = v["details"]["runId"].as_str().unwrap();
-    assert_eq!(r["output"], json!("changed.txt: permission denied"));
+    assert_eq!(
+        r["output"],
+        json!("changed.txt: read-only filesystem or storage medium")
+    );
     assert_eq!(
         (&r["worktree"]["kept"], &r["worktree"]["changedFiles"]),
         (&json!(false), &json!([]))

@@ -90,7 +90,10 @@ mod tests {
             assert_eq!(def.source, AgentSource::Builtin);
             assert!(def.enabled);
             // Model and backend come from configuration, never from the shipped files.
-            assert_eq!((def.model.as_deref(), def.backend), (None, None));
+            assert_eq!(
+                (def.settings.model.as_deref(), def.settings.backend),
+                (None, None)
+            );
             for tool in &def.tools {
                 assert!(
                     VOCABULARY.contains(&tool.name()),

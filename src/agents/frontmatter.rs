@@ -3,16 +3,15 @@
 
 use std::path::Path;
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use regex::Regex;
 use yaml_serde::{Mapping, Value};
 
-use super::{AgentDef, AgentLimits, AgentProblem, AgentSource, Scope};
+use super::{AgentDef, AgentProblem, AgentSource, Scope};
 use crate::backends::tools::Tool;
-use crate::backends::{BackendChoice, DialectKind};
-use crate::duration::{parse_duration, DurationError};
-use crate::structured::{OutputSchema, SchemaSource};
+use crate::backends::Backend;
+use crate::settings::kinds::{describe_yaml, Raw};
+use crate::settings::{AnySetting, Values, SETTINGS};
 
 /// The opening `---` is line 1, so front matter line `i` (0-based) is file line `i + 2`.
 const FIRST_FRONT_LINE: usize = 2;
@@ -94,77 +93,19 @@ pub(super) fn parse_detailed(
     let tools = fields
         .read(&["tools"], as_tools, &mut errors)
         .unwrap_or_default();
-    let model = fields.read(&["model"], as_text, &mut errors);
-    let backend = fields.read(&["backend"], as_backend, &mut errors);
     let command = fields.read(&["command"], as_text, &mut errors);
     let dialect = fields.read(&["dialect"], as_dialect, &mut errors);
-    let timeout = fields.read(
-        &["timeout", "timeout_ms", "timeoutMs"],
-        as_duration,
-        &mut errors,
-    );
-    let idle_timeout = fields.read(
-        &[
-            "idle_timeout",
-            "idleTimeout",
-            "idle_timeout_ms",
-            "idleTimeoutMs",
-        ],
-        as_duration,
-        &mut errors,
-    );
-    let max_turns = fields.read(&["max_turns", "maxTurns"], as_max_turns, &mut errors);
-    let limits = AgentLimits {
-        max_tokens: fields.read(&["max_tokens", "maxTokens"], as_max_tokens, &mut errors),
-        max_cost: fields.read(
-            &["max_cost", "maxCost", "max_cost_usd", "maxCostUsd"],
-            as_usd,
-            &mut errors,
-        ),
-        tool_timeout: fields.read(
-            &[
-                "tool_timeout",
-                "toolTimeout",
-                "tool_timeout_ms",
-                "toolTimeoutMs",
-            ],
-            as_duration,
-            &mut errors,
-        ),
-        connect_timeout: fields.read(
-            &[
-                "connect_timeout",
-                "connectTimeout",
-                "connect_timeout_ms",
-                "connectTimeoutMs",
-            ],
-            as_duration,
-            &mut errors,
-        ),
-        fallback_models: fields.read(
-            &["fallback_models", "fallbackModels"],
-            as_models,
-            &mut errors,
-        ),
-        queue_timeout: fields.read(&["queue_timeout", "queueTimeout"], as_duration, &mut errors),
-    };
     let readonly = fields
         .read(&["readonly"], as_bool, &mut errors)
         .unwrap_or(false);
     let enabled = fields
         .read(&["enabled"], as_bool, &mut errors)
         .unwrap_or(true);
-    let isolation = crate::agents::Isolation {
-        sandbox: fields.read(&["sandbox"], as_sandbox, &mut errors),
-        network: fields.read(&["network"], as_network, &mut errors),
-        worktree: fields.read(&["isolation"], as_worktree, &mut errors),
-        runner: fields.read(&["runner"], as_text, &mut errors),
-    };
-    let output_schema = fields.read(
-        &["output_schema", "outputSchema"],
-        |v| as_output_schema(v, path),
-        &mut errors,
-    );
+    let mut settings = Values::default();
+    let dir = path.parent().unwrap_or(Path::new(""));
+    for setting in SETTINGS {
+        fields.read_setting(*setting, dir, &mut settings, &mut errors);
+    }
 
     // One problem per file keeps the report short; the first in the file is the one a
     // person fixing it from the top would meet first.
@@ -187,19 +128,11 @@ pub(super) fn parse_detailed(
             name,
             description,
             tools,
-            // An empty `model:`/`backend:` means "not set" to every tool that writes them.
-            model: model.filter(|m| !m.is_empty()),
-            backend: backend.flatten(),
-            timeout,
-            idle_timeout,
-            max_turns,
-            limits,
             readonly,
+            settings,
             command: command.filter(|c| !c.is_empty()),
             dialect: dialect.flatten(),
-            output_schema,
             enabled,
-            isolation,
             system_prompt: doc.body,
             source,
         },
@@ -330,7 +263,7 @@ fn read_yaml(front: &[&str]) -> Result<Mapping, Located> {
             Some(FIRST_FRONT_LINE),
             format!(
                 "front matter must be YAML `key: value` lines, not {}",
-                describe(&other)
+                describe_yaml(&other)
             ),
         )),
     }
@@ -428,14 +361,30 @@ impl Fields<'_> {
         key_lines(self.front, key).next()
     }
 
-    /// Reads the first present key of `keys` (a key and its aliases), recording a problem
-    /// when its value does not convert or when two aliases are both set.
-    fn read<T>(
+    /// Reads `setting` from the first of its keys present, recording a problem when its
+    /// value does not read or when two of its keys are both set.
+    fn read_setting(
+        &self,
+        setting: &dyn AnySetting,
+        dir: &Path,
+        values: &mut Values,
+        errors: &mut Vec<Located>,
+    ) {
+        let Some((key, value)) = self.present(setting.surfaces().agent, errors) else {
+            return;
+        };
+        if let Err(e) = setting.read(values, Raw::Yaml { value, key, dir }) {
+            errors.push((self.line_of(key), format!("invalid `{key}`: {e}")));
+        }
+    }
+
+    /// The first present key of `keys` (a key and its aliases) and its value; a problem
+    /// when two of them are both set.
+    fn present(
         &self,
         keys: &[&'static str],
-        convert: impl Fn(&Value) -> Result<T, ValueError>,
         errors: &mut Vec<Located>,
-    ) -> Option<T> {
+    ) -> Option<(&'static str, &Value)> {
         let mut present = keys
             .iter()
             .filter_map(|&key| self.value(key).map(|value| (key, value)));
@@ -447,6 +396,18 @@ impl Fields<'_> {
             ));
             return None;
         }
+        Some((key, value))
+    }
+
+    /// Reads the first present key of `keys` (a key and its aliases), recording a problem
+    /// when its value does not convert or when two aliases are both set.
+    fn read<T>(
+        &self,
+        keys: &[&'static str],
+        convert: impl Fn(&Value) -> Result<T, ValueError>,
+        errors: &mut Vec<Located>,
+    ) -> Option<T> {
+        let (key, value) = self.present(keys, errors)?;
         match convert(value) {
             Ok(v) => Some(v),
             Err(e) => {
@@ -461,10 +422,6 @@ impl Fields<'_> {
 enum ValueError {
     #[error("expected {expected}, got {got}")]
     WrongType { expected: &'static str, got: String },
-    #[error(transparent)]
-    Duration(#[from] DurationError),
-    #[error("a zero duration would stop the agent at once; leave the key out for the default")]
-    ZeroDuration,
     /// A name that is not one of the known ones; the message lists them.
     #[error("{0}")]
     Named(String),
@@ -473,19 +430,7 @@ enum ValueError {
 fn wrong(expected: &'static str, got: &Value) -> ValueError {
     ValueError::WrongType {
         expected,
-        got: describe(got),
-    }
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "nothing".to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("{s:?}"),
-        Value::Sequence(_) => "a list".to_string(),
-        Value::Mapping(_) => "a mapping".to_string(),
-        Value::Tagged(t) => format!("a value tagged {}", t.tag),
+        got: describe_yaml(got),
     }
 }
 
@@ -497,23 +442,12 @@ fn as_text(v: &Value) -> Result<String, ValueError> {
     }
 }
 
-/// An empty value means "not set", as it does to every tool that writes these files.
-fn as_backend(v: &Value) -> Result<Option<BackendChoice>, ValueError> {
+fn as_dialect(v: &Value) -> Result<Option<Backend>, ValueError> {
     let name = as_text(v)?;
     if name.is_empty() {
         return Ok(None);
     }
-    BackendChoice::parse(&name)
-        .map(Some)
-        .map_err(|e| ValueError::Named(e.to_string()))
-}
-
-fn as_dialect(v: &Value) -> Result<Option<DialectKind>, ValueError> {
-    let name = as_text(v)?;
-    if name.is_empty() {
-        return Ok(None);
-    }
-    DialectKind::parse(&name)
+    Backend::parse_dialect(&name)
         .map(Some)
         .map_err(|e| ValueError::Named(e.to_string()))
 }
@@ -535,118 +469,12 @@ fn as_tools(v: &Value) -> Result<Vec<Tool>, ValueError> {
                     other => {
                         return Err(ValueError::WrongType {
                             expected: "every list item to be a tool name",
-                            got: describe(other),
+                            got: describe_yaml(other),
                         })
                     }
                 }
             }
             Ok(tools)
-        }
-        other => Err(wrong(EXPECTED, other)),
-    }
-}
-
-fn as_duration(v: &Value) -> Result<Duration, ValueError> {
-    const EXPECTED: &str = "a duration such as 90s, 15m or 1h30m, or whole milliseconds";
-    let d = match v {
-        Value::String(s) => parse_duration(s)?,
-        Value::Number(n) => Duration::from_millis(n.as_u64().ok_or_else(|| wrong(EXPECTED, v))?),
-        other => return Err(wrong(EXPECTED, other)),
-    };
-    if d.is_zero() {
-        return Err(ValueError::ZeroDuration);
-    }
-    Ok(d)
-}
-
-fn as_max_turns(v: &Value) -> Result<u32, ValueError> {
-    const EXPECTED: &str = "a whole number of at least 1";
-    let n = match v {
-        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-        Value::String(s) => s.trim().parse::<u32>().ok(),
-        _ => None,
-    };
-    n.filter(|&n| n > 0).ok_or_else(|| wrong(EXPECTED, v))
-}
-
-fn as_max_tokens(v: &Value) -> Result<u64, ValueError> {
-    const EXPECTED: &str = "a whole number of tokens of at least 1";
-    let n = match v {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().replace('_', "").parse::<u64>().ok(),
-        _ => None,
-    };
-    n.filter(|&n| n > 0).ok_or_else(|| wrong(EXPECTED, v))
-}
-
-/// Dollars, as a number or text (`0.5`, `"$0.50"`).
-fn as_usd(v: &Value) -> Result<f64, ValueError> {
-    const EXPECTED: &str = "an amount of US dollars greater than 0, such as 0.50";
-    let n = match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().trim_start_matches('$').parse::<f64>().ok(),
-        _ => None,
-    };
-    n.filter(|n| n.is_finite() && *n > 0.0)
-        .ok_or_else(|| wrong(EXPECTED, v))
-}
-
-/// Model names, as a YAML list or a comma-separated string.
-fn as_models(v: &Value) -> Result<Vec<String>, ValueError> {
-    const EXPECTED: &str = "a list of model names, or a comma-separated string of them";
-    let names: Vec<String> = match v {
-        Value::String(s) => s.split(',').map(|m| m.trim().to_string()).collect(),
-        Value::Sequence(items) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(s) => Ok(s.trim().to_string()),
-                other => Err(wrong(EXPECTED, other)),
-            })
-            .collect::<Result<_, _>>()?,
-        other => return Err(wrong(EXPECTED, other)),
-    };
-    Ok(names.into_iter().filter(|m| !m.is_empty()).collect())
-}
-
-fn as_sandbox(v: &Value) -> Result<crate::sandbox::SandboxMode, ValueError> {
-    crate::sandbox::SandboxMode::parse(&as_text(v)?).map_err(ValueError::Named)
-}
-
-fn as_network(v: &Value) -> Result<crate::sandbox::Network, ValueError> {
-    match v {
-        Value::Bool(true) => Ok(crate::sandbox::Network::On),
-        Value::Bool(false) => Ok(crate::sandbox::Network::Off),
-        other => crate::sandbox::Network::parse(&as_text(other)?).map_err(ValueError::Named),
-    }
-}
-
-/// `isolation: worktree` (or `none`); Claude Code's key and value.
-fn as_worktree(v: &Value) -> Result<bool, ValueError> {
-    match as_text(v)?.as_str() {
-        "worktree" => Ok(true),
-        "none" | "" => Ok(false),
-        other => Err(ValueError::Named(format!(
-            "unknown isolation {other:?} (use worktree or none)"
-        ))),
-    }
-}
-
-/// A JSON Schema written inline as YAML (checked here, so that `orchestrate agents` shows
-/// a broken one), or the path of a JSON file, relative to the agent file's folder (read
-/// when a run uses it).
-fn as_output_schema(v: &Value, agent_file: &Path) -> Result<SchemaSource, ValueError> {
-    const EXPECTED: &str = "a JSON Schema (a YAML mapping) or the path of a JSON Schema file";
-    match v {
-        Value::Mapping(_) => {
-            let json =
-                serde_json::to_value(v).map_err(|e| ValueError::Named(format!("not JSON: {e}")))?;
-            OutputSchema::compile(json.clone()).map_err(|e| ValueError::Named(e.to_string()))?;
-            Ok(SchemaSource::Inline(json))
-        }
-        Value::String(s) if !s.trim().is_empty() => {
-            let file = Path::new(s.trim());
-            let dir = agent_file.parent().unwrap_or(Path::new(""));
-            Ok(SchemaSource::File(dir.join(file)))
         }
         other => Err(wrong(EXPECTED, other)),
     }
@@ -688,8 +516,12 @@ fn check_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::BackendChoice;
+    use crate::structured::SchemaSource;
+    use crate::units::Usd;
     use pretty_assertions::assert_eq;
     use std::path::PathBuf;
+    use std::time::Duration;
 
     fn path() -> PathBuf {
         PathBuf::from("/proj/.orchestrate/agents/explorer.md")
@@ -741,28 +573,25 @@ Be precise.
                     "Read-only codebase exploration; answers \"where is X / how does Y work\"."
                         .into(),
                 tools: vec![Tool::Read, Tool::Grep, Tool::Find, Tool::Ls],
-                model: Some("claude-haiku-4-5".into()),
-                backend: Some(BackendChoice::Named(crate::backends::Backend::Pi)),
-                timeout: Some(Duration::from_secs(600)),
-                idle_timeout: Some(Duration::from_secs(90)),
-                max_turns: Some(12),
-                limits: AgentLimits {
+                readonly: true,
+                settings: Values {
+                    model: Some("claude-haiku-4-5".into()),
+                    backend: Some(BackendChoice::Named(Backend::named("pi"))),
+                    timeout: Some(Duration::from_secs(600)),
+                    idle_timeout: Some(Duration::from_secs(90)),
+                    max_turns: Some(12),
                     max_tokens: Some(200_000),
-                    max_cost: Some(0.5),
+                    max_cost: Usd::new(0.5),
                     tool_timeout: Some(Duration::from_secs(300)),
                     connect_timeout: Some(Duration::from_secs(30)),
                     fallback_models: Some(vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()]),
                     queue_timeout: Some(Duration::from_secs(300)),
+                    runner: Some("gpu".into()),
+                    ..Values::default()
                 },
-                readonly: true,
                 command: None,
                 dialect: None,
-                output_schema: None,
                 enabled: true,
-                isolation: crate::agents::Isolation {
-                    runner: Some("gpu".into()),
-                    ..Default::default()
-                },
                 system_prompt: "You are a fast, read-only code explorer.\n\nBe precise.".into(),
                 source: AgentSource::File {
                     path: path(),
@@ -793,18 +622,14 @@ You are a senior code reviewer.
                 description: "Expert code review specialist. Use proactively after writing code."
                     .into(),
                 tools: vec![Tool::Read, Tool::Grep, Tool::Find, Tool::Bash],
-                model: Some("sonnet".into()),
-                backend: None,
-                timeout: None,
-                idle_timeout: None,
-                max_turns: None,
-                limits: AgentLimits::default(),
                 readonly: false,
+                settings: Values {
+                    model: Some("sonnet".into()),
+                    ..Values::default()
+                },
                 command: None,
                 dialect: None,
-                output_schema: None,
                 enabled: true,
-                isolation: Default::default(),
                 system_prompt: "You are a senior code reviewer.".into(),
                 source: AgentSource::File {
                     path: p.clone(),
@@ -846,18 +671,11 @@ You are a senior code reviewer.
                 name: "explorer".into(),
                 description: String::new(),
                 tools: vec![],
-                model: None,
-                backend: None,
-                timeout: None,
-                idle_timeout: None,
-                max_turns: None,
-                limits: AgentLimits::default(),
                 readonly: false,
+                settings: Values::default(),
                 command: None,
                 dialect: None,
-                output_schema: None,
                 enabled: true,
-                isolation: Default::default(),
                 system_prompt: String::new(),
                 source: AgentSource::File {
                     path: path(),
@@ -868,7 +686,7 @@ You are a senior code reviewer.
         // Empty values mean "not set", as in Claude Code files.
         let def = parse("---\nname: y\nmodel:\ntools:\nbackend: \"\"\n---\nb").unwrap();
         assert_eq!(
-            (def.name.as_str(), def.model, def.backend),
+            (def.name.as_str(), def.settings.model, def.settings.backend),
             ("y", None, None)
         );
         assert!(def.tools.is_empty());
@@ -882,9 +700,9 @@ You are a senior code reviewer.
         .unwrap();
         assert_eq!(
             (
-                def.timeout,
-                def.idle_timeout,
-                def.max_turns,
+                def.settings.timeout,
+                def.settings.idle_timeout,
+                def.settings.max_turns,
                 def.readonly,
                 def.enabled
             ),
@@ -898,12 +716,12 @@ You are a senior code reviewer.
         );
         let def = parse("---\ntimeout_ms: 5000\nidle_timeout_ms: 2000\n---\n").unwrap();
         assert_eq!(
-            (def.timeout, def.idle_timeout),
+            (def.settings.timeout, def.settings.idle_timeout),
             (Some(Duration::from_secs(5)), Some(Duration::from_secs(2)))
         );
         let def = parse("---\nidleTimeout: 1m\nreadonly: 0\n---\n").unwrap();
         assert_eq!(
-            (def.idle_timeout, def.readonly),
+            (def.settings.idle_timeout, def.readonly),
             (Some(Duration::from_secs(60)), false)
         );
     }
@@ -977,16 +795,18 @@ You are a senior code reviewer.
     fn each_bad_value_names_the_key_and_its_line() {
         let cases: &[(&str, &str, usize, &str)] = &[
             ("timeout", "soon", 4, "invalid `timeout`: invalid duration \"soon\""),
-            ("timeout", "0s", 4, "invalid `timeout`: a zero duration"),
-            ("timeoutMs", "-5", 4, "invalid `timeoutMs`: expected a duration"),
-            ("idle_timeout", "[1]", 4, "invalid `idle_timeout`: expected a duration such as 90s, 15m or 1h30m, or whole milliseconds, got a list"),
+            ("timeout", "0s", 4, "invalid `timeout`: must be greater than zero"),
+            ("timeout", "5", 4, "invalid `timeout`: invalid duration 5: a number needs a unit: did you mean 5s?"),
+            ("timeout", "\"90\"", 4, "invalid `timeout`: invalid duration \"90\": a number needs a unit: did you mean 90s?"),
+            ("timeoutMs", "-5", 4, "invalid `timeoutMs`: expected a whole number of milliseconds, got -5"),
+            ("idle_timeout", "[1]", 4, "invalid `idle_timeout`: expected a duration (e.g. 90s, 15m, 1h30m or 500ms), got a list"),
             ("max_turns", "-3", 4, "invalid `max_turns`: expected a whole number of at least 1, got -3"),
             ("maxTurns", "0", 4, "invalid `maxTurns`: expected a whole number of at least 1, got 0"),
             ("max_turns", "2.5", 4, "invalid `max_turns`: expected a whole number of at least 1, got 2.5"),
-            ("max_tokens", "lots", 4, "invalid `max_tokens`: expected a whole number of tokens of at least 1, got \"lots\""),
+            ("max_tokens", "lots", 4, "invalid `max_tokens`: expected a whole number of at least 1, got \"lots\""),
             ("max_cost", "-1", 4, "invalid `max_cost`: expected an amount of US dollars greater than 0, such as 0.50, got -1"),
             ("maxCostUsd", "\"$0\"", 4, "invalid `maxCostUsd`: expected an amount of US dollars greater than 0, such as 0.50, got \"$0\""),
-            ("tool_timeout", "0s", 4, "invalid `tool_timeout`: a zero duration"),
+            ("tool_timeout", "0s", 4, "invalid `tool_timeout`: must be greater than zero"),
             ("connectTimeout", "soon", 4, "invalid `connectTimeout`: invalid duration \"soon\""),
             ("fallback_models", "{a: 1}", 4, "invalid `fallback_models`: expected a list of model names, or a comma-separated string of them, got a mapping"),
             ("tools", "5", 4, "invalid `tools`: expected a comma-separated string or a list of tool names, got 5"),
@@ -1076,7 +896,7 @@ You are a senior code reviewer.
     fn an_output_schema_is_inline_yaml_or_a_path_next_to_the_agent_file() {
         let text = "---\nname: x\noutput_schema:\n  type: object\n  properties:\n    files: {type: array, items: {type: string}}\n    count: {type: integer, minimum: 0}\n  required: [files]\n---\nP\n";
         assert_eq!(
-            parse(text).unwrap().output_schema,
+            parse(text).unwrap().settings.output_schema,
             Some(SchemaSource::Inline(serde_json::json!({
                 "type": "object",
                 "properties": {
@@ -1090,6 +910,7 @@ You are a senior code reviewer.
         assert_eq!(
             parse("---\nname: x\noutputSchema: schemas/answer.json\n---\nP\n")
                 .unwrap()
+                .settings
                 .output_schema,
             Some(SchemaSource::File(PathBuf::from(
                 "/proj/.orchestrate/agents/schemas/answer.json"
@@ -1098,6 +919,7 @@ You are a senior code reviewer.
         assert_eq!(
             parse("---\nname: x\noutput_schema: /etc/s.json\n---\nP\n")
                 .unwrap()
+                .settings
                 .output_schema,
             Some(SchemaSource::File(PathBuf::from("/etc/s.json")))
         );
@@ -1169,15 +991,15 @@ You are a senior code reviewer.
             problem("---\nname: x\nbackend: command\ndialect: klingon\n---\nP\n"),
             (
                 Some(4),
-                "invalid `dialect`: unknown dialect \"klingon\" (available: pi, claude, codex, gemini, opencode, cursor)".to_string()
+                "invalid `dialect`: unknown dialect \"klingon\" (available: claude, pi, codex, gemini, opencode, cursor)".to_string()
             )
         );
         let def = parse("---\nname: x\nbackend: claude-code\ndialect: codex\n---\nP\n").unwrap();
         assert_eq!(
-            (def.backend, def.dialect),
+            (def.settings.backend, def.dialect),
             (
-                Some(BackendChoice::Named(crate::backends::Backend::Claude)),
-                Some(DialectKind::Codex)
+                Some(BackendChoice::Named(Backend::named("claude"))),
+                Some(Backend::named("codex"))
             )
         );
     }

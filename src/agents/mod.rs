@@ -14,13 +14,12 @@ mod discovery;
 mod frontmatter;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::json;
 
-use crate::backends::tools::Tool;
-use crate::backends::{BackendChoice, DialectKind};
-use crate::structured::SchemaSource;
+use crate::backends::tools::{Permissions, Tool};
+use crate::backends::{AgentBrief, Backend, BackendChoice};
+use crate::settings::Values;
 
 pub(crate) use discovery::{discover, Catalog, DiscoveryOptions};
 #[cfg(test)]
@@ -28,64 +27,54 @@ pub(crate) use frontmatter::parse_agent_file;
 
 /// One agent: what the parent asks for by name, and how its child is configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentDef {
+pub(crate) struct AgentDef {
     pub name: String,
     pub description: String,
     /// In the order written, read into the one tool vocabulary. Empty means the backend's
     /// default set; mapping them to a backend's own tool names is the backend's job.
     pub tools: Vec<Tool>,
-    pub model: Option<String>,
-    pub backend: Option<BackendChoice>,
-    pub timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    pub max_turns: Option<u32>,
-    /// Budgets beyond turns, the tool and connect timeouts, and fallback models.
-    pub limits: AgentLimits,
     pub readonly: bool,
+    /// The settings its file sets (`model:`, `timeout:`, `max_cost:`, `sandbox:`, …): over
+    /// the environment's and the config's, under the flags'.
+    pub settings: Values,
     /// For the generic `command` backend: the command template (`{task}`,
     /// `{system_prompt_file}`, `{model}` placeholders) and the dialect of its output.
     pub command: Option<String>,
-    pub dialect: Option<DialectKind>,
-    /// The schema its answers must match (`output_schema:`): inline, or a JSON file whose
-    /// path, when relative, was resolved against the agent file's folder.
-    pub output_schema: Option<SchemaSource>,
+    pub dialect: Option<Backend>,
     /// `false` keeps the agent listed so a run of it can say why it refuses (SUBAGENT_DISABLED).
     pub enabled: bool,
-    /// `sandbox:`, `network:` and `isolation:` (all optional).
-    pub isolation: Isolation,
     /// The Markdown body, without the blank lines around it, line endings normalized to `\n`.
     pub system_prompt: String,
     pub source: AgentSource,
 }
 
-/// What an agent file may set beyond `max_turns`: the rest of the budgets, the tool and
-/// connect timeouts, and the models to fall back on.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentLimits {
-    /// Input + output + cache-write tokens.
-    pub max_tokens: Option<u64>,
-    /// USD.
-    pub max_cost: Option<f64>,
-    pub tool_timeout: Option<Duration>,
-    pub connect_timeout: Option<Duration>,
-    pub fallback_models: Option<Vec<String>>,
-    /// How long its job may wait in a cluster engine's queue.
-    pub queue_timeout: Option<Duration>,
-}
-
-// Costs are finite (non-finite values are refused when the file is read), so equality on
-// them is total.
-impl Eq for AgentLimits {}
-
 impl AgentDef {
+    /// What a backend needs of this agent to run it.
+    pub(crate) fn brief(&self) -> AgentBrief {
+        AgentBrief {
+            name: self.name.clone(),
+            source: self.source.display(),
+            tools: self.tools.clone(),
+            readonly: self.readonly,
+            system_prompt: self.system_prompt.clone(),
+            command: self.command.clone(),
+            dialect: self.dialect,
+        }
+    }
+
+    /// What it may do, from its tools and `readonly`.
+    pub(crate) fn permissions(&self) -> Permissions {
+        Permissions::new(&self.tools, self.readonly)
+    }
+
     /// The shape `orchestrate agents --json` prints for each agent.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         json!({
             "name": self.name,
             "description": self.description,
             "tools": self.tools.iter().map(Tool::name).collect::<Vec<_>>(),
-            "model": self.model,
-            "backend": self.backend.map(BackendChoice::name),
+            "model": self.settings.model,
+            "backend": self.settings.backend.map(BackendChoice::name),
             "readonly": self.readonly,
             "enabled": self.enabled,
             "source": self.source.display(),
@@ -94,22 +83,10 @@ impl AgentDef {
     }
 }
 
-/// How an agent's child is isolated, as its file asks (`None`: the run's default).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Isolation {
-    pub sandbox: Option<crate::sandbox::SandboxMode>,
-    pub network: Option<crate::sandbox::Network>,
-    /// `isolation: worktree`: the child works in a git worktree of its own.
-    pub worktree: Option<bool>,
-    /// `runner:`: where the child runs (`local`, `slurm`, or a named runner of the
-    /// config; checked when a run resolves it).
-    pub runner: Option<String>,
-}
-
 /// Where a definition was found; serialized lowercase (`"flag"` is `--agents-dir`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Scope {
+pub(crate) enum Scope {
     Flag,
     Project,
     User,
@@ -117,7 +94,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scope::Flag => "flag",
             Scope::Project => "project",
@@ -134,21 +111,21 @@ impl std::fmt::Display for Scope {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentSource {
+pub(crate) enum AgentSource {
     Builtin,
     File { path: PathBuf, scope: Scope },
 }
 
 impl AgentSource {
     /// `"builtin"`, or the file's path (absolute when it came from [`discover`]).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             AgentSource::Builtin => "builtin".to_string(),
             AgentSource::File { path, .. } => path.display().to_string(),
         }
     }
 
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         match self {
             AgentSource::Builtin => Scope::Builtin,
             AgentSource::File { scope, .. } => *scope,
@@ -185,18 +162,14 @@ mod tests {
             name: "explorer".into(),
             description: "Finds things.".into(),
             tools: vec![Tool::Read, Tool::Grep],
-            model: None,
-            backend: Some(BackendChoice::Named(crate::backends::Backend::Pi)),
-            timeout: None,
-            idle_timeout: None,
-            max_turns: None,
-            limits: AgentLimits::default(),
             readonly: true,
+            settings: Values {
+                backend: Some(BackendChoice::Named(Backend::named("pi"))),
+                ..Values::default()
+            },
             command: None,
             dialect: None,
-            output_schema: None,
             enabled: true,
-            isolation: Default::default(),
             system_prompt: "You explore.".into(),
             source: AgentSource::File {
                 path: PathBuf::from("/p/.claude/agents/explorer.md"),

@@ -1,10 +1,12 @@
 //! Claude Code (`@anthropic-ai/claude-code`): its command line and its stream-json dialect.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): per-message `usage` on
-//! `assistant` lines comes from `message_start` and is not final, so usage and cost come
-//! from the `result` line; API errors arrive as a synthetic assistant message and a
-//! `result` with `is_error: true` (exit 1); `error_max_turns` is a `result` subtype;
-//! `system/api_retry` lines are the CLI retrying on its own.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_claude.rs` runs it against the mock LLM, and `tests/fixtures/claude/`
+//! holds streams it printed): per-message `usage` on `assistant` lines comes from
+//! `message_start` and is not final, so usage and cost come from the `result` line; API
+//! errors arrive as a synthetic assistant message and a `result` with `is_error: true`
+//! (exit 1); `error_max_turns` is a `result` subtype; `system/api_retry` lines are the CLI
+//! retrying on its own.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -15,7 +17,7 @@ use serde_json::value::RawValue;
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
-    DialectKind, Invocation, InvocationInput,
+    Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
@@ -44,11 +46,12 @@ const DEFAULT_WRITER_TOOLS: &[&str] = &[
 ];
 const READONLY_TOOLS: &[&str] = &["Read", "Grep", "Glob"];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "claude",
     aliases: &["claude-code"],
     program: "claude",
     install_hint: "install it with `npm install -g @anthropic-ai/claude-code`",
+    auto: true,
     resumes: true,
     // `total_cost_usd` of a resumed session is the session's; `usage` is the run's.
     resumed_totals: super::SessionTotals {
@@ -57,15 +60,52 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     },
     output_schema: super::SchemaRoute::Option,
     build,
-    new_dialect: Some(|| Box::<ClaudeDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<ClaudeDialect>::default(),
+        // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message usage
+        // counts the input while it runs.
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // It completes a run with a read-only HOME, but keeps the transcript `--resume` needs
-    // in ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json).
-    writable_dirs: Some(|env| {
-        env.dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
-            .into_iter()
-            .collect()
+    // ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json): settings, hooks,
+    // plugins and login, private; the transcripts `--resume` continues, in projects/,
+    // kept. ~/.claude.json (its settings and MCP servers, rewritten at every start) is a
+    // private copy.
+    home: Some(|env| {
+        let config = env.dir_or_home("CLAUDE_CONFIG_DIR", ".claude");
+        let dot_json = match env.get("CLAUDE_CONFIG_DIR") {
+            Some(_) => config.as_ref().map(|c| c.join(".claude.json")),
+            None => env.home().map(|h| h.join(".claude.json")),
+        };
+        let copied: Vec<_> = match env.get("CLAUDE_CONFIG_DIR") {
+            Some(_) => Vec::new(),
+            None => dot_json.iter().cloned().collect(),
+        };
+        crate::sandbox::CliHome {
+            kept: config.iter().map(|c| c.join("projects")).collect(),
+            login: config
+                .iter()
+                .map(|c| c.join(".credentials.json"))
+                .chain(dot_json)
+                .collect(),
+            private: config.into_iter().collect(),
+            copied,
+            env: [
+                "ANTHROPIC_*",
+                "CLAUDE_*",
+                "AWS_*",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "CLOUD_ML_REGION",
+                "VERTEX_*",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        }
     }),
 };
 
@@ -73,7 +113,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Claude);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("-p")
         .arg("--output-format")
         .arg("stream-json")
@@ -510,13 +550,13 @@ mod tests {
         assert_eq!(inv.warnings.len(), 1);
     }
 
-    /// Turns are counted by orchestrate from the stream; the cost, which claude reports
-    /// only at the end, is claude's own to keep to.
+    /// Turns are counted by orchestrate from the stream (a backend is not even told the
+    /// agent's turn budget); the cost, which claude reports only at the end, is claude's
+    /// own to keep to.
     #[test]
     fn writers_get_their_tools_allowed_and_the_cost_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let mut a = agent(&["read", "edit", "write", "bash"], false, "");
-        a.max_turns = Some(7);
+        let a = agent(&["read", "edit", "write", "bash"], false, "");
         let inv = build(
             "claude".into(),
             &InvocationInput {

@@ -1,10 +1,11 @@
 //! OpenAI Codex (`@openai/codex`): `codex exec --json` and its thread/turn/item events.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): `turn.completed.usage`
-//! already adds up every request of the turn, and its `input_tokens` *include* the cached
-//! ones, so `input` is normalized to exclude `cacheRead`; there is no cost field; errors
-//! are `error` then `turn.failed`, and `error` lines saying "Reconnecting..." are the CLI
-//! retrying on its own.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_codex.rs` runs it against the mock LLM, and `tests/fixtures/codex/`
+//! holds streams it printed): `turn.completed.usage` already adds up every request of the
+//! turn, and its `input_tokens` *include* the cached ones, so `input` is normalized to
+//! exclude `cacheRead`; there is no cost field; errors are `error` then `turn.failed`, and
+//! `error` lines saying "Reconnecting..." are the CLI retrying on its own.
 
 use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
@@ -16,18 +17,18 @@ use serde_json::value::RawValue;
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
-    InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "codex",
     aliases: &[],
     program: "codex",
     install_hint: "install it with `npm install -g @openai/codex`",
+    auto: true,
     resumes: true,
     // `exec resume` reports the thread's token counts, the earlier runs' included.
     resumed_totals: super::SessionTotals {
@@ -36,23 +37,67 @@ pub(crate) const SPEC: BackendSpec = BackendSpec {
     },
     output_schema: super::SchemaRoute::Option,
     build,
-    new_dialect: Some(|| Box::<CodexDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<CodexDialect>::default(),
+        reports: super::Reports {
+            cost: false,
+            usage_while_running: false,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Its state (sqlite databases, sessions, and in tmp/ the arg0 aliases its shell tool
-    // needs). CODEX_HOME moves it.
-    writable_dirs: Some(|env| {
-        env.dir_or_home("CODEX_HOME", ".codex")
-            .into_iter()
-            .collect()
+    // CODEX_HOME (~/.codex): config, rules, login, its sqlite state and in tmp/ the
+    // arg0 aliases its shell tool needs, private; the sessions `exec resume` continues,
+    // kept. The variable its config names as a provider's key (`env_key`) is its own.
+    home: Some(|env| {
+        let dir = env.dir_or_home("CODEX_HOME", ".codex");
+        let mut vars: Vec<String> = ["OPENAI_*", "CODEX_*", "AZURE_OPENAI_*"]
+            .map(String::from)
+            .to_vec();
+        if let Some(config) = dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join("config.toml")).ok())
+        {
+            vars.extend(config_env_keys(&config));
+        }
+        crate::sandbox::CliHome {
+            kept: dir.iter().map(|d| d.join("sessions")).collect(),
+            login: dir.iter().map(|d| d.join("auth.json")).collect(),
+            private: dir.into_iter().collect(),
+            env: vars,
+            ..Default::default()
+        }
     }),
 };
+
+/// The variables codex's config names as providers' keys (`env_key = "…"`, any table).
+fn config_env_keys(config: &str) -> Vec<String> {
+    fn walk(v: &toml::Value, out: &mut Vec<String>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    match (k.as_str(), v) {
+                        ("env_key", toml::Value::String(s)) => out.push(s.clone()),
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            toml::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(v) = config.parse::<toml::Table>() {
+        walk(&toml::Value::Table(v), &mut out);
+    }
+    out
+}
 
 pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Codex);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("exec");
     if input.resume.is_some() {
         inv.arg("resume");

@@ -9,23 +9,29 @@
 
 use std::ffi::OsString;
 
-use super::{BackendError, BackendSpec, DialectKind, Invocation, InvocationInput};
+use super::{Backend, BackendError, BackendSpec, Invocation, InvocationInput};
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "command",
     aliases: &[],
     // The program is the template's first word.
     program: "",
     install_hint: "check the agent's `command:` template",
+    auto: false,
     resumes: false,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: None,
+    // Its agent names the dialect of its output.
+    dialect: None,
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Whatever the agent's command is: only the run folder and the workspace.
-    writable_dirs: Some(|_| Vec::new()),
+    // Whatever the agent's command is: only the child's place and the workspace; any
+    // provider's key.
+    home: Some(|_| crate::sandbox::CliHome {
+        env: super::any_provider_env(),
+        ..Default::default()
+    }),
 };
 
 fn env_value(name: &str) -> Option<String> {
@@ -41,7 +47,7 @@ fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, 
         .ok_or_else(|| {
             BackendError::Command(format!(
                 "a command template: set `command:` in {} or ORCHESTRATE_COMMAND_TEMPLATE",
-                input.agent.source.display()
+                input.agent.source
             ))
         })?;
     let dialect = match input.agent.dialect {
@@ -51,10 +57,10 @@ fn build(_program: OsString, input: &InvocationInput<'_>) -> Result<Invocation, 
                 BackendError::Command(format!(
                     "a dialect: set `dialect:` ({}) in {} or ORCHESTRATE_COMMAND_DIALECT",
                     super::dialect_names().join(", "),
-                    input.agent.source.display()
+                    input.agent.source
                 ))
             })?;
-            DialectKind::parse(&name).map_err(|e| {
+            Backend::parse_dialect(&name).map_err(|e| {
                 BackendError::Command(format!(
                     "a known dialect in ORCHESTRATE_COMMAND_DIALECT: {e}"
                 ))
@@ -141,7 +147,7 @@ mod tests {
             "mycli --json --model {model} --system '{system_prompt_file}' -- \"Task: {task}\""
                 .into(),
         );
-        a.dialect = Some(DialectKind::Claude);
+        a.dialect = Some(Backend::named("claude"));
         let task = "fix it; rm -rf / $(echo x)";
         let inv = build(
             OsString::new(),
@@ -171,7 +177,7 @@ mod tests {
                 &format!("Task: {task}")
             ]
         );
-        assert_eq!(inv.dialect, DialectKind::Claude);
+        assert_eq!(inv.dialect, Backend::named("claude"));
         assert_eq!(std::fs::read_to_string(prompt).unwrap(), "Be terse.");
     }
 
@@ -179,7 +185,7 @@ mod tests {
     fn missing_pieces_are_named() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = agent(&[], false, "");
-        let input = |a: &crate::agents::AgentDef| {
+        let input = |a: &crate::backends::AgentBrief| {
             build(
                 OsString::new(),
                 &InvocationInput {
@@ -200,7 +206,7 @@ mod tests {
         assert!(input(&a).contains("a command template"));
         a.command = Some("x {task}".into());
         assert!(input(&a).contains("a dialect"));
-        a.dialect = Some(DialectKind::Pi);
+        a.dialect = Some(Backend::named("pi"));
         a.command = Some("x {model} {task}".into());
         assert!(input(&a).contains("a model"));
         a.command = Some("x 'unclosed".into());
@@ -212,7 +218,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut a = agent(&[], false, "");
         a.command = Some("cli --model {model} --sys {system_prompt_file} {task}".into());
-        a.dialect = Some(DialectKind::Pi);
+        a.dialect = Some(Backend::named("pi"));
         let task = "explain {model}, {system_prompt_file} and {task} in the template";
         let inv = build(
             OsString::new(),

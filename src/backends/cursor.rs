@@ -1,5 +1,6 @@
-//! Cursor CLI (`cursor-agent`): `cursor-agent -p --output-format stream-json`, exactly as
-//! seed 000 describes it.
+//! Cursor CLI (`cursor-agent`): `cursor-agent -p --output-format stream-json`, as Cursor
+//! documents its headless mode's stream (`system` init, `user`, `assistant`, `tool_call`
+//! started and completed, `result`).
 //!
 //! Facts the parser relies on: each `assistant` event holds the complete text of one
 //! message segment (between tool calls), and the `result` line's `result` is all segments
@@ -20,33 +21,40 @@ use serde_json::Value;
 use super::tools::Permissions;
 use super::{
     is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
-    DialectKind, Invocation, InvocationInput,
+    Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "cursor",
     aliases: &["cursor-agent"],
     program: "cursor-agent",
     install_hint: "install it with `curl https://cursor.com/install -fsS | bash`",
+    auto: true,
     resumes: false,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::<CursorDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<CursorDialect>::default(),
+        reports: super::Reports {
+            cost: false,
+            usage_while_running: false,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
     // Not verified against the real CLI.
-    writable_dirs: None,
+    home: None,
 };
 
 pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Cursor);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("-p").arg("--output-format").arg("stream-json");
     if let Some(model) = input.model() {
         inv.arg("--model").arg(model);

@@ -1,11 +1,13 @@
 //! Gemini CLI (`@google/gemini-cli`): `gemini -p … --output-format stream-json`.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): assistant text arrives only
-//! as deltas, so the dialect joins them itself and closes a message at each tool call and
-//! at the `result`; `result.stats.input_tokens` is the prompt total and `input` excludes
-//! the cached part; there is no cost; `result.status: "error"` carries API errors, and the
-//! exit code says more (41 auth, 42 input, 52 config, 53 turn limit, 55 untrusted, or the
-//! HTTP status mod 256).
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_gemini.rs` runs it against the mock LLM, and `tests/fixtures/gemini/`
+//! holds streams it printed): assistant text arrives only as deltas, so the dialect joins
+//! them itself and closes a message at each tool call and at the `result`;
+//! `result.stats.input_tokens` is the prompt total and `input` excludes the cached part;
+//! there is no cost; `result.status: "error"` carries API errors, and the exit code says
+//! more (41 auth, 42 input, 52 config, 53 turn limit, 55 untrusted, or the HTTP status mod
+//! 256).
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -15,32 +17,58 @@ use serde_json::value::RawValue;
 
 use super::tools::Permissions;
 use super::{
-    is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind,
-    Invocation, InvocationInput,
+    is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation,
+    InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind, Transient};
 use crate::result::Usage;
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "gemini",
     aliases: &[],
     program: "gemini",
     install_hint: "install it with `npm install -g @google/gemini-cli`",
+    auto: true,
     resumes: false,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::<GeminiDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<GeminiDialect>::default(),
+        reports: super::Reports {
+            cost: false,
+            usage_while_running: false,
+        },
+    }),
     explain_exit,
     transient_exit,
-    // ~/.gemini itself: it rewrites projects.json (and settings.json) there.
-    // GEMINI_CLI_HOME acts as the home.
-    writable_dirs: Some(|env| {
-        env.dir_or_home("GEMINI_CLI_HOME", "")
+    // ~/.gemini (GEMINI_CLI_HOME acts as the home): it rewrites settings.json and
+    // projects.json there at every start, keeps extensions and its login beside them;
+    // all private (it has no resume to keep sessions for).
+    home: Some(|env| {
+        let dir: Vec<_> = env
+            .dir_or_home("GEMINI_CLI_HOME", "")
             .map(|home| home.join(".gemini"))
             .into_iter()
-            .collect()
+            .collect();
+        crate::sandbox::CliHome {
+            login: dir
+                .iter()
+                .flat_map(|d| {
+                    [
+                        "oauth_creds.json",
+                        "google_accounts.json",
+                        "mcp-oauth-tokens.json",
+                        "gemini-credentials.json",
+                    ]
+                    .map(|f| d.join(f))
+                })
+                .collect(),
+            private: dir,
+            env: ["GEMINI_*", "GOOGLE_*"].map(String::from).to_vec(),
+            ..Default::default()
+        }
     }),
 };
 
@@ -48,7 +76,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Gemini);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     // Gemini has no flag to append to its system prompt, and replacing it
     // (GEMINI_SYSTEM_MD) would drop its tool instructions: the agent's prompt goes first
     // in the message instead.

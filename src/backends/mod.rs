@@ -2,8 +2,11 @@
 //!
 //! A backend turns an agent and a task into an [`Invocation`] (program, arguments, extra
 //! environment, prompt files, and warnings for restrictions the CLI cannot express), and
-//! names the [`DialectKind`] its stdout speaks. Dialects turn lines into normalized
-//! [`AgentEvent`]s.
+//! names the dialect its stdout speaks (its own backend's, or for the `command` backend
+//! another's). Dialects turn lines into normalized [`AgentEvent`]s.
+//!
+//! [`BACKENDS`] lists them all; a backend is one file whose `BACKEND` spec holds every
+//! fact about its CLI.
 
 pub(crate) mod claude;
 pub(crate) mod codex;
@@ -21,16 +24,51 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use crate::agents::AgentDef;
 use crate::events::{AgentEvent, TextKind, Transient};
+pub(crate) use crate::platform::find_program;
 use crate::result::Usage;
-pub(crate) use crate::sandbox::ChildEnv;
+pub(crate) use crate::sandbox::{ChildEnv, CliHome};
+
+/// The variables of a CLI that reaches many providers (pi, opencode, the command
+/// backend): any provider's key and base URL, and the cloud logins some providers take.
+pub(crate) fn any_provider_env() -> Vec<String> {
+    [
+        "*_API_KEY",
+        "*_BASE_URL",
+        "ANTHROPIC_*",
+        "OPENAI_*",
+        "AZURE_OPENAI_*",
+        "GEMINI_*",
+        "GOOGLE_API_KEY",
+        "OPENROUTER_*",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "COPILOT_GITHUB_TOKEN",
+    ]
+    .map(String::from)
+    .to_vec()
+}
 use crate::structured::OutputSchema;
+
+/// What a backend needs of the agent it runs, taken from the agent's definition
+/// (`AgentDef::brief`): backends read no agent files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentBrief {
+    pub name: String,
+    /// Where it was defined, for messages: its file's path, or `builtin`.
+    pub source: String,
+    /// As written; empty means the CLI's default set.
+    pub tools: Vec<tools::Tool>,
+    pub readonly: bool,
+    pub system_prompt: String,
+    /// For the `command` backend: the command template and the dialect of its output.
+    pub command: Option<String>,
+    pub dialect: Option<Backend>,
+}
 
 /// Everything a backend needs to build the child's command line.
 #[derive(Debug, Clone)]
 pub struct InvocationInput<'a> {
-    pub agent: &'a AgentDef,
+    pub agent: &'a AgentBrief,
     pub task: &'a str,
     /// The run's resolved model (flag, agent file, environment or config); `None` leaves
     /// the choice to the CLI.
@@ -118,11 +156,12 @@ pub struct Invocation {
     pub prompt_files: Vec<PathBuf>,
     /// Restrictions of the agent this CLI cannot express, said out loud in the result.
     pub warnings: Vec<String>,
-    pub dialect: DialectKind,
+    /// The backend whose stream the child prints.
+    pub dialect: Backend,
 }
 
 impl Invocation {
-    pub fn new(program: OsString, dialect: DialectKind) -> Self {
+    pub fn new(program: OsString, dialect: Backend) -> Self {
         Invocation {
             program,
             args: Vec::new(),
@@ -156,92 +195,6 @@ pub trait Dialect: Send {
     fn parse_stderr_line(&mut self, _line: &str, _emit: &mut dyn FnMut(AgentEvent<'_>)) {}
 }
 
-/// The JSONL dialects orchestrate reads: one per CLI that has a backend file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DialectKind {
-    Pi,
-    Claude,
-    Codex,
-    Gemini,
-    Opencode,
-    Cursor,
-}
-
-impl DialectKind {
-    pub const ALL: [DialectKind; 6] = [
-        DialectKind::Pi,
-        DialectKind::Claude,
-        DialectKind::Codex,
-        DialectKind::Gemini,
-        DialectKind::Opencode,
-        DialectKind::Cursor,
-    ];
-
-    /// The backend whose CLI speaks this dialect.
-    pub fn backend(self) -> Backend {
-        match self {
-            DialectKind::Pi => Backend::Pi,
-            DialectKind::Claude => Backend::Claude,
-            DialectKind::Codex => Backend::Codex,
-            DialectKind::Gemini => Backend::Gemini,
-            DialectKind::Opencode => Backend::Opencode,
-            DialectKind::Cursor => Backend::Cursor,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        self.backend().name()
-    }
-
-    pub fn parse(name: &str) -> Result<DialectKind, BackendError> {
-        let name = name.trim();
-        DialectKind::ALL
-            .into_iter()
-            .find(|d| d.name() == name)
-            .ok_or_else(|| BackendError::UnknownDialect(name.to_string()))
-    }
-
-    /// Budgets this dialect's stream cannot enforce, said out loud in the result: a CLI
-    /// that reports no cost cannot be held to a cost budget, and one that reports its usage
-    /// only when it finishes cannot be stopped early by a token budget (turns are counted
-    /// from every stream).
-    pub(crate) fn budget_warnings(self, budgets: &crate::limits::Budgets) -> Vec<String> {
-        let (reports_cost, usage_while_running) = match self {
-            DialectKind::Pi | DialectKind::Opencode => (true, true),
-            // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message
-            // usage counts the input while it runs.
-            DialectKind::Claude => (true, true),
-            DialectKind::Codex | DialectKind::Gemini | DialectKind::Cursor => (false, false),
-        };
-        let mut out = Vec::new();
-        if budgets.max_cost.is_some() && !reports_cost {
-            out.push(format!(
-                "{self} reports no cost: the cost budget cannot be enforced"
-            ));
-        }
-        if budgets.max_tokens.is_some() && !usage_while_running {
-            out.push(format!(
-                "{self} reports its token usage only when it finishes: the token budget cannot stop it early"
-            ));
-        }
-        out
-    }
-
-    pub fn parser(self) -> Box<dyn Dialect> {
-        (self
-            .backend()
-            .spec()
-            .new_dialect
-            .expect("every dialect has a parser"))()
-    }
-}
-
-impl std::fmt::Display for DialectKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error("unknown backend {0:?} (available: auto, {list})", list = backend_names().join(", "))]
@@ -261,23 +214,27 @@ pub enum BackendError {
 }
 
 fn backend_names() -> Vec<&'static str> {
-    Backend::ALL.iter().map(|b| b.name()).collect()
+    Backend::all().map(Backend::name).collect()
 }
 
 fn dialect_names() -> Vec<&'static str> {
-    DialectKind::ALL.iter().map(|d| d.name()).collect()
+    Backend::dialects().map(Backend::name).collect()
 }
 
-/// Everything that differs between child CLIs, declared by each backend's own file. Adding
-/// a backend means writing its file (with its `SPEC`) and adding it to [`Backend`] and
-/// [`Backend::spec`].
+/// Everything that differs between child CLIs, declared by each backend's own file as its
+/// `BACKEND`. Adding a backend is its file plus its `mod` line and its entry in
+/// [`BACKENDS`] (a test checks that every file is in it, and an unlisted `BACKEND` is dead
+/// code).
 pub struct BackendSpec {
     pub name: &'static str,
     /// Other names accepted for it (`claude-code`, `cursor-agent`).
     pub aliases: &'static [&'static str],
-    /// The program looked up on PATH unless `ORCHESTRATE_<NAME>_BIN` says otherwise.
+    /// The program looked up on PATH unless `ORCHESTRATE_<NAME>_BIN` says otherwise;
+    /// empty when the agent names it (the `command` backend).
     pub program: &'static str,
     pub install_hint: &'static str,
+    /// Whether `auto` may pick it (in the order of [`BACKENDS`]).
+    pub auto: bool,
     /// Whether it can continue an earlier run's session (`run --resume`, and the repair
     /// turn of a structured answer).
     pub resumes: bool,
@@ -286,17 +243,34 @@ pub struct BackendSpec {
     /// How it is asked for an answer matching an output schema.
     pub output_schema: SchemaRoute,
     pub build: fn(OsString, &InvocationInput<'_>) -> Result<Invocation, BackendError>,
-    /// Its stdout's parser; `None` for the command backend, whose agent names a dialect.
-    pub new_dialect: Option<fn() -> Box<dyn Dialect>>,
+    /// How its stdout is read; `None` for the command backend, whose agent names another
+    /// backend's.
+    pub dialect: Option<DialectSpec>,
     /// What the CLI's own exit code means, where it documents one.
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
-    /// The directories the CLI must be able to write to for a run to work at all (its
-    /// config, session and cache dirs), found by running the real CLI under a read-only
-    /// root. The sandbox keeps them writable. `None`: not verified, so no sandbox by
-    /// default.
-    pub writable_dirs: Option<fn(&ChildEnv<'_>) -> Vec<PathBuf>>,
+    /// Where the CLI keeps its state, and what its child may do there (see
+    /// [`crate::sandbox::CliHome`]), found by running the real CLI under the sandbox.
+    /// `None`: not verified, so no sandbox by default.
+    pub home: Option<fn(&ChildEnv<'_>) -> CliHome>,
+}
+
+/// A CLI's stream: its parser, and what it reports.
+pub struct DialectSpec {
+    pub parser: fn() -> Box<dyn Dialect>,
+    pub reports: Reports,
+}
+
+/// What a CLI's stream reports while it runs. A CLI that reports no cost cannot be held to
+/// a cost budget, and one that reports its usage only when it finishes cannot be stopped
+/// early by a token budget (turns are counted from every stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reports {
+    /// Its cost, or it keeps to a cost budget itself (claude's `--max-budget-usd`).
+    pub cost: bool,
+    /// Its token usage as it goes, not only at the end.
+    pub usage_while_running: bool,
 }
 
 /// Which of the totals a CLI reports when it continues a session (`--resume`, a repair
@@ -355,23 +329,47 @@ pub(crate) fn no_transient_exit(_code: i32) -> Option<Transient> {
     None
 }
 
-/// The child CLIs orchestrate can drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Backend {
-    Claude,
-    Pi,
-    Codex,
-    Gemini,
-    Opencode,
-    Cursor,
-    /// Any other CLI, from a command template and one of the dialects above.
-    Command,
+/// Every backend, in the order `auto` tries those it may pick.
+pub(crate) static BACKENDS: &[&BackendSpec] = &[
+    &claude::BACKEND,
+    &pi::BACKEND,
+    &codex::BACKEND,
+    &gemini::BACKEND,
+    &opencode::BACKEND,
+    &cursor::BACKEND,
+    &command::BACKEND,
+];
+
+/// A child CLI orchestrate can drive: its [`BackendSpec`] in [`BACKENDS`]. As the name
+/// of a dialect (an agent's `dialect:`, an invocation's), a backend whose CLI's stream
+/// orchestrate reads.
+#[derive(Clone, Copy)]
+pub struct Backend(&'static BackendSpec);
+
+impl PartialEq for Backend {
+    fn eq(&self, other: &Backend) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Backend {}
+
+impl std::hash::Hash for Backend {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state);
+    }
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend({})", self.0.name)
+    }
 }
 
 /// A backend as an agent file, a flag or a config names it: one CLI, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// The first installed CLI in [`Backend::AUTO_ORDER`].
+    /// The first installed CLI of [`Backend::auto_order`].
     Auto,
     Named(Backend),
 }
@@ -400,9 +398,13 @@ impl BackendChoice {
                 installed: backend.is_installed(),
             },
             BackendChoice::Auto => {
-                let found = Backend::AUTO_ORDER.into_iter().find(|b| b.is_installed());
+                let found = Backend::auto_order().find(|b| b.is_installed());
                 Selection {
-                    backend: found.unwrap_or(Backend::AUTO_ORDER[0]),
+                    backend: found.unwrap_or_else(|| {
+                        Backend::auto_order()
+                            .next()
+                            .expect("auto picks some backend")
+                    }),
                     auto: true,
                     installed: found.is_some(),
                 }
@@ -427,44 +429,75 @@ pub struct Selection {
 }
 
 impl Backend {
-    pub const ALL: [Backend; 7] = [
-        Backend::Claude,
-        Backend::Pi,
-        Backend::Codex,
-        Backend::Gemini,
-        Backend::Opencode,
-        Backend::Cursor,
-        Backend::Command,
-    ];
+    /// Every backend, in the registry's order.
+    pub fn all() -> impl Iterator<Item = Backend> {
+        BACKENDS.iter().map(|spec| Backend(spec))
+    }
 
-    /// The order `auto` tries.
-    pub const AUTO_ORDER: [Backend; 6] = [
-        Backend::Claude,
-        Backend::Pi,
-        Backend::Codex,
-        Backend::Gemini,
-        Backend::Opencode,
-        Backend::Cursor,
-    ];
+    /// The backends `auto` tries, in order.
+    pub fn auto_order() -> impl Iterator<Item = Backend> {
+        Backend::all().filter(|b| b.0.auto)
+    }
+
+    /// The backends whose stream orchestrate reads: the dialects.
+    pub fn dialects() -> impl Iterator<Item = Backend> {
+        Backend::all().filter(|b| b.0.dialect.is_some())
+    }
 
     pub fn spec(self) -> &'static BackendSpec {
-        match self {
-            Backend::Claude => &claude::SPEC,
-            Backend::Pi => &pi::SPEC,
-            Backend::Codex => &codex::SPEC,
-            Backend::Gemini => &gemini::SPEC,
-            Backend::Opencode => &opencode::SPEC,
-            Backend::Cursor => &cursor::SPEC,
-            Backend::Command => &command::SPEC,
-        }
+        self.0
     }
 
     pub fn parse(name: &str) -> Result<Backend, BackendError> {
         let name = name.trim();
-        Backend::ALL
-            .into_iter()
+        Backend::all()
             .find(|b| b.spec().name == name || b.spec().aliases.contains(&name))
             .ok_or_else(|| BackendError::Unknown(name.to_string()))
+    }
+
+    /// The dialect named `name`: a backend's name whose stream orchestrate reads.
+    pub fn parse_dialect(name: &str) -> Result<Backend, BackendError> {
+        let name = name.trim();
+        Backend::dialects()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| BackendError::UnknownDialect(name.to_string()))
+    }
+
+    /// This dialect's stream. Every invocation names a backend that has one (its own, or
+    /// for the command backend one that [`Backend::parse_dialect`] found).
+    fn stream(self) -> &'static DialectSpec {
+        self.0
+            .dialect
+            .as_ref()
+            .expect("an invocation's dialect is a backend with a stream")
+    }
+
+    /// A parser of this dialect's stream.
+    pub fn parser(self) -> Box<dyn Dialect> {
+        (self.stream().parser)()
+    }
+
+    /// Budgets this dialect's stream cannot enforce, said out loud in the result.
+    pub(crate) fn budget_warnings(self, budgets: &crate::limits::Budgets) -> Vec<String> {
+        let reports = self.stream().reports;
+        let mut out = Vec::new();
+        if budgets.max_cost.is_some() && !reports.cost {
+            out.push(format!(
+                "{self} reports no cost: the cost budget cannot be enforced"
+            ));
+        }
+        if budgets.max_tokens.is_some() && !reports.usage_while_running {
+            out.push(format!(
+                "{self} reports its token usage only when it finishes: the token budget cannot stop it early"
+            ));
+        }
+        out
+    }
+
+    /// The backend called `name`, for tests.
+    #[cfg(test)]
+    pub(crate) fn named(name: &str) -> Backend {
+        Backend::parse(name).expect("a backend's name")
     }
 
     pub fn name(self) -> &'static str {
@@ -481,7 +514,7 @@ impl Backend {
     }
 
     pub fn is_installed(self) -> bool {
-        self != Backend::Command && find_program(&self.program()).is_some()
+        !self.0.program.is_empty() && find_program(&self.program()).is_some()
     }
 
     pub fn install_hint(self) -> &'static str {
@@ -491,8 +524,7 @@ impl Backend {
     pub fn build(self, input: &InvocationInput<'_>) -> Result<Invocation, BackendError> {
         let spec = self.spec();
         if input.resume.is_some() && !spec.resumes {
-            let able: Vec<&str> = Backend::ALL
-                .iter()
+            let able: Vec<&str> = Backend::all()
                 .filter(|b| b.spec().resumes)
                 .map(|b| b.name())
                 .collect();
@@ -504,6 +536,19 @@ impl Backend {
             )));
         }
         (spec.build)(self.program(), input)
+    }
+
+    /// What the sandbox must know of this CLI, and of the others (whose logins its child
+    /// must not read).
+    pub(crate) fn sandbox_needs(self) -> crate::sandbox::CliNeeds {
+        crate::sandbox::CliNeeds {
+            name: self.name(),
+            home: self.spec().home,
+            others: Backend::all()
+                .filter(|b| *b != self)
+                .filter_map(|b| b.spec().home)
+                .collect(),
+        }
     }
 
     pub fn explain_exit(self, code: i32) -> Option<&'static str> {
@@ -520,25 +565,6 @@ impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Looks a program up like `execvp` would: a path with a slash as is, else on PATH.
-pub(crate) fn find_program(program: &std::ffi::OsStr) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let as_path = Path::new(program);
-    if program.is_empty() {
-        return None;
-    }
-    if as_path.components().count() > 1 {
-        return executable(as_path).then(|| as_path.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| executable(p))
 }
 
 /// Writes a prompt file with owner-only permissions.
@@ -617,17 +643,20 @@ pub(crate) mod test_support {
     use super::*;
     use crate::collector::Collector;
 
-    pub(crate) fn agent(tools: &[&str], readonly: bool, prompt: &str) -> AgentDef {
-        let text = format!(
-            "---\nname: t\ndescription: d\ntools: [{}]\nreadonly: {readonly}\n---\n{prompt}\n",
-            tools.join(", ")
-        );
-        crate::agents::parse_agent_file(&text, Path::new("/x/t.md"), crate::agents::Scope::User)
-            .expect("valid agent")
+    pub(crate) fn agent(tools: &[&str], readonly: bool, prompt: &str) -> AgentBrief {
+        AgentBrief {
+            name: "t".into(),
+            source: "/x/t.md".into(),
+            tools: tools.iter().map(|t| tools::Tool::parse(t)).collect(),
+            readonly,
+            system_prompt: prompt.into(),
+            command: None,
+            dialect: None,
+        }
     }
 
     /// Runs `lines` through `dialect` and returns the collector and the skipped count.
-    pub(crate) fn collect(kind: DialectKind, lines: &[&str]) -> (Collector, u64) {
+    pub(crate) fn collect(kind: Backend, lines: &[&str]) -> (Collector, u64) {
         let mut d = kind.parser();
         let mut c = Collector::new();
         let mut skipped = 0;
@@ -670,7 +699,7 @@ pub(crate) mod test_support {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let bless = std::env::var_os("ORCHESTRATE_BLESS").is_some();
         let mut checked = 0;
-        for kind in DialectKind::ALL {
+        for kind in Backend::dialects() {
             let dir = root.join(kind.name());
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -709,7 +738,7 @@ pub(crate) mod test_support {
     fn every_dialect_reaches_a_turn_budget_only_when_the_child_goes_on() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let mut checked = Vec::new();
-        for kind in DialectKind::ALL {
+        for kind in Backend::dialects() {
             let Ok(entries) = std::fs::read_dir(root.join(kind.name())) else {
                 continue;
             };
@@ -757,8 +786,41 @@ pub(crate) mod test_support {
         assert!(checked.len() >= 7, "{checked:#?}");
     }
 
+    /// A backend is one file: each file of this folder that declares a `BACKEND` is in the
+    /// registry under its own name (a file whose `mod` line or registry entry is missing
+    /// would be silently unused), and every name and alias is one backend's alone.
+    #[test]
+    fn every_backend_file_is_in_the_registry_under_its_name() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backends");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().is_some_and(|n| n != "mod.rs"))
+            .filter(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .contains("static BACKEND: BackendSpec")
+            })
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let mut registered: Vec<String> = Backend::all().map(|b| b.name().to_string()).collect();
+        registered.sort();
+        assert_eq!(files, registered);
+        let mut names: Vec<&str> = BACKENDS
+            .iter()
+            .flat_map(|s| std::iter::once(s.name).chain(s.aliases.iter().copied()))
+            .collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "a name or alias used twice: {names:?}");
+        assert!(Backend::auto_order().count() >= 1);
+        assert!(Backend::auto_order().all(|b| !b.spec().program.is_empty()));
+    }
+
     /// The retry notices a dialect reads in `stderr` lines, as the collector keeps them.
-    pub(crate) fn stderr_retries(kind: DialectKind, stderr: &[&str]) -> (u64, Option<String>) {
+    pub(crate) fn stderr_retries(kind: Backend, stderr: &[&str]) -> (u64, Option<String>) {
         let mut d = kind.parser();
         let mut c = Collector::new();
         for l in stderr {
@@ -779,7 +841,7 @@ pub(crate) mod test_support {
             "  status: 503",
         ];
         assert_eq!(
-            stderr_retries(DialectKind::Gemini, &gemini),
+            stderr_retries(Backend::named("gemini"), &gemini),
             (
                 2,
                 Some("Attempt 2 failed with status 503. Retrying with backoff... _ApiError: {\"error\":{\"code\":503}}".into())
@@ -790,14 +852,14 @@ pub(crate) mod test_support {
             r#"timestamp=2026-11-30T12:57:38.218Z level=ERROR run=4 message="stream error" providerID=mock small=false error.error="AI_APICallError: Cannot connect to API: Unable to connect.""#,
         ];
         assert_eq!(
-            stderr_retries(DialectKind::Opencode, &opencode),
+            stderr_retries(Backend::named("opencode"), &opencode),
             (
                 1,
                 Some("AI_APICallError: Cannot connect to API: Unable to connect.".into())
             )
         );
         // The others read nothing there.
-        assert_eq!(stderr_retries(DialectKind::Pi, &gemini), (0, None));
+        assert_eq!(stderr_retries(Backend::named("pi"), &gemini), (0, None));
     }
 
     #[test]
@@ -832,9 +894,9 @@ pub(crate) mod test_support {
             ..session
         };
         assert_eq!(SessionTotals::NONE.combine(&earlier, &own), whole);
-        let claude = Backend::Claude.spec().resumed_totals;
+        let claude = Backend::named("claude").spec().resumed_totals;
         assert_eq!(claude.combine(&earlier, &Usage { cost: 1.5, ..own }), whole);
-        let codex = Backend::Codex.spec().resumed_totals;
+        let codex = Backend::named("codex").spec().resumed_totals;
         assert_eq!(
             codex.combine(
                 &earlier,

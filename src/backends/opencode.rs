@@ -1,10 +1,12 @@
 //! opencode (`opencode-ai`): `opencode run --format json` and its step/part events.
 //!
-//! Facts the parser relies on (see `reference/child-clis.md`): there is no terminal event
-//! (the run ends when the process exits); usage is the sum of the `step_finish` parts and
-//! `input` already excludes cache reads; the final text is the last `text` part; errors
-//! are `error` events, and retryable ones are retried silently and forever, so the
-//! supervisor's timeouts are what stop them.
+//! Facts the parser relies on (each seen in the real CLI's output:
+//! `tests/contract_opencode.rs` runs it against the mock LLM, and
+//! `tests/fixtures/opencode/` holds streams it printed): there is no terminal event (the
+//! run ends when the process exits); usage is the sum of the `step_finish` parts and
+//! `input` already excludes cache reads; the final text is the last `text` part; errors are
+//! `error` events, and retryable ones are retried silently and forever, so the supervisor's
+//! timeouts are what stop them.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -15,8 +17,7 @@ use serde_json::{json, Map, Value};
 
 use super::tools::{Permissions, Tool};
 use super::{
-    parse_json, text_event, BackendError, BackendSpec, Dialect, DialectKind, Invocation,
-    InvocationInput,
+    parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
@@ -31,31 +32,57 @@ const KNOWN_TOOLS: &[&str] = &[
     "read", "grep", "glob", "list", "bash", "edit", "write", "patch", "task",
 ];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "opencode",
     aliases: &[],
     program: "opencode",
     install_hint: "install it with `npm install -g opencode-ai`",
+    auto: true,
     resumes: false,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::<OpencodeDialect>::default()),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::<OpencodeDialect>::default(),
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Config (it writes a .gitignore there) and data (its database and log); state and
-    // cache must at least exist.
-    writable_dirs: Some(|env| {
+    // Config (plugins, and a .gitignore it writes), data (its database, log, login and
+    // the tools it downloads), state and cache (the provider packages it installs, code
+    // it runs later): all private, as it has no resume to keep sessions for.
+    home: Some(|env| {
         use crate::sandbox::xdg_dir;
-        [
-            xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
-            xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode"),
-            xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
-            xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+        let data = xdg_dir(env, "XDG_DATA_HOME", ".local/share", "opencode");
+        crate::sandbox::CliHome {
+            private: [
+                xdg_dir(env, "XDG_CONFIG_HOME", ".config", "opencode"),
+                data.clone(),
+                xdg_dir(env, "XDG_STATE_HOME", ".local/state", "opencode"),
+                xdg_dir(env, "XDG_CACHE_HOME", ".cache", "opencode"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            login: data
+                .iter()
+                .flat_map(|d| [d.join("auth.json"), d.join("mcp-auth.json")])
+                .collect(),
+            // It writes `.opencode/.gitignore` in a project's `.opencode` at every start,
+            // and stops when it cannot; and installs its plugin package there from npm
+            // unless it is installed already (1.18.33).
+            project: vec![".opencode", "opencode.json", "opencode.jsonc"],
+            project_off_env: Some(("OPENCODE_DISABLE_PROJECT_CONFIG", "1")),
+            env: {
+                let mut v = super::any_provider_env();
+                v.push("OPENCODE_*".into());
+                v
+            },
+            ..Default::default()
+        }
     }),
 };
 
@@ -63,7 +90,7 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Opencode);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     inv.arg("run").arg("--format").arg("json");
     if let Some(model) = input.model() {
         inv.arg("-m").arg(model);

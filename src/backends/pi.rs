@@ -1,10 +1,12 @@
 //! pi (`@mariozechner/pi-coding-agent`): its command line and its `--mode json` dialect.
 //!
-//! Facts the parser relies on (see `reference/pi.md`): the final text is the text blocks of
-//! the last assistant `message_end`; usage is per request, so it is summed over every
-//! assistant `message_end`; pi exits 0 in json mode even when the model call failed, so
-//! failure is read from `stopReason` and `errorMessage`; `agent_end` (unless `willRetry`)
-//! and `agent_settled` end the run, and pi sometimes never exits after them.
+//! Facts the parser relies on (each seen in pi's output: `tests/contract_pi.rs` runs it
+//! against the mock LLM, and `tests/fixtures/pi/` holds streams it printed): the final text
+//! is the text blocks of the last assistant `message_end`; usage is per request, so it is
+//! summed over every assistant `message_end`; pi exits 0 in json mode even when the model
+//! call failed, so failure is read from `stopReason` and `errorMessage`; `agent_end`
+//! (unless `willRetry`) and `agent_settled` end the run, and pi sometimes never exits after
+//! them.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -15,12 +17,13 @@ use serde_json::value::RawValue;
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
-    Dialect, DialectKind, Invocation, InvocationInput,
+    Dialect, Invocation, InvocationInput,
 };
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
+use crate::sandbox::CHILD_DIR;
 
 /// pi's own session file, in the run folder.
 pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
@@ -28,25 +31,40 @@ pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
 /// pi's tools for a read-only agent that names none.
 const READONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
-pub(crate) const SPEC: BackendSpec = BackendSpec {
+pub(crate) static BACKEND: BackendSpec = BackendSpec {
     name: "pi",
     aliases: &[],
     program: "pi",
     install_hint:
         "install it with `npm install -g @earendil-works/pi-coding-agent` (node >= 22.19; \
                    `@mariozechner/pi-coding-agent` for node 20), then log in with `pi` once",
+    auto: true,
     resumes: true,
     resumed_totals: super::SessionTotals::NONE,
     output_schema: super::SchemaRoute::Prompt,
     build,
-    new_dialect: Some(|| Box::new(PiDialect)),
+    dialect: Some(super::DialectSpec {
+        parser: || Box::new(PiDialect),
+        reports: super::Reports {
+            cost: true,
+            usage_while_running: true,
+        },
+    }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
-    // Lock directories in its agent dir (its session file is in the run folder).
-    writable_dirs: Some(|env| {
-        env.dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")
+    // Its agent dir holds its settings, models, extensions and login, and the lock
+    // directories it makes beside them: private. Its session file is in the child's place.
+    home: Some(|env| {
+        let agent: Vec<_> = env
+            .dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent")
             .into_iter()
-            .collect()
+            .collect();
+        crate::sandbox::CliHome {
+            login: agent.iter().map(|a| a.join("auth.json")).collect(),
+            private: agent,
+            env: super::any_provider_env(),
+            ..Default::default()
+        }
     }),
 };
 
@@ -54,19 +72,20 @@ pub(crate) fn build(
     program: OsString,
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
-    let mut inv = Invocation::new(program, DialectKind::Pi);
+    let mut inv = Invocation::new(program, super::Backend(&BACKEND));
     for a in ["--mode", "json", "-p"] {
         inv.arg(a);
     }
     // pi keeps its own session file in the run folder, so that `--resume` can continue it.
     // A resumed run starts from a copy of the earlier run's file: each run folder stays the
     // complete record of its own run.
-    let session = input.run_dir.join(PI_SESSION_FILE);
+    // The child writes it, so it is in the child's place, not in orchestrate's record.
+    let session = input.run_dir.join(CHILD_DIR).join(PI_SESSION_FILE);
     // A repair turn continues the run's own session file in place: copying a file onto
     // itself would empty it.
     if let Some(from) = input.resume.filter(|from| from.run_dir != input.run_dir) {
-        let earlier = from.run_dir.join(PI_SESSION_FILE);
-        std::fs::copy(&earlier, &session).map_err(|e| {
+        let earlier = from.run_dir.join(CHILD_DIR).join(PI_SESSION_FILE);
+        crate::session::copy_child_file(&earlier, &session).map_err(|e| {
             BackendError::Resume(format!(
                 "run {} has no pi session to continue ({}: {e})",
                 from.run_id,
@@ -497,7 +516,11 @@ mod tests {
                 "json",
                 "-p",
                 "--session",
-                dir.path().join(PI_SESSION_FILE).to_str().unwrap(),
+                dir.path()
+                    .join(CHILD_DIR)
+                    .join(PI_SESSION_FILE)
+                    .to_str()
+                    .unwrap(),
                 "--model",
                 "m-1",
                 "--tools",
@@ -554,7 +577,8 @@ mod tests {
     #[test]
     fn a_repair_turn_continues_the_runs_own_session_file_in_place() {
         let dir = tempfile::tempdir().unwrap();
-        let session = dir.path().join(PI_SESSION_FILE);
+        let session = dir.path().join(CHILD_DIR).join(PI_SESSION_FILE);
+        std::fs::create_dir_all(session.parent().unwrap()).unwrap();
         std::fs::write(&session, "{\"type\":\"session\"}\n").unwrap();
         let a = agent(&[], false, "");
         let from = crate::backends::ResumeFrom {

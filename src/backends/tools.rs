@@ -1,7 +1,7 @@
 //! One tool vocabulary for every agent (`read, grep, find, ls, bash, edit, write`), and the
 //! permission policy each backend maps to its own flags.
 
-use crate::agents::AgentDef;
+use super::AgentBrief;
 
 /// A tool named in an agent file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,9 +62,14 @@ pub(crate) struct Permissions {
 }
 
 impl Permissions {
-    pub(crate) fn of(agent: &AgentDef) -> Permissions {
+    pub(crate) fn of(agent: &AgentBrief) -> Permissions {
+        Permissions::new(&agent.tools, agent.readonly)
+    }
+
+    /// The permissions of an agent that lists `listed` tools and says `readonly`.
+    pub(crate) fn new(listed: &[Tool], readonly: bool) -> Permissions {
         let mut tools: Vec<Tool> = Vec::new();
-        for t in &agent.tools {
+        for t in listed {
             if !tools.contains(t) {
                 tools.push(t.clone());
             }
@@ -74,7 +79,7 @@ impl Permissions {
                 .iter()
                 .any(|t| t.writes() || *t == Tool::Bash || matches!(t, Tool::Native(_)));
         Permissions {
-            readonly: agent.readonly || lists_no_writer,
+            readonly: readonly || lists_no_writer,
             tools,
         }
     }
@@ -102,17 +107,8 @@ impl Permissions {
 mod tests {
     use super::*;
 
-    fn agent(tools: &[&str], readonly: bool) -> AgentDef {
-        let text = format!(
-            "---\nname: t\ntools: [{}]\nreadonly: {readonly}\n---\nP\n",
-            tools.join(", ")
-        );
-        crate::agents::parse_agent_file(
-            &text,
-            std::path::Path::new("/a/t.md"),
-            crate::agents::Scope::User,
-        )
-        .unwrap()
+    fn agent(tools: &[&str], readonly: bool) -> AgentBrief {
+        crate::backends::test_support::agent(tools, readonly, "P")
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub fn agents(json: bool, agents_dir: Option<PathBuf>) -> i32 {
             } else {
                 format!("backend: {backend}")
             });
-            if let Some(m) = &a.model {
+            if let Some(m) = &a.settings.model {
                 tags.push(format!("model: {m}"));
             }
             if a.readonly {

@@ -56,7 +56,7 @@ fn completing_command() -> clap::Command {
             _ => a,
         }
     }
-    crate::cli_help::command()
+    crate::cli::command()
         .mut_subcommand("run", |c| c.mut_args(candidates("run")))
         .mut_subcommand("runs", |c| c.mut_args(candidates("runs")))
         .mut_subcommand("wait", |c| c.mut_args(candidates("wait")))
@@ -120,7 +120,7 @@ fn run_id_candidates() -> Vec<CompletionCandidate> {
 pub fn completions(shell: Shell, standalone: bool) -> i32 {
     let mut script = Vec::new();
     let written = if standalone {
-        let mut cmd = visible_only(&crate::cli_help::command());
+        let mut cmd = visible_only(&crate::cli::command());
         clap_complete::generate(shell, &mut cmd, "orchestrate", &mut script);
         Ok(())
     } else {
@@ -197,7 +197,7 @@ mod tests {
     use super::*;
 
     fn standalone(shell: Shell) -> String {
-        let mut cmd = visible_only(&crate::cli_help::command());
+        let mut cmd = visible_only(&crate::cli::command());
         let mut out = Vec::new();
         clap_complete::generate(shell, &mut cmd, "orchestrate", &mut out);
         String::from_utf8(out).unwrap()

@@ -87,7 +87,8 @@ pub fn render_text(config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Setting, Source};
+    use crate::settings::{Setting, Source};
+    use crate::units::Usd;
     use pretty_assertions::assert_eq;
     use std::path::PathBuf;
     use std::time::Duration;
@@ -105,7 +106,7 @@ mod tests {
                 Source::User(PathBuf::from("/h/.config/orchestrate/config.toml")),
             ),
             max_tasks: Setting::flag(8),
-            max_cost: Setting::new(Some(0.5), Source::Env("ORCHESTRATE_MAX_COST")),
+            max_cost: Setting::new(Usd::new(0.5), Source::Env("ORCHESTRATE_MAX_COST")),
             fallback_models: Setting::new(
                 vec!["gpt-5.5".into()],
                 Source::Project(PathBuf::from("/p/.orchestrate/config.toml")),

@@ -24,8 +24,8 @@ pub fn dispatch(cli: Cli) -> i32 {
             run_id,
             timeout,
             output,
-        } => background::wait(&run_id, timeout, output.into()),
-        Command::Stop { run_id, output } => background::stop(&run_id, output.into()),
+        } => background::wait(&run_id, timeout, output),
+        Command::Stop { run_id, output } => background::stop(&run_id, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
         Command::Show {
             run_id,

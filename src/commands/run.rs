@@ -5,21 +5,13 @@ use std::time::Instant;
 
 use tokio::signal::unix::{signal, SignalKind};
 
+pub use crate::cli::OutputFormat;
 use crate::cli::RunArgs;
 use crate::error::RunError;
 use crate::result::{internal_error_json, DetailLevel, RunResult};
-use crate::run::fanout::{run_chain, run_parallel, FanoutLimits};
-use crate::run::{self as pipeline, Observer, RunEnv, RunRequest};
+use crate::run::{self as pipeline, Observer, Plan, RunEnv};
 use crate::session::RunId;
 use crate::supervisor::Controls;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    Json,
-    Text,
-    /// NDJSON streaming updates while the child runs, then the final result.
-    StreamJson,
-}
 
 /// The one-line progress display on stderr, drawn only on a terminal that can take it.
 struct ProgressLine {
@@ -61,24 +53,6 @@ impl ProgressLine {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();
-        }
-    }
-}
-
-/// What `orchestrate run` was asked to do.
-#[derive(Debug, Clone)]
-pub enum Plan {
-    Single(Box<RunRequest>),
-    /// The tasks, and a `--concurrency` flag if one was given.
-    Parallel(Vec<RunRequest>, Option<usize>),
-    Chain(Vec<RunRequest>, Option<usize>),
-}
-
-impl Plan {
-    fn cwd(&self) -> Option<&std::path::Path> {
-        match self {
-            Plan::Single(r) => r.cwd.as_deref(),
-            Plan::Parallel(rs, _) | Plan::Chain(rs, _) => rs.first().and_then(|r| r.cwd.as_deref()),
         }
     }
 }
@@ -156,15 +130,8 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
     };
     let req = match plan {
         Plan::Single(req) => *req,
-        Plan::Parallel(reqs, concurrency) => {
-            let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_parallel(reqs, &env, &controls, limits, None).await;
-            watcher.abort();
-            return print_result_at(print, &output.result, output.exit_status);
-        }
-        Plan::Chain(reqs, concurrency) => {
-            let limits = FanoutLimits::from_config(&env.config, concurrency);
-            let output = run_chain(reqs, &env, &controls, limits, None).await;
+        fanout => {
+            let output = fanout.run(&env, &controls, None, None).await;
             watcher.abort();
             return print_result_at(print, &output.result, output.exit_status);
         }
@@ -231,7 +198,8 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
     }))
 }
 
-/// Prints the lean result (SPEC section 1) and returns `status`.
+/// Prints the lean result (what a parent acts on; README, The result) and returns
+/// `status`.
 pub fn print_result(format: OutputFormat, result: &RunResult, status: i32) -> i32 {
     print_result_at(
         Print {

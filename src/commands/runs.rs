@@ -12,8 +12,6 @@ use crate::history::{self, AgentTotals};
 use crate::result::exit_status;
 use crate::session::{IndexEntry, StateDir, INDEX_FILE};
 
-pub const DEFAULT_LIMIT: usize = 20;
-
 pub fn runs(json: bool, agent: Option<String>, limit: usize) -> i32 {
     let state = match StateDir::from_env() {
         Ok(s) => s,

@@ -58,7 +58,7 @@ pub fn show(prefix: &RunIdPrefix, json: bool) -> i32 {
                 String::new()
             }
         };
-    // stderr.log is the child's raw stream; what leaves the process is sanitized (SPEC 6).
+    // stderr.log is the child's raw stream; what leaves the process is sanitized.
     let stderr_tail = Sanitizer::global().sanitize(&stderr_tail).into_owned();
     let entry = index.entries.iter().rev().find(|e| e.run_id == id);
     let text = if json {

@@ -11,11 +11,14 @@ use std::path::{Path, PathBuf};
 use crate::background;
 use crate::observe::events_file::pid_namespace;
 use crate::observe::line::{Event, Supervisor, Tail, EVENTS_FILE};
+use crate::sandbox::{CHILD_DIR, NESTED_STATE};
 use crate::session::{RunDir, RunId, StateDir};
 
 /// Where a child's own orchestrate keeps its state, inside the run folder of the run
-/// that started it.
-pub(crate) const CHILD_STATE: &str = "child/state";
+/// that started it (the child's place in it, which the sandbox gives the child).
+fn child_state(run_dir: &Path) -> PathBuf {
+    run_dir.join(CHILD_DIR).join(NESTED_STATE)
+}
 
 /// Whether the orchestrate supervising a run is alive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +67,7 @@ pub(crate) fn nested_states(root: &Path) -> Vec<PathBuf> {
                 .to_str()
                 .is_some_and(|n| RunId::parse(n).is_ok())
         })
-        .map(|e| e.path().join(CHILD_STATE))
+        .map(|e| child_state(&e.path()))
         .filter(|p| p.join("runs").is_dir())
         .collect()
 }
@@ -73,7 +76,7 @@ pub(crate) fn nested_states(root: &Path) -> Vec<PathBuf> {
 pub(crate) fn parent_run_dir(run_dir: &Path) -> Option<PathBuf> {
     // <parent>/child/state/runs/<id>
     let parent = run_dir.parent()?.parent()?.parent()?.parent()?;
-    (run_dir.parent()?.parent()?.ends_with(CHILD_STATE)).then(|| parent.to_path_buf())
+    (run_dir.parent()?.parent()? == child_state(parent)).then(|| parent.to_path_buf())
 }
 
 /// What a run's events say of its end, and its supervisor, as far as they have been read.

@@ -11,7 +11,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use nix::sys::signal::Signal;
@@ -26,7 +26,6 @@ pub(crate) const STOP_SIGNAL: Signal = Signal::SIGUSR1;
 
 /// The runs of this process that a request can stop.
 static LIVE: Mutex<Vec<LiveRun>> = Mutex::new(Vec::new());
-static LISTENING: AtomicBool = AtomicBool::new(false);
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 struct LiveRun {
@@ -76,17 +75,12 @@ pub(crate) fn register(dir: &Path, controls: &Controls) -> (Controls, Registrati
 pub(crate) fn listen() -> io::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut usr1 = signal(SignalKind::user_defined1())?;
-    LISTENING.store(true, Ordering::SeqCst);
+    crate::observe::events_file::announce_stop_signal(STOP_SIGNAL.as_str());
     Ok(tokio::spawn(async move {
         while usr1.recv().await.is_some() {
             stop_requested();
         }
     }))
-}
-
-/// Whether this process listens for stop requests (see [`listen`]).
-pub(crate) fn listening() -> bool {
-    LISTENING.load(Ordering::SeqCst)
 }
 
 /// Stops each run whose folder holds a request (the request is used up).

@@ -1,6 +1,6 @@
 //! The tools' schemas as `tools/list` gives them. Every parent session that registers the
-//! server loads them, so they stay small (both tools together under
-//! 2,000 bytes, SPEC section 10; `tests/mcp_server.rs` measures it), and they are plain JSON Schema 2020-12 that strict
+//! server loads them, so they stay small (both tools together under 2,000 bytes;
+//! `tests/mcp_server.rs` measures it), and they are plain JSON Schema 2020-12 that strict
 //! validators accept: no `format` outside the standard vocabulary (schemars writes `uint64`,
 //! which clients log as unknown), no boolean schemas, no `$ref` to resolve.
 
@@ -62,7 +62,7 @@ pub(crate) fn no_input() -> Arc<JsonObject> {
 }
 
 /// What `subagent`'s `structuredContent` (the result's lean details) holds, in brief: the
-/// top-level fields, every other one allowed. SPEC section 1 and the README describe them;
+/// top-level fields, every other one allowed. The README (The result) describes them;
 /// spelling each out here would be loaded into every session for a model that reads the
 /// answer, not the schema.
 pub(crate) fn subagent_output() -> Arc<JsonObject> {

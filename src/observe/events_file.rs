@@ -26,8 +26,8 @@ use super::{Observe, RunEvent, RunObserver, RunStart};
 use crate::background::SupervisorRecord;
 use crate::collector::{cut_utf8, unescape_in_pieces};
 use crate::events::{AgentEvent, TextKind};
+use crate::result::RunOutput;
 use crate::result::{exit_status, Usage};
-use crate::run::RunOutput;
 use crate::sanitize::Sanitizer;
 use crate::session::RunDir;
 
@@ -96,10 +96,19 @@ fn run_line(start: &RunStart<'_>) -> Event {
                 started_at_ms: crate::session::now_unix_ms(),
             },
             pid_ns: pid_namespace(),
-            stop_signal: crate::live::stop::listening()
-                .then(|| crate::live::stop::STOP_SIGNAL.as_str().to_string()),
+            stop_signal: STOP_SIGNAL.get().map(|s| s.to_string()),
         },
     }))
+}
+
+/// The signal on which this process takes stop requests for one of its runs, once it
+/// listens for one; its runs' first lines say so.
+static STOP_SIGNAL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Says in every later run's first line that this process stops one run on `signal`
+/// (see `live::stop`).
+pub(crate) fn announce_stop_signal(signal: &'static str) {
+    let _ = STOP_SIGNAL.set(signal);
 }
 
 /// This process's PID namespace, where there are any.

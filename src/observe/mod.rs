@@ -41,8 +41,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::events::AgentEvent;
+use crate::result::RunOutput;
 use crate::result::{Limit, Mode};
-use crate::run::RunOutput;
 use crate::supervisor::StopReason;
 
 /// What the observers of every run are: the process-wide half of each observer, shared

@@ -167,8 +167,11 @@ impl Bench {
             task: task.into(),
             cwd: Some(self.dir.path().to_path_buf()),
             agents_dir: Some(self.dir.path().join("agents")),
-            sandbox: Some(SandboxMode::Off),
-            attempts: Some(1),
+            settings: crate::settings::Values {
+                sandbox: Some(Some(SandboxMode::Off)),
+                retries: Some(1),
+                ..Default::default()
+            },
             ..RunRequest::default()
         }
     }
@@ -286,18 +289,18 @@ fn budgets_stops_and_retries_are_told_as_they_happen() {
         "head -n 21 {}; sleep 30",
         fixture("multi_turn.jsonl")
     ));
-    req.max_turns = Some(1);
+    req.settings.max_turns = Some(1);
     let out = block_on(run(&req, &env, &Controls::default(), None));
     assert_eq!(out.exit_status, 1);
     // A child that goes silent: the idle timeout stops it.
     let mut req = bench.request("sleep 30");
-    req.idle_timeout = Some(Duration::from_millis(300));
+    req.settings.idle_timeout = Some(Duration::from_millis(300));
     let out = block_on(run(&req, &env, &Controls::default(), None));
     assert_eq!(out.exit_status, 124);
     // An overloaded provider, twice: one retry, then the failure.
     let overloaded = r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"529 overloaded"}}"#;
     let mut req = bench.request(&format!("echo '{overloaded}'; exit 1"));
-    req.attempts = Some(2);
+    req.settings.retries = Some(2);
     let out = block_on(run(&req, &env, &Controls::default(), None));
     assert_eq!(out.exit_status, 1);
     let log = recorder.log.lock().unwrap();

@@ -14,8 +14,11 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
+#[cfg(any(test, feature = "portable"))]
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+#[cfg(any(test, feature = "portable"))]
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -57,6 +60,22 @@ const FILE_WRITES: u64 = ACCESS_FS_WRITE_FILE | ACCESS_FS_TRUNCATE;
 struct RulesetAttr {
     handled_access_fs: u64,
 }
+
+#[cfg_attr(feature = "portable", allow(dead_code))]
+/// `struct landlock_ruleset_attr` with the scopes of ABI 6.
+#[repr(C)]
+struct ScopedRulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[cfg_attr(feature = "portable", allow(dead_code))]
+/// ABI 6: abstract unix sockets created outside the domain cannot be connected to, and
+/// processes outside it cannot be signalled.
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+#[cfg_attr(feature = "portable", allow(dead_code))]
+const SCOPE_SIGNAL: u64 = 1 << 1;
 
 /// `struct landlock_path_beneath_attr` (packed in the kernel's UAPI).
 #[repr(C, packed)]
@@ -108,6 +127,8 @@ fn handled_writes(abi: u32) -> u64 {
 }
 
 /// A ruleset under construction: every write is denied except where a rule allows it.
+/// (The portable platform's: the Linux controller builds a [`RawRules`] after its mounts.)
+#[cfg(any(test, feature = "portable"))]
 #[derive(Debug)]
 pub(crate) struct Ruleset {
     fd: OwnedFd,
@@ -118,6 +139,7 @@ pub(crate) struct Ruleset {
 pub(crate) enum RulesetError {
     #[error("{0}")]
     Unavailable(String),
+    #[cfg(any(test, feature = "portable"))]
     #[error("failed to create the Landlock ruleset: {0}")]
     Create(#[source] io::Error),
     #[error("cannot allow writes to {path}: {source}")]
@@ -128,6 +150,7 @@ pub(crate) enum RulesetError {
     },
 }
 
+#[cfg(any(test, feature = "portable"))]
 impl Ruleset {
     pub(crate) fn new() -> Result<Ruleset, RulesetError> {
         let abi = abi().map_err(RulesetError::Unavailable)?;
@@ -201,6 +224,115 @@ fn add_rule(ruleset: RawFd, target: RawFd, allowed: u64) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// A ruleset the controller builds after the child's mounts, so that its rules name what
+/// the child sees (a new tmpfs, an overlay): its paths ready as C strings.
+#[cfg_attr(feature = "portable", allow(dead_code))]
+#[derive(Debug)]
+pub(crate) struct RawRules {
+    handled: u64,
+    scoped: u64,
+    paths: Vec<CString>,
+}
+
+#[cfg_attr(feature = "portable", allow(dead_code))]
+impl RawRules {
+    pub(crate) fn new(paths: &[std::path::PathBuf]) -> Result<RawRules, RulesetError> {
+        let abi = abi().map_err(RulesetError::Unavailable)?;
+        let paths = paths
+            .iter()
+            .map(|p| {
+                CString::new(p.as_os_str().as_bytes()).map_err(|_| RulesetError::Rule {
+                    path: p.display().to_string(),
+                    source: io::Error::from(io::ErrorKind::InvalidInput),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(RawRules {
+            handled: handled_writes(abi),
+            scoped: if abi >= 6 {
+                SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+            } else {
+                0
+            },
+            paths,
+        })
+    }
+
+    /// Whether the scopes (abstract sockets, signals) are part of it.
+    pub(crate) fn scopes(&self) -> bool {
+        self.scoped != 0
+    }
+
+    /// The ruleset's descriptor. A path that does not exist is left out; another failure
+    /// names the path's index (`paths.len()` for the ruleset itself) and the errno.
+    ///
+    /// # Safety
+    /// System calls only: it runs in the controller, a copy of a multi-threaded process.
+    pub(crate) unsafe fn build(&self) -> Result<RawFd, (u32, libc::c_int)> {
+        let errno = || {
+            // SAFETY: this thread's errno.
+            unsafe { *libc::__errno_location() }
+        };
+        let attr = ScopedRulesetAttr {
+            handled_access_fs: self.handled,
+            handled_access_net: 0,
+            scoped: self.scoped,
+        };
+        let size = if self.scoped != 0 {
+            std::mem::size_of::<ScopedRulesetAttr>()
+        } else {
+            std::mem::size_of::<RulesetAttr>()
+        };
+        // SAFETY: `attr` starts with the fields of every size given.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const ScopedRulesetAttr,
+                size,
+                0u32,
+            )
+        } as RawFd;
+        if fd < 0 {
+            return Err((self.paths.len() as u32, errno()));
+        }
+        for (i, path) in self.paths.iter().enumerate() {
+            // SAFETY: a valid C string; the descriptor is ours and closed below.
+            unsafe {
+                let target = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                if target < 0 {
+                    if errno() == libc::ENOENT {
+                        continue;
+                    }
+                    return Err((i as u32, errno()));
+                }
+                let mut st: libc::stat = std::mem::zeroed();
+                let is_dir =
+                    libc::fstat(target, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+                let allowed = if is_dir {
+                    self.handled
+                } else {
+                    self.handled & FILE_WRITES
+                };
+                let r = add_rule(fd, target, allowed);
+                libc::close(target);
+                if let Err(e) = r {
+                    return Err((i as u32, e.raw_os_error().unwrap_or(0)));
+                }
+            }
+        }
+        Ok(fd)
+    }
+
+    /// The path of index `i`, for an error message.
+    pub(crate) fn describe(&self, i: u32) -> String {
+        self.paths
+            .get(i as usize)
+            .map_or("the ruleset".to_string(), |p| {
+                p.to_string_lossy().into_owned()
+            })
     }
 }
 

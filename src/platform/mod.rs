@@ -29,6 +29,7 @@ mod imp;
 mod imp;
 #[cfg(target_os = "linux")]
 mod landlock;
+mod path;
 mod unix;
 
 use std::ffi::OsString;
@@ -37,7 +38,13 @@ use std::path::PathBuf;
 #[cfg(test)]
 pub(crate) use imp::IMPLEMENTATION;
 pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
+pub(crate) use path::find_program;
 pub(crate) use unix::{LeaderExit, StartTime};
+
+/// Set for a confined child: the layers that held (a nested orchestrate counts them as
+/// its own). It only ever lowers what a nested orchestrate demands of its own sandbox,
+/// inside this one. The platform sets it as it starts the child; the sandbox reads it.
+pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
 
 /// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of
 /// orchestrate's descriptors (nor of those it inherited) reaches the child.
@@ -57,13 +64,108 @@ pub(crate) struct SpawnSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Confinement {
     /// The child (and everything it starts) may write only beneath these directories and
-    /// to these files; `None`: wherever its permissions allow.
+    /// to these files (Landlock); `None`: wherever its permissions allow. With a [`View`],
+    /// the paths of its writable mounts are added.
     pub writable: Option<Vec<PathBuf>>,
-    /// A directory that becomes a private tmpfs for the child, gone with it, where a
-    /// mount namespace can be had (else it stays an ordinary directory).
-    pub private_tmp: Option<PathBuf>,
+    /// The filesystem the child sees, where a mount namespace can be had.
+    pub view: Option<View>,
     /// Only a loopback interface of its own: no network at all.
     pub no_network: bool,
+    /// No controlling terminal, and the seccomp filter (terminal injection, ptrace,
+    /// io_uring, mounts and new namespaces, unix and vsock sockets).
+    pub harden: bool,
+    /// The mode was asked for explicitly: a layer that cannot be had refuses the spawn
+    /// instead of leaving it out, unless `outer` holds it.
+    pub strict: bool,
+    /// Layers an enclosing orchestrate sandbox already holds (this orchestrate runs inside
+    /// one).
+    pub outer: Vec<String>,
+}
+
+/// The filesystem the child sees: the whole tree read-only (no set-user-ID, no devices),
+/// fresh `/proc`, `/dev` (the few devices every program uses, a terminal multiplexer of
+/// its own), `/tmp`, `/var/tmp`, `/dev/shm` and `/run`, then `mounts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct View {
+    /// Applied shallowest path first; on one path, in the order of [`MountKind`].
+    pub mounts: Vec<(PathBuf, MountKind)>,
+    /// What the child reads as it is even where it lies in a directory the view empties
+    /// (`/tmp`): its working directory, its home.
+    pub visible: Vec<PathBuf>,
+    /// Files in private layers (its CLI's login) whose private version the platform
+    /// copies out at the child's exit.
+    pub logins: Option<LoginCopies>,
+}
+
+/// Where the platform copies, at the child's exit, the private layer's version of each
+/// of `files` (those that are there): into `into`, a memory file the sandbox policy
+/// reads after the run, each copy as `index: u32 LE, length: u64 LE, bytes`.
+#[derive(Debug, Clone)]
+pub(crate) struct LoginCopies {
+    pub files: Vec<PathBuf>,
+    pub into: std::sync::Arc<std::os::fd::OwnedFd>,
+}
+
+impl LoginCopies {
+    /// The largest file copied; a token file is a few KiB.
+    pub(crate) const MAX_BYTES: u64 = 1 << 20;
+    /// Each copy's header: the file's index (u32) and length (u64), little-endian.
+    pub(crate) const HEADER_BYTES: usize = 12;
+}
+
+impl PartialEq for LoginCopies {
+    fn eq(&self, other: &LoginCopies) -> bool {
+        use std::os::fd::AsRawFd;
+        self.files == other.files && self.into.as_raw_fd() == other.into.as_raw_fd()
+    }
+}
+
+impl Eq for LoginCopies {}
+
+/// What the child sees at a path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum MountKind {
+    /// The real directory, writable.
+    Writable,
+    /// The real directory to read; what the child writes there goes to a private layer,
+    /// gone with the run.
+    Private,
+    /// An empty directory of its own, writable, gone with the run.
+    Scratch,
+    /// A private copy of the file, writable, over it: made for the run in the child's own
+    /// memory (its `/run`), never on disk, gone with the run.
+    Copy,
+    /// The real path, read-only. A symbolic link is covered itself, by an empty file (it
+    /// cannot be replaced; what it points to is covered on its own).
+    ReadOnly,
+    /// Empty: an empty directory, or an empty file for anything else; read-only.
+    Hidden,
+}
+
+/// The sandbox's layers that held for a child, and why each missing one is missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Layers {
+    pub held: Vec<&'static str>,
+    pub missing: Vec<(&'static str, String)>,
+}
+
+/// The layers of a sandbox, as the result names them.
+#[cfg_attr(feature = "portable", allow(dead_code))]
+pub(crate) mod layer {
+    /// The read-only view of the filesystem with its writable places and covers.
+    pub(crate) const MOUNTS: &str = "mounts";
+    /// Landlock's write rules.
+    pub(crate) const LANDLOCK: &str = "landlock";
+    /// Landlock's scopes: abstract unix sockets and signals do not reach outside.
+    pub(crate) const SCOPES: &str = "scopes";
+    /// The seccomp filter.
+    pub(crate) const SECCOMP: &str = "seccomp";
+    /// A session of its own, without a controlling terminal.
+    pub(crate) const NO_TTY: &str = "no-tty";
+    /// Only the child's own PIDs are visible, and every descendant dies with the run.
+    pub(crate) const PID_NAMESPACE: &str = "pid-namespace";
+    /// No network but a loopback of its own.
+    pub(crate) const NETWORK_NAMESPACE: &str = "network-namespace";
 }
 
 /// What holds the child's tree. (Each platform constructs its own variants.)

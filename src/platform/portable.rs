@@ -31,7 +31,7 @@ use nix::sys::signal::Signal;
 use super::unix::{
     group_exists, on_spawner_thread, peek_exit, signal_group, LeaderExit, StartTime,
 };
-use super::{Containment, Leftovers, SpawnSpec};
+use super::{layer, Containment, Layers, Leftovers, SpawnSpec};
 
 #[cfg(test)]
 pub(crate) const IMPLEMENTATION: &str = "portable";
@@ -60,6 +60,7 @@ pub(crate) struct GroupChild {
     watch: ParentDeathWatch,
     reaped: bool,
     others_in_group: bool,
+    layers: Layers,
 }
 
 impl GroupChild {
@@ -86,6 +87,11 @@ impl GroupChild {
 
     pub(crate) fn degraded(&self) -> Option<&str> {
         None
+    }
+
+    /// The sandbox layers that held (Landlock at most), and those missing.
+    pub(crate) fn layers(&self) -> &Layers {
+        &self.layers
     }
 
     /// The child's exit, seen without reaping it: until it is reaped the group id stays
@@ -167,6 +173,22 @@ pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
 /// orchestrate dies.
 pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
     let c = &spec.confinement;
+    let mut layers = Layers::default();
+    if c.view.is_some() {
+        let why = "the portable platform uses no mount namespace";
+        if c.strict {
+            return Err(io::Error::other(format!(
+                "the sandbox was asked for, but its mount layer cannot be had: {why}"
+            )));
+        }
+        layers.missing.push((layer::MOUNTS, why.to_string()));
+    }
+    if c.harden {
+        layers.missing.push((
+            layer::SECCOMP,
+            "the portable platform installs no seccomp filter".into(),
+        ));
+    }
     if c.no_network {
         return Err(io::Error::other(
             "network off needs a network namespace, which the portable path does not use",
@@ -176,6 +198,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
     let ruleset = match &c.writable {
         None => None,
         Some(paths) => {
+            layers.held.push(layer::LANDLOCK);
             let mut rules = super::landlock::Ruleset::new().map_err(io::Error::other)?;
             for p in paths {
                 rules.allow_writes(p).map_err(io::Error::other)?;
@@ -230,6 +253,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
                 watch,
                 reaped: false,
                 others_in_group: false,
+                layers,
             }),
             Err(e) => {
                 watch.disarm();

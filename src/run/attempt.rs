@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 use std::fs::File;
 
-use super::progress::{DialectSink, Observer, Progress};
+use super::progress::{Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
+use super::sink::DialectSink;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
 use crate::backends::{BackendError, Invocation, InvocationInput};
@@ -14,7 +15,7 @@ use crate::collector::Collector;
 use crate::error::RunError;
 use crate::observe::{Observers, RunEvent};
 use crate::runner::JobSpec;
-use crate::sandbox::{self, ChildEnv, Writable};
+use crate::sandbox::{self, ChildEnv, Held, Places};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
 use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
@@ -66,10 +67,10 @@ impl Attempt<'_> {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n)?;
-            let spec = self.child_spec(&inv, n, observers)?;
-            Ok((inv, files, spec))
+            let (spec, held) = self.child_spec(&inv, n, observers)?;
+            Ok((inv, files, spec, held))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file), mut spec) =
+        let (invocation, (session_path, mut session_file, mut stderr_file), mut spec, held) =
             match prepared {
                 Ok(p) => p,
                 // The run folder exists and is recorded: the refusal keeps the run's id.
@@ -115,10 +116,12 @@ impl Attempt<'_> {
         if let Some(reason) = outcome.as_ref().ok().and_then(|o| o.stop()) {
             sink.observers.emit(&RunEvent::Stopped(reason));
         }
-        if let Some(tmp) = &spec.confinement.private_tmp {
-            // Where no mount namespace made it a tmpfs that went with the child, what the
-            // child left there goes now.
-            let _ = std::fs::remove_dir_all(tmp);
+        // The child's tree is gone: the placeholders of protected paths go (when no other
+        // run holds them), a login its CLI refreshed is written back, and its TMPDIR (an
+        // ordinary folder where no mount namespace made it a tmpfs) goes.
+        drop(held);
+        if spec.confinement.view.is_some() {
+            let _ = std::fs::remove_dir_all(self.run_dir.child_dir().join(sandbox::PRIVATE_TMP));
         }
         let (verdict, structured) = check_answer(
             verdict(&outcome, &sink.collector),
@@ -159,8 +162,9 @@ impl Attempt<'_> {
         let run = self.run;
         let backend = run.backend.backend;
         let prompt = self.prompt();
+        let agent = run.agent.brief();
         let input = InvocationInput {
-            agent: &run.agent,
+            agent: &agent,
             task: &prompt,
             model,
             run_dir: &self.run_dir.path,
@@ -206,14 +210,15 @@ impl Attempt<'_> {
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
-    /// created here, and its private TMPDIR), and the runner it runs through (which may
-    /// put an engine's command in front of the child's).
+    /// created here, and its private TMPDIR), the runner it runs through (which may put an
+    /// engine's command in front of the child's), and what the sandbox holds until the
+    /// child's tree is gone.
     fn child_spec(
         &self,
         invocation: &Invocation,
         n: u32,
         observers: &mut Observers,
-    ) -> Result<ChildSpec, RunError> {
+    ) -> Result<(ChildSpec, Held), RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
         observers.child_env(n, &mut env);
@@ -222,34 +227,45 @@ impl Attempt<'_> {
             (self.env.depth + 1).to_string().into(),
         ));
         env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
-        let (cwd, workspace, env_remove) = match self.worktree {
-            // git variables naming a repository would send the child's git to the parent's.
-            Some(wt) => (
-                wt.cwd.clone(),
-                wt.writable(),
-                GIT_LOCATION_VARS.iter().map(Into::into).collect(),
-            ),
-            None => (run.cwd.clone(), vec![run.cwd.clone()], Vec::new()),
-        };
-        // A child allowed to start runs of its own writes their folders.
+        let (cwd, workspace, git, mut env_remove): (_, _, _, Vec<std::ffi::OsString>) =
+            match self.worktree {
+                // git variables naming a repository would send the child's git to the
+                // parent's.
+                Some(wt) => (
+                    wt.cwd.clone(),
+                    vec![wt.path.clone()],
+                    wt.git_dirs(),
+                    GIT_LOCATION_VARS.iter().map(Into::into).collect(),
+                ),
+                None => (
+                    run.cwd.clone(),
+                    vec![run.cwd.clone()],
+                    Vec::new(),
+                    Vec::new(),
+                ),
+            };
+        // A child allowed to start runs of its own keeps their state in its own place.
         let nests = self.env.depth + 1 < self.env.config.max_depth.value;
-        let writable = Writable {
+        let places = Places {
+            state_root: &self.env.state.root,
             run_dir: &self.run_dir.path,
             workspace: &workspace,
-            state_root: nests.then_some(self.env.state.root.as_path()),
+            git: &git,
+            nests,
         };
-        let (confinement, vars) = sandbox::confinement(
+        let prepared = sandbox::confinement(
             &run.sandbox,
-            run.backend.backend,
+            &run.backend.backend.sandbox_needs(),
             &ChildEnv { overrides: &env },
-            &writable,
+            &places,
         )
         .map_err(|source| RunError::Io {
             action: "prepare the sandbox",
             path: self.run_dir.path.clone(),
             source,
         })?;
-        env.extend(vars);
+        env.extend(prepared.env);
+        env_remove.extend(prepared.env_remove);
         let runner = run.runner.start(&JobSpec {
             run_id: &run.run_id,
             attempt: n,
@@ -258,14 +274,17 @@ impl Attempt<'_> {
             queue_timeout: run.limits.queue_timeout,
             args: &run.runner.args,
         });
-        Ok(ChildSpec {
-            program: invocation.program.clone(),
-            args: invocation.args.clone(),
-            cwd,
-            env,
-            env_remove,
-            confinement,
-            runner,
-        })
+        Ok((
+            ChildSpec {
+                program: invocation.program.clone(),
+                args: invocation.args.clone(),
+                cwd,
+                env,
+                env_remove,
+                confinement: prepared.confinement,
+                runner,
+            },
+            prepared.held,
+        ))
     }
 }

@@ -16,11 +16,11 @@ use crate::result::{
     exit_status, new_run_id, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult,
     TextContent,
 };
+use crate::settings::{DEFAULT_CONCURRENCY, DEFAULT_MAX_TASKS};
 use crate::supervisor::Controls;
 use crate::truncate::{truncate_head, TruncateLimits};
+use crate::units::Usd;
 
-pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
-pub(crate) const DEFAULT_MAX_TASKS: usize = 16;
 /// The placeholder a chain step uses for the previous step's output.
 pub(crate) const PREVIOUS: &str = "{previous}";
 /// The smallest share of the output limits one task gets, however many there are.
@@ -55,7 +55,7 @@ impl FanoutLimits {
         FanoutLimits {
             concurrency: concurrency_flag.unwrap_or(cfg.concurrency.value),
             max_tasks: cfg.max_tasks.value,
-            max_total_cost: cfg.max_total_cost.value,
+            max_total_cost: cfg.max_total_cost.value.map(Usd::dollars),
         }
     }
 }
@@ -65,7 +65,8 @@ impl FanoutLimits {
 fn total_cost(reqs: &[RunRequest], limits: FanoutLimits) -> Option<Arc<TotalCost>> {
     let limit = reqs
         .first()
-        .and_then(|r| r.max_total_cost)
+        .and_then(|r| r.settings.max_total_cost)
+        .map(Usd::dollars)
         .or(limits.max_total_cost)?;
     Some(Arc::new(TotalCost::new(limit, reqs.len())))
 }
@@ -196,8 +197,8 @@ pub(crate) async fn run_parallel(
     let mut set = tokio::task::JoinSet::new();
     for (i, mut req) in reqs.into_iter().enumerate() {
         let part = share(whole, n);
-        req.max_bytes = Some(part.max_bytes);
-        req.max_lines = Some(part.max_lines);
+        req.settings.max_bytes = Some(part.max_bytes);
+        req.settings.max_lines = Some(part.max_lines);
         let (env, controls) = task_env(env, controls, &total, (&group, i));
         let (gate, total) = (gate.clone(), total.clone());
         let status = status.clone();

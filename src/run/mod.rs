@@ -5,8 +5,10 @@
 //! --`verdict`--> `Verdict` --`render`--> result (wording, sanitizing, truncation)
 //! --`retry`--> another attempt when the failure was transient --> `result.json` + index.
 //!
-//! - `progress`: the line sink feeding the dialect, and streaming updates; `decode`: a
-//!   line's bytes as text, damaged characters replaced rather than the line dropped.
+//! - `sink`: the line sink feeding the child's output through its dialect into the
+//!   collector, where budgets are checked; `progress`: the streaming updates published
+//!   from it; `decode`: a line's bytes as text, damaged characters replaced rather than
+//!   the line dropped.
 //! - `fanout`: several tasks at once, in parallel or as a chain.
 //! - `resume`: what an earlier run left that its CLI can continue.
 
@@ -18,22 +20,22 @@ mod render;
 mod resolve;
 mod resume;
 pub(crate) mod retry;
+mod sink;
 pub(crate) mod total;
 mod verdict;
 
 pub(crate) use progress::Observer;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use crate::backends::{Backend, BackendChoice, ResumeFrom};
+use crate::backends::{Backend, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::observe::{AttemptKind, GroupSlot, Hub, Observers, RunEvent, RunStart};
-use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
-use crate::sandbox::{Network, SandboxMode};
+use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
-use crate::structured::{self, SchemaSource};
+use crate::settings::Values;
+use crate::structured;
 use crate::supervisor::{Controls, StopReason};
 use crate::worktree::Worktree;
 
@@ -41,55 +43,65 @@ use attempt::{Attempt, Executed};
 use resolve::resolve;
 pub(crate) use resolve::{backend_of, refuse_if_not_allowed, truncate_limits, ResolvedRun};
 
-/// What the caller asked for.
+/// What the caller asked for: a task for an agent, and the settings it gave (flags or MCP
+/// arguments), which win over the agent's and the config's.
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
     pub agent: String,
     pub task: String,
-    pub backend: Option<BackendChoice>,
-    pub model: Option<String>,
     pub cwd: Option<PathBuf>,
     pub agents_dir: Option<PathBuf>,
-    pub runtime_timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    pub kill_grace: Option<Duration>,
-    pub terminal_exit_grace: Option<Duration>,
-    pub max_output_bytes: Option<u64>,
-    pub max_bytes: Option<usize>,
-    pub max_lines: Option<usize>,
     /// Continue this earlier run's child session (pi, claude and codex).
     pub resume: Option<String>,
     /// A run id chosen in advance, whose folder already exists (background runs).
     pub run_id: Option<String>,
-    /// Attempts in all when failures are transient (default: the config's `retries`).
-    pub attempts: Option<u32>,
-    /// How long one tool call may run with no tool finishing.
-    pub tool_timeout: Option<Duration>,
-    /// How long the child may only retry or reconnect to its provider.
-    pub connect_timeout: Option<Duration>,
-    pub max_turns: Option<u64>,
-    /// Input + output + cache-write tokens over the run.
-    pub max_tokens: Option<u64>,
-    /// USD.
-    pub max_cost: Option<f64>,
-    /// USD over every task of a fan-out (a single run counts as a fan-out of one).
-    pub max_total_cost: Option<f64>,
-    /// Models to run in turn when a model fails with a quota, rate-limit, overload or
-    /// unknown-model error after its retries.
-    pub fallback_models: Option<Vec<String>>,
-    /// The sandbox mode (default: the agent's key, the config, else by what the agent
-    /// may write).
-    pub sandbox: Option<SandboxMode>,
-    pub network: Option<Network>,
-    /// Work in a git worktree of its own (`--isolation worktree`).
-    pub worktree: Option<bool>,
-    /// The schema the answer must match (`--output-schema`, MCP `outputSchema`); over the
-    /// agent's `output_schema:`.
-    pub output_schema: Option<SchemaSource>,
-    /// Where the child runs: `local`, an engine's runner, or a runner named in the config.
-    pub runner: Option<String>,
-    /// How long its job may wait in a cluster engine's queue.
-    pub queue_timeout: Option<Duration>,
+    pub settings: Values,
+}
+
+/// What one call asks for (a command line, an MCP `subagent` call): one task, or several
+/// at once, or several in order.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Single(Box<RunRequest>),
+    Parallel(Vec<RunRequest>),
+    Chain(Vec<RunRequest>),
+}
+
+impl Plan {
+    /// The working directory its first task asks for, for loading the config.
+    pub(crate) fn cwd(&self) -> Option<&Path> {
+        match self {
+            Plan::Single(r) => r.cwd.as_deref(),
+            Plan::Parallel(rs) | Plan::Chain(rs) => rs.first().and_then(|r| r.cwd.as_deref()),
+        }
+    }
+
+    /// Runs it to the end. A single run's `observer` hears its streaming updates; a
+    /// fan-out's `fanout` hears each task's state. The fan-out's limits are the config's,
+    /// under the tasks' own `concurrency` (every task carries the request's settings).
+    pub(crate) async fn run(
+        self,
+        env: &RunEnv,
+        controls: &Controls,
+        observer: Option<Observer<'_>>,
+        fanout: Option<progress::FanoutObserver>,
+    ) -> RunOutput {
+        let limits = |reqs: &[RunRequest]| {
+            let flag = reqs.first().and_then(|r| r.settings.concurrency);
+            fanout::FanoutLimits::from_config(&env.config, flag)
+        };
+        match self {
+            Plan::Single(req) => run(&req, env, controls, observer).await,
+            Plan::Parallel(reqs) => {
+                let limits = limits(&reqs);
+                fanout::run_parallel(reqs, env, controls, limits, fanout).await
+            }
+            Plan::Chain(reqs) => {
+                let limits = limits(&reqs);
+                fanout::run_chain(reqs, env, controls, limits, fanout).await
+            }
+        }
+    }
 }
 
 /// What a run takes from outside the request: the effective config (files and
@@ -163,23 +175,9 @@ fn parent_run_id() -> Option<String> {
     RunId::parse(&id).ok().map(|id| id.to_string())
 }
 
-/// The result and the process exit status it maps to (130 when cancelled, which the
-/// result alone cannot say).
-#[derive(Debug, Clone)]
-pub(crate) struct RunOutput {
-    pub result: RunResult,
-    pub exit_status: i32,
-}
+pub(crate) use crate::result::RunOutput;
 
 impl RunOutput {
-    pub(crate) fn from_result(result: RunResult) -> Self {
-        let exit_status = result.exit_status();
-        RunOutput {
-            result,
-            exit_status,
-        }
-    }
-
     /// Whether this failed attempt is worth another one. Never after a timeout, the hard
     /// cap, a budget or a cancel: those have their own codes, reasons or exit status.
     fn transient(&self, backend: Backend) -> Option<retry::Transient> {

@@ -1,50 +1,11 @@
-//! The line sink that feeds the child's stdout through its dialect into the collector,
-//! and the streaming updates (SPEC section 1) published from it.
+//! Streaming updates while a child runs (`-o stream-json`, MCP progress): what an observer of one run
+//! hears, throttled, sanitized, and what a fan-out's observer hears of each task.
 
-use std::sync::Arc;
-use std::time::SystemTime;
-
-use super::total::TotalCost;
-use crate::backends::Dialect;
 use crate::collector::Collector;
-use crate::observe::{Observers, RunEvent};
 use crate::result::{DetailLevel, Details, DisplayItem, Mode, RunResult, TextContent};
 use crate::sanitize::Sanitizer;
-use crate::supervisor::{LineSink, StopReason, StreamFacts};
 
-/// Feeds the child's lines through its dialect into the collector, and hands every event
-/// to the run's observers.
-pub(super) struct DialectSink<'o, 'x> {
-    pub dialect: Box<dyn Dialect>,
-    pub collector: Collector,
-    pub progress: Option<Progress<'o, 'x>>,
-    /// A line was a valid event of the dialect.
-    pub recognized: bool,
-    /// The fan-out's total cost budget, and this task's index in it.
-    pub total: Option<(Arc<TotalCost>, usize)>,
-    pub observers: &'o mut Observers,
-}
-
-impl DialectSink<'_, '_> {
-    /// Records a budget reached outside this run (see [`Collector::note_limit`]), and
-    /// tells the observers when it is the first.
-    pub(super) fn note_limit(&mut self, limit: crate::result::Limit) {
-        let had = self.collector.limit().is_some();
-        self.collector.note_limit(limit);
-        self.limit_reached_unless(had);
-    }
-
-    fn limit_reached_unless(&mut self, had: bool) {
-        if had || self.observers.is_empty() {
-            return;
-        }
-        if let Some(limit) = self.collector.limit() {
-            self.observers.emit(&RunEvent::LimitReached(limit));
-        }
-    }
-}
-
-/// Receives streaming updates (SPEC section 1) while the child runs. At `detail` full they
+/// Receives streaming updates while the child runs. At `detail` full they
 /// carry the display items too.
 pub(crate) struct Observer<'o> {
     pub detail: DetailLevel,
@@ -181,7 +142,7 @@ impl<'o, 'x> Progress<'o, 'x> {
         }
     }
 
-    fn maybe_send(&mut self, c: &Collector) {
+    pub(super) fn maybe_send(&mut self, c: &Collector) {
         if c.revision() == self.last_revision {
             return;
         }
@@ -252,80 +213,5 @@ pub(super) fn sanitize_display_items(sanitizer: &Sanitizer, items: &mut [Display
             }
             DisplayItem::ToolCall { args, .. } => sanitizer.sanitize_json(args),
         }
-    }
-}
-
-impl LineSink for DialectSink<'_, '_> {
-    fn on_line(&mut self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        let collector = &mut self.collector;
-        let had_limit = collector.limit().is_some();
-        let text = super::decode::decode_line(line);
-        let mut goes_on = false;
-        let ok = if self.observers.is_empty() {
-            self.dialect
-                .parse_line(&text, &mut |e| goes_on |= collector.apply(e))
-        } else {
-            // One clock read per line, however many events it holds.
-            let (at, observers) = (SystemTime::now(), &mut *self.observers);
-            self.dialect.parse_line(&text, &mut |e| {
-                observers.emit_at(at, &RunEvent::Child(&e));
-                goes_on |= collector.apply(e);
-            })
-        };
-        if !ok {
-            self.collector.note_skipped_line();
-        }
-        self.recognized |= ok;
-        if let Some((total, task)) = &self.total {
-            // Every task's spend counts at once; this task is stopped for the total where
-            // a budget of its own would stop it (see `Collector::apply`).
-            let reached = total.report(*task, self.collector.usage().cost);
-            if let Some(limit) = reached.filter(|_| goes_on && !self.collector.terminal_seen()) {
-                self.collector.note_limit(limit);
-            }
-        }
-        self.limit_reached_unless(had_limit);
-    }
-
-    fn on_too_long(&mut self, _bytes: u64) {
-        self.collector.note_skipped_line();
-    }
-
-    fn on_stderr_line(&mut self, line: &[u8]) {
-        let collector = &mut self.collector;
-        let had_limit = collector.limit().is_some();
-        let text = String::from_utf8_lossy(line);
-        let (at, observers) = (SystemTime::now(), &mut *self.observers);
-        self.dialect.parse_stderr_line(&text, &mut |e| {
-            observers.emit_at(at, &RunEvent::Child(&e));
-            collector.apply(e);
-        });
-        self.limit_reached_unless(had_limit);
-    }
-
-    fn facts(&self) -> StreamFacts {
-        let c = &self.collector;
-        let terminal = c.terminal_seen();
-        StreamFacts {
-            recognized: self.recognized,
-            progress: c.progress(),
-            tools_in_flight: c.tools_in_flight(),
-            tools_ended: c.tools_ended(),
-            retries: c.retries(),
-            retries_since_progress: c.retries_since_progress(),
-            terminal,
-            // A CLI that stopped itself at its budget is not stopped again.
-            stop: (c.limit().is_some() && !terminal).then_some(StopReason::Budget),
-        }
-    }
-
-    fn after_chunk(&mut self) {
-        if let Some(p) = self.progress.as_mut() {
-            p.maybe_send(&self.collector);
-        }
-        self.observers.flush();
     }
 }

@@ -154,7 +154,10 @@ fn facts(
         warnings: warnings(o, ctx),
         limit: None,
         attempts_detail: Vec::new(),
-        sandbox: Some(run.sandbox.info()),
+        sandbox: Some(match o {
+            Some(o) if run.runner.kind.here() => run.sandbox.held(&o.sandbox_layers.held),
+            _ => run.sandbox.info(),
+        }),
         worktree: None,
         runner: runner_info(o, ctx),
     }
@@ -187,6 +190,11 @@ fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
     }
     if let Some(o) = outcome {
         warnings.extend(o.settled.warnings.iter().cloned());
+    }
+    if ctx.run.sandbox.confines() {
+        for (layer, why) in outcome.map_or(&[][..], |o| &o.sandbox_layers.missing[..]) {
+            warnings.push(format!("sandbox layer {layer} missing: {why}"));
+        }
     }
     if let Some(why) = outcome.and_then(|o| o.containment_degraded.as_ref()) {
         warnings.push(format!(
@@ -365,14 +373,16 @@ fn child_failure(
 fn not_found_hint(ctx: &Context<'_>) -> String {
     let selection = &ctx.run.backend;
     if selection.auto && !selection.installed {
-        let tried: Vec<String> = Backend::AUTO_ORDER
-            .iter()
+        let tried: Vec<String> = Backend::auto_order()
             .map(|b| b.program().to_string_lossy().into_owned())
             .collect();
+        let first = Backend::auto_order()
+            .next()
+            .expect("auto picks some backend");
         return format!(
-            " (no agent CLI found on PATH; tried {}). Install one, for example claude: {}",
+            " (no agent CLI found on PATH; tried {}). Install one, for example {first}: {}",
             tried.join(", "),
-            Backend::Claude.install_hint()
+            first.install_hint()
         );
     }
     format!(

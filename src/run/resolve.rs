@@ -4,21 +4,23 @@
 //! Every setting follows the same precedence, highest first:
 //! flag or MCP argument > the agent file's own key > `ORCHESTRATE_*` environment >
 //! project config > user config > built-in default.
-//! The lower four are layered by [`crate::config`]; [`pick`] puts the upper two on top.
+//! The lower four are layered by [`crate::config`]; `Config::under` puts the upper two on
+//! top, for every setting of the table in [`crate::settings`] alike.
 
 use std::path::PathBuf;
 
 use super::{resume, RunEnv, RunRequest};
 use crate::agents::{self, AgentDef, Catalog, DiscoveryOptions};
-use crate::backends::tools::Permissions;
 use crate::backends::{ResumeFrom, Selection};
-use crate::config::{Config, Setting, Source};
+use crate::config::{Config, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
 use crate::runner::{self, RunnerChoice};
 use crate::sandbox::{self, SandboxPlan};
+use crate::settings::Effective;
 use crate::structured::{OutputSchema, SchemaSource};
 use crate::truncate::TruncateLimits;
+use crate::units::Usd;
 
 /// Everything one run needs, decided before anything is spawned.
 #[derive(Debug, Clone)]
@@ -50,69 +52,39 @@ pub(crate) struct ResolvedRun {
     pub runner: RunnerChoice,
 }
 
-/// The precedence, in one place. A flag names this run and wins; otherwise the agent's
-/// own key, being specific to that agent, beats the general defaults of the config.
-pub(crate) fn pick<T: Clone>(flag: Option<T>, agent: Option<T>, config: &Setting<T>) -> T {
-    flag.or(agent).unwrap_or_else(|| config.value.clone())
-}
-
 /// The output limits of a request before any agent is known (a fan-out's whole answer).
 pub(crate) fn truncate_limits(req: &RunRequest, cfg: &Config) -> TruncateLimits {
+    let s = cfg.under(&[&req.settings]);
     TruncateLimits {
-        max_bytes: pick(req.max_bytes, None, &cfg.max_bytes),
-        max_lines: pick(req.max_lines, None, &cfg.max_lines),
+        max_bytes: s.max_bytes,
+        max_lines: s.max_lines,
     }
 }
 
-fn limits(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> SupervisionLimits {
+fn limits(s: &Effective) -> SupervisionLimits {
     SupervisionLimits {
-        runtime_timeout: pick(req.runtime_timeout, agent.timeout, &cfg.timeout),
-        idle_timeout: pick(req.idle_timeout, agent.idle_timeout, &cfg.idle_timeout),
-        tool_timeout: pick(
-            req.tool_timeout,
-            agent.limits.tool_timeout,
-            &cfg.tool_timeout,
-        ),
-        connect_timeout: pick(
-            req.connect_timeout,
-            agent.limits.connect_timeout,
-            &cfg.connect_timeout,
-        ),
-        kill_grace: pick(req.kill_grace, None, &cfg.kill_grace),
-        terminal_exit_grace: pick(req.terminal_exit_grace, None, &cfg.exit_grace),
-        max_output_bytes: pick(req.max_output_bytes, None, &cfg.max_output_bytes),
-        queue_timeout: pick(
-            req.queue_timeout,
-            agent.limits.queue_timeout,
-            &cfg.queue_timeout,
-        ),
+        runtime_timeout: s.timeout,
+        idle_timeout: s.idle_timeout,
+        tool_timeout: s.tool_timeout,
+        connect_timeout: s.connect_timeout,
+        kill_grace: s.kill_grace,
+        terminal_exit_grace: s.exit_grace,
+        max_output_bytes: s.max_output_bytes,
+        queue_timeout: s.queue_timeout,
         ..SupervisionLimits::default()
     }
 }
 
-fn budgets(req: &RunRequest, agent: &AgentDef, cfg: &Config) -> Budgets {
-    let max_cost = pick(
-        req.max_cost.map(Some),
-        agent.limits.max_cost.map(Some),
-        &cfg.max_cost,
-    );
+fn budgets(s: &Effective) -> Budgets {
     // A run spends from the total of its fan-out, and a single run is a fan-out of one.
-    let total = pick(req.max_total_cost.map(Some), None, &cfg.max_total_cost);
+    let max_cost = match (s.max_cost, s.max_total_cost) {
+        (Some(own), Some(total)) => Some(own.dollars().min(total.dollars())),
+        (own, total) => own.or(total).map(Usd::dollars),
+    };
     Budgets {
-        max_turns: pick(
-            req.max_turns.map(Some),
-            agent.max_turns.map(|n| Some(u64::from(n))),
-            &cfg.max_turns,
-        ),
-        max_tokens: pick(
-            req.max_tokens.map(Some),
-            agent.limits.max_tokens.map(Some),
-            &cfg.max_tokens,
-        ),
-        max_cost: match (max_cost, total) {
-            (Some(own), Some(total)) => Some(own.min(total)),
-            (own, total) => own.or(total),
-        },
+        max_turns: s.max_turns,
+        max_tokens: s.max_tokens,
+        max_cost,
     }
 }
 
@@ -157,63 +129,47 @@ pub(crate) fn resolve(
         });
     }
     let cfg = &env.config;
-    let backend = pick(req.backend, agent.backend, &cfg.backend).select();
-    let runner = runner::select(
-        &pick(
-            req.runner.clone(),
-            agent.isolation.runner.clone(),
-            &cfg.runner,
-        ),
-        &cfg.runners.value,
-    )
-    .map_err(|e| RunError::invalid(e.to_string()))?;
-    let requested_sandbox = pick(
-        req.sandbox.map(Some),
-        agent.isolation.sandbox.map(Some),
-        &cfg.sandbox,
-    );
-    let network = pick(req.network, agent.isolation.network, &cfg.network);
+    // Every setting: the request's (flags, MCP arguments) over the agent file's over the
+    // config's layers.
+    let s = cfg.under(&[&req.settings, &agent.settings]);
+    let backend = s.backend.select();
+    let runner = runner::select(&s.runner, &cfg.runners.value)
+        .map_err(|e| RunError::invalid(e.to_string()))?;
     let sandbox = if runner.kind.here() {
         sandbox::plan(
-            requested_sandbox,
-            Permissions::of(&agent).readonly,
-            network,
-            backend.backend,
+            s.sandbox,
+            agent.permissions().readonly,
+            s.network,
+            &backend.backend.sandbox_needs(),
             crate::platform::sandbox_mechanism(),
         )
     } else {
-        sandbox::remote_plan(requested_sandbox, network, &runner.name)
+        sandbox::remote_plan(s.sandbox, s.network, &runner.name)
     }
     .map_err(RunError::invalid)?;
-    let worktree = req.worktree.or(agent.isolation.worktree).unwrap_or(false);
-    if worktree {
+    if s.isolation {
         crate::worktree::check(&cwd).map_err(|e| RunError::invalid(e.to_string()))?;
     }
-    let output_schema = output_schema(req, &agent)?;
+    let output_schema = output_schema(req, &agent, s.output_schema.as_ref())?;
     Ok(ResolvedRun {
         run_id: run_id.to_string(),
         preset_dir: req.run_id.is_some(),
-        model: pick(
-            req.model.clone().map(Some),
-            agent.model.clone().map(Some),
-            &cfg.model,
-        ),
-        limits: limits(req, &agent, cfg),
-        budgets: budgets(req, &agent, cfg),
-        fallback_models: pick(
-            req.fallback_models.clone(),
-            agent.limits.fallback_models.clone(),
-            &cfg.fallback_models,
-        ),
-        truncate: truncate_limits(req, cfg),
-        attempts: pick(req.attempts, None, &cfg.retries).max(1),
+        limits: limits(&s),
+        budgets: budgets(&s),
+        truncate: TruncateLimits {
+            max_bytes: s.max_bytes,
+            max_lines: s.max_lines,
+        },
+        attempts: s.retries.max(1),
         task: req.task.clone(),
+        model: s.model,
+        fallback_models: s.fallback_models,
+        worktree: s.isolation,
         backend,
         cwd,
         agent,
         resume,
         sandbox,
-        worktree,
         runner,
         output_schema,
     })
@@ -223,17 +179,16 @@ pub(crate) fn resolve(
 /// the agent's own `output_schema:` (there is no config or environment layer: a schema
 /// belongs to a task or an agent). A schema that cannot be used is bad input, named by
 /// where it was given.
-fn output_schema(req: &RunRequest, agent: &AgentDef) -> Result<Option<OutputSchema>, RunError> {
-    let none = Setting::default(None);
-    let Some(source) = pick(
-        req.output_schema.clone().map(Some),
-        agent.output_schema.clone().map(Some),
-        &none,
-    ) else {
+fn output_schema(
+    req: &RunRequest,
+    agent: &AgentDef,
+    source: Option<&SchemaSource>,
+) -> Result<Option<OutputSchema>, RunError> {
+    let Some(source) = source else {
         return Ok(None);
     };
-    OutputSchema::load(&source).map(Some).map_err(|e| {
-        let given = match (&req.output_schema, &source) {
+    OutputSchema::load(source).map(Some).map_err(|e| {
+        let given = match (&req.settings.output_schema, source) {
             (Some(_), SchemaSource::File(path)) => format!("--output-schema {}", path.display()),
             (Some(_), SchemaSource::Inline(_)) => "outputSchema".to_string(),
             (None, SchemaSource::File(path)) => format!(
@@ -332,7 +287,7 @@ fn nearest_name<'a>(typed: &str, names: &[&'a str]) -> Option<&'a str> {
 
 /// The backend a run of `agent` would use with no flag (`orchestrate agents`).
 pub(crate) fn backend_of(agent: &AgentDef, cfg: &Config) -> Selection {
-    pick(None, agent.backend, &cfg.backend).select()
+    cfg.under(&[&agent.settings]).backend.select()
 }
 
 #[cfg(test)]
@@ -357,6 +312,7 @@ mod tests {
         assert_eq!(nearest_name("explorer", &[]), None);
     }
     use crate::session::StateDir;
+    use crate::settings::Values;
     use pretty_assertions::assert_eq;
     use std::collections::HashMap;
     use std::time::Duration;
@@ -386,12 +342,12 @@ mod tests {
         LAYERS.iter().position(|l| *l == layer).unwrap() as u64 + 1
     }
 
-    const BACKEND_OF: [(Layer, Backend); 5] = [
-        (Layer::Flag, Backend::Claude),
-        (Layer::Agent, Backend::Codex),
-        (Layer::Env, Backend::Gemini),
-        (Layer::Project, Backend::Opencode),
-        (Layer::User, Backend::Cursor),
+    const BACKEND_OF: [(Layer, &str); 5] = [
+        (Layer::Flag, "claude"),
+        (Layer::Agent, "codex"),
+        (Layer::Env, "gemini"),
+        (Layer::Project, "opencode"),
+        (Layer::User, "cursor"),
     ];
 
     /// A cost that says which layer it was set in.
@@ -400,7 +356,7 @@ mod tests {
     }
 
     fn backend_set_in(layer: Layer) -> Backend {
-        BACKEND_OF.iter().find(|(l, _)| *l == layer).unwrap().1
+        Backend::named(BACKEND_OF.iter().find(|(l, _)| *l == layer).unwrap().1)
     }
 
     /// The settings a run resolves when every layer from `top` down sets every key it
@@ -411,7 +367,7 @@ mod tests {
             |l: Layer| LAYERS.iter().position(|x| *x == l) >= LAYERS.iter().position(|x| *x == top);
         let keys = |l: Layer| {
             format!(
-                "backend = \"{}\"\nmodel = \"model-{l:?}\"\ntimeout = {}\nidle_timeout = {}\nkill_grace = {}\nexit_grace = {}\nmax_output_bytes = {}\nmax_bytes = {}\nmax_lines = {}\nretries = {}\ntool_timeout = {}\nconnect_timeout = {}\nmax_turns = {}\nmax_tokens = {}\nmax_cost = {:?}\nfallback_models = [\"fb-{l:?}\"]\n",
+                "backend = \"{}\"\nmodel = \"model-{l:?}\"\ntimeout = \"{}ms\"\nidle_timeout = \"{}ms\"\nkill_grace = \"{}ms\"\nexit_grace = \"{}ms\"\nmax_output_bytes = {}\nmax_bytes = {}\nmax_lines = {}\nretries = {}\ntool_timeout = \"{}ms\"\nconnect_timeout = \"{}ms\"\nmax_turns = {}\nmax_tokens = {}\nmax_cost = {:?}\nfallback_models = [\"fb-{l:?}\"]\n",
                 backend_set_in(l).name(),
                 n(l) * 1000, n(l) * 100, n(l) * 10, n(l) * 20, n(l) * 30_000, n(l) * 40_000, n(l) * 50, n(l) * 10,
                 n(l) * 200, n(l) * 300, n(l) * 3, n(l) * 1000, cost(l)
@@ -443,16 +399,16 @@ mod tests {
             for (k, v) in [
                 ("ORCHESTRATE_BACKEND", backend_set_in(e).name().to_string()),
                 ("ORCHESTRATE_MODEL", format!("model-{e:?}")),
-                ("ORCHESTRATE_TIMEOUT", (n(e) * 1000).to_string()),
-                ("ORCHESTRATE_IDLE_TIMEOUT", (n(e) * 100).to_string()),
-                ("ORCHESTRATE_KILL_GRACE", (n(e) * 10).to_string()),
-                ("ORCHESTRATE_EXIT_GRACE", (n(e) * 20).to_string()),
+                ("ORCHESTRATE_TIMEOUT", format!("{}ms", n(e) * 1000)),
+                ("ORCHESTRATE_IDLE_TIMEOUT", format!("{}ms", n(e) * 100)),
+                ("ORCHESTRATE_KILL_GRACE", format!("{}ms", n(e) * 10)),
+                ("ORCHESTRATE_EXIT_GRACE", format!("{}ms", n(e) * 20)),
                 ("ORCHESTRATE_MAX_OUTPUT_BYTES", (n(e) * 30_000).to_string()),
                 ("ORCHESTRATE_MAX_BYTES", (n(e) * 40_000).to_string()),
                 ("ORCHESTRATE_MAX_LINES", (n(e) * 50).to_string()),
                 ("ORCHESTRATE_RETRIES", (n(e) * 10).to_string()),
-                ("ORCHESTRATE_TOOL_TIMEOUT", (n(e) * 200).to_string()),
-                ("ORCHESTRATE_CONNECT_TIMEOUT", (n(e) * 300).to_string()),
+                ("ORCHESTRATE_TOOL_TIMEOUT", format!("{}ms", n(e) * 200)),
+                ("ORCHESTRATE_CONNECT_TIMEOUT", format!("{}ms", n(e) * 300)),
                 ("ORCHESTRATE_MAX_TURNS", (n(e) * 3).to_string()),
                 ("ORCHESTRATE_MAX_TOKENS", (n(e) * 1000).to_string()),
                 ("ORCHESTRATE_MAX_COST", cost(e).to_string()),
@@ -465,7 +421,7 @@ mod tests {
         let a = Layer::Agent;
         let agent_keys = if set(a) {
             format!(
-                "backend: {}\nmodel: model-{a:?}\ntimeout: {}\nidle_timeout: {}\ntool_timeout: {}\nconnect_timeout: {}\nmax_turns: {}\nmax_tokens: {}\nmax_cost: {}\nfallback_models: [fb-{a:?}]\n",
+                "backend: {}\nmodel: model-{a:?}\ntimeout: {}ms\nidle_timeout: {}ms\ntool_timeout: {}ms\nconnect_timeout: {}ms\nmax_turns: {}\nmax_tokens: {}\nmax_cost: {}\nfallback_models: [fb-{a:?}]\n",
                 backend_set_in(a).name(),
                 n(a) * 1000,
                 n(a) * 100,
@@ -492,22 +448,25 @@ mod tests {
             ..RunRequest::default()
         };
         if set(f) {
-            req.backend = Some(BackendChoice::Named(backend_set_in(f)));
-            req.model = Some(format!("model-{f:?}"));
-            req.runtime_timeout = Some(Duration::from_millis(n(f) * 1000));
-            req.idle_timeout = Some(Duration::from_millis(n(f) * 100));
-            req.kill_grace = Some(Duration::from_millis(n(f) * 10));
-            req.terminal_exit_grace = Some(Duration::from_millis(n(f) * 20));
-            req.max_output_bytes = Some(n(f) * 30_000);
-            req.max_bytes = Some((n(f) * 40_000) as usize);
-            req.max_lines = Some((n(f) * 50) as usize);
-            req.attempts = Some((n(f) * 10) as u32);
-            req.tool_timeout = Some(Duration::from_millis(n(f) * 200));
-            req.connect_timeout = Some(Duration::from_millis(n(f) * 300));
-            req.max_turns = Some(n(f) * 3);
-            req.max_tokens = Some(n(f) * 1000);
-            req.max_cost = Some(cost(f));
-            req.fallback_models = Some(vec![format!("fb-{f:?}")]);
+            req.settings = Values {
+                backend: Some(BackendChoice::Named(backend_set_in(f))),
+                model: Some(format!("model-{f:?}")),
+                timeout: Some(Duration::from_millis(n(f) * 1000)),
+                idle_timeout: Some(Duration::from_millis(n(f) * 100)),
+                kill_grace: Some(Duration::from_millis(n(f) * 10)),
+                exit_grace: Some(Duration::from_millis(n(f) * 20)),
+                max_output_bytes: Some(n(f) * 30_000),
+                max_bytes: Some((n(f) * 40_000) as usize),
+                max_lines: Some((n(f) * 50) as usize),
+                retries: Some((n(f) * 10) as u32),
+                tool_timeout: Some(Duration::from_millis(n(f) * 200)),
+                connect_timeout: Some(Duration::from_millis(n(f) * 300)),
+                max_turns: Some(n(f) * 3),
+                max_tokens: Some(n(f) * 1000),
+                max_cost: Usd::new(cost(f)),
+                fallback_models: Some(vec![format!("fb-{f:?}")]),
+                ..Values::default()
+            };
         }
         let run_env = RunEnv {
             depth: 0,
@@ -533,7 +492,7 @@ mod tests {
         };
         let backend = BACKEND_OF
             .iter()
-            .find(|(_, b)| *b == r.backend.backend && !r.backend.auto)
+            .find(|(_, b)| *b == r.backend.backend.name() && !r.backend.auto)
             .map_or(Layer::Default, |(l, _)| *l);
         let model = LAYERS
             .into_iter()
@@ -633,7 +592,10 @@ mod tests {
             task: "t".into(),
             cwd: Some(dir.to_path_buf()),
             agents_dir: Some(agents),
-            output_schema: flag,
+            settings: Values {
+                output_schema: flag,
+                ..Values::default()
+            },
             ..RunRequest::default()
         };
         let env = RunEnv {
@@ -735,13 +697,16 @@ mod tests {
             crate::agents::Scope::User,
         )
         .unwrap();
-        let req = |total: Option<f64>| RunRequest {
-            max_total_cost: total,
-            ..RunRequest::default()
+        let max_cost = |total: Option<f64>| {
+            let flags = Values {
+                max_total_cost: total.and_then(Usd::new),
+                ..Values::default()
+            };
+            budgets(&cfg.under(&[&flags, &agent.settings])).max_cost
         };
-        assert_eq!(budgets(&req(None), &agent, &cfg).max_cost, Some(0.5));
-        assert_eq!(budgets(&req(Some(0.2)), &agent, &cfg).max_cost, Some(0.2));
-        assert_eq!(budgets(&req(Some(3.0)), &agent, &cfg).max_cost, Some(0.5));
+        assert_eq!(max_cost(None), Some(0.5));
+        assert_eq!(max_cost(Some(0.2)), Some(0.2));
+        assert_eq!(max_cost(Some(3.0)), Some(0.5));
     }
 
     #[test]

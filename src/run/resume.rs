@@ -38,10 +38,10 @@ pub(super) fn load(
     if filled.agent.trim().is_empty() {
         filled.agent = single.agent.clone();
     }
-    if filled.backend.is_none() {
+    if filled.settings.backend.is_none() {
         let backend = BackendChoice::parse(&single.backend)
             .map_err(|e| format!("run {id}: its result names {e}"))?;
-        filled.backend = Some(backend);
+        filled.settings.backend = Some(backend);
     }
     if filled.cwd.is_none() {
         // Claude and codex keep sessions per working directory.

@@ -1,5 +1,6 @@
-//! Retries of transient provider failures (SPEC section 5): which failures are worth
-//! another attempt, and how long to wait before it.
+//! Retries of transient provider failures (rate limits, overload, 5xx, a reset or refused
+//! connection; never after a timeout, a cap, a budget or a cancel): which failures are
+//! worth another attempt, and how long to wait before it.
 
 use std::time::Duration;
 
@@ -188,13 +189,20 @@ mod tests {
             ("pi exited with code 3: fatal: config broken", None),
         ];
         for (message, want) in cases {
-            assert_eq!(classify(Backend::Pi, message, 1), want, "{message}");
+            assert_eq!(
+                classify(Backend::named("pi"), message, 1),
+                want,
+                "{message}"
+            );
         }
         assert_eq!(
-            classify(Backend::Gemini, "gemini exited with code 173", 173),
+            classify(Backend::named("gemini"), "gemini exited with code 173", 173),
             Some(Transient::RateLimited)
         );
-        assert_eq!(classify(Backend::Pi, "pi exited with code 173", 173), None);
+        assert_eq!(
+            classify(Backend::named("pi"), "pi exited with code 173", 173),
+            None
+        );
     }
 
     #[test]
@@ -226,7 +234,11 @@ mod tests {
             ("pi exited with code 3: ENOENT: file not found", None),
         ];
         for (message, want) in cases {
-            assert_eq!(unavailable(Backend::Pi, message, 1), want, "{message}");
+            assert_eq!(
+                unavailable(Backend::named("pi"), message, 1),
+                want,
+                "{message}"
+            );
         }
     }
 

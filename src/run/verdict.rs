@@ -166,7 +166,7 @@ pub(crate) fn check_answer(
 mod tests {
     use super::*;
     use crate::events::AgentEvent;
-    use crate::supervisor::{Leak, Termination};
+    use crate::result::{Leak, Termination};
     use pretty_assertions::assert_eq;
     use std::borrow::Cow;
 
@@ -182,6 +182,7 @@ mod tests {
             leak: Leak::None,
             containment: crate::platform::Containment::PidNamespace,
             containment_degraded: None,
+            sandbox_layers: Default::default(),
             stdout_bytes: 0,
             stderr_tail: String::new(),
             session_write_error: None,

@@ -22,16 +22,11 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub(crate) use crate::result::{JobId, RunnerInfo};
 
 /// Every engine a runner can use. A new engine is a file of this folder with its `KIND`,
 /// and a line here.
 const KINDS: &[&Kind] = &[&local::KIND, &slurm::KIND];
-
-/// How long a job may wait in the engine's queue before it starts (it counts against
-/// neither the runtime nor the idle limit meanwhile).
-pub(crate) const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// The runner a run uses unless told otherwise.
 pub(crate) const LOCAL: &str = local::KIND.name;
@@ -214,23 +209,6 @@ pub(crate) enum EngineError {
     Refused(Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// The id an engine gave the child's job: a number (Slurm's job id) or a name (a pod's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum JobId {
-    Number(u64),
-    Name(String),
-}
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JobId::Number(n) => write!(f, "{n}"),
-            JobId::Name(s) => f.write_str(s),
-        }
-    }
-}
-
 /// A named runner from the config: `[runners.NAME]` with `kind` and `args`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunnerDef {
@@ -396,28 +374,6 @@ pub(crate) fn parse_table(value: &toml::Value) -> Result<BTreeMap<String, Runner
         out.insert(name.clone(), RunnerDef { kind, args });
     }
     Ok(out)
-}
-
-/// Where a run's child ran, in its result (absent for a local run): `{"kind": "slurm",
-/// "jobId": 42, "node": "n3", "queueWaitMs": 120}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RunnerInfo {
-    /// The engine (`slurm`).
-    pub kind: String,
-    /// The runner's name when it is a named one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// None when the engine refused the job before it had an id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<JobId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// From the submission until the job started (or until it was given up on).
-    pub queue_wait_ms: u64,
-    /// The engine's final word on the job (`COMPLETED`, `CANCELLED`, `NODE_FAIL`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
 }
 
 #[cfg(test)]

@@ -395,7 +395,7 @@ fn command_line(
 /// is, and the controller answers (`scontrol ping` says so at once where srun would retry
 /// for seconds).
 async fn preflight(cwd: &Path) -> Result<(), SlurmError> {
-    if crate::backends::find_program("srun".as_ref()).is_none() {
+    if crate::platform::find_program("srun".as_ref()).is_none() {
         return Err(SlurmError::NoSrun);
     }
     if let Some(conf) = std::env::var_os("SLURM_CONF").filter(|c| !c.is_empty()) {

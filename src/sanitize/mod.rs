@@ -1,4 +1,5 @@
-//! Sanitizing of everything that leaves the process (SPEC section 6): secrets are masked,
+//! Sanitizing of everything that leaves the process (`output`, `content`, `error`,
+//! `displayItems`, streaming updates, stderr shown by `show`): secrets are masked,
 //! home directories become `~`, long stack traces are cut. `docs/sanitizing.md` lists the
 //! families and what is left alone.
 //!

@@ -1,4 +1,4 @@
-//! Structured answers (SPEC section 9b): an output schema, from `--output-schema FILE`, the
+//! Structured answers (README, Structured answers): an output schema, from `--output-schema FILE`, the
 //! MCP argument `outputSchema` or the agent's `output_schema:` key; the words that ask the
 //! child for one JSON value matching it (for CLIs that cannot take the schema themselves)
 //! and that ask it again when its answer did not match; and the check of an answer.

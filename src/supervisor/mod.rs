@@ -1,17 +1,17 @@
 //! The supervisor: runs one child in its own process group and returns a typed outcome.
 //!
-//! One `select!` loop per child (`imp.rs`) drives an explicit state machine
+//! One `select!` loop per child (`event_loop.rs`) drives an explicit state machine
 //! (`lifecycle.rs`) whose phases hold their deadlines: running, exit grace after the
 //! dialect's final event, terminating (SIGTERM sent, SIGKILL due), killed, and draining
 //! after the leader exited. Every path ends with the group killed and the leader reaped.
 //! The operating-system calls are in `crate::platform`.
 
+mod event_loop;
 mod framing;
-mod imp;
 mod lifecycle;
 mod outcome;
 
 pub(crate) use crate::platform::LeaderExit;
-pub(crate) use imp::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
+pub(crate) use event_loop::{supervise, ChildSpec, Controls, LineSink, OutputSinks};
 pub(crate) use lifecycle::StreamFacts;
-pub(crate) use outcome::{Leak, Outcome, StopReason, SuperviseError, Termination};
+pub(crate) use outcome::{Outcome, StopReason, SuperviseError};

@@ -4,9 +4,9 @@
 //! mock LLM plays the parent's model and delegates once; the child is the fake pi
 //! (`examples/fake_agent.rs`, scenario `long-run`): 40 tool calls, then a 1.5 KB answer.
 //! What the parent's model was sent next is read from the mock's requests: the bytes of
-//! the delegation's tool result, against the bytes of the answer (SPEC section 1: at most
-//! 1.2 × the answer + 600), and the bytes of orchestrate's tool definitions as the model
-//! got them.
+//! the delegation's tool result, against the bytes of the answer (a successful delegation
+//! may cost the parent at most the answer + 400 bytes, whatever the parent wraps it in),
+//! and the bytes of orchestrate's tool definitions as the model got them.
 //!
 //! Each route is a trial that runs only on request:
 //!
@@ -36,9 +36,9 @@ const CHILD_ANSWER_BYTES: &str = "1500";
 /// What the parent's model asks the subagent.
 const TASK: &str = "find auth";
 const PROMPT: &str = "Ask the explorer subagent where authentication lives, then tell me.";
-/// SPEC section 1: bytes reaching the parent ≤ 1.2 × the answer + 600.
-const ANSWER_FACTOR: f64 = 1.2;
-const OVERHEAD_BYTES: f64 = 600.0;
+/// Bytes reaching the parent's model for a success ≤ the answer + this: the result's lean
+/// form leaves out what a parent does not act on (README, The result).
+const OVERHEAD_BYTES: usize = 400;
 const WALL_CLOCK: Duration = Duration::from_secs(180);
 const USAGE: MockUsage = MockUsage {
     input: 300,
@@ -353,13 +353,13 @@ struct Measured {
 }
 
 impl Measured {
-    fn limit(&self) -> f64 {
-        ANSWER_FACTOR * self.answer_bytes as f64 + OVERHEAD_BYTES
+    fn limit(&self) -> usize {
+        self.answer_bytes + OVERHEAD_BYTES
     }
 
     fn row(&self) -> String {
         let ratio = self.tool_result_bytes as f64 / self.answer_bytes as f64;
-        let verdict = if self.tool_result_bytes as f64 <= self.limit() {
+        let verdict = if self.tool_result_bytes <= self.limit() {
             "pass"
         } else {
             "FAIL"
@@ -370,7 +370,7 @@ impl Measured {
             self.definition_bytes.to_string()
         };
         format!(
-            "| {} | {} | {} | {ratio:.2}× | ≤ {:.0} | {definitions} | {verdict} |",
+            "| {} | {} | {} | {ratio:.2}× | ≤ {} | {definitions} | {verdict} |",
             self.route,
             self.tool_result_bytes,
             self.answer_bytes,
@@ -435,8 +435,8 @@ fn measure(parent: Parent, via: Via, bin: &Path) {
     report_line(&measured.row());
     harness::note(&format!("tool result as the model got it:\n{tool_result}"));
     assert!(
-        measured.tool_result_bytes as f64 <= measured.limit(),
-        "{measured:?}: over {:.0} bytes",
+        measured.tool_result_bytes <= measured.limit(),
+        "{measured:?}: over {} bytes",
         measured.limit()
     );
 }

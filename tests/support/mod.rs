@@ -52,6 +52,98 @@ pub struct Sandbox {
     pub pidfile: PathBuf,
     pub argv_file: PathBuf,
     pub env: BTreeMap<String, String>,
+    /// Runs as this user rather than the test's own (see [`Unprivileged`]).
+    pub user: Option<&'static Unprivileged>,
+}
+
+/// An unprivileged user for the tests that must also hold where orchestrate is not root
+/// (where mount and network namespaces need a user namespace): created once with
+/// `useradd` when the tests run as root, and the binaries it runs, where it can reach
+/// them. A sandbox run as it ([`Sandbox::as_user`]) gives it the sandbox's folders and
+/// starts orchestrate through `setpriv`.
+#[derive(Debug)]
+pub struct Unprivileged {
+    pub uid: u32,
+    pub gid: u32,
+    pub orchestrate: PathBuf,
+    pub fake_agent: PathBuf,
+}
+
+/// The name of the tests' unprivileged user.
+pub const TEST_USER: &str = "orchestrate-test";
+
+/// The users a sandbox test runs as: the test's own, and, when that is root, an
+/// unprivileged one too.
+pub fn users() -> Vec<Option<&'static Unprivileged>> {
+    let mut users = vec![None];
+    if let Some(u) = unprivileged() {
+        users.push(Some(u));
+    }
+    users
+}
+
+/// The tests' unprivileged user, when the tests run as root (None otherwise: they run
+/// unprivileged already).
+pub fn unprivileged() -> Option<&'static Unprivileged> {
+    static USER: std::sync::OnceLock<Option<Unprivileged>> = std::sync::OnceLock::new();
+    USER.get_or_init(|| {
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        let id = |flag: &str| -> Option<u32> {
+            let out = Command::new("id").args([flag, TEST_USER]).output().ok()?;
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        };
+        if id("-u").is_none() {
+            // Another test binary may be creating it at the same moment: its "already
+            // exists" is as good.
+            let _ = Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                ])
+                .arg(TEST_USER)
+                .output();
+        }
+        let (uid, gid) = (
+            id("-u").expect("useradd orchestrate-test"),
+            id("-g").expect("the test user's group"),
+        );
+        let reach = |bin: PathBuf| reachable_by(uid, gid, bin);
+        Some(Unprivileged {
+            uid,
+            gid,
+            orchestrate: reach(orchestrate_bin()),
+            fake_agent: reach(fake_agent_bin()),
+        })
+    })
+    .as_ref()
+}
+
+/// `bin`, or a hard link to it (a copy across filesystems) where the user can reach it,
+/// when the user cannot run it where it is (a build under /root).
+fn reachable_by(uid: u32, gid: u32, bin: PathBuf) -> PathBuf {
+    let runs = Command::new("setpriv")
+        .args(setpriv_args(uid, gid))
+        .args(["--", "test", "-x"])
+        .arg(&bin)
+        .status()
+        .is_ok_and(|s| s.success());
+    if runs {
+        return bin;
+    }
+    reachable_copy(&bin)
+}
+
+fn setpriv_args(uid: u32, gid: u32) -> Vec<String> {
+    vec![
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--clear-groups".into(),
+    ]
 }
 
 impl Sandbox {
@@ -66,6 +158,7 @@ impl Sandbox {
             pidfile: p.join("pids"),
             argv_file: p.join("argv.json"),
             env: BTreeMap::new(),
+            user: None,
             root,
         };
         for d in [&sb.agents, &sb.home, &sb.work] {
@@ -73,6 +166,33 @@ impl Sandbox {
         }
         std::fs::write(sb.agents.join("fake.md"), TEST_AGENT).unwrap();
         sb
+    }
+
+    /// A sandbox whose runs are `user`'s (None: the test's own).
+    pub fn for_user(user: Option<&'static Unprivileged>) -> Sandbox {
+        let mut sb = Sandbox::new();
+        sb.user = user;
+        sb
+    }
+
+    /// Who runs orchestrate, for messages.
+    pub fn who(&self) -> String {
+        match self.user {
+            Some(u) => format!("uid {}", u.uid),
+            None => "the test's user".into(),
+        }
+    }
+
+    /// The orchestrate binary its runs use (the user's reachable copy).
+    pub fn orchestrate_bin(&self) -> PathBuf {
+        self.user
+            .map_or_else(orchestrate_bin, |u| u.orchestrate.clone())
+    }
+
+    /// The fake agent its runs use.
+    pub fn fake_agent_bin(&self) -> PathBuf {
+        self.user
+            .map_or_else(fake_agent_bin, |u| u.fake_agent.clone())
     }
 
     pub fn scenario(mut self, name: &str) -> Self {
@@ -92,7 +212,26 @@ impl Sandbox {
 
     /// The command, with a clean environment pointing everything into the sandbox.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(orchestrate_bin());
+        let mut cmd = match self.user {
+            None => Command::new(orchestrate_bin()),
+            Some(u) => {
+                // Everything the test put in the sandbox is the user's, as a user's own
+                // files would be (else a write would fail for want of permission, not
+                // because of the sandbox).
+                let st = Command::new("chown")
+                    .arg("-R")
+                    .arg(format!("{}:{}", u.uid, u.gid))
+                    .arg(self.root.path())
+                    .status()
+                    .expect("chown");
+                assert!(st.success(), "chown of the sandbox to {TEST_USER}");
+                let mut cmd = Command::new("setpriv");
+                cmd.args(setpriv_args(u.uid, u.gid))
+                    .arg("--")
+                    .arg(&u.orchestrate);
+                cmd
+            }
+        };
         cmd.args(args)
             .env_remove("ORCHESTRATE_DEPTH")
             .env_remove("ORCHESTRATE_MAX_DEPTH")
@@ -103,7 +242,7 @@ impl Sandbox {
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("XDG_STATE_HOME", self.home.join(".local/state"))
             .env("ORCHESTRATE_STATE_DIR", &self.state)
-            .env("ORCHESTRATE_PI_BIN", fake_agent_bin())
+            .env("ORCHESTRATE_PI_BIN", self.fake_agent_bin())
             .env("FAKE_AGENT_PIDFILE", &self.pidfile)
             .env("FAKE_AGENT_ARGV_FILE", &self.argv_file)
             .env("FAKE_AGENT_FOREVER_MS", "60000")
@@ -360,4 +499,29 @@ pub fn normalized(mut v: Value) -> Value {
         }
     }
     v
+}
+
+/// A hard link to `bin` (a copy across filesystems) in a world-readable folder of the
+/// temporary directory, named for the file and its version, so that each is made once and
+/// reused by every test process.
+fn reachable_copy(bin: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(bin).expect("the binary");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (bin, meta.ino(), meta.size(), meta.mtime()).hash(&mut h);
+    let dir = std::env::temp_dir().join("orchestrate-test-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let name = bin.file_name().unwrap().to_string_lossy();
+    let to = dir.join(format!("{:016x}-{name}", h.finish()));
+    if !to.exists() {
+        // Made under a name of its own, then renamed: another test process may be at it.
+        let tmp = dir.join(format!(".{}-{name}", std::process::id()));
+        if std::fs::hard_link(bin, &tmp).is_err() {
+            std::fs::copy(bin, &tmp).unwrap();
+        }
+        std::fs::rename(&tmp, &to).unwrap();
+    }
+    to
 }

@@ -39,6 +39,10 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use super::super::landlock::RawRules;
+use super::mounts::MountPlan;
+use super::seccomp::Filter;
+
 /// Where a failure before the child's exec happened, reported with its errno.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -56,6 +60,9 @@ pub(super) enum Stage {
     Landlock = 10,
     DropCapabilities = 11,
     Exec = 12,
+    Mounts = 13,
+    Session = 14,
+    Seccomp = 15,
 }
 
 impl Stage {
@@ -74,6 +81,9 @@ impl Stage {
             Landlock,
             DropCapabilities,
             Exec,
+            Mounts,
+            Session,
+            Seccomp,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)
@@ -87,6 +97,7 @@ impl Stage {
             Stage::MountPrivate
                 | Stage::MountProc
                 | Stage::MountTmp
+                | Stage::Mounts
                 | Stage::Loopback
                 | Stage::Subreaper
         )
@@ -106,6 +117,9 @@ impl Stage {
             Stage::Landlock => "enforcing the Landlock sandbox",
             Stage::DropCapabilities => "dropping root's capabilities",
             Stage::Exec => "executing the program",
+            Stage::Mounts => "building the child's view of the filesystem",
+            Stage::Session => "starting a session without a terminal",
+            Stage::Seccomp => "installing the seccomp filter",
         }
     }
 }
@@ -127,10 +141,15 @@ pub(super) struct Plan {
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
     pub cwd: CString,
-    /// Mount a private tmpfs here (namespace mode only).
-    pub private_tmp: Option<CString>,
-    /// The child's Landlock ruleset.
-    pub landlock: Option<RawFd>,
+    /// The child's view of the filesystem (namespace mode only).
+    pub mounts: Option<MountPlan>,
+    /// The child's Landlock ruleset, built by the controller after the mounts.
+    pub landlock: Option<RawRules>,
+    /// Installed by the child just before its exec.
+    pub seccomp: Option<Filter>,
+    /// The child starts a session of its own (no controlling terminal) rather than only
+    /// a process group.
+    pub new_session: bool,
     /// Drop every capability before exec (a sandboxed child of root).
     pub drop_capabilities: bool,
 }
@@ -158,6 +177,8 @@ pub(super) enum StartError {
     #[error("{} failed: {source}", .stage.describe())]
     Stage {
         stage: Stage,
+        /// What the stage was at (a path of the view, a Landlock rule's path), if known.
+        at: Option<String>,
         #[source]
         source: io::Error,
     },
@@ -252,6 +273,11 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     let (stderr_r, stderr_w) = pipe()?;
     let argv = pointers(&plan.argv);
     let envp = pointers(&plan.envp);
+    // Where the controller keeps the descriptors of the mounts it copies (its own copy of
+    // this memory after the clone).
+    let mut mount_fds: Vec<libc::c_int> =
+        vec![-1; plan.mounts.as_ref().map_or(0, MountPlan::clone_count)];
+    let mount_fds = mount_fds.as_mut_ptr();
     let fds = ChildFds {
         alive: alive_r.as_raw_fd(),
         report: report_w.as_raw_fd(),
@@ -287,7 +313,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     };
     if pid == 0 {
         // SAFETY: in the copy; see the module's notes.
-        unsafe { controller_main(plan, &argv, &envp, fds) }
+        unsafe { controller_main(plan, &argv, &envp, fds, mount_fds) }
     }
     let clone_error = io::Error::last_os_error();
     // SAFETY: restores this thread's mask.
@@ -318,18 +344,25 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     }
     // EOF once the child has exec'd (the report pipe closes on exec) and the controller
     // has closed its copy; or a failure report first.
-    let mut report = [0u8; 8];
+    let mut report = [0u8; REPORT_BYTES];
     let n = read_full(&report_r, &mut report)?;
     if n == report.len() {
         let stage = u32::from_ne_bytes(report[..4].try_into().expect("4 bytes"));
-        let errno = i32::from_ne_bytes(report[4..].try_into().expect("4 bytes"));
+        let errno = i32::from_ne_bytes(report[4..8].try_into().expect("4 bytes"));
+        let index = u32::from_ne_bytes(report[8..].try_into().expect("4 bytes"));
         let stage = Stage::from_u32(stage).unwrap_or(Stage::Exec);
+        let at = match stage {
+            Stage::Mounts => plan.mounts.as_ref().map(|m| m.describe(index)),
+            Stage::Landlock => plan.landlock.as_ref().map(|l| l.describe(index)),
+            _ => None,
+        };
         // The controller exits on its own after a failure (set-up: at once; the
         // child's: once it has reaped it).
         // SAFETY: reaping our own child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
         return Err(StartError::Stage {
             stage,
+            at,
             source: io::Error::from_raw_os_error(errno),
         });
     }
@@ -429,11 +462,21 @@ fn errno() -> libc::c_int {
     unsafe { *libc::__errno_location() }
 }
 
+/// A failure report: stage, errno, and an index into the stage's paths.
+const REPORT_BYTES: usize = 12;
+
 /// Reports a failure to orchestrate and exits.
 unsafe fn fail(report: RawFd, stage: Stage, err: libc::c_int) -> ! {
-    let mut b = [0u8; 8];
+    // SAFETY: see `fail_at`.
+    unsafe { fail_at(report, stage, err, 0) }
+}
+
+/// Reports a failure at `index` of the stage's paths to orchestrate and exits.
+unsafe fn fail_at(report: RawFd, stage: Stage, err: libc::c_int, index: u32) -> ! {
+    let mut b = [0u8; REPORT_BYTES];
     b[..4].copy_from_slice(&(stage as u32).to_ne_bytes());
-    b[4..].copy_from_slice(&err.to_ne_bytes());
+    b[4..8].copy_from_slice(&err.to_ne_bytes());
+    b[8..].copy_from_slice(&index.to_ne_bytes());
     // SAFETY: writing a valid buffer, then exiting without running any handler.
     unsafe {
         libc::write(report, b.as_ptr().cast(), b.len());
@@ -499,6 +542,7 @@ unsafe fn controller_main(
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
     fds: ChildFds,
+    mount_fds: *mut libc::c_int,
 ) -> ! {
     // SAFETY: system calls only, on descriptors and memory this copy owns.
     unsafe {
@@ -523,6 +567,9 @@ unsafe fn controller_main(
         if libc::poll(&mut pfd, 1, 0) > 0 && pfd.revents & libc::POLLHUP != 0 {
             fail(fds.report, Stage::ParentGone, 0);
         }
+        // Not a process the child may read or write through /proc (it is not confined).
+        // After the go: orchestrate has written its id maps, which this makes root's.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong);
         // A group of its own: a terminal's ^C to orchestrate's group does not reach it.
         libc::setpgid(0, 0);
         if in_namespace {
@@ -537,26 +584,23 @@ unsafe fn controller_main(
             {
                 fail(fds.report, Stage::MountPrivate, errno());
             }
-            if libc::mount(
-                c"proc".as_ptr(),
-                c"/proc".as_ptr(),
-                c"proc".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                std::ptr::null(),
-            ) != 0
-            {
-                fail(fds.report, Stage::MountProc, errno());
-            }
-            if let Some(tmp) = &plan.private_tmp {
-                if libc::mount(
-                    c"tmpfs".as_ptr(),
-                    tmp.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    c"mode=0700".as_ptr().cast(),
-                ) != 0
-                {
-                    fail(fds.report, Stage::MountTmp, errno());
+            match &plan.mounts {
+                Some(view) => {
+                    if let Err((index, e)) = view.apply(mount_fds) {
+                        fail_at(fds.report, Stage::Mounts, e, index);
+                    }
+                }
+                None => {
+                    if libc::mount(
+                        c"proc".as_ptr(),
+                        c"/proc".as_ptr(),
+                        c"proc".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        std::ptr::null(),
+                    ) != 0
+                    {
+                        fail(fds.report, Stage::MountProc, errno());
+                    }
                 }
             }
             if let Mode::Namespace { clone_flags } = plan.mode {
@@ -569,6 +613,14 @@ unsafe fn controller_main(
         } else if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) != 0 {
             fail(fds.report, Stage::Subreaper, errno());
         }
+        // The rules name what the child sees, so they are made after its mounts.
+        let ruleset = match &plan.landlock {
+            Some(rules) => match rules.build() {
+                Ok(fd) => Some(fd),
+                Err((index, e)) => fail_at(fds.report, Stage::Landlock, e, index),
+            },
+            None => None,
+        };
         let me = libc::getpid();
         let child = raw_fork();
         if child < 0 {
@@ -576,28 +628,51 @@ unsafe fn controller_main(
         }
         if child == 0 {
             let parent = if in_namespace { 1 } else { me };
-            child_main(plan, argv, envp, fds, parent);
+            child_main(plan, argv, envp, fds, parent, ruleset);
         }
-        // Keep only the status pipe, away from 0-2; those point at /dev/null so that the
-        // controller holds none of orchestrate's descriptors (its stdout, the child's
-        // pipes).
+        // Keep only the status pipe (and the memory file the login copies go to), away
+        // from 0-2; those point at /dev/null so that the controller holds none of
+        // orchestrate's descriptors (its stdout, the child's pipes).
         let status = libc::fcntl(fds.status, libc::F_DUPFD, 10);
+        let logins = match plan.mounts.as_ref().and_then(MountPlan::login_fd) {
+            Some(fd) if status >= 0 => libc::fcntl(fd, libc::F_DUPFD, status + 1),
+            _ => -1,
+        };
         if status >= 0 {
             libc::syscall(libc::SYS_close_range, 0, (status - 1) as libc::c_uint, 0);
-            close_from(status as libc::c_uint + 1, false);
+            if logins > status + 1 {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    (status + 1) as libc::c_uint,
+                    (logins - 1) as libc::c_uint,
+                    0,
+                );
+            }
+            close_from(status.max(logins) as libc::c_uint + 1, false);
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
             if null == 0 {
                 libc::dup2(0, 1);
                 libc::dup2(0, 2);
             }
         }
-        control(in_namespace, child, status)
+        let logins = plan
+            .mounts
+            .as_ref()
+            .filter(|_| logins >= 0)
+            .map(|m| (m, logins));
+        control(in_namespace, child, status, logins)
     }
 }
 
-/// Waits for signals: reaps, forwards, reports the child's exit, and ends the tree when
-/// asked (subreaper mode; in a namespace orchestrate's SIGKILL does that).
-unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
+/// Waits for signals: reaps, forwards, reports the child's exit (having copied out its
+/// CLI's login files, when `logins` says where), and ends the tree when asked (subreaper
+/// mode; in a namespace orchestrate's SIGKILL does that).
+unsafe fn control(
+    in_namespace: bool,
+    child: libc::pid_t,
+    status: RawFd,
+    logins: Option<(&MountPlan, RawFd)>,
+) -> ! {
     // SAFETY: system calls only.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -620,7 +695,11 @@ unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
                 s if s > 0 => forward(in_namespace, child, child_alive, s),
                 _ => continue,
             }
-            // Reap whatever ended: the child, and orphans handed to us.
+            // Reap whatever ended: the child, and orphans handed to us. All of them before
+            // the child's exit is judged: a child that exits without reaping its own
+            // children (node does) hands their zombies to us at its exit, and a zombie
+            // still answers the null signal `others_alive` sends.
+            let mut child_status = None;
             loop {
                 let mut st = 0;
                 let p = libc::waitpid(-1, &mut st, libc::WNOHANG);
@@ -629,15 +708,21 @@ unsafe fn control(in_namespace: bool, child: libc::pid_t, status: RawFd) -> ! {
                 }
                 if p == child {
                     child_alive = false;
-                    let leftovers = others_alive(in_namespace);
-                    let record = ExitRecord {
-                        status: st,
-                        leftovers,
-                    }
-                    .encode();
-                    libc::write(status, record.as_ptr().cast(), record.len());
-                    reported = true;
+                    child_status = Some(st);
                 }
+            }
+            if let Some(st) = child_status {
+                // Before the record: orchestrate reads the copies once it has it.
+                if let Some((mounts, into)) = logins {
+                    mounts.copy_logins(into);
+                }
+                let record = ExitRecord {
+                    status: st,
+                    leftovers: others_alive(in_namespace),
+                }
+                .encode();
+                libc::write(status, record.as_ptr().cast(), record.len());
+                reported = true;
             }
             if reported && !others_alive(in_namespace) {
                 libc::_exit(0);
@@ -813,6 +898,7 @@ unsafe fn child_main(
     envp: &[*const libc::c_char],
     fds: ChildFds,
     parent: libc::pid_t,
+    ruleset: Option<RawFd>,
 ) -> ! {
     // SAFETY: system calls only, then exec.
     unsafe {
@@ -829,7 +915,15 @@ unsafe fn child_main(
         if libc::getppid() != parent {
             libc::_exit(127);
         }
-        libc::setpgid(0, 0);
+        if plan.new_session {
+            // A session of its own: no controlling terminal, so /dev/tty names none of the
+            // user's terminals (and it leads its own process group, as below).
+            if libc::setsid() < 0 {
+                fail(fds.report, Stage::Session, errno());
+            }
+        } else {
+            libc::setpgid(0, 0);
+        }
         // stdin /dev/null, stdout and stderr the pipes. Copies above 2 first, so that no
         // dup2 can overwrite a descriptor still needed.
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
@@ -850,7 +944,7 @@ unsafe fn child_main(
         if libc::chdir(plan.cwd.as_ptr()) != 0 {
             fail(fds.report, Stage::Chdir, errno());
         }
-        if let Some(ruleset) = plan.landlock {
+        if let Some(ruleset) = ruleset {
             if let Err(e) = super::super::landlock::restrict_self(ruleset) {
                 fail(fds.report, Stage::Landlock, e);
             }
@@ -858,6 +952,13 @@ unsafe fn child_main(
         if plan.drop_capabilities {
             if let Err(e) = super::super::landlock::drop_all_capabilities() {
                 fail(fds.report, Stage::DropCapabilities, e);
+            }
+        }
+        if let Some(filter) = &plan.seccomp {
+            // Set by restrict_self already; seccomp needs it without Landlock too.
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            if let Err(e) = filter.install() {
+                fail(fds.report, Stage::Seccomp, e);
             }
         }
         // Nothing but 0-2 crosses the exec: not orchestrate's descriptors, not those

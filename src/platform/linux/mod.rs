@@ -3,6 +3,8 @@
 //! See `controller.rs` for how the tree is held and stopped.
 
 mod controller;
+mod mounts;
+mod seccomp;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -12,10 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use controller::{IdMaps, Mode, Plan, StartError};
+use mounts::MountPlan;
+use seccomp::Filter;
 
-use super::landlock::Ruleset;
+use super::landlock::RawRules;
 use super::unix::{on_spawner_thread, peek_exit, LeaderExit, StartTime};
-use super::{Confinement, Containment, Leftovers, SpawnSpec};
+use super::{layer, Confinement, Containment, Layers, Leftovers, MountKind, SpawnSpec};
 
 #[cfg(test)]
 pub(crate) const IMPLEMENTATION: &str = "linux";
@@ -43,9 +47,10 @@ fn mark_unavailable(flags: libc::c_int, why: String) {
         .push((flags, why));
 }
 
-/// The mechanism the sandbox uses here, or why there is none.
+/// The mechanism the sandbox uses here. Which of its layers hold is known at the spawn
+/// (a mount namespace may be refused, Landlock missing): it says so then.
 pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
-    super::landlock::abi().map(|_| "landlock")
+    Ok("namespaces")
 }
 
 /// A started child: its controller, the pipes of its stdout and stderr, and its exit
@@ -63,6 +68,7 @@ pub(crate) struct GroupChild {
     exit: Option<(LeaderExit, bool)>,
     reaped: bool,
     degraded: Option<String>,
+    layers: Layers,
 }
 
 impl GroupChild {
@@ -96,6 +102,11 @@ impl GroupChild {
     /// Why a weaker containment than a PID namespace is in use.
     pub(crate) fn degraded(&self) -> Option<&str> {
         self.degraded.as_deref()
+    }
+
+    /// The sandbox layers that held, and those that could not be had.
+    pub(crate) fn layers(&self) -> &Layers {
+        &self.layers
     }
 
     /// The child's exit, once it has exited (its descendants may live on).
@@ -159,6 +170,15 @@ impl GroupChild {
         if self.reaped {
             return Ok(());
         }
+        if self.take_record().is_ok() && matches!(self.exit, Some((_, false))) {
+            // The child exited with nothing of its tree left: the controller exits by
+            // itself, having written the record. Its exit is not waited for: it tears
+            // down the child's namespaces, and unmounting the child's view waits for an
+            // RCU grace period (milliseconds, tens of them on a loaded machine).
+            reap_later(self.controller);
+            self.reaped = true;
+            return Ok(());
+        }
         let _ = self.kill();
         let _ = self.peek_exit();
         // SAFETY: reaping our own child.
@@ -197,6 +217,26 @@ impl Drop for GroupChild {
     }
 }
 
+/// Reaps `pid`, a child of ours that is exiting by itself, at once if it is done, else
+/// on a thread of its own (which orchestrate's own exit does not wait for: the exiting
+/// process is then reaped by whoever inherits it).
+fn reap_later(pid: u32) {
+    // SAFETY: reaping our own child, once.
+    let done = unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG) };
+    if done == 0 {
+        let spawned = std::thread::Builder::new()
+            .name("orch-reap".into())
+            .spawn(move || {
+                // SAFETY: as above; no one else waits for it.
+                unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+            });
+        if spawned.is_err() {
+            // SAFETY: as above.
+            unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+        }
+    }
+}
+
 fn wait_status(status: libc::c_int) -> LeaderExit {
     if libc::WIFSIGNALED(status) {
         LeaderExit::Signaled(libc::WTERMSIG(status))
@@ -209,10 +249,6 @@ fn wait_status(status: libc::c_int) -> LeaderExit {
 pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
     let env = child_environment(&spec);
     let program = resolve_program(&spec.program, &env)?;
-    let ruleset = match &spec.confinement.writable {
-        None => None,
-        Some(paths) => Some(ruleset(paths).map_err(io::Error::other)?),
-    };
     let plan_parts = PlanParts {
         program: cstring(program.as_os_str())?,
         argv: std::iter::once(spec.program.as_os_str())
@@ -232,7 +268,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         cwd: cstring(spec.cwd.as_os_str())?,
     };
     let confinement = spec.confinement;
-    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement, ruleset))
+    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement))
 }
 
 struct PlanParts {
@@ -242,14 +278,61 @@ struct PlanParts {
     cwd: CString,
 }
 
-fn start_in_best_mode(
-    parts: PlanParts,
-    confinement: &Confinement,
-    ruleset: Option<Ruleset>,
-) -> io::Result<GroupChild> {
+/// Where the child may write as Landlock sees it: the confinement's paths, and with the
+/// mount layer the view's writable places and the fresh temporary directories (without
+/// it, those would be the host's own, shared with everyone).
+fn landlock_paths(c: &Confinement, with_view: bool) -> Vec<PathBuf> {
+    let mut paths = c.writable.clone().unwrap_or_default();
+    if let (Some(view), true) = (&c.view, with_view) {
+        // A private copy is writable where it is mounted over its file; without the
+        // mounts the path is the user's own file.
+        paths.extend(
+            view.mounts
+                .iter()
+                .filter(|(_, k)| matches!(k, MountKind::Copy))
+                .map(|(p, _)| p.clone()),
+        );
+    }
+    if with_view {
+        paths.extend(["/tmp", "/var/tmp", "/dev/shm", "/dev/pts"].map(PathBuf::from));
+    }
+    paths.extend(
+        ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"]
+            .map(PathBuf::from)
+            .into_iter()
+            .filter(|p| p.exists()),
+    );
+    paths
+}
+
+/// What the view cannot give without a mount namespace, as the warnings say it.
+fn lost_without_mounts(c: &Confinement) -> Vec<&'static str> {
+    let Some(view) = &c.view else {
+        return Vec::new();
+    };
+    let mut lost = vec!["the read-only view of the filesystem: metadata (modes, times, xattrs) can change outside its writable places"];
+    let has = |k: fn(&MountKind) -> bool| view.mounts.iter().any(|(_, m)| k(m));
+    if has(|m| matches!(m, MountKind::Hidden)) {
+        lost.push(
+            "the covers over credentials (~/.ssh, ~/.aws, other CLIs' logins): they are readable",
+        );
+    }
+    if has(|m| matches!(m, MountKind::ReadOnly)) {
+        lost.push("the read-only protected paths inside its writable places (.git, editor and agent settings)");
+    }
+    if has(|m| matches!(m, MountKind::Private)) {
+        lost.push("the private layer over its CLI's settings: what it writes there stays");
+    }
+    lost.push("the empty /tmp and /run: runtime sockets there are reachable");
+    lost
+}
+
+fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChild> {
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let sandboxed = ruleset.is_some();
+    let sandboxed = c.writable.is_some() || c.view.is_some();
+    let outer_holds = |l: &str| c.outer.iter().any(|o| o == l);
+    let mut layers = Layers::default();
     // Anyone but root needs a user namespace to own the others. Root needs none; its
     // sandboxed child gives up every capability instead (cheaper than a user namespace,
     // whose id maps orchestrate would have to write for each run).
@@ -258,8 +341,39 @@ fn start_in_best_mode(
     if userns {
         flags |= libc::CLONE_NEWUSER;
     }
-    if confinement.no_network {
+    if c.no_network {
         flags |= libc::CLONE_NEWNET;
+    }
+    let mounts = match &c.view {
+        Some(view) => Some(MountPlan::new(
+            view,
+            Path::new(OsStr::from_bytes(parts.program.as_bytes())),
+        )?),
+        None => None,
+    };
+    let rules = |with_view: bool| -> io::Result<Option<RawRules>> {
+        if !sandboxed {
+            return Ok(None);
+        }
+        match RawRules::new(&landlock_paths(c, with_view)) {
+            Ok(r) => Ok(Some(r)),
+            Err(super::landlock::RulesetError::Unavailable(why)) => {
+                if c.strict && !outer_holds(layer::LANDLOCK) {
+                    return Err(io::Error::other(format!(
+                        "the sandbox was asked for, but its Landlock layer cannot be had: {why}"
+                    )));
+                }
+                Ok(None)
+            }
+            Err(e) => Err(io::Error::other(e)),
+        }
+    };
+    let seccomp = if c.harden { Filter::new() } else { None };
+    if c.harden && seccomp.is_none() {
+        layers.missing.push((
+            layer::SECCOMP,
+            "orchestrate has no seccomp filter for this architecture".into(),
+        ));
     }
     let forced = std::env::var(CONTAINMENT_VAR).unwrap_or_default();
     let degraded;
@@ -269,12 +383,57 @@ fn start_in_best_mode(
         argv: parts.argv,
         envp: parts.envp,
         cwd: parts.cwd,
-        private_tmp: match &confinement.private_tmp {
-            Some(p) => Some(cstring(p.as_os_str())?),
-            None => None,
-        },
-        landlock: ruleset.as_ref().map(Ruleset::raw_fd),
+        mounts,
+        landlock: rules(c.view.is_some())?,
+        seccomp,
+        new_session: true,
         drop_capabilities: root && sandboxed,
+    };
+    let held = |plan: &Plan, namespace: bool| {
+        let mut held = Vec::new();
+        if namespace {
+            held.push(layer::PID_NAMESPACE);
+            if plan.mounts.is_some() {
+                held.push(layer::MOUNTS);
+            }
+            if c.no_network {
+                held.push(layer::NETWORK_NAMESPACE);
+            }
+        }
+        if let Some(r) = &plan.landlock {
+            held.push(layer::LANDLOCK);
+            if r.scopes() {
+                held.push(layer::SCOPES);
+            }
+        }
+        if plan.seccomp.is_some() {
+            held.push(layer::SECCOMP);
+        }
+        held.push(layer::NO_TTY);
+        held
+    };
+    // A nested orchestrate learns which layers enclose it (the inherited list is part of
+    // the new one).
+    if sandboxed {
+        let prefix = format!("{}=", super::OUTER_VAR);
+        plan.envp
+            .retain(|e| !e.as_bytes().starts_with(prefix.as_bytes()));
+    }
+    let base_env = plan.envp.len();
+    let mark = |plan: &mut Plan, held: &[&str]| -> io::Result<()> {
+        plan.envp.truncate(base_env);
+        if sandboxed {
+            let mut all: Vec<&str> = c.outer.iter().map(String::as_str).collect();
+            all.extend(held.iter().copied());
+            all.sort_unstable();
+            all.dedup();
+            plan.envp.push(cstring(OsStr::new(&format!(
+                "{}={}",
+                super::OUTER_VAR,
+                all.join(",")
+            )))?);
+        }
+        Ok(())
     };
     if forced == "subreaper" {
         degraded = Some(format!("{CONTAINMENT_VAR}=subreaper"));
@@ -282,8 +441,14 @@ fn start_in_best_mode(
         degraded = Some(why);
     } else {
         let maps = userns.then(IdMaps::for_current_user);
+        let held_here = held(&plan, true);
+        mark(&mut plan, &held_here)?;
         match controller::start(&plan, maps.as_ref()) {
-            Ok(started) => return Ok(child(started, plan.mode, None)),
+            Ok(started) => {
+                layers.held = held(&plan, true);
+                note_missing(&mut layers, &plan, c);
+                return Ok(child(started, plan.mode, None, layers));
+            }
             Err(StartError::Clone(e)) => {
                 let why = format!("clone of a new PID namespace failed: {e}");
                 mark_unavailable(flags, why.clone());
@@ -293,35 +458,89 @@ fn start_in_best_mode(
                 mark_unavailable(flags, e.to_string());
                 degraded = Some(e.to_string());
             }
-            Err(StartError::Stage { stage, source }) if stage.is_setup() => {
-                let why = format!("{} failed: {source}", stage.describe());
+            Err(StartError::Stage { stage, at, source }) if stage.is_setup() => {
+                let why = match at {
+                    Some(at) => format!("{} failed at {at}: {source}", stage.describe()),
+                    None => format!("{} failed: {source}", stage.describe()),
+                };
                 mark_unavailable(flags, why.clone());
                 degraded = Some(why);
             }
             Err(e) => return Err(start_error(e)),
         }
     }
+    let why = degraded.clone().unwrap_or_default();
     if forced == "pidns" {
         return Err(io::Error::other(format!(
-            "{CONTAINMENT_VAR}=pidns, but PID namespaces are not available: {}",
-            degraded.unwrap_or_default()
+            "{CONTAINMENT_VAR}=pidns, but PID namespaces are not available: {why}"
         )));
     }
-    if confinement.no_network {
+    if c.no_network {
         return Err(io::Error::other(format!(
-            "network off needs a network namespace, which is not available here: {}",
-            degraded.unwrap_or_default()
+            "network off needs a network namespace, which is not available here: {why}"
         )));
+    }
+    if c.view.is_some() {
+        if c.strict && !outer_holds(layer::MOUNTS) {
+            return Err(io::Error::other(format!(
+                "the sandbox was asked for, but its mount layer (a mount namespace) cannot be had here: {why}"
+            )));
+        }
+        if !outer_holds(layer::MOUNTS) {
+            layers.missing.push((
+                layer::MOUNTS,
+                format!(
+                    "no mount namespace ({why}); the child runs without {}",
+                    lost_without_mounts(c).join("; ")
+                ),
+            ));
+        }
     }
     plan.mode = Mode::Subreaper;
-    plan.private_tmp = None;
+    plan.mounts = None;
+    plan.landlock = rules(false)?;
+    let held_here = held(&plan, false);
+    mark(&mut plan, &held_here)?;
     match controller::start(&plan, None) {
-        Ok(started) => Ok(child(started, plan.mode, degraded)),
+        Ok(started) => {
+            layers.held = held(&plan, false);
+            note_missing(&mut layers, &plan, c);
+            Ok(child(started, plan.mode, degraded, layers))
+        }
         Err(e) => Err(start_error(e)),
     }
 }
 
-fn child(started: controller::Started, mode: Mode, degraded: Option<String>) -> GroupChild {
+/// The sandbox layers a confining plan could not include (other than the mount layer,
+/// whose absence the caller notes with its reason).
+fn note_missing(layers: &mut Layers, plan: &Plan, c: &Confinement) {
+    let sandboxed = c.writable.is_some() || c.view.is_some();
+    if !sandboxed {
+        return;
+    }
+    let outer = |l: &str| c.outer.iter().any(|o| o == l);
+    match &plan.landlock {
+        None if !outer(layer::LANDLOCK) => layers.missing.push((
+            layer::LANDLOCK,
+            match super::landlock::abi() {
+                Err(why) => why,
+                Ok(_) => "Landlock is not in use".into(),
+            },
+        )),
+        Some(r) if !r.scopes() && !c.no_network && !outer(layer::SCOPES) => layers.missing.push((
+            layer::SCOPES,
+            "Landlock's scopes need Linux 6.12: abstract unix sockets outside (an X server, a D-Bus bus) can be connected to and processes of the same user signalled".into(),
+        )),
+        _ => {}
+    }
+}
+
+fn child(
+    started: controller::Started,
+    mode: Mode,
+    degraded: Option<String>,
+    layers: Layers,
+) -> GroupChild {
     GroupChild {
         controller: started.pid,
         mode,
@@ -332,6 +551,7 @@ fn child(started: controller::Started, mode: Mode, degraded: Option<String>) -> 
         exit: None,
         reaped: false,
         degraded,
+        layers,
     }
 }
 
@@ -339,20 +559,15 @@ fn child(started: controller::Started, mode: Mode, degraded: Option<String>) -> 
 /// the result reports as exit code 127).
 fn start_error(e: StartError) -> io::Error {
     match e {
-        StartError::Stage { stage, source } => io::Error::new(
+        StartError::Stage { stage, at, source } => io::Error::new(
             source.kind(),
-            format!("{} failed: {source}", stage.describe()),
+            match at {
+                Some(at) => format!("{} failed at {at}: {source}", stage.describe()),
+                None => format!("{} failed: {source}", stage.describe()),
+            },
         ),
         StartError::Clone(source) | StartError::IdMap(source) | StartError::Io(source) => source,
     }
-}
-
-fn ruleset(writable: &[PathBuf]) -> Result<Ruleset, super::landlock::RulesetError> {
-    let mut rules = Ruleset::new()?;
-    for path in writable {
-        rules.allow_writes(path)?;
-    }
-    Ok(rules)
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {

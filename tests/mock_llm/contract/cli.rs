@@ -54,6 +54,10 @@ pub struct Cli {
     /// overloaded model by itself (orchestrate retries once), 1 where it retries until
     /// the connect limit stops it.
     pub fallback_attempts: usize,
+    /// Files the CLI runs code from or takes its settings from, in its own home (settings,
+    /// hooks, extensions, plugins): a hostile shell tries to plant code in each. Some
+    /// exist (written by `configure`), some not.
+    pub config_plants: fn(&Sandbox) -> Vec<std::path::PathBuf>,
     /// `(scenario, defect)`: scenarios that fail because of a known defect in
     /// orchestrate; reported ignored with the defect as the reason until it is fixed
     /// (`--ignored` runs them).

@@ -273,6 +273,8 @@ pub struct Sandbox {
     pub model: String,
     pub bin: PathBuf,
     env: Vec<(String, std::ffi::OsString)>,
+    /// Runs orchestrate as this unprivileged user rather than the test's own.
+    user: Option<&'static Unprivileged>,
     /// Held for the sandbox's life: see [`serial`].
     _serial: std::sync::MutexGuard<'static, ()>,
 }
@@ -314,6 +316,7 @@ impl Sandbox {
             model: model.to_string(),
             bin,
             env: Vec::new(),
+            user: None,
             _serial: guard,
             root,
         };
@@ -398,7 +401,28 @@ impl Sandbox {
     }
 
     /// `cmd` with the sandbox's environment, in the working directory.
-    pub fn in_sandbox(&self, mut cmd: Command) -> Command {
+    /// Runs orchestrate (and so the CLI) as `user`: the sandbox's folders become its own,
+    /// and orchestrate is started through `setpriv`. The CLI binary must be one it can
+    /// run ([`Unprivileged::reach`]).
+    pub fn as_user(&mut self, user: &'static Unprivileged) -> &mut Self {
+        self.user = Some(user);
+        self
+    }
+
+    pub fn in_sandbox(&self, cmd: Command) -> Command {
+        let mut cmd = match self.user {
+            None => cmd,
+            Some(u) => {
+                let st = Command::new("chown")
+                    .arg("-R")
+                    .arg(format!("{}:{}", u.uid, u.gid))
+                    .arg(self.root.path())
+                    .status()
+                    .expect("chown");
+                assert!(st.success(), "chown of the sandbox to {}", u.uid);
+                u.wrap(&cmd)
+            }
+        };
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -649,4 +673,126 @@ pub fn report(case: &str, mock: &super::MockLlm, out: &Finished, max_line: usize
         out.status, out.elapsed, out.stdout
     );
     harness::note(&s);
+}
+
+/// An unprivileged user the contract tests create when they run as root (`useradd`), to
+/// run a real CLI through orchestrate as a user would, where the sandbox needs a user
+/// namespace. (tests/support has the same for the fake child's tests.)
+#[derive(Debug)]
+pub struct Unprivileged {
+    pub uid: u32,
+    pub gid: u32,
+    /// orchestrate, where the user can run it.
+    orchestrate: PathBuf,
+}
+
+/// The tests' unprivileged user (None unless the tests run as root).
+pub fn unprivileged() -> Option<&'static Unprivileged> {
+    const NAME: &str = "orchestrate-test";
+    static USER: std::sync::OnceLock<Option<Unprivileged>> = std::sync::OnceLock::new();
+    USER.get_or_init(|| {
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        let id = |flag: &str| -> Option<u32> {
+            let out = Command::new("id").args([flag, NAME]).output().ok()?;
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        };
+        if id("-u").is_none() {
+            let _ = Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    NAME,
+                ])
+                .output();
+        }
+        let (uid, gid) = (id("-u").expect("useradd"), id("-g").expect("its group"));
+        let mut u = Unprivileged {
+            uid,
+            gid,
+            orchestrate: PathBuf::new(),
+        };
+        u.orchestrate = u.reach(&orchestrate_bin());
+        Some(u)
+    })
+    .as_ref()
+}
+
+impl Unprivileged {
+    fn setpriv(&self) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--clear-groups");
+        cmd
+    }
+
+    /// `bin` (symbolic links resolved), or a hard link to it (a copy across filesystems)
+    /// where the user can reach it, when the user cannot run it where it is (the pinned
+    /// CLIs live under /root).
+    pub fn reach(&self, bin: &Path) -> PathBuf {
+        let bin = std::fs::canonicalize(bin).expect("the binary");
+        let runs = self
+            .setpriv()
+            .args(["--", "test", "-x"])
+            .arg(&bin)
+            .status()
+            .is_ok_and(|s| s.success());
+        if runs {
+            return bin;
+        }
+        reachable_copy(&bin)
+    }
+
+    /// `cmd` (from [`clean_command`]) run as this user; orchestrate's from where the
+    /// user can run it.
+    fn wrap(&self, cmd: &Command) -> Command {
+        let mut w = self.setpriv();
+        let program = if Path::new(cmd.get_program()) == orchestrate_bin() {
+            self.orchestrate.as_os_str()
+        } else {
+            cmd.get_program()
+        };
+        w.arg("--").arg(program).args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => w.env(k, v),
+                None => w.env_remove(k),
+            };
+        }
+        w.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        w
+    }
+}
+
+/// A hard link to `bin` (a copy across filesystems) in a world-readable folder of the
+/// temporary directory, named for the file and its version, so that each is made once and
+/// reused by every test process.
+fn reachable_copy(bin: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(bin).expect("the binary");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (bin, meta.ino(), meta.size(), meta.mtime()).hash(&mut h);
+    let dir = std::env::temp_dir().join("orchestrate-test-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let name = bin.file_name().unwrap().to_string_lossy();
+    let to = dir.join(format!("{:016x}-{name}", h.finish()));
+    if !to.exists() {
+        // Made under a name of its own, then renamed: another test process may be at it.
+        let tmp = dir.join(format!(".{}-{name}", std::process::id()));
+        if std::fs::hard_link(bin, &tmp).is_err() {
+            std::fs::copy(bin, &tmp).unwrap();
+        }
+        std::fs::rename(&tmp, &to).unwrap();
+    }
+    to
 }

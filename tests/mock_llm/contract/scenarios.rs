@@ -151,6 +151,17 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin| tool_never_returns(cli, bin)),
         ));
     }
+    // As an unprivileged user, where the sandbox needs a user namespace: claude, whose
+    // pinned build is one native binary that the test can put where the user reaches it.
+    if cli.name == "claude" {
+        if let Some(user) = super::unprivileged() {
+            out.push((
+                "as_an_unprivileged_user_a_hostile_shell_plants_no_config_forges_no_record_and_reads_no_credential"
+                    .into(),
+                Box::new(move |bin: &Path| hostile_shell(cli, &user.reach(bin), Some(user))),
+            ));
+        }
+    }
     if cli.resume.is_some() {
         out.push((
             "a_resumed_run_continues_the_clis_own_session".into(),
@@ -190,6 +201,10 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
         (
             "workspace_write_writes_the_working_directory_but_not_home_etc_or_a_sibling".into(),
             Box::new(move |bin: &Path| sandboxed_workspace_write(cli, bin)),
+        ),
+        (
+            "a_hostile_shell_plants_no_config_forges_no_record_and_reads_no_credential".into(),
+            Box::new(move |bin: &Path| hostile_shell(cli, bin, None)),
         ),
         (
             "three_implementers_in_worktrees_get_a_branch_each_and_the_checkout_is_unchanged"
@@ -259,7 +274,7 @@ fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
     } else {
         "workspace-write"
     };
-    r["sandbox"] = json!({"mode": mode, "mechanism": "landlock"});
+    r["sandbox"] = json!({"mode": mode, "mechanism": "namespaces", "layers": LAYERS});
     for (k, v) in fields.as_object().expect("fields").clone() {
         r[k] = v;
     }
@@ -1118,8 +1133,19 @@ fn shell_writes(
     (out, sb, paths, outputs)
 }
 
-/// "Permission denied" in a tool result (the shell's own message about the redirection).
-const DENIED: &str = "Permission denied";
+/// "Read-only file system" in a tool result (the shell's own message about the
+/// redirection); "No such file or directory" for a place in /tmp, which the child sees
+/// empty but for its own places.
+const DENIED: [&str; 2] = ["Read-only file system", "No such file or directory"];
+/// The sandbox's layers, as root holds them here (Landlock ABI 6).
+const LAYERS: [&str; 6] = [
+    "pid-namespace",
+    "mounts",
+    "landlock",
+    "scopes",
+    "seccomp",
+    "no-tty",
+];
 
 /// A path in /etc no other test uses (these tests run as root, who could otherwise write
 /// there).
@@ -1134,11 +1160,11 @@ fn sandboxed_read_only(cli: &Cli, bin: &Path) {
     });
     assert_eq!(
         out.result()["sandbox"],
-        json!({"mode": "read-only", "mechanism": "landlock"})
+        json!({"mode": "read-only", "mechanism": "namespaces", "layers": LAYERS})
     );
     for (p, o) in paths.iter().zip(&outputs) {
         assert!(!Path::new(p).exists(), "{p} was written");
-        assert!(o.contains(DENIED), "{p}: {o}");
+        assert!(DENIED.iter().any(|d| o.contains(d)), "{p}: {o}");
     }
 }
 
@@ -1155,7 +1181,7 @@ fn sandboxed_workspace_write(cli: &Cli, bin: &Path) {
     });
     assert_eq!(
         out.result()["sandbox"],
-        json!({"mode": "workspace-write", "mechanism": "landlock"})
+        json!({"mode": "workspace-write", "mechanism": "namespaces", "layers": LAYERS})
     );
     assert_eq!(
         std::fs::read_to_string(&paths[0]).ok().as_deref(),
@@ -1163,12 +1189,173 @@ fn sandboxed_workspace_write(cli: &Cli, bin: &Path) {
         "written in the working directory ({})",
         outputs[0]
     );
-    assert!(!outputs[0].contains(DENIED), "{}", outputs[0]);
+    assert!(
+        !DENIED.iter().any(|d| outputs[0].contains(d)),
+        "{}",
+        outputs[0]
+    );
     for (p, o) in paths.iter().zip(&outputs).skip(1) {
         assert!(!Path::new(p).exists(), "{p} was written");
-        assert!(o.contains(DENIED), "{p}: {o}");
+        assert!(DENIED.iter().any(|d| o.contains(d)), "{p}: {o}");
     }
     drop(sb);
+}
+
+/// Credentials planted in the test's HOME: `(path under HOME, contents)`.
+const PLANTED_SECRETS: [(&str, &str); 3] = [
+    (".ssh/id_ed25519", "contract-secret-ssh-key"),
+    (".aws/credentials", "contract-secret-aws-key"),
+    (".config/gh/hosts.yml", "contract-secret-gh-token"),
+];
+/// orchestrate's records of the run, which the child tries to forge.
+const RECORDS: [&str; 4] = [
+    "result.json",
+    "exit-status",
+    "supervisor.json",
+    "session.jsonl",
+];
+
+/// A prompt-injected agent with the CLI's own guard off (`worker` may run any command;
+/// orchestrate's sandbox is the only guard) uses the CLI's shell tool to plant code in
+/// the CLI's own settings and hooks, in the user's shell start-up file and in the
+/// workspace's agent settings; to forge orchestrate's records of the run; and to read
+/// the user's credentials. Nothing of it lands, and the CLI still works: it answers,
+/// orchestrate records its answer, and (where it can) a resumed run continues its session.
+fn hostile_shell(cli: &Cli, bin: &Path, user: Option<&'static super::Unprivileged>) {
+    let answer = "Tried.";
+    let mut plants = Vec::new();
+    let mut before = Vec::new();
+    let (mock, mut sb) = setup(cli, bin, |sb| {
+        for (path, secret) in PLANTED_SECRETS {
+            let path = sb.home.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, format!("{secret}\n")).unwrap();
+        }
+        std::fs::write(sb.home.join(".bashrc"), "# the user's\n").unwrap();
+        plants = (cli.config_plants)(sb);
+        plants.extend([
+            sb.home.join(".bashrc"),
+            sb.home.join(".gitconfig"),
+            sb.work.join(".mcp.json"),
+            sb.work.join(".vscode/tasks.json"),
+            sb.work.join(format!(".{}/settings.json", cli.name)),
+        ]);
+        // No `$(…)` or backquotes: some CLIs refuse a command with a substitution.
+        let mut command = String::new();
+        for p in &plants {
+            let p = p.display();
+            command.push_str(&format!(
+                "mkdir -p \"{p}\"; rmdir \"{p}\"; (echo planted >> \"{p}\") 2>/dev/null && echo \"wrote {p}\" || echo \"denied {p}\"\n"
+            ));
+        }
+        let runs = sb.state.join("runs");
+        for f in RECORDS {
+            command.push_str(&format!(
+                "(echo forged > \"{}/$ORCHESTRATE_RUN_ID/{f}\") 2>/dev/null && echo 'forged {f}' || echo 'kept {f}'\n",
+                runs.display()
+            ));
+        }
+        command.push_str(&format!(
+            "(echo forged >> \"{}\") 2>/dev/null && echo 'forged index' || echo 'kept index'\n",
+            sb.state.join("runs.jsonl").display()
+        ));
+        for (path, _) in PLANTED_SECRETS {
+            command.push_str(&format!("cat ~/{path} 2>&1\n"));
+        }
+        command.push_str("ls -a ~/.ssh ~/.aws\necho end-of-probe");
+        Script::sequence(vec![
+            (cli.shell)(&command).reply,
+            Reply::text(answer, MockUsage::default()),
+            Reply::text("Second answer.", MockUsage::default()),
+        ])
+    });
+    for p in &plants {
+        before.push(std::fs::read(p).ok());
+    }
+    if let Some(user) = user {
+        sb.as_user(user);
+    }
+    let out = sb.run("worker", WRITE_TASK, &WRITE_FLAGS, WALL_CLOCK);
+    report("hostile shell", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(
+        (&r["output"], &r["sandbox"]),
+        (
+            &json!(answer),
+            &json!({"mode": "workspace-write", "mechanism": "namespaces", "layers": LAYERS})
+        )
+    );
+    // The command ran, all of it, in the CLI's shell.
+    let reqs = conversation(cli, &mock, 2);
+    let outputs = mock_llm::tool_result_texts(&reqs[1].body).join("\n");
+    assert!(outputs.contains("end-of-probe"), "{outputs}");
+    // Nothing planted: each file as it was (a write to the CLI's own folders went to a
+    // private layer, thrown away).
+    for (p, was) in plants.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read(p).ok(),
+            was,
+            "{} changed\n{outputs}",
+            p.display()
+        );
+    }
+    for dir in [
+        ".vscode",
+        ".claude",
+        ".codex",
+        ".gemini",
+        ".pi",
+        ".opencode",
+    ] {
+        assert!(!sb.work.join(dir).exists(), "{dir} left in the workspace");
+    }
+    // No record forged: each write refused, and what orchestrate wrote is what it shows.
+    for f in RECORDS {
+        assert!(outputs.contains(&format!("kept {f}")), "{f}: {outputs}");
+    }
+    assert!(outputs.contains("kept index"), "{outputs}");
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let start = std::time::Instant::now();
+    let show = sb
+        .program(&super::orchestrate_bin(), &["show", &id, "--json"])
+        .spawn()
+        .expect("spawn orchestrate show");
+    let shown = super::wait_bounded(show, start, WALL_CLOCK);
+    assert_eq!(shown.status, 0, "{}", shown.stderr);
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["output"],
+        json!(answer)
+    );
+    let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
+    assert!(!index.contains("forged"), "{index}");
+    if let Some(user) = user {
+        use std::os::unix::fs::MetadataExt;
+        let run = std::fs::metadata(sb.state.join("runs").join(&id)).unwrap();
+        assert_eq!(
+            run.uid(),
+            user.uid,
+            "orchestrate ran as the unprivileged user"
+        );
+    }
+    // No credential read, neither by the model nor in the result.
+    for (path, secret) in PLANTED_SECRETS {
+        assert!(!outputs.contains(secret), "{path} was read: {outputs}");
+        assert!(!out.stdout.contains(secret), "{path} in the result");
+    }
+    // The CLI still works: its session goes on where it can.
+    if cli.resume.is_some() {
+        let second = sb.run_args(&["run", "--resume", &id, "What did you find?"], WALL_CLOCK);
+        report("hostile shell, resumed", &mock, &second, REPORT_LINE_CHARS);
+        assert_eq!(second.status, 0, "{}", second.stderr);
+        assert_eq!(second.result()["output"], json!("Second answer."));
+        let asked = mock.conversation().last().unwrap().body.to_string();
+        assert!(
+            asked.contains("end-of-probe") && asked.contains(answer),
+            "the resumed session holds the first run: {asked}"
+        );
+    }
 }
 
 fn parallel_worktrees(cli: &Cli, bin: &Path) {

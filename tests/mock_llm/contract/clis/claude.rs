@@ -74,6 +74,15 @@ pub const CLAUDE: Cli = Cli {
     },
     fallback_model: Some("claude-haiku-4-5"),
     fallback_attempts: 2,
+    config_plants: |sb| {
+        let dir = sb.home.join(".claude");
+        vec![
+            dir.join("settings.json"),
+            dir.join("hooks/evil.sh"),
+            dir.join("commands/evil.md"),
+            dir.join("plugins/evil/plugin.json"),
+        ]
+    },
     known_defects: &[],
 };
 

@@ -75,6 +75,14 @@ pub const CODEX: Cli = Cli {
     },
     fallback_model: Some("gpt-5.4"),
     fallback_attempts: 2,
+    config_plants: |sb| {
+        let dir = sb.home.join(".codex");
+        vec![
+            dir.join("config.toml"),
+            dir.join("rules/evil.rules"),
+            dir.join("prompts/evil.md"),
+        ]
+    },
     known_defects: &[],
 };
 

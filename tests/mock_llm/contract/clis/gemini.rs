@@ -101,6 +101,14 @@ pub const GEMINI: Cli = Cli {
     },
     fallback_model: Some("gemini-2.5-pro"),
     fallback_attempts: 1,
+    config_plants: |sb| {
+        let dir = sb.home.join(".gemini");
+        vec![
+            dir.join("settings.json"),
+            dir.join("extensions/evil/gemini-extension.json"),
+            dir.join("commands/evil.toml"),
+        ]
+    },
     known_defects: &[],
 };
 
@@ -147,5 +155,10 @@ fn configure(sb: &mut Sandbox, mock: &MockLlm) {
     });
     std::fs::write(dot_gemini.join("settings.json"), settings.to_string()).unwrap();
     sb.env("GOOGLE_GEMINI_BASE_URL", mock.base_url())
-        .env("GEMINI_API_KEY", "test-key");
+        .env("GEMINI_API_KEY", "test-key")
+        // gemini 0.61.0 sometimes takes over 2 s (orchestrate's default exit grace) to
+        // exit after its result, with or without the sandbox: node's exit waits for its
+        // worker threads (seen with strace: one thread 1.9 s late on a loaded machine).
+        // The scenarios check how it ended, not how loaded the machine was.
+        .env("ORCHESTRATE_EXIT_GRACE", "10s");
 }

@@ -83,6 +83,14 @@ pub const OPENCODE: Cli = Cli {
     fallback_model: Some("mock/mock-model-2"),
     // opencode retries an overloaded model until the connect limit stops it.
     fallback_attempts: 1,
+    config_plants: |sb| {
+        let dir = sb.home.join(".config/opencode");
+        vec![
+            dir.join("opencode.json"),
+            dir.join("plugin/evil.ts"),
+            dir.join("agent/evil.md"),
+        ]
+    },
     known_defects: &[],
 };
 

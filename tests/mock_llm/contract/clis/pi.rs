@@ -62,7 +62,7 @@ pub const PI: Cli = Cli {
         workdir_files: &[],
     }],
     resume: Some(Resume {
-        session_file: Some("pi-session.jsonl"),
+        session_file: Some("child/pi-session.jsonl"),
     }),
     // No option for a schema: orchestrate asks for the JSON in the prompt.
     output_schema: SchemaSent::Prompt,
@@ -74,6 +74,14 @@ pub const PI: Cli = Cli {
     },
     fallback_model: Some("mock/mock-2"),
     fallback_attempts: 2,
+    config_plants: |sb| {
+        let dir = sb.root.path().join("pi-agent");
+        vec![
+            dir.join("settings.json"),
+            dir.join("models.json"),
+            dir.join("extensions/evil.ts"),
+        ]
+    },
     known_defects: &[],
 };
 

@@ -284,6 +284,7 @@ pub(crate) async fn supervise<'a>(
         leak,
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
+        sandbox_layers: m.group.layers().clone(),
         stdout_bytes: m.stdout_bytes,
         stderr_tail,
         session_write_error: m.session_write_error,

@@ -1,15 +1,17 @@
-//! The result contract (SPEC sections 1–3): what every surface returns, the error codes,
+//! The result contract (README, The result and Exit statuses): what every surface
+//! returns, the error codes,
 //! and the process exit status each outcome maps to.
+
+mod isolation;
+mod termination;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::runner::RunnerInfo;
-use crate::sandbox::SandboxInfo;
-use crate::supervisor::{Leak, Termination};
-use crate::worktree::WorktreeInfo;
+pub use isolation::{DiffStat, JobId, Network, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use termination::{KillKind, Leak, StopReason, Termination};
 
-/// How much of a result goes to a parent (SPEC section 1). Lean: no `displayItems`,
+/// How much of a result goes to a parent. Lean: no `displayItems`,
 /// `task` cut to [`MAX_LEAN_TASK_CHARS`], and on stdout no `output` that `content[0].text`
 /// already holds. Full: everything, as `result.json` keeps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -30,23 +32,42 @@ pub struct RunResult {
     pub details: Details,
 }
 
+/// The result and the process exit status it maps to (130 when cancelled, which the
+/// result alone cannot say).
+#[derive(Debug, Clone)]
+pub(crate) struct RunOutput {
+    pub result: RunResult,
+    pub exit_status: i32,
+}
+
+impl RunOutput {
+    pub(crate) fn from_result(result: RunResult) -> Self {
+        let exit_status = result.exit_status();
+        RunOutput {
+            result,
+            exit_status,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextContent {
     #[serde(rename = "type")]
-    pub kind: TextKind,
+    pub kind: ContentKind,
     pub text: String,
 }
 
+/// What a piece of `content` is: text, the only kind a result has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TextKind {
+pub enum ContentKind {
     Text,
 }
 
 impl TextContent {
     pub fn text(text: impl Into<String>) -> Self {
         TextContent {
-            kind: TextKind::Text,
+            kind: ContentKind::Text,
             text: text.into(),
         }
     }
@@ -140,7 +161,7 @@ impl Usage {
     }
 }
 
-/// The budget that stopped a child (SPEC section 1): `{"kind": "turns", "limit": 2,
+/// The budget that stopped a child: `{"kind": "turns", "limit": 2,
 /// "used": 2}`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -271,7 +292,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The eight error codes of SPEC section 2.
+/// The eight error codes every surface answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -285,7 +306,7 @@ pub enum ErrorCode {
     SubagentOutputTruncated,
 }
 
-/// Process exit statuses of SPEC section 3.
+/// Process exit statuses, one per kind of outcome.
 pub mod exit_status {
     pub const SUCCESS: i32 = 0;
     pub const FAILURE: i32 = 1;
@@ -358,7 +379,7 @@ impl RunResult {
         }
     }
 
-    /// The process exit status for this result (SPEC section 3). A run that was
+    /// The process exit status for this result. A run that was
     /// cancelled by a signal exits 130 whatever else it says; the caller knows that.
     pub fn exit_status(&self) -> i32 {
         match &self.details.error {
@@ -413,13 +434,14 @@ impl RunResult {
     }
 }
 
-/// Leaves out of serialized details what a parent does not act on (SPEC section 1): each
-/// result's `displayItems`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
+/// Leaves out of serialized details what a parent does not act on: each
+/// result's `displayItems` and its sandbox's `layers`, its `task` past [`MAX_LEAN_TASK_CHARS`], the `output` of a
 /// successful structured answer, and, when `shown` (the text the parent reads) is given,
 /// the `output` of a successful result that it already holds whole (a single run's answer,
 /// a parallel task's section); a streaming update's `displayItems`.
 fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
-    let parallel = details.get("mode").and_then(serde_json::Value::as_str) == Some("parallel");
+    let mode = details.get("mode").and_then(serde_json::Value::as_str);
+    let (parallel, single) = (mode == Some("parallel"), mode == Some("single"));
     if let Some(results) = details
         .get_mut("results")
         .and_then(serde_json::Value::as_array_mut)
@@ -429,8 +451,18 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
-            // A failed result keeps its partial output (SPEC section 2), even where the
-            // content quotes it. A parallel task's answer is a section of the content; a
+            // The layers that held: the warnings name any that is missing.
+            if let Some(sandbox) = r
+                .get_mut("sandbox")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                sandbox.remove("layers");
+            }
+            if !r.contains_key("error") {
+                leave_out_the_usual(r, single);
+            }
+            // A failed result keeps its partial output (nothing of the child's answer is
+            // lost), even where the content quotes it. A parallel task's answer is a section of the content; a
             // chain's earlier steps are not the answer, whatever they have in common with it.
             // A structured answer is `structured` (and compact JSON in the content): the
             // raw text it was read from is not sent again.
@@ -457,6 +489,34 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
         .and_then(serde_json::Value::as_object_mut)
     {
         s.remove("displayItems");
+    }
+}
+
+/// Leaves out of a successful result what a parent does not act on: what says nothing
+/// happened (a clean exit's termination, one attempt, a sandbox that held, the network
+/// on), the child CLI's own session id (a run is continued by its run id), which CLI ran
+/// and how long it took; and in a single run, the agent and the task the parent named
+/// itself. What it acts on stays: the exit code, usage and cost, the session file, and
+/// whatever says something happened (a worktree, warnings, retries, a leak, a runner, a
+/// structured answer). The full record keeps everything.
+fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, single: bool) {
+    use serde_json::json;
+    if r.get("termination") == Some(&json!({"kind": "exited", "code": 0})) {
+        r.remove("termination");
+    }
+    if r.get("attempts") == Some(&json!(1)) {
+        r.remove("attempts");
+    }
+    let held = |s: &serde_json::Value| s["mode"] != "off" && s.get("network").is_none();
+    if r.get("sandbox").is_some_and(held) {
+        r.remove("sandbox");
+    }
+    for key in ["childSessionId", "backend", "durationMs"] {
+        r.remove(key);
+    }
+    if single {
+        r.remove("agent");
+        r.remove("task");
     }
 }
 
@@ -566,9 +626,9 @@ mod tests {
             json!({
                 "content": [{"type": "text", "text": "the answer"}],
                 "details": {"mode": "single", "runId": "abcd1234", "results": [{
-                    "agent": "explorer", "task": "find auth", "exitCode": 0,
+                    "exitCode": 0,
                     "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
-                    "sessionFile": "/s/session.jsonl", "backend": "pi", "durationMs": 5, "attempts": 1
+                    "sessionFile": "/s/session.jsonl"
                 }]}
             })
         );
@@ -651,9 +711,9 @@ mod tests {
             json!({
                 "content": [{"type": "text", "text": "{\"n\":1}"}],
                 "details": {"mode": "single", "runId": "abcd1234", "results": [{
-                    "agent": "explorer", "task": "t", "exitCode": 0,
+                    "exitCode": 0,
                     "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
-                    "sessionFile": "/s/session.jsonl", "backend": "pi", "durationMs": 5, "attempts": 1,
+                    "sessionFile": "/s/session.jsonl",
                     "structured": {"n": 1}
                 }]}
             })
@@ -671,17 +731,84 @@ mod tests {
     #[test]
     fn lean_tasks_are_cut_to_200_characters() {
         let task = "é".repeat(MAX_LEAN_TASK_CHARS + 1);
-        let r = result(Mode::Single, "x", vec![single(&task, "x", None)]);
+        let r = result(Mode::Parallel, "x", vec![single(&task, "x", None)]);
         let v = r.details_value(DetailLevel::Lean);
         assert_eq!(
             v["results"][0]["task"],
             json!(format!("{}…", "é".repeat(MAX_LEAN_TASK_CHARS)))
         );
         let exact = "é".repeat(MAX_LEAN_TASK_CHARS);
-        let r = result(Mode::Single, "x", vec![single(&exact, "x", None)]);
+        let r = result(Mode::Parallel, "x", vec![single(&exact, "x", None)]);
         assert_eq!(
             r.details_value(DetailLevel::Lean)["results"][0]["task"],
             json!(exact)
+        );
+    }
+
+    /// A success costs the parent what it acts on; a failure keeps everything, and the
+    /// full record keeps everything always.
+    #[test]
+    fn a_lean_success_leaves_out_what_says_nothing_happened() {
+        let usual = |error: Option<&str>| SingleResult {
+            exit_code: if error.is_some() { 1 } else { 0 },
+            termination: Some(Termination::Exited {
+                code: if error.is_some() { 1 } else { 0 },
+            }),
+            child_session_id: Some("0b5c6a4e".into()),
+            sandbox: Some(SandboxInfo {
+                mode: SandboxMode::ReadOnly,
+                mechanism: "namespaces".into(),
+                layers: vec!["mounts".into(), "seccomp".into()],
+                network: Network::On,
+            }),
+            ..single("find auth", "the answer", error)
+        };
+        let r = result(Mode::Single, "the answer", vec![usual(None)]);
+        assert_eq!(
+            r.details_value(DetailLevel::Lean)["results"][0],
+            json!({
+                "exitCode": 0, "output": "the answer",
+                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                "sessionFile": "/s/session.jsonl"
+            })
+        );
+        // What says something happened stays.
+        let eventful = SingleResult {
+            attempts: 2,
+            termination: Some(Termination::Terminated {
+                reason: StopReason::AfterTerminalEvent,
+            }),
+            sandbox: Some(SandboxInfo {
+                mode: SandboxMode::Off,
+                mechanism: "none".into(),
+                layers: Vec::new(),
+                network: Network::On,
+            }),
+            warnings: vec!["no sandbox".into()],
+            ..usual(None)
+        };
+        let r = result(Mode::Parallel, "the answer", vec![eventful]);
+        assert_eq!(
+            r.details_value(DetailLevel::Lean)["results"][0],
+            json!({
+                "agent": "explorer", "task": "find auth", "exitCode": 0, "output": "the answer",
+                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 0},
+                "sessionFile": "/s/session.jsonl", "attempts": 2,
+                "termination": {"kind": "terminated", "reason": "afterTerminalEvent"},
+                "sandbox": {"mode": "off", "mechanism": "none"},
+                "warnings": ["no sandbox"]
+            })
+        );
+        // A failure keeps all but the display items and the sandbox's layers (its
+        // warnings name any layer that did not hold).
+        let failed = result(Mode::Single, "it broke", vec![usual(Some("it broke"))]);
+        let mut full = serde_json::to_value(&failed.details.results[0]).unwrap();
+        full.as_object_mut().unwrap().remove("displayItems");
+        full["sandbox"].as_object_mut().unwrap().remove("layers");
+        assert_eq!(failed.details_value(DetailLevel::Lean)["results"][0], full);
+        assert_eq!(
+            serde_json::to_value(&failed.details).unwrap(),
+            failed.details_value(DetailLevel::Full)
         );
     }
 

@@ -1,0 +1,711 @@
+//! The child's view of the filesystem, as a list of mounts over a read-only tree (the
+//! platform builds it; see `platform::View`), and the Landlock paths that match it for
+//! where no mount namespace can be had.
+//!
+//! - Writable: the child's own place, its CLI's session folders, and in workspace-write
+//!   the workspace.
+//! - Private: its CLI's own folders (settings, extensions, plugins, caches): readable as
+//!   they are, written to a layer thrown away after the run.
+//! - Read-only inside writable places: the protected names ([`PROTECTED_DIRS`],
+//!   [`PROTECTED_FILES`]) at the top of each, the repository's git folders, orchestrate's
+//!   state, and the home directory's hidden entries when the workspace holds the home.
+//!   A protected name that does not exist is held by an empty placeholder for the run
+//!   ([`Placeholders`]), so that the child cannot create it.
+//! - Hidden (empty): credentials ([`CREDENTIALS`]), other CLIs' logins, the runtime
+//!   directory and the agent sockets the environment names.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::{create_private_dir, ChildEnv, CliHome, CliNeeds, Places, SandboxMode};
+use crate::platform::{MountKind, View};
+
+/// Folders at the top of a writable place that tools run code from when the user works
+/// there later (git, editors, agent CLIs): read-only, and not creatable.
+pub(crate) const PROTECTED_DIRS: [&str; 12] = [
+    ".git",
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".codex",
+    ".gemini",
+    ".agents",
+    ".opencode",
+    ".pi",
+    ".cursor",
+    ".zed",
+    ".continue",
+];
+/// Files of the same kind: project MCP servers and agent configs, git's own, and the shell
+/// start-up files (which matter where the workspace is the home directory).
+pub(crate) const PROTECTED_FILES: [&str; 13] = [
+    ".mcp.json",
+    "opencode.json",
+    "opencode.jsonc",
+    ".gitconfig",
+    ".gitmodules",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".ripgreprc",
+];
+
+/// Credentials in a home directory, hidden from every child: keys, cloud and cluster
+/// logins, registry and service tokens, database passwords, password stores, browser
+/// profiles (their cookies are logins), and the places agents keep their sockets in
+/// (a socket is reachable on a read-only mount: 1Password's and Bitwarden's ssh agents,
+/// git's credential cache, the docker sockets of colima, Rancher Desktop and lima).
+pub(crate) const CREDENTIALS: [&str; 53] = [
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".config/gh",
+    ".config/hub",
+    ".config/glab-cli",
+    ".azure",
+    ".oci",
+    ".config/doctl",
+    ".fly",
+    ".wrangler",
+    ".config/.wrangler",
+    ".supabase",
+    ".databrickscfg",
+    ".huggingface/token",
+    ".cache/huggingface/token",
+    ".config/containers/auth.json",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".m2/settings-security.xml",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".pgpass",
+    ".my.cnf",
+    ".s3cfg",
+    ".boto",
+    ".passwd-s3fs",
+    ".config/rclone",
+    ".config/op",
+    ".1password",
+    ".bitwarden-ssh-agent.sock",
+    ".cache/git/credential",
+    ".colima",
+    ".rd",
+    ".lima",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pki",
+    ".authinfo",
+    ".authinfo.gpg",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+];
+
+/// System secrets a child of root could read (root owns them).
+const SYSTEM_SECRETS: [&str; 5] = [
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/ssl/private",
+];
+
+/// Variables that name an agent's socket (or an X server's authority), hidden wherever
+/// they point: `(name, how the path is written in it)`.
+const SOCKET_VARS: [(&str, SocketForm); 6] = [
+    ("SSH_AUTH_SOCK", SocketForm::Path),
+    ("GPG_AGENT_INFO", SocketForm::PathThenColon),
+    ("DBUS_SESSION_BUS_ADDRESS", SocketForm::DbusPath),
+    ("DOCKER_HOST", SocketForm::UnixUrl),
+    ("TMUX", SocketForm::PathThenComma),
+    ("XAUTHORITY", SocketForm::Path),
+];
+
+#[derive(Clone, Copy)]
+enum SocketForm {
+    Path,
+    PathThenColon,
+    PathThenComma,
+    DbusPath,
+    UnixUrl,
+}
+
+fn socket_path(value: &str, form: SocketForm) -> Option<PathBuf> {
+    let path = match form {
+        SocketForm::Path => value,
+        SocketForm::PathThenColon => value.split(':').next()?,
+        SocketForm::PathThenComma => value.split(',').next()?,
+        SocketForm::DbusPath => value
+            .split(';')
+            .find_map(|a| a.strip_prefix("unix:"))?
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("path="))?,
+        SocketForm::UnixUrl => value.strip_prefix("unix://")?,
+    };
+    Some(PathBuf::from(path)).filter(|p| p.is_absolute())
+}
+
+pub(super) struct Input<'a> {
+    pub mode: SandboxMode,
+    pub cli: &'a CliNeeds,
+    pub env: &'a ChildEnv<'a>,
+    pub home: &'a CliHome,
+    pub places: &'a Places<'a>,
+    /// The child's own place and its private TMPDIR.
+    pub child: &'a Path,
+    pub tmp: &'a Path,
+}
+
+pub(super) struct Built {
+    pub view: View,
+    /// Its CLI's login files that exist in its private folders (copied out at its exit,
+    /// see `logins`).
+    pub logins: Vec<PathBuf>,
+    /// Variables for the child's environment.
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// Landlock's write rules (where no mount namespace can be had, the only ones).
+    pub writable: Vec<PathBuf>,
+    pub placeholders: Placeholders,
+}
+
+/// The real path, symbolic links resolved, when it exists.
+fn real(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok()
+}
+
+pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
+    let mut mounts: Vec<(PathBuf, MountKind)> = Vec::new();
+    let mut writable = Vec::new();
+    let places = input.places;
+
+    // The child's own place: its TMPDIR is empty and private where it can be.
+    writable.push(input.child.to_path_buf());
+    mounts.push((input.child.to_path_buf(), MountKind::Writable));
+    mounts.push((input.tmp.to_path_buf(), MountKind::Scratch));
+
+    // orchestrate's records, wherever they are (a workspace may hold the state dir).
+    if let Some(state) = real(places.state_root) {
+        mounts.push((state, MountKind::ReadOnly));
+    }
+
+    // The CLI's home.
+    for dir in &input.home.private {
+        create_private_dir(dir)?;
+        if let Some(dir) = real(dir) {
+            // Without a mount namespace there is no private layer: the CLI must still
+            // write its folders (what the warning says is lost).
+            writable.push(dir.clone());
+            mounts.push((dir, MountKind::Private));
+        }
+    }
+    for dir in &input.home.kept {
+        create_private_dir(dir)?;
+        if let Some(dir) = real(dir) {
+            writable.push(dir.clone());
+            mounts.push((dir, MountKind::Writable));
+        }
+    }
+    for file in &input.home.copied {
+        if let Some(target) = real(file).filter(|p| p.is_file()) {
+            mounts.push((target, MountKind::Copy));
+        }
+    }
+
+    // The workspace and what stays read-only in it.
+    let registry = places.state_root.join(REGISTRY_DIR);
+    // What runs killed before they could clean up left behind.
+    sweep(&registry);
+    let mut placeholders = Placeholders::recorded_in(registry);
+    let workspace: Vec<PathBuf> = if input.mode == SandboxMode::WorkspaceWrite {
+        places.workspace.iter().filter_map(|p| real(p)).collect()
+    } else {
+        Vec::new()
+    };
+    let own_dirs: Vec<&str> = input
+        .home
+        .project
+        .iter()
+        .copied()
+        .filter(|n| PROTECTED_DIRS.contains(n))
+        .collect();
+    let mut env = Vec::new();
+    let mut wanted = Vec::new();
+    for root in &workspace {
+        writable.push(root.clone());
+        mounts.push((root.clone(), MountKind::Writable));
+        // (An empty one, another run's placeholder, is no configuration.)
+        let configured = input.home.project.iter().any(|n| !is_empty(&root.join(n)));
+        if let (false, Some((k, v))) = (configured, input.home.project_off_env) {
+            env.push((k.into(), v.into()));
+        }
+        protect(root, &own_dirs, &mut mounts, &mut wanted);
+    }
+    placeholders.hold_all(&wanted)?;
+    // Read-only, the CLI still writes its own project folders where they exist, to its
+    // private layer.
+    if input.mode == SandboxMode::ReadOnly {
+        for root in places.workspace.iter().filter_map(|p| real(p)) {
+            for name in &own_dirs {
+                let dir = root.join(name);
+                if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+                    mounts.push((dir, MountKind::Private));
+                }
+            }
+        }
+    }
+    for git in places.git {
+        if let Some(git) = real(git) {
+            mounts.push((git, MountKind::ReadOnly));
+        }
+    }
+    // A workspace that holds the home directory: the home's hidden entries (shell and
+    // tool settings, autostart, systemd units) stay read-only, but for the CLI's own.
+    let cli_dirs: Vec<PathBuf> = input
+        .home
+        .private
+        .iter()
+        .chain(&input.home.kept)
+        .filter_map(|p| real(p))
+        .collect();
+    for home in homes(input.env) {
+        if workspace.iter().any(|w| home.starts_with(w)) {
+            for entry in std::fs::read_dir(&home).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let hidden = entry.file_name().to_string_lossy().starts_with('.');
+                if hidden && !cli_dirs.iter().any(|d| d == &path) {
+                    mounts.push((path, MountKind::ReadOnly));
+                }
+            }
+        }
+    }
+
+    // What no child reads.
+    for hidden in hidden_paths(input) {
+        mounts.push((hidden.clone(), MountKind::Hidden));
+        if let Some(target) = real(&hidden).filter(|t| *t != hidden) {
+            mounts.push((target, MountKind::Hidden));
+        }
+    }
+    let visible = places
+        .workspace
+        .iter()
+        .filter_map(|p| real(p))
+        .chain(homes(input.env))
+        .collect();
+    let private: Vec<PathBuf> = input.home.private.iter().filter_map(|p| real(p)).collect();
+    let logins = input
+        .home
+        .login
+        .iter()
+        .filter_map(|p| real(p))
+        .filter(|p| p.is_file() && private.iter().any(|d| p.starts_with(d)))
+        .collect();
+    Ok(Built {
+        view: View {
+            mounts,
+            visible,
+            logins: None,
+        },
+        logins,
+        env,
+        writable,
+        placeholders,
+    })
+}
+
+/// The home directories whose credentials are hidden: `$HOME`, and root's when the child
+/// runs as root (which owns and so can read them).
+fn homes(env: &ChildEnv<'_>) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = env.home().and_then(|h| real(&h)).into_iter().collect();
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        if let Some(root) = real(Path::new("/root")).filter(|r| !homes.contains(r)) {
+            homes.push(root);
+        }
+    }
+    homes
+}
+
+fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for home in homes(input.env) {
+        out.extend(CREDENTIALS.iter().map(|c| home.join(c)));
+    }
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        out.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
+        // The host's private ssh keys.
+        for e in std::fs::read_dir("/etc/ssh")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("ssh_host_") && name.ends_with("_key") {
+                out.push(e.path());
+            }
+        }
+    }
+    // Every other CLI's login.
+    for home in &input.cli.others {
+        out.extend(home(input.env).login);
+    }
+    // The runtime directory (sockets of the user's session) where it is not under /run,
+    // which is empty for the child anyway; and the agent sockets the variables name.
+    if let Some(dir) = input.env.get("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        if dir.is_absolute() && !dir.starts_with("/run") {
+            out.push(dir);
+        }
+    }
+    for (var, form) in SOCKET_VARS {
+        if let Some(path) = input
+            .env
+            .get(var)
+            .and_then(|v| socket_path(&v.to_string_lossy(), form))
+        {
+            out.push(path);
+        }
+    }
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    out
+}
+
+/// The protected names at the top of `root`: read-only where they exist (for a `.git`
+/// file, the git folders it points to as well), held by a placeholder where they do not
+/// (added to `wanted`: `(path, is a folder)`).
+/// The child's own CLI's project folders (`own`) are private instead: it reads them as
+/// they are and writes to a layer thrown away after the run.
+fn protect(
+    root: &Path,
+    own: &[&str],
+    mounts: &mut Vec<(PathBuf, MountKind)>,
+    wanted: &mut Vec<(PathBuf, bool)>,
+) {
+    let names = PROTECTED_DIRS
+        .iter()
+        .map(|n| (n, true))
+        .chain(PROTECTED_FILES.iter().map(|n| (n, false)));
+    for (name, is_dir) in names {
+        let path = root.join(name);
+        let kind = if is_dir && own.contains(name) {
+            MountKind::Private
+        } else {
+            MountKind::ReadOnly
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) => {
+                mounts.push((path.clone(), kind));
+                if meta.is_symlink() {
+                    // The link itself is covered; what it points to stays read-only too.
+                    if let Some(target) = real(&path) {
+                        mounts.push((target, MountKind::ReadOnly));
+                    }
+                } else if *name == ".git" && meta.is_file() {
+                    for dir in git_pointer_dirs(root) {
+                        mounts.push((dir, MountKind::ReadOnly));
+                    }
+                }
+            }
+            Err(_) => {
+                // (Where it cannot even be looked at, the placeholder's creation says why.)
+                wanted.push((path.clone(), is_dir));
+                mounts.push((path, kind));
+            }
+        }
+    }
+}
+
+/// Nothing there, an empty folder or an empty file.
+fn is_empty(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => true,
+        Ok(m) if m.is_dir() => std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
+        Ok(m) => m.is_file() && m.len() == 0,
+    }
+}
+
+/// The git folders a `.git` file (`gitdir: …`) points to: the worktree's (or
+/// submodule's) own, and the shared one its `commondir` names.
+fn git_pointer_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(dir) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
+        return Vec::new();
+    };
+    let gitdir = root.join(dir);
+    let mut out: Vec<PathBuf> = real(&gitdir).into_iter().collect();
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        out.extend(real(&gitdir.join(common.trim())));
+    }
+    out
+}
+
+/// Empty placeholders that hold protected names that did not exist, so that the child
+/// cannot create them: each is created for the run and removed once no run needs it.
+///
+/// Runs in one workspace share them: each holds a shared lock on every placeholder it
+/// relies on for as long as its child lives, and a placeholder goes only when its
+/// remover gets the exclusive lock (no run holds it) and it is still empty. A run that
+/// finds one made by another takes its lock and checks it is still the same file.
+///
+/// Each run lists the placeholders it relies on in a record of its own in orchestrate's
+/// state (`placeholders/<pid>-<time>`), written before it makes any and locked for as
+/// long as it lives, so that those a run could not remove (orchestrate killed with
+/// SIGKILL) are removed by the next sandboxed run ([`sweep`]) once no run holds them, if
+/// still empty. One record per run, not per placeholder: each file made and removed
+/// costs a little on some disks.
+#[derive(Debug, Default)]
+pub(crate) struct Placeholders {
+    held: Vec<(PathBuf, File)>,
+    registry: Option<PathBuf>,
+    /// This run's record and its descriptor (holding the lock).
+    record: Option<(PathBuf, File)>,
+}
+
+/// The folder of the placeholder records in a state directory.
+pub(crate) const REGISTRY_DIR: &str = "placeholders";
+
+impl Placeholders {
+    /// Placeholders recorded in `registry` (orchestrate's state `placeholders/`).
+    pub(super) fn recorded_in(registry: PathBuf) -> Placeholders {
+        Placeholders {
+            held: Vec::new(),
+            registry: Some(registry),
+            record: None,
+        }
+    }
+
+    /// Holds a placeholder at each of `wanted` (`(path, is a folder)`), recorded first.
+    pub(super) fn hold_all(&mut self, wanted: &[(PathBuf, bool)]) -> io::Result<()> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        self.record(wanted)?;
+        for (path, is_dir) in wanted {
+            self.hold(path, *is_dir)?;
+        }
+        Ok(())
+    }
+
+    /// Writes this run's record: made under a temporary name, locked, then named, so
+    /// that a sweep only ever finds records whose run holds the lock while it lives.
+    fn record(&mut self, wanted: &[(PathBuf, bool)]) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some(registry) = &self.registry else {
+            return Ok(());
+        };
+        create_private_dir(registry)?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!("{}-{nanos:x}", std::process::id());
+        let (tmp, path) = (registry.join(format!(".{name}")), registry.join(&name));
+        let fail = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(fail)?;
+        // SAFETY: flock on our own descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(fail(io::Error::last_os_error()));
+        }
+        let mut list = Vec::new();
+        for (p, _) in wanted {
+            list.extend_from_slice(p.as_os_str().as_bytes());
+            list.push(0);
+        }
+        file.write_all(&list).map_err(fail)?;
+        std::fs::rename(&tmp, &path).map_err(fail)?;
+        self.record = Some((path, file));
+        Ok(())
+    }
+
+    fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        for _ in 0..8 {
+            let made = if is_dir {
+                std::fs::create_dir(path)
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .map(|_| ())
+            };
+            match made {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("placeholder {}: {e}", path.display()),
+                    ))
+                }
+            }
+            let file = open_no_follow(path)?;
+            // SAFETY: flock on our own descriptor.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let (held, now) = (file.metadata()?, std::fs::symlink_metadata(path));
+            if now.is_ok_and(|n| n.ino() == held.ino() && n.dev() == held.dev()) {
+                self.held.push((path.to_path_buf(), file));
+                return Ok(());
+            }
+            // Removed by the last run that used it between our look and our lock.
+        }
+        Err(io::Error::other(format!(
+            "placeholder {}: it keeps changing",
+            path.display()
+        )))
+    }
+
+    /// The paths held, for tests and messages.
+    #[allow(dead_code)]
+    pub(crate) fn paths(&self) -> Vec<&Path> {
+        self.held.iter().map(|(p, _)| p.as_path()).collect()
+    }
+}
+
+/// Opens a placeholder (a file or a folder) without following a symbolic link there.
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("placeholder {}: {e}", path.display())))
+}
+
+/// Removes the placeholder at `path`, whose descriptor `held` has the exclusive lock, if
+/// it is still the placeholder and still empty. A folder goes with `rmdir` (which fails
+/// when anything was put in it); a file is first moved aside, then removed only if what
+/// was moved is the placeholder itself and empty, else moved back: whoever writes the
+/// name meanwhile writes a new file, never into one about to go.
+fn remove_placeholder(path: &Path, held: &File) {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ours) = held.metadata() else {
+        return;
+    };
+    if ours.is_dir() {
+        let _ = std::fs::remove_dir(path);
+        return;
+    }
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let mut aside_name = std::ffi::OsString::from(".");
+    aside_name.push(name);
+    aside_name.push(format!(".orchestrate-removing-{}", std::process::id()));
+    let aside = path.with_file_name(aside_name);
+    let (Ok(from), Ok(to)) = (
+        std::ffi::CString::new(path.as_os_str().as_bytes()),
+        std::ffi::CString::new(aside.as_os_str().as_bytes()),
+    ) else {
+        return;
+    };
+    let rename = |a: &std::ffi::CString, b: &std::ffi::CString| {
+        // SAFETY: two valid C strings.
+        unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            ) == 0
+        }
+    };
+    if !rename(&from, &to) {
+        return;
+    }
+    let moved = std::fs::symlink_metadata(&aside);
+    let still_ours = moved.is_ok_and(|m| {
+        m.is_file() && m.ino() == ours.ino() && m.dev() == ours.dev() && m.len() == 0
+    });
+    if still_ours {
+        let _ = std::fs::remove_file(&aside);
+    } else if !rename(&to, &from) {
+        tracing::warn!(
+            "{} was written while orchestrate removed its placeholder there; it is kept as {}",
+            path.display(),
+            aside.display()
+        );
+    }
+}
+
+/// Removes `path`'s placeholder if no run holds it (the last one out removes it).
+fn release(path: &Path, file: &File) {
+    // SAFETY: flock on our own descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        remove_placeholder(path, file);
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        for (path, file) in self.held.drain(..) {
+            release(&path, &file);
+        }
+        if let Some((record, _lock)) = self.record.take() {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+}
+
+/// Removes the placeholders that runs recorded in `registry` and left behind (their
+/// orchestrate was killed before it could remove them): each that no run holds and that
+/// is still empty. Cheap when there are none (one failed `read_dir`, or an empty one).
+pub(crate) fn sweep(registry: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(entries) = std::fs::read_dir(registry) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let record = entry.path();
+        let Ok(file) = File::open(&record) else {
+            continue;
+        };
+        // SAFETY: flock on our own descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            // Its run is alive.
+            continue;
+        }
+        // A record still under its temporary name lists nothing made yet.
+        if !entry.file_name().as_bytes().starts_with(b".") {
+            let list = std::fs::read(&record).unwrap_or_default();
+            for p in list.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+                let path = Path::new(std::ffi::OsStr::from_bytes(p));
+                if !path.is_absolute() {
+                    continue;
+                }
+                if let Ok(placeholder) = open_no_follow(path) {
+                    release(path, &placeholder);
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&record);
+    }
+}
