@@ -1208,11 +1208,12 @@ const PLANTED_SECRETS: [(&str, &str); 3] = [
     (".config/gh/hosts.yml", "contract-secret-gh-token"),
 ];
 /// orchestrate's records of the run, which the child tries to forge.
-const RECORDS: [&str; 4] = [
+const RECORDS: [&str; 5] = [
     "result.json",
     "exit-status",
     "supervisor.json",
     "session.jsonl",
+    "events.jsonl",
 ];
 
 /// A prompt-injected agent with the CLI's own guard off (`worker` may run any command;
@@ -1330,6 +1331,10 @@ fn hostile_shell(cli: &Cli, bin: &Path, user: Option<&'static super::Unprivilege
     );
     let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
     assert!(!index.contains("forged"), "{index}");
+    let events =
+        std::fs::read_to_string(sb.state.join("runs").join(&id).join("events.jsonl")).unwrap();
+    assert!(!events.contains("forged"), "{events}");
+    assert!(events.starts_with("{\"at\":"), "{events}");
     if let Some(user) = user {
         use std::os::unix::fs::MetadataExt;
         let run = std::fs::metadata(sb.state.join("runs").join(&id)).unwrap();
