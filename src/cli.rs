@@ -66,6 +66,10 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
+    /// The runs in progress and just ended, live, as a tree (fan-outs, chains, nested
+    /// runs): agent, backend, state, turn, tool, time, tokens, cost, and the selected
+    /// run's latest events; `s` stops the selected run. Needs a terminal.
+    Watch,
     /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
     Runs {
         /// One JSON object: `runs`, `totals`, `skippedLines`.

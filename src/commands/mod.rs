@@ -10,6 +10,7 @@ pub mod run;
 pub mod runs;
 pub mod show;
 pub mod summary;
+pub mod watch;
 pub mod worktree;
 
 use crate::cli::{Cli, Command, WorktreeAction};
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> i32 {
         } => background::wait(&run_id, timeout, output),
         Command::Stop { run_id, output } => background::stop(&run_id, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
+        Command::Watch => watch::watch(),
         Command::Show {
             run_id,
             json,

@@ -5,6 +5,7 @@
 //! sandbox gives it one), and stop requests (`stop`).
 
 pub(crate) mod stop;
+pub(crate) mod tree;
 
 use std::path::{Path, PathBuf};
 
