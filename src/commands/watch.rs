@@ -20,6 +20,8 @@ use crate::session::{RunId, StateDir};
 
 /// How often the view reads the runs' events again (and waits for a key in between).
 pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_millis(500);
+/// The fewest rows the events pane keeps (borders included), however long the tree.
+const MIN_EVENTS_PANE_ROWS: u16 = 8;
 /// How long a message (a stop asked for, a refusal) stays in the status line.
 const MESSAGE_SHOWN_FOR: Duration = Duration::from_secs(8);
 
@@ -174,10 +176,14 @@ impl View {
     }
 
     fn draw(&mut self, f: &mut Frame) {
+        // The tree as tall as it is (borders and header too), leaving the events pane at
+        // least MIN_EVENTS_PANE_ROWS; the events pane the rest.
+        let tree_rows = (self.rows.len() as u16).saturating_add(3);
+        let room = f.area().height.saturating_sub(2 + MIN_EVENTS_PANE_ROWS);
         let [head, table, events, foot] = Layout::vertical([
             Constraint::Length(1),
-            Constraint::Min(4),
-            Constraint::Length(12),
+            Constraint::Length(tree_rows.clamp(4, room.max(4))),
+            Constraint::Min(MIN_EVENTS_PANE_ROWS),
             Constraint::Length(1),
         ])
         .areas(f.area());
