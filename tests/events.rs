@@ -475,3 +475,92 @@ fn follow_ends_when_the_runs_orchestrate_dies() {
     assert!(stderr.contains("is gone"), "{stderr}");
     sb.kill_descendants();
 }
+
+/// Waits until the state holds `n` runs whose `events.jsonl` has its first line, and
+/// returns their ids in task order.
+fn task_ids(sb: &Sandbox, n: usize) -> Vec<String> {
+    let t0 = Instant::now();
+    loop {
+        let mut found: Vec<(u64, String)> = Vec::new();
+        for e in std::fs::read_dir(sb.state.join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let text = std::fs::read_to_string(e.path().join("events.jsonl")).unwrap_or_default();
+            if let Some(first) = text
+                .lines()
+                .next()
+                .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            {
+                let index = first["group"]["index"].as_u64().unwrap_or(0);
+                found.push((index, first["runId"].as_str().unwrap().to_string()));
+            }
+        }
+        if found.len() == n {
+            found.sort();
+            return found.into_iter().map(|(_, id)| id).collect();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{found:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn stop_ends_one_task_of_a_fanout_in_the_foreground_and_leaves_the_other_running() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let fanout = sb
+        .command(&[
+            "run",
+            "--agents-dir",
+            &agents,
+            "--task",
+            "fake=one",
+            "--task",
+            "fake=two",
+        ])
+        .spawn()
+        .expect("the fan-out");
+    let ids = task_ids(&sb, 2);
+    // Not `run_args`: it checks that no process of the sandbox is left, and the other
+    // task's is, as it should be.
+    let stop = |id: &str| {
+        let out = sb
+            .command(&["stop", id])
+            .output()
+            .expect("orchestrate stop");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+        json
+    };
+    let r = stop(&ids[0]);
+    assert_eq!(
+        (
+            &r["details"]["runId"],
+            &r["details"]["results"][0]["termination"]
+        ),
+        (
+            &json!(ids[0]),
+            &json!({"kind": "terminated", "reason": "cancelled"})
+        )
+    );
+    // The other task still runs: its events have no end.
+    std::thread::sleep(Duration::from_millis(500));
+    let other = events(&sb, &ids[1]);
+    assert!(other.iter().all(|e| e["type"] != "end"), "{other:?}");
+    // A run that ended cannot be stopped again, and says so with its result.
+    assert_eq!(stop(&ids[0])["details"]["runId"], json!(ids[0]));
+    let pid = fanout.id() as i32;
+    assert!(support::carries(pid, &sb.marker()));
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let out = sb.finish(fanout);
+    let results = &out.json()["details"]["results"];
+    assert_eq!(results[0]["runId"], json!(ids[0]));
+    assert_eq!(results[1]["runId"], json!(ids[1]));
+}

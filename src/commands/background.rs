@@ -270,3 +270,40 @@ pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
         Err(status) => status,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A nested run's `events.jsonl` is written in the child's place, where a hostile
+    /// child can write anything: here it names this very process as its supervisor,
+    /// listening on SIGUSR1 (whose default action would end this test). No signal goes.
+    #[test]
+    fn a_nested_runs_recorded_supervisor_is_never_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            root: dir.path().to_path_buf(),
+        };
+        let nested = dir.path().join("runs/ab12cd34/child/state/runs/cd34ab12");
+        std::fs::create_dir_all(&nested).unwrap();
+        let me = std::process::id();
+        let forged = serde_json::json!({
+            "at": 1, "type": "run", "runId": "cd34ab12", "agent": "a", "backend": "pi",
+            "task": "t", "cwd": "/", "depth": 1,
+            "supervisor": {
+                "pid": me,
+                "startTime": crate::platform::process_start_time(me),
+                "startedAtMs": 1,
+                "pidNs": crate::observe::events_file::pid_namespace(),
+                "stopSignal": "SIGUSR1",
+            },
+        });
+        std::fs::write(nested.join(EVENTS_FILE), format!("{forged}\n")).unwrap();
+        let id = RunId::parse("cd34ab12").unwrap();
+        assert_eq!(
+            request_stop(&state, &id).map(|d| d.path),
+            Err("run cd34ab12 was started by the child of run ab12cd34: stop run ab12cd34".into())
+        );
+        assert!(!nested.join(crate::live::stop::STOP_REQUEST_FILE).exists());
+    }
+}
