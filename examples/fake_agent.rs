@@ -194,6 +194,8 @@ fn main() {
         // Per turn: input FAKE_AGENT_TURN_INPUT (100), output 10, cost FAKE_AGENT_TURN_COST
         // (0), FAKE_AGENT_DELAY_MS (20) apart. FAKE_AGENT_STAMP_TURN=k appends
         // `due <ns>` to FAKE_AGENT_TERM_STAMP when turn k is printed.
+        // FAKE_AGENT_TURN_USAGE: the JSON text printed as every message's `usage` instead
+        // (odd shapes: `{"input":"100","cost":null}`).
         "turns" => {
             turns();
             process::exit(0);
@@ -1166,6 +1168,7 @@ fn turns() {
         .map(|c| c.trim().parse().unwrap_or(0.0))
         .unwrap_or(0.0);
     let stamp_turn = env_num("FAKE_AGENT_STAMP_TURN", 0);
+    let raw_usage = env_str("FAKE_AGENT_TURN_USAGE");
     let usage = Usage {
         input,
         output: 10,
@@ -1190,6 +1193,7 @@ fn turns() {
         ));
         out_line(&ev_update_new(&text_delta_fields(&text), &ZERO_USAGE));
         let msg = assistant_msg(&[text_block(&text), call], &usage, "toolUse", None, ts);
+        let msg = with_raw_usage(msg, &usage, raw_usage.as_deref());
         if t == stamp_turn {
             stamp("due");
         }
@@ -1214,8 +1218,17 @@ fn turns() {
         None,
         BASE_TS + n + 1,
     );
+    let fin = with_raw_usage(fin, &usage, raw_usage.as_deref());
     out_line(&ev_msg("message_end", &fin));
     out_line("{\"type\":\"agent_end\",\"messages\":[]}");
+}
+
+/// `msg` with `raw` printed as its usage instead of `usage`, when given.
+fn with_raw_usage(msg: String, usage: &Usage, raw: Option<&str>) -> String {
+    match raw {
+        Some(raw) => msg.replace(&usage_json(usage), raw),
+        None => msg,
+    }
 }
 
 fn tool_call() {

@@ -1,11 +1,17 @@
 //! Background runs: each one is a detached `orchestrate run` (its own session, no terminal,
 //! not a child anyone waits for) that writes `result.json` like any run. `supervisor.json`
 //! records its pid and start time so that a supervisor that died (SIGKILL, reboot) is seen
-//! as dead rather than shown as running forever.
+//! as dead rather than shown as running forever. A result its run folder cannot take (a
+//! full disk, a state directory turned read-only) is kept outside the state directory, in
+//! a folder of the user's own under the system's temporary directory, where `wait` finds
+//! it.
 
 use std::ffi::OsString;
-use std::io;
+use std::fs::OpenOptions;
+use std::io::{self, Read, Seek};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use nix::sys::signal::{kill, Signal};
@@ -19,6 +25,18 @@ use crate::session::{self, RunDir, RunId, StateDir};
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
 pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
 pub(crate) const EXIT_STATUS_FILE: &str = "exit-status";
+/// Bytes of the end of `supervisor.log` read for its last line.
+const LOG_TAIL_BYTES: u64 = 4096;
+/// Characters of that line quoted in a dead supervisor's result.
+const MAX_LOG_LINE_CHARS: usize = 300;
+
+/// A background run's result as kept outside its run folder, with the status it maps to.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    exit_status: i32,
+    result: RunResult,
+}
 
 /// Who supervises a background run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +111,118 @@ pub(crate) fn record_exit_status(run_dir: &RunDir, status: i32) -> io::Result<()
     write_atomic(run_dir, EXIT_STATUS_FILE, format!("{status}\n").as_bytes())
 }
 
+/// The warning of a result its run folder could not take.
+pub(crate) fn unrecorded_warning(run_dir: &RunDir, e: &io::Error) -> String {
+    format!(
+        "the result could not be recorded in {}: {e}",
+        run_dir.path.display()
+    )
+}
+
+/// Where results are kept that their run folders could not take: `orchestrate-<uid>` in
+/// the system's temporary directory (`$TMPDIR`, else `/tmp`), apart from the state
+/// directory, as a rule on another disk.
+fn kept_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("orchestrate-{me}"))
+}
+
+/// The kept result of the run whose folder is `run_dir`.
+fn kept_file(run_dir: &RunDir) -> Option<PathBuf> {
+    let id = run_dir.path.file_name()?.to_str()?;
+    RunId::parse(id).ok()?;
+    Some(kept_dir().join(format!("{id}.json")))
+}
+
+/// Records a finished background run for `wait`: `result.json` and its exit status in the
+/// run folder, else (the folder cannot take them) the result, with warnings that say why
+/// and where it went, kept outside the state directory. The error says what could not be
+/// done, for the supervisor's log.
+pub(crate) fn record_result(
+    run_dir: &RunDir,
+    result: &mut RunResult,
+    status: i32,
+) -> Result<(), String> {
+    let Err(e) = run_dir
+        .write_result(result)
+        .and_then(|()| record_exit_status(run_dir, status))
+    else {
+        return Ok(());
+    };
+    let why = unrecorded_warning(run_dir, &e);
+    let Some(file) = kept_file(run_dir) else {
+        return Err(why);
+    };
+    let run_id = run_dir
+        .path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    let warnings = [
+        why.clone(),
+        format!(
+            "the result was kept in {} instead (`orchestrate wait {run_id}` reads it there)",
+            file.display()
+        ),
+    ];
+    if let Some(single) = result.details.results.first_mut() {
+        for w in warnings {
+            if !single.warnings.contains(&w) {
+                single.warnings.push(w);
+            }
+        }
+    }
+    let kept = Kept {
+        exit_status: status,
+        result: result.clone(),
+    };
+    let written = serde_json::to_vec(&kept)
+        .map_err(io::Error::other)
+        .and_then(|bytes| {
+            session::private_dir(&kept_dir())?;
+            RunDir { path: kept_dir() }.write_atomic(&format!("{run_id}.json"), &bytes)
+        });
+    match written {
+        Ok(()) => Err(format!("{why}; it was kept in {}", file.display())),
+        Err(e) => Err(format!(
+            "{why}; nor could it be kept in {}: {e}. The result: {}",
+            file.display(),
+            result.to_json_line()
+        )),
+    }
+}
+
+/// The result kept for the run whose folder is `run_dir`, if there is one.
+fn read_kept(run_dir: &RunDir) -> Option<Kept> {
+    let file = kept_file(run_dir)?;
+    let mut bytes = Vec::new();
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&file)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Moves a kept result into its run folder once that folder can take it again.
+pub(crate) fn adopt_kept(run_dir: &RunDir) {
+    let (Some(kept), Some(file)) = (read_kept(run_dir), kept_file(run_dir)) else {
+        return;
+    };
+    if run_dir.result_file().exists() {
+        return;
+    }
+    let adopted = run_dir
+        .write_result(&kept.result)
+        .and_then(|()| record_exit_status(run_dir, kept.exit_status))
+        .and_then(|()| std::fs::remove_file(&file));
+    if let Err(e) = adopted {
+        tracing::debug!("the kept result {} stays there: {e}", file.display());
+    }
+}
+
 pub(crate) fn state(run_dir: &RunDir) -> io::Result<RunState> {
     let record: Option<SupervisorRecord> = match std::fs::read(run_dir.path.join(SUPERVISOR_FILE)) {
         Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(io::Error::other)?),
@@ -111,13 +241,16 @@ pub(crate) fn state(run_dir: &RunDir) -> io::Result<RunState> {
         }
         (None, _, Some(record)) if alive => Ok(RunState::Running(record)),
         (None, _, Some(record)) => {
-            // It may have finished between the looks.
-            match read_result(run_dir)? {
-                Some(result) => {
+            // It may have finished between the looks, or kept its result elsewhere.
+            match (read_result(run_dir)?, read_kept(run_dir)) {
+                (Some(result), _) => {
                     let status = read_exit_status(run_dir).unwrap_or_else(|| result.exit_status());
                     Ok(RunState::Finished(Box::new(result), status))
                 }
-                None => Ok(RunState::Dead(record)),
+                (None, Some(kept)) => {
+                    Ok(RunState::Finished(Box::new(kept.result), kept.exit_status))
+                }
+                (None, None) => Ok(RunState::Dead(record)),
             }
         }
         (None, _, None) => Ok(RunState::Unknown),
@@ -142,25 +275,56 @@ fn read_exit_status(run_dir: &RunDir) -> Option<i32> {
         .ok()
 }
 
-/// Records the failure of a run whose supervisor died, so that every later look agrees.
+/// Records the failure of a run whose supervisor died, so that every later look agrees:
+/// the result says so, with the last line of the supervisor's log (its last words on
+/// what went wrong) and, when the run folder cannot take it, why it is not recorded.
 pub(crate) fn mark_dead(
     run_dir: &RunDir,
     run_id: &RunId,
     record: &SupervisorRecord,
-) -> io::Result<(RunResult, i32)> {
-    let result = RunResult::refusal(
-        ErrorCode::SubagentFailed,
-        format!(
-            "The background supervisor of run {run_id} (pid {}) died before the run finished; \
-             its session so far is in {}.",
-            record.pid,
-            run_dir.session_file().display()
-        ),
-        Some(run_id.to_string()),
+) -> (RunResult, i32) {
+    let mut message = format!(
+        "The background supervisor of run {run_id} (pid {}) died before the run finished; \
+         its session so far is in {}.",
+        record.pid,
+        run_dir.session_file().display()
     );
-    run_dir.write_result(&result)?;
-    record_exit_status(run_dir, 1)?;
-    Ok((result, 1))
+    if let Some(line) = last_log_line(run_dir) {
+        message.push_str(&format!(" Its log ends with: {line}"));
+    }
+    let result = |message: String| {
+        RunResult::refusal(ErrorCode::SubagentFailed, message, Some(run_id.to_string()))
+    };
+    let dead = result(message.clone());
+    match run_dir
+        .write_result(&dead)
+        .and_then(|()| record_exit_status(run_dir, 1))
+    {
+        Ok(()) => (dead, 1),
+        Err(e) => (
+            result(format!(
+                "{message} (this could not be recorded in {}: {e})",
+                run_dir.path.display()
+            )),
+            1,
+        ),
+    }
+}
+
+/// The last non-empty line of the supervisor's log, cut.
+fn last_log_line(run_dir: &RunDir) -> Option<String> {
+    let mut f = std::fs::File::open(run_dir.path.join(SUPERVISOR_LOG)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(io::SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
+        .ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    let tail = String::from_utf8_lossy(&tail);
+    let line = tail.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    Some(match line.char_indices().nth(MAX_LOG_LINE_CHARS) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line.to_string(),
+    })
 }
 
 /// Background runs that have no result yet, newest first.

@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::events::{AgentEvent, TextKind};
+use crate::events::{AgentEvent, Problem, TextKind};
 use crate::limits::Budgets;
-use crate::result::{DisplayItem, Limit, Usage};
+use crate::result::{round_usd, DisplayItem, Limit, Usage};
 
 /// Display items kept (the most recent ones); older ones are counted and dropped.
 pub(crate) const MAX_DISPLAY_ITEMS: usize = 100;
@@ -41,6 +41,16 @@ const MAX_RETRY_WORDS_BYTES: usize = 2 * 1024;
 /// Tool calls tracked as in flight; past this the oldest are forgotten (a CLI that never
 /// reports their ends cannot grow the list).
 const MAX_TOOLS_IN_FLIGHT: usize = 64;
+
+/// A field of the child's stream that could not be used as it was, and how often.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OddField {
+    /// Where it is in the CLI's JSON (`usage.cost.total`).
+    pub field: &'static str,
+    /// What was wrong the first time.
+    pub problem: Problem,
+    pub times: u64,
+}
 
 /// The head of a text that may grow without bound: at most the collector's limit is kept,
 /// cut on a character boundary; the whole is only counted (bytes and lines), so that a
@@ -148,6 +158,14 @@ pub(crate) struct Collector {
     session_id: Option<String>,
     terminal: bool,
     skipped_lines: u64,
+    /// Fields the child printed that could not be used, once per field and kind of
+    /// problem (a finite set: the dialects name the fields).
+    odd_fields: Vec<OddField>,
+    /// A usage sum reached the largest value it can hold.
+    usage_saturated: bool,
+    /// The child reported a cost, and token counts, above zero.
+    cost_reported: bool,
+    tokens_reported: bool,
     /// Bumped whenever something a streaming view shows changed.
     revision: u64,
 }
@@ -191,6 +209,10 @@ impl Collector {
             session_id: None,
             terminal: false,
             skipped_lines: 0,
+            odd_fields: Vec::new(),
+            usage_saturated: false,
+            cost_reported: false,
+            tokens_reported: false,
             revision: 0,
         }
     }
@@ -340,10 +362,14 @@ impl Collector {
                 self.last_retry = Some(cut_utf8(&words, MAX_RETRY_WORDS_BYTES).to_string());
             }
             AgentEvent::Usage(u) => {
-                self.usage.add(&u);
+                self.note_reported(&u);
+                self.usage_saturated |= self.usage.add(&u);
                 self.revision += 1;
             }
-            AgentEvent::UsageTotal(u) => self.usage_total = Some(u),
+            AgentEvent::UsageTotal(u) => {
+                self.note_reported(&u);
+                self.usage_total = Some(u);
+            }
             AgentEvent::TurnEnd => {
                 self.turns += 1;
                 self.tools_in_turn = false;
@@ -357,7 +383,29 @@ impl Collector {
                 self.session_id = Some(cut_utf8(&id, MAX_SESSION_ID_BYTES).to_string())
             }
             AgentEvent::Terminal => self.terminal = true,
+            AgentEvent::OddField { field, problem } => {
+                // Once per field and kind of problem: a count ignored and one counted as
+                // the largest are two different things to say.
+                let kind = std::mem::discriminant(&problem);
+                match self
+                    .odd_fields
+                    .iter_mut()
+                    .find(|o| o.field == field && std::mem::discriminant(&o.problem) == kind)
+                {
+                    Some(seen) => seen.times += 1,
+                    None => self.odd_fields.push(OddField {
+                        field,
+                        problem,
+                        times: 1,
+                    }),
+                }
+            }
         }
+    }
+
+    fn note_reported(&mut self, u: &Usage) {
+        self.cost_reported |= u.cost > 0.0;
+        self.tokens_reported |= u.tokens() > 0;
     }
 
     /// A complete message's text becomes the final text (shown as a display item unless
@@ -399,10 +447,23 @@ impl Collector {
         if u.turns == 0 {
             u.turns = self.turns;
         }
-        // Sums of per-request costs drift in the last bits (0.0005 + 0.0007 =
-        // 0.0012000000000000001); a ten-billionth of a dollar is far below any price.
-        u.cost = (u.cost * 1e10).round() / 1e10;
+        u.cost = round_usd(u.cost);
         u
+    }
+
+    /// Fields the child printed that could not be used, in the order first seen.
+    pub(crate) fn odd_fields(&self) -> &[OddField] {
+        &self.odd_fields
+    }
+
+    /// Whether a usage sum reached the largest value it can hold and stayed there.
+    pub(crate) fn usage_saturated(&self) -> bool {
+        self.usage_saturated
+    }
+
+    /// Whether the child reported any cost above zero, and any tokens.
+    pub(crate) fn reported(&self) -> (bool, bool) {
+        (self.cost_reported, self.tokens_reported)
     }
 
     pub(crate) fn terminal_seen(&self) -> bool {
@@ -544,6 +605,7 @@ fn is_progress(event: &AgentEvent<'_>) -> bool {
         | AgentEvent::CostBudgetReached
         | AgentEvent::Recovered
         | AgentEvent::SessionId(_)
+        | AgentEvent::OddField { .. }
         | AgentEvent::Terminal => false,
     }
 }
@@ -621,7 +683,9 @@ pub(crate) fn display_args(raw: Option<&RawValue>) -> Value {
     };
     let text = raw.get();
     if text.len() <= MAX_ARGS_JSON_BYTES {
-        return serde_json::from_str(text).unwrap_or(Value::Null);
+        // What serde_json cannot build (a number past f64, nesting past its limit) is
+        // shown as the text it is, rather than lost.
+        return serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()));
     }
     let too_long = |json: &str| Value::String(format!("[{} bytes of JSON not shown]", json.len()));
     let Ok(fields) = serde_json::from_str::<

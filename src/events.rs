@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 
+use std::fmt;
+
 use serde_json::value::RawValue;
 
 use crate::result::Usage;
@@ -68,6 +70,14 @@ pub enum AgentEvent<'a> {
     SessionId(Cow<'a, str>),
     /// The dialect's final event: the child has nothing more to say.
     Terminal,
+    /// A field of the child's stream whose value could not be used as it was (a usage
+    /// count that is a string, a negative cost, an id that is a number): the rest of its
+    /// line was read; the result's `warnings` say which fields, once each.
+    OddField {
+        /// Where it is in the CLI's own JSON (`usage.cost.total`).
+        field: &'static str,
+        problem: Problem,
+    },
 }
 
 /// What a [`AgentEvent::LongText`] is.
@@ -88,4 +98,83 @@ pub enum Transient {
     Overloaded,
     ServerError,
     Connection,
+}
+
+/// A JSON value's type, as a warning names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    Null,
+    Boolean,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl JsonType {
+    /// The type of a JSON text, from its first byte (serde_json has validated it).
+    pub(crate) fn of(raw: &str) -> JsonType {
+        match raw.as_bytes().first() {
+            Some(b'n') => JsonType::Null,
+            Some(b't' | b'f') => JsonType::Boolean,
+            Some(b'"') => JsonType::String,
+            Some(b'[') => JsonType::Array,
+            Some(b'{') => JsonType::Object,
+            _ => JsonType::Number,
+        }
+    }
+}
+
+impl fmt::Display for JsonType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "a boolean",
+            JsonType::Number => "a number",
+            JsonType::String => "a string",
+            JsonType::Array => "an array",
+            JsonType::Object => "an object",
+        })
+    }
+}
+
+/// What was wrong with a field's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Problem {
+    /// A value of another type than the field's (`null` included: it is what
+    /// `JSON.stringify` writes for NaN).
+    WrongType { found: JsonType, expected: JsonType },
+    /// An object that is not of the field's shape (a key given twice).
+    Malformed,
+    /// A token count below zero: ignored.
+    NegativeCount(f64),
+    /// An amount of money below zero (not a credit): ignored.
+    NegativeAmount(f64),
+    /// A number that is not finite, or too large to be a number at all: ignored.
+    NotFinite,
+    /// A token count past the largest one counted: counted as that.
+    TooLarge(f64),
+}
+
+impl Problem {
+    /// What became of the value.
+    pub fn consequence(&self) -> String {
+        match self {
+            Problem::TooLarge(_) => format!("counted as {}", u64::MAX),
+            _ => "ignored".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::WrongType { found, expected } => write!(f, "{found}, not {expected}"),
+            Problem::Malformed => f.write_str("an object of another shape"),
+            Problem::NegativeCount(v) => write!(f, "{v}, a negative count"),
+            Problem::NegativeAmount(v) => write!(f, "{v}, a negative amount"),
+            Problem::NotFinite => f.write_str("a number out of range"),
+            Problem::TooLarge(v) => write!(f, "{v}, past the largest count"),
+        }
+    }
 }

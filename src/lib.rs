@@ -85,6 +85,11 @@ pub mod fuzzing {
             let _ = collector.provider_error();
             let _ = collector.session_id();
             let _ = collector.terminal_seen();
+            let _ = collector.usage_saturated();
+            let _ = collector.reported();
+            for odd in collector.odd_fields() {
+                let _ = (odd.problem.to_string(), odd.problem.consequence());
+            }
         }
     }
 }

@@ -84,7 +84,10 @@ impl Budgets {
 
     /// The first budget `usage` has reached (turns, then tokens, then cost).
     pub(crate) fn reached(&self, usage: &Usage) -> Option<Limit> {
-        let tokens = usage.input + usage.output + usage.cache_write;
+        let tokens = usage
+            .input
+            .saturating_add(usage.output)
+            .saturating_add(usage.cache_write);
         if let Some(limit) = self.max_turns.filter(|l| usage.turns >= *l) {
             return Some(Limit::Turns {
                 limit,

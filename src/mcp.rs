@@ -10,6 +10,7 @@
 //! carries protocol only: logs go to stderr.
 
 mod input;
+mod output;
 pub(crate) mod schema;
 
 use std::path::PathBuf;
@@ -587,11 +588,13 @@ pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
         tracing::warn!("stop requests are not taken: {e}");
     }
     let eof = stop.clone();
+    let (stdout, answers, output) = output::split(tokio::io::stdout());
     let stdin = input::ClientInput::new(tokio::io::stdin(), move || {
         eof.request("the MCP client closed stdin")
-    });
+    })
+    .answering(answers);
     let service = server
-        .serve((stdin, tokio::io::stdout()))
+        .serve((stdin, stdout))
         .await
         .map_err(|e| std::io::Error::other(format!("failed to start the MCP server: {e}")))?;
     let session = service.cancellation_token();
@@ -617,6 +620,7 @@ pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     if !ended_first {
         let _ = tokio::time::timeout(Duration::from_secs(2), waiting).await;
     }
+    output.finish().await;
     signals.abort();
     Ok(())
 }

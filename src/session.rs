@@ -372,6 +372,22 @@ pub(crate) fn create_private_dir_all(path: &Path) -> io::Result<()> {
         })
 }
 
+/// A folder of orchestrate's own at `path` (its parent must exist): created 0700, or, when
+/// it is there, checked as the state directory's folders are (a symbolic link, or a folder
+/// of another user, is refused).
+pub(crate) fn private_dir(path: &Path) -> io::Result<()> {
+    match DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            secure_dir(path, fs::symlink_metadata(path)?)
+        }
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("failed to create {}: {e}", path.display()),
+        )),
+    }
+}
+
 pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
     open_private(
         path,

@@ -581,6 +581,15 @@ impl RawServer {
         }
     }
 
+    /// The next message the server writes, within a generous bound.
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("no message from the server: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
     /// Closes stdin and waits (bounded) for the server to exit; returns its stderr.
     fn close(mut self) -> String {
         drop(self.stdin.take());
@@ -916,4 +925,167 @@ async fn a_fan_out_reports_progress_for_every_task() {
         );
         server.client.cancel().await.unwrap();
     }
+}
+
+/// A JSON-RPC error answer.
+fn rpc_error(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error_and_the_server_goes_on() {
+    let sb = Sandbox::new();
+    let mut server = RawServer::start(&sb, &[]);
+    // A request cut short, as a client that died mid-write leaves it, and plain garbage.
+    server.send_raw(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","par"#);
+    assert_eq!(
+        server.next(),
+        rpc_error(
+            Value::Null,
+            -32700,
+            "Parse error: EOF while parsing a string at line 1 column 50"
+        )
+    );
+    server.send_raw("hello ]]");
+    assert_eq!(
+        server.next(),
+        rpc_error(
+            Value::Null,
+            -32700,
+            "Parse error: expected value at line 1 column 1"
+        )
+    );
+    // Valid JSON that is no JSON-RPC message: its id, when it has one that can be read.
+    server.send_raw("[1, 2]");
+    assert_eq!(
+        server.next(),
+        rpc_error(
+            Value::Null,
+            -32600,
+            "Invalid Request: an array, not a JSON-RPC 2.0 message (batches are not supported)"
+        )
+    );
+    server.send_raw(r#"{"foo": "bar"}"#);
+    assert_eq!(
+        server.next(),
+        rpc_error(
+            Value::Null,
+            -32600,
+            "Invalid Request: not a JSON-RPC 2.0 message (no \"jsonrpc\": \"2.0\")"
+        )
+    );
+    server.send_raw(r#"{"id": 5, "method": "tools/list"}"#);
+    assert_eq!(
+        server.next(),
+        rpc_error(
+            json!(5),
+            -32600,
+            "Invalid Request: not a JSON-RPC 2.0 message (no \"jsonrpc\": \"2.0\")"
+        )
+    );
+    // Still serving.
+    server.send(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}));
+    assert!(server.response(6)["result"]["tools"].is_array());
+    server.close();
+}
+
+/// The client's side of the stdio pipes with a tap on each: raw lines can be written
+/// between the client's messages, and the server's lines are kept as they pass.
+struct Tapped {
+    inject: tokio::sync::mpsc::UnboundedSender<String>,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+fn tap(
+    process: &mut tokio::process::Child,
+) -> (Tapped, tokio::io::DuplexStream, tokio::io::DuplexStream) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut stdin = process.stdin.take().unwrap();
+    let stdout = process.stdout.take().unwrap();
+    let (client_out, ours_in) = tokio::io::duplex(1 << 16);
+    let (client_in, mut ours_out) = tokio::io::duplex(1 << 16);
+    let (inject, mut injected) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // Client → server, whole lines, with the injected ones between them.
+    tokio::spawn(async move {
+        let mut from_client = BufReader::new(ours_in);
+        let mut line = Vec::new();
+        loop {
+            tokio::select! {
+                n = from_client.read_until(b'\n', &mut line) => {
+                    if !matches!(n, Ok(n) if n > 0) { break; }
+                    if stdin.write_all(&line).await.is_err() { break; }
+                    line.clear();
+                }
+                Some(raw) = injected.recv(), if line.is_empty() => {
+                    if stdin.write_all(format!("{raw}\n").as_bytes()).await.is_err() { break; }
+                }
+            }
+            let _ = stdin.flush().await;
+        }
+    });
+    // Server → client, kept.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            kept.lock().unwrap().push(line.clone());
+            if ours_out
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    (Tapped { inject, seen }, client_out, client_in)
+}
+
+#[tokio::test]
+async fn garbage_between_a_real_clients_messages_is_answered_and_the_session_goes_on() {
+    let sb = Sandbox::new().scenario("replay");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = tokio::process::Command::from(sb.command(&["mcp", "--agents-dir", &agents]));
+    cmd.stdin(std::process::Stdio::piped()).kill_on_drop(true);
+    let mut process = cmd.spawn().expect("spawn orchestrate mcp");
+    let (tapped, to_server, from_server) = tap(&mut process);
+    let client = Client::default()
+        .serve((from_server, to_server))
+        .await
+        .expect("MCP handshake");
+    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 2);
+
+    let errors_before = |seen: &[String]| {
+        seen.iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["id"].is_null() && v["error"].is_object())
+            .map(|v| v["error"]["code"].clone())
+            .collect::<Vec<_>>()
+    };
+    tapped
+        .inject
+        .send(r#"{"jsonrpc":"2.0","id":41,"method":"tools/ca"#.to_string())
+        .unwrap();
+    tapped.inject.send(r#"{"not":"rpc"}"#.to_string()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let codes = errors_before(&tapped.seen.lock().unwrap());
+        if codes.len() >= 2 {
+            assert_eq!(codes, [json!(-32700), json!(-32600)]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no error answers: {codes:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The session goes on: tools, and a run.
+    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 2);
+    let r = client
+        .call_tool(call("fake", "say hello"))
+        .await
+        .expect("a tool result");
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(text(&r), "Hello from pi.");
+    client.cancel().await.unwrap();
+    let _ = process.wait().await;
 }

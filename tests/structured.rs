@@ -334,3 +334,73 @@ fn a_long_structured_answer_is_cut_in_the_content_and_whole_in_structured() {
         (&json!("SUBAGENT_OUTPUT_TRUNCATED"), &answer)
     );
 }
+
+/// Two values that match the schema and disagree: the child's own, and one it quotes from
+/// a file it read.
+const AMBIGUOUS: &str = "I found {\"files\": [\"src/auth.rs\"], \"count\": 1}. The README claims {\"files\": [], \"count\": 0}.";
+const AMBIGUITY: &str = "it holds 2 different JSON values that match the output schema: {\"count\":0,\"files\":[]} and {\"count\":1,\"files\":[\"src/auth.rs\"]}";
+
+#[test]
+fn an_answer_holding_two_values_that_disagree_is_ambiguous_never_a_pick() {
+    let sb = sandbox(&[AMBIGUOUS]);
+    let out = sb.run(
+        "list the auth files",
+        &["--output-schema", &schema_flag(&sb)],
+    );
+    assert_eq!(out.status, 1, "stderr: {}", out.stderr);
+    let message = format!("Answer is ambiguous: {AMBIGUITY}");
+    assert_eq!(
+        normalized(out.json()),
+        json!({
+            "content": [{"type": "text", "text": format!("{message}\n\nAnswer:\n{AMBIGUOUS}")}],
+            "details": {
+                "mode": "single",
+                "runId": "RUNID",
+                "error": {"code": "SUBAGENT_FAILED", "message": message},
+                "results": [{
+                    "agent": "fake",
+                    "task": "list the auth files",
+                    "exitCode": 0,
+                    "usage": usage(2),
+                    "error": message,
+                    "sessionFile": "SESSION",
+                    "output": AMBIGUOUS,
+                    "backend": "pi",
+                    "durationMs": 0,
+                    "attempts": 2,
+                    "attemptsDetail": [
+                        {"exitCode": 0, "error": message},
+                        {"exitCode": 0, "error": message}
+                    ],
+                    "childSessionId": SESSION_ID,
+                    "termination": {"kind": "exited", "code": 0},
+                    "sandbox": {"mode": "off", "mechanism": "none"}
+                }]
+            }
+        })
+    );
+}
+
+#[test]
+fn the_repair_turn_may_resolve_an_ambiguity() {
+    let sb = sandbox(&[AMBIGUOUS, RIGHT]);
+    let out = sb.run(
+        "list the auth files",
+        &["--output-schema", &schema_flag(&sb)],
+    );
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let json = out.json();
+    let r = &json["details"]["results"][0];
+    assert_eq!(
+        r["structured"],
+        json!({"files": ["src/auth.rs"], "count": 1})
+    );
+    assert_eq!(r["attempts"], json!(2));
+    let prompts = turns(&sb, &run_id(&json));
+    assert_eq!(
+        prompts[1],
+        format!(
+            "Task: Your answer is ambiguous: {AMBIGUITY}. Answer again with only one JSON value that matches this JSON Schema, and nothing else:\n{SCHEMA_COMPACT}"
+        )
+    );
+}

@@ -14,6 +14,7 @@ use std::ffi::OsString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::lenient::{Amount, Count, Flag, List, Object, Str};
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
@@ -213,64 +214,82 @@ fn claude_tools(p: &Permissions, warnings: &mut Vec<String>) -> (Vec<String>, Ve
     (tools, allowed)
 }
 
+/// Every field but the event's type is read leniently (see [`super::lenient`]): one of
+/// another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    subtype: Option<Cow<'a, str>>,
+    subtype: Str<'a>,
     #[serde(borrow, default)]
-    session_id: Option<Cow<'a, str>>,
+    session_id: Str<'a>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
     #[serde(borrow, default)]
     event: Option<&'a RawValue>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
-    #[serde(default)]
-    is_error: bool,
-    #[serde(default)]
-    num_turns: Option<u64>,
-    #[serde(default)]
-    total_cost_usd: Option<f64>,
-    #[serde(default)]
-    usage: Option<ClaudeUsage>,
-    #[serde(default)]
-    errors: Vec<String>,
+    #[serde(borrow, default)]
+    is_error: Flag<'a>,
+    #[serde(borrow, default)]
+    num_turns: Count<'a>,
+    #[serde(borrow, default)]
+    total_cost_usd: Amount<'a>,
+    #[serde(borrow, default)]
+    usage: Object<'a, ClaudeUsage<'a>>,
+    #[serde(borrow, default)]
+    errors: List<Str<'a>>,
     /// Set on the synthetic `assistant` line (model `<synthetic>`) by which claude reports
     /// a failed API call: its text is claude's error message, not the model's answer.
-    #[serde(default)]
-    is_api_error_message: bool,
-    #[serde(default)]
-    api_error_status: Option<u64>,
+    #[serde(borrow, default)]
+    is_api_error_message: Flag<'a>,
+    #[serde(borrow, default)]
+    api_error_status: Option<&'a RawValue>,
     /// `system/api_retry`: which attempt of how many, and why (a string there; raw here,
     /// so that another line's `error` of another shape cannot fail the line).
-    #[serde(default)]
-    attempt: Option<u64>,
-    #[serde(default)]
-    max_retries: Option<u64>,
+    #[serde(borrow, default)]
+    attempt: Count<'a>,
+    #[serde(borrow, default)]
+    max_retries: Count<'a>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
-    #[serde(default)]
-    error_status: Option<u64>,
+    #[serde(borrow, default)]
+    error_status: Count<'a>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy)]
-#[serde(default)]
-struct ClaudeUsage {
-    input_tokens: u64,
-    output_tokens: u64,
-    cache_read_input_tokens: u64,
-    cache_creation_input_tokens: u64,
+struct ClaudeUsage<'a> {
+    #[serde(borrow, default)]
+    input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    output_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cache_read_input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cache_creation_input_tokens: Count<'a>,
 }
 
-impl ClaudeUsage {
-    fn usage(self, cost: f64, turns: u64) -> Usage {
+impl ClaudeUsage<'_> {
+    /// The usage, each odd field ignored (and said).
+    fn usage(self, cost: f64, turns: u64, emit: &mut dyn FnMut(AgentEvent<'_>)) -> Usage {
         Usage {
-            input: self.input_tokens,
-            output: self.output_tokens,
-            cache_read: self.cache_read_input_tokens,
-            cache_write: self.cache_creation_input_tokens,
+            input: self
+                .input_tokens
+                .read("usage.input_tokens", emit)
+                .unwrap_or(0),
+            output: self
+                .output_tokens
+                .read("usage.output_tokens", emit)
+                .unwrap_or(0),
+            cache_read: self
+                .cache_read_input_tokens
+                .read("usage.cache_read_input_tokens", emit)
+                .unwrap_or(0),
+            cache_write: self
+                .cache_creation_input_tokens
+                .read("usage.cache_creation_input_tokens", emit)
+                .unwrap_or(0),
             cost,
             turns,
         }
@@ -280,43 +299,43 @@ impl ClaudeUsage {
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
+    id: Str<'a>,
     #[serde(borrow, default)]
-    content: Vec<Block<'a>>,
+    content: List<Block<'a>>,
     /// From the API's `message_start`: the input is final, the output not yet.
-    #[serde(default)]
-    usage: Option<ClaudeUsage>,
+    #[serde(borrow, default)]
+    usage: Object<'a, ClaudeUsage<'a>>,
 }
 
 /// A `user` line's message: tool results, by the id of the call they answer.
 #[derive(Deserialize)]
 struct UserMessage<'a> {
     #[serde(borrow, default)]
-    content: Vec<UserBlock<'a>>,
+    content: List<UserBlock<'a>>,
 }
 
 #[derive(Deserialize)]
 struct UserBlock<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Str<'a>,
     #[serde(borrow, default)]
-    tool_use_id: Option<Cow<'a, str>>,
+    tool_use_id: Str<'a>,
 }
 
 /// A content block: `text` or `tool_use` (others are skipped). A flat struct rather than
 /// a tagged enum, so that the tool's input stays raw JSON until it is shown.
 #[derive(Deserialize)]
 struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Str<'a>,
     #[serde(borrow, default)]
     text: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: Str<'a>,
     #[serde(borrow, default)]
     input: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
+    id: Str<'a>,
 }
 
 /// A raw Anthropic SSE event inside a `stream_event` line (`--include-partial-messages`).
@@ -347,7 +366,7 @@ struct OpenMessage {
     id: Option<String>,
     /// Its usage as the API's `message_start` gave it (the output count is not final;
     /// the `result` line's total replaces the sum).
-    usage: Option<ClaudeUsage>,
+    usage: Option<Usage>,
 }
 
 impl ClaudeDialect {
@@ -355,7 +374,7 @@ impl ClaudeDialect {
     fn close_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         if let Some(open) = self.open.take() {
             if let Some(u) = open.usage {
-                emit(AgentEvent::Usage(u.usage(0.0, 0)));
+                emit(AgentEvent::Usage(u));
             }
             emit(AgentEvent::TurnEnd);
         }
@@ -367,9 +386,10 @@ impl Dialect for ClaudeDialect {
         let Some(ev) = parse_json::<Line<'_>>(line) else {
             return false;
         };
-        match (ev.kind.as_ref(), ev.subtype.as_deref()) {
+        let subtype = ev.subtype.read("subtype", emit);
+        match (ev.kind.as_ref(), subtype.as_deref()) {
             ("system", Some("init")) => {
-                if let Some(id) = ev.session_id {
+                if let Some(id) = ev.session_id.read("session_id", emit) {
                     emit(AgentEvent::SessionId(id));
                 }
             }
@@ -380,14 +400,18 @@ impl Dialect for ClaudeDialect {
                 else {
                     return true;
                 };
-                if ev.is_api_error_message || ev.api_error_status.is_some() {
+                let api_error_status = ev.api_error_status.filter(|s| s.get() != "null");
+                if ev.is_api_error_message.read("is_api_error_message", emit)
+                    || api_error_status.is_some()
+                {
                     // Observed with 2.1.332 on a 401: the error is not assistant text (it
                     // must not become `output` or a display item) and not a model turn.
                     // The `result` line that follows repeats it and ends the run.
                     let text: String = m
                         .content
+                        .0
                         .into_iter()
-                        .filter(|b| b.kind == "text")
+                        .filter(|b| b.kind.is("text"))
                         .filter_map(|b| b.text.map(short_text))
                         .collect();
                     if !text.is_empty() {
@@ -395,24 +419,29 @@ impl Dialect for ClaudeDialect {
                     }
                     return true;
                 }
-                let id = m.id.as_deref().map(str::to_string);
+                let id = m.id.read("message.id", emit).map(Cow::into_owned);
                 let same = matches!(&self.open, Some(open) if open.id.is_some() && open.id == id);
                 if !same {
                     self.close_message(emit);
                     self.open = Some(OpenMessage { id, usage: None });
                 }
-                if let (Some(open), Some(u)) = (self.open.as_mut(), m.usage) {
-                    open.usage = Some(u);
+                if let Some(u) = m.usage.read("message.usage", emit) {
+                    let usage = u.usage(0.0, 0, emit);
+                    if let Some(open) = self.open.as_mut() {
+                        open.usage = Some(usage);
+                    }
                 }
                 let mut texts = Vec::new();
                 let mut calls = Vec::new();
-                for b in m.content {
-                    match b.kind.as_ref() {
-                        "text" => texts.extend(b.text.filter(|t| !is_empty_json_str(t))),
-                        "tool_use" => {
-                            calls.push((b.name.unwrap_or_default(), display_args(b.input), b.id))
-                        }
-                        _ => {}
+                for b in m.content.0 {
+                    if b.kind.is("text") {
+                        texts.extend(b.text.filter(|t| !is_empty_json_str(t)));
+                    } else if b.kind.is("tool_use") {
+                        calls.push((
+                            b.name.read("tool_use.name", emit).unwrap_or_default(),
+                            display_args(b.input),
+                            b.id.read("tool_use.id", emit),
+                        ));
                     }
                 }
                 if !texts.is_empty() {
@@ -428,16 +457,20 @@ impl Dialect for ClaudeDialect {
                 let results = ev
                     .message
                     .and_then(|raw| serde_json::from_str::<UserMessage<'_>>(raw.get()).ok());
-                for b in results.map(|m| m.content).unwrap_or_default() {
-                    if b.kind == "tool_result" {
-                        emit(AgentEvent::ToolEnd { id: b.tool_use_id });
+                for b in results.map(|m| m.content.0).unwrap_or_default() {
+                    if b.kind.is("tool_result") {
+                        let id = b.tool_use_id.read("tool_result.tool_use_id", emit);
+                        emit(AgentEvent::ToolEnd { id });
                     }
                 }
                 // The message's tools have answered: its turn is over.
                 self.close_message(emit);
             }
             ("system", Some("api_retry")) => {
-                let attempt = match (ev.attempt, ev.max_retries) {
+                let attempt = match (
+                    ev.attempt.read_nullable("attempt", emit),
+                    ev.max_retries.read_nullable("max_retries", emit),
+                ) {
                     (Some(a), Some(m)) => format!(" {a}/{m}"),
                     (Some(a), None) => format!(" {a}"),
                     _ => String::new(),
@@ -448,6 +481,7 @@ impl Dialect for ClaudeDialect {
                     .unwrap_or(Cow::Borrowed("unknown error"));
                 let status = ev
                     .error_status
+                    .read_nullable("error_status", emit)
                     .map_or(String::new(), |s| format!(" (HTTP {s})"));
                 emit(AgentEvent::Retry(Cow::Owned(format!(
                     "API retry{attempt}: {why}{status}"
@@ -472,17 +506,34 @@ impl Dialect for ClaudeDialect {
             }
             ("result", subtype) => {
                 self.close_message(emit);
-                let u = ev.usage.unwrap_or_default();
-                emit(AgentEvent::UsageTotal(u.usage(
-                    ev.total_cost_usd.unwrap_or(0.0),
-                    ev.num_turns.unwrap_or(0),
-                )));
+                let cost = ev
+                    .total_cost_usd
+                    .read("total_cost_usd", emit)
+                    .unwrap_or(0.0);
+                let turns = ev.num_turns.read_nullable("num_turns", emit).unwrap_or(0);
+                let usage = match ev.usage.read_not_null("usage", emit) {
+                    Some(u) => u.usage(cost, turns, emit),
+                    None => Usage {
+                        cost,
+                        turns,
+                        ..Usage::default()
+                    },
+                };
+                emit(AgentEvent::UsageTotal(usage));
                 if subtype == Some("error_max_budget_usd") {
                     emit(AgentEvent::CostBudgetReached);
                 }
-                if ev.is_error || subtype.is_some_and(|s| s.starts_with("error")) {
-                    let message = if !ev.errors.is_empty() {
-                        ev.errors.join("; ")
+                let errors: Vec<Cow<'_, str>> = ev
+                    .errors
+                    .0
+                    .into_iter()
+                    .filter_map(|e| e.read("errors", emit))
+                    .collect();
+                if ev.is_error.read("is_error", emit)
+                    || subtype.is_some_and(|s| s.starts_with("error"))
+                {
+                    let message = if !errors.is_empty() {
+                        errors.join("; ")
                     } else if let Some(r) = ev.result.filter(|r| !is_empty_json_str(r)) {
                         short_text(r).into_owned()
                     } else {

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use super::lenient::{Count, Object, Str};
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
@@ -170,57 +171,105 @@ fn prompt_arg(task: &str) -> Cow<'_, str> {
     }
 }
 
+/// Every field but the event's type is read leniently (see [`super::lenient`]): one of
+/// another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    thread_id: Option<Cow<'a, str>>,
+    thread_id: Str<'a>,
     #[serde(borrow, default)]
     item: Option<Item<'a>>,
-    #[serde(default)]
-    usage: Option<CodexUsage>,
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    usage: Object<'a, CodexUsage<'a>>,
     #[serde(borrow, default)]
-    error: Option<ErrorBody<'a>>,
+    message: Str<'a>,
+    #[serde(borrow, default)]
+    error: Object<'a, ErrorBody<'a>>,
 }
 
 #[derive(Deserialize)]
 struct ErrorBody<'a> {
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
 }
 
 #[derive(Deserialize)]
 struct Item<'a> {
     #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    id: Str<'a>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Str<'a>,
     #[serde(borrow, default)]
     text: Option<&'a RawValue>,
+    /// A string (an array of words in some versions).
     #[serde(borrow, default)]
-    command: Option<Cow<'a, str>>,
+    command: Option<&'a RawValue>,
     #[serde(borrow, default)]
     changes: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    server: Option<Cow<'a, str>>,
+    server: Str<'a>,
     #[serde(borrow, default)]
-    tool: Option<Cow<'a, str>>,
+    tool: Str<'a>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default)]
+    query: Str<'a>,
+}
+
+/// An item with its fields read (odd ones said and left out).
+struct ReadItem<'a> {
+    id: Option<Cow<'a, str>>,
+    kind: Cow<'a, str>,
+    text: Option<&'a RawValue>,
+    command: Option<Cow<'a, str>>,
+    changes: Option<&'a RawValue>,
+    server: Option<Cow<'a, str>>,
+    tool: Option<Cow<'a, str>>,
+    arguments: Option<&'a RawValue>,
     query: Option<Cow<'a, str>>,
 }
 
+impl<'a> Item<'a> {
+    fn read(self, emit: &mut dyn FnMut(AgentEvent<'_>)) -> ReadItem<'a> {
+        ReadItem {
+            id: self.id.read("item.id", emit),
+            kind: self.kind.read("item.type", emit).unwrap_or_default(),
+            text: self.text,
+            command: command_line(self.command, emit),
+            changes: self.changes,
+            server: self.server.read("item.server", emit),
+            tool: self.tool.read("item.tool", emit),
+            arguments: self.arguments,
+            query: self.query.read("item.query", emit),
+        }
+    }
+}
+
+/// A command as one line: a string as it is, an array of words joined by spaces.
+fn command_line<'a>(
+    raw: Option<&'a RawValue>,
+    emit: &mut dyn FnMut(AgentEvent<'_>),
+) -> Option<Cow<'a, str>> {
+    let raw = raw.filter(|r| r.get() != "null")?;
+    if let Ok(words) = serde_json::from_str::<Vec<Cow<'_, str>>>(raw.get()) {
+        return Some(Cow::Owned(words.join(" ")));
+    }
+    let text: Str<'a> = serde_json::from_str(raw.get()).ok()?;
+    text.read("item.command", emit)
+}
+
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct CodexUsage {
-    input_tokens: u64,
-    cached_input_tokens: u64,
-    cache_write_input_tokens: u64,
-    output_tokens: u64,
+struct CodexUsage<'a> {
+    #[serde(borrow, default)]
+    input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cached_input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cache_write_input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    output_tokens: Count<'a>,
 }
 
 /// Item ids remembered to show each item once; an item's events come close together, so
@@ -282,7 +331,7 @@ impl CodexDialect {
         }
     }
 
-    fn on_item(&mut self, phase: &str, item: Item<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+    fn on_item(&mut self, phase: &str, item: ReadItem<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         // `error` items are codex's own warnings, not part of a response.
         if item.kind == "error" {
             return;
@@ -308,7 +357,7 @@ impl CodexDialect {
         }
     }
 
-    fn show_item(&mut self, phase: &str, item: Item<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+    fn show_item(&mut self, phase: &str, item: ReadItem<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         if item.kind == "agent_message" {
             if phase == "item.completed" {
                 if let Some(text) = item.text {
@@ -360,7 +409,7 @@ impl Dialect for CodexDialect {
         };
         match ev.kind.as_ref() {
             "thread.started" => {
-                if let Some(id) = ev.thread_id {
+                if let Some(id) = ev.thread_id.read("thread_id", emit) {
                     emit(AgentEvent::SessionId(id));
                 }
             }
@@ -370,19 +419,32 @@ impl Dialect for CodexDialect {
             }
             phase @ ("item.started" | "item.updated" | "item.completed") => {
                 if let Some(item) = ev.item {
+                    let item = item.read(emit);
                     self.on_item(phase, item, emit);
                 }
             }
             "turn.completed" => {
-                let u = ev.usage.unwrap_or_default();
-                emit(AgentEvent::Usage(Usage {
-                    input: u.input_tokens.saturating_sub(u.cached_input_tokens),
-                    output: u.output_tokens,
-                    cache_read: u.cached_input_tokens,
-                    cache_write: u.cache_write_input_tokens,
+                let u = ev.usage.read_not_null("usage", emit).unwrap_or_default();
+                let input = u.input_tokens.read("usage.input_tokens", emit).unwrap_or(0);
+                let cached = u
+                    .cached_input_tokens
+                    .read("usage.cached_input_tokens", emit)
+                    .unwrap_or(0);
+                let usage = Usage {
+                    input: input.saturating_sub(cached),
+                    output: u
+                        .output_tokens
+                        .read("usage.output_tokens", emit)
+                        .unwrap_or(0),
+                    cache_read: cached,
+                    cache_write: u
+                        .cache_write_input_tokens
+                        .read("usage.cache_write_input_tokens", emit)
+                        .unwrap_or(0),
                     cost: 0.0,
                     turns: 0,
-                }));
+                };
+                emit(AgentEvent::Usage(usage));
                 // A completed turn had at least one model response.
                 if self.responding || self.turns == 0 {
                     self.responding = true;
@@ -392,14 +454,18 @@ impl Dialect for CodexDialect {
                 emit(AgentEvent::Terminal);
             }
             "turn.failed" => {
-                let message = ev.error.and_then(|e| e.message).unwrap_or(Cow::Borrowed(
-                    "codex reported turn.failed without a message",
-                ));
+                let message = ev
+                    .error
+                    .read("error", emit)
+                    .and_then(|e| e.message.read("error.message", emit))
+                    .unwrap_or(Cow::Borrowed(
+                        "codex reported turn.failed without a message",
+                    ));
                 emit(AgentEvent::ProviderError(message));
                 emit(AgentEvent::Terminal);
             }
             "error" => {
-                if let Some(m) = ev.message {
+                if let Some(m) = ev.message.read("message", emit) {
                     if m.starts_with("Reconnecting") {
                         emit(AgentEvent::Retry(m));
                     } else {

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::lenient::{Count, Flag, List, Object, Str};
 use super::tools::Permissions;
 use super::{
     is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
@@ -86,56 +87,63 @@ pub(crate) fn build(
     Ok(inv)
 }
 
+/// Every field but the event's type is read leniently (see [`super::lenient`]): one of
+/// another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    subtype: Option<Cow<'a, str>>,
+    subtype: Str<'a>,
     #[serde(borrow, default)]
-    session_id: Option<Cow<'a, str>>,
+    session_id: Str<'a>,
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
-    #[serde(default)]
-    timestamp_ms: Option<Value>,
-    #[serde(default)]
-    model_call_id: Option<Value>,
+    /// Only whether they are there counts.
     #[serde(borrow, default)]
-    call_id: Option<Cow<'a, str>>,
+    timestamp_ms: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    model_call_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    call_id: Str<'a>,
     #[serde(borrow, default)]
     tool_call: Option<&'a RawValue>,
-    #[serde(default)]
-    is_error: bool,
+    #[serde(borrow, default)]
+    is_error: Flag<'a>,
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
-    #[serde(default)]
-    usage: Option<CursorUsage>,
+    #[serde(borrow, default)]
+    usage: Object<'a, CursorUsage<'a>>,
     // Some builds put the usage keys at the top level.
-    #[serde(rename = "inputTokens", default)]
-    input_tokens: Option<u64>,
-    #[serde(rename = "outputTokens", default)]
-    output_tokens: Option<u64>,
+    #[serde(rename = "inputTokens", borrow, default)]
+    input_tokens: Count<'a>,
+    #[serde(rename = "outputTokens", borrow, default)]
+    output_tokens: Count<'a>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct CursorUsage {
-    input_tokens: u64,
-    output_tokens: u64,
-    cache_read_tokens: u64,
-    cache_write_tokens: u64,
+#[serde(rename_all = "camelCase")]
+struct CursorUsage<'a> {
+    #[serde(borrow, default)]
+    input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    output_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cache_read_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cache_write_tokens: Count<'a>,
 }
 
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(borrow, default)]
-    content: Vec<Block<'a>>,
+    content: List<Block<'a>>,
 }
 
 #[derive(Deserialize)]
 struct Block<'a> {
     #[serde(rename = "type", borrow, default)]
-    kind: Cow<'a, str>,
+    kind: Str<'a>,
     #[serde(borrow, default)]
     text: Option<&'a RawValue>,
 }
@@ -195,9 +203,10 @@ impl Dialect for CursorDialect {
         let Some(ev) = parse_json::<Line<'_>>(line) else {
             return false;
         };
-        match (ev.kind.as_ref(), ev.subtype.as_deref()) {
+        let subtype = ev.subtype.read("subtype", emit);
+        match (ev.kind.as_ref(), subtype.as_deref()) {
             ("system", Some("init")) => {
-                if let Some(id) = ev.session_id {
+                if let Some(id) = ev.session_id.read("session_id", emit) {
                     emit(AgentEvent::SessionId(id));
                 }
             }
@@ -207,8 +216,9 @@ impl Dialect for CursorDialect {
                     .and_then(|raw| serde_json::from_str::<Message<'_>>(raw.get()).ok())
                     .map(|m| {
                         m.content
+                            .0
                             .into_iter()
-                            .filter(|b| b.kind == "text")
+                            .filter(|b| b.kind.is("text"))
                             .filter_map(|b| b.text)
                             .collect()
                     })
@@ -252,11 +262,15 @@ impl Dialect for CursorDialect {
                         args,
                     });
                 }
-                emit(AgentEvent::ToolStart { id: ev.call_id });
+                let id = ev.call_id.read("call_id", emit);
+                emit(AgentEvent::ToolStart { id });
                 // The segment that called the tool ends with it: the next is a new turn.
                 self.close_turn(emit);
             }
-            ("tool_call", Some("completed")) => emit(AgentEvent::ToolEnd { id: ev.call_id }),
+            ("tool_call", Some("completed")) => {
+                let id = ev.call_id.read("call_id", emit);
+                emit(AgentEvent::ToolEnd { id })
+            }
             ("thinking", _) => emit(AgentEvent::Working),
             // Seen in captures: the CLI losing its connection and trying again.
             ("connection" | "retry", subtype) => emit(AgentEvent::Retry(Cow::Owned(format!(
@@ -267,16 +281,29 @@ impl Dialect for CursorDialect {
             ("result", _) => {
                 self.close_segment(emit);
                 self.close_turn(emit);
-                let u = ev.usage.unwrap_or_default();
-                emit(AgentEvent::Usage(Usage {
-                    input: ev.input_tokens.unwrap_or(u.input_tokens),
-                    output: ev.output_tokens.unwrap_or(u.output_tokens),
-                    cache_read: u.cache_read_tokens,
-                    cache_write: u.cache_write_tokens,
+                let u = ev.usage.read_not_null("usage", emit).unwrap_or_default();
+                let input = ev.input_tokens.read_nullable("inputTokens", emit);
+                let output = ev.output_tokens.read_nullable("outputTokens", emit);
+                let usage = Usage {
+                    input: input
+                        .or_else(|| u.input_tokens.read("usage.inputTokens", emit))
+                        .unwrap_or(0),
+                    output: output
+                        .or_else(|| u.output_tokens.read("usage.outputTokens", emit))
+                        .unwrap_or(0),
+                    cache_read: u
+                        .cache_read_tokens
+                        .read("usage.cacheReadTokens", emit)
+                        .unwrap_or(0),
+                    cache_write: u
+                        .cache_write_tokens
+                        .read("usage.cacheWriteTokens", emit)
+                        .unwrap_or(0),
                     cost: 0.0,
                     turns: 0,
-                }));
-                if ev.is_error {
+                };
+                emit(AgentEvent::Usage(usage));
+                if ev.is_error.read("is_error", emit) {
                     let message = ev
                         .result
                         .map(short_text)

@@ -15,6 +15,7 @@ use std::ffi::OsString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::lenient::{Count, Flag, Object, Str};
 use super::tools::Permissions;
 use super::{
     is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation,
@@ -209,49 +210,54 @@ fn explain_exit(code: i32) -> Option<&'static str> {
     })
 }
 
+/// Every field but the event's type is read leniently (see [`super::lenient`]): one of
+/// another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    session_id: Option<Cow<'a, str>>,
+    session_id: Str<'a>,
     #[serde(borrow, default)]
-    role: Option<Cow<'a, str>>,
+    role: Str<'a>,
     #[serde(borrow, default)]
     content: Option<&'a RawValue>,
-    #[serde(default)]
-    delta: bool,
     #[serde(borrow, default)]
-    tool_name: Option<Cow<'a, str>>,
+    delta: Flag<'a>,
     #[serde(borrow, default)]
-    tool_id: Option<Cow<'a, str>>,
+    tool_name: Str<'a>,
+    #[serde(borrow, default)]
+    tool_id: Str<'a>,
     #[serde(borrow, default)]
     parameters: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    status: Option<Cow<'a, str>>,
+    status: Str<'a>,
     #[serde(borrow, default)]
-    severity: Option<Cow<'a, str>>,
+    severity: Str<'a>,
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
     #[serde(borrow, default)]
-    error: Option<ErrorBody<'a>>,
-    #[serde(default)]
-    stats: Option<Stats>,
+    error: Object<'a, ErrorBody<'a>>,
+    #[serde(borrow, default)]
+    stats: Object<'a, Stats<'a>>,
 }
 
 #[derive(Deserialize)]
 struct ErrorBody<'a> {
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct Stats {
-    input_tokens: u64,
-    output_tokens: u64,
-    cached: u64,
-    input: Option<u64>,
+struct Stats<'a> {
+    #[serde(borrow, default)]
+    input_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    output_tokens: Count<'a>,
+    #[serde(borrow, default)]
+    cached: Count<'a>,
+    #[serde(borrow, default)]
+    input: Count<'a>,
 }
 
 #[derive(Debug, Default)]
@@ -293,23 +299,24 @@ impl Dialect for GeminiDialect {
         };
         match ev.kind.as_ref() {
             "init" => {
-                if let Some(id) = ev.session_id {
+                if let Some(id) = ev.session_id.read("session_id", emit) {
                     emit(AgentEvent::SessionId(id));
                 }
             }
-            "message" if ev.role.as_deref() == Some("assistant") => {
+            "message" if ev.role.is("assistant") => {
+                let delta = ev.delta.read("delta", emit);
                 if !self.responding {
                     emit(AgentEvent::MessageStart);
                 }
                 self.responding = true;
                 let Some(content) = ev.content else {
-                    if !ev.delta {
+                    if !delta {
                         self.streaming = false;
                         emit(AgentEvent::AssistantMessage(Cow::Borrowed("")));
                     }
                     return true;
                 };
-                if ev.delta {
+                if delta {
                     self.streaming |= !is_empty_json_str(content);
                     emit(text_event(vec![content], "", TextKind::Delta));
                 } else {
@@ -320,38 +327,52 @@ impl Dialect for GeminiDialect {
             "tool_use" => {
                 self.close_message(emit);
                 self.responding = true;
+                let name = ev
+                    .tool_name
+                    .read("tool_name", emit)
+                    .unwrap_or(Cow::Borrowed("tool"));
                 emit(AgentEvent::ToolCall {
-                    name: ev.tool_name.unwrap_or(Cow::Borrowed("tool")),
+                    name,
                     args: display_args(ev.parameters),
                 });
-                emit(AgentEvent::ToolStart { id: ev.tool_id });
+                let id = ev.tool_id.read("tool_id", emit);
+                emit(AgentEvent::ToolStart { id });
             }
             "tool_result" => {
-                emit(AgentEvent::ToolEnd { id: ev.tool_id });
+                let id = ev.tool_id.read("tool_id", emit);
+                emit(AgentEvent::ToolEnd { id });
                 self.close_turn(emit);
             }
-            "error" if ev.severity.as_deref() != Some("warning") => {
-                if let Some(m) = ev.message {
+            "error" if !ev.severity.is("warning") => {
+                if let Some(m) = ev.message.read("message", emit) {
                     emit(AgentEvent::ProviderError(m));
                 }
             }
             "result" => {
                 self.close_message(emit);
                 self.close_turn(emit);
-                if let Some(s) = ev.stats {
-                    emit(AgentEvent::Usage(Usage {
-                        input: s.input.unwrap_or(s.input_tokens.saturating_sub(s.cached)),
-                        output: s.output_tokens,
-                        cache_read: s.cached,
+                if let Some(s) = ev.stats.read_not_null("stats", emit) {
+                    let cached = s.cached.read("stats.cached", emit).unwrap_or(0);
+                    let total = s.input_tokens.read("stats.input_tokens", emit);
+                    let input = s.input.read("stats.input", emit);
+                    let usage = Usage {
+                        input: input.unwrap_or(total.unwrap_or(0).saturating_sub(cached)),
+                        output: s
+                            .output_tokens
+                            .read("stats.output_tokens", emit)
+                            .unwrap_or(0),
+                        cache_read: cached,
                         cache_write: 0,
                         cost: 0.0,
                         turns: 0,
-                    }));
+                    };
+                    emit(AgentEvent::Usage(usage));
                 }
-                if ev.status.as_deref() == Some("error") {
+                if ev.status.is("error") {
                     let message = ev
                         .error
-                        .and_then(|e| e.message)
+                        .read("error", emit)
+                        .and_then(|e| e.message.read("error.message", emit))
                         .unwrap_or(Cow::Borrowed("gemini reported an error result"));
                     emit(AgentEvent::ProviderError(message));
                 } else {

@@ -13,6 +13,7 @@ pub(crate) mod codex;
 pub(crate) mod command;
 pub(crate) mod cursor;
 pub(crate) mod gemini;
+pub(crate) mod lenient;
 pub(crate) mod opencode;
 pub(crate) mod pi;
 pub(crate) mod tools;
@@ -295,15 +296,15 @@ impl SessionTotals {
     pub fn combine(self, earlier: &Usage, later: &Usage) -> Usage {
         let mut sum = *later;
         if !self.tokens {
-            sum.input += earlier.input;
-            sum.output += earlier.output;
-            sum.cache_read += earlier.cache_read;
-            sum.cache_write += earlier.cache_write;
+            sum.input = sum.input.saturating_add(earlier.input);
+            sum.output = sum.output.saturating_add(earlier.output);
+            sum.cache_read = sum.cache_read.saturating_add(earlier.cache_read);
+            sum.cache_write = sum.cache_write.saturating_add(earlier.cache_write);
         }
         if !self.cost {
-            sum.cost += earlier.cost;
+            sum.cost = crate::result::add_usd(sum.cost, earlier.cost);
         }
-        sum.turns += earlier.turns;
+        sum.turns = sum.turns.saturating_add(earlier.turns);
         sum
     }
 }
@@ -475,6 +476,11 @@ impl Backend {
     /// A parser of this dialect's stream.
     pub fn parser(self) -> Box<dyn Dialect> {
         (self.stream().parser)()
+    }
+
+    /// What this dialect's stream reports while the child runs.
+    pub(crate) fn reports(self) -> Reports {
+        self.stream().reports
     }
 
     /// Budgets this dialect's stream cannot enforce, said out loud in the result.
@@ -673,7 +679,7 @@ pub(crate) mod test_support {
     /// Everything a result reads from a collector, as JSON, for whole-object comparison
     /// with a fixture's `.expected.json`.
     fn snapshot(c: &Collector, skipped: u64) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "usage": c.usage(),
             "finalText": c.final_text(),
             "partialText": c.partial_text(),
@@ -689,7 +695,26 @@ pub(crate) mod test_support {
             "toolsEnded": c.tools_ended(),
             "retries": c.retries(),
             "lastRetry": c.last_retry(),
-        })
+        });
+        // Fields that could not be used, as the result's warnings say them (only where
+        // there are some).
+        let odd: Vec<String> = c
+            .odd_fields()
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}: {} ({}); {}",
+                    o.field,
+                    o.problem,
+                    o.times,
+                    o.problem.consequence()
+                )
+            })
+            .collect();
+        if !odd.is_empty() {
+            v["oddFields"] = serde_json::json!(odd);
+        }
+        v
     }
 
     /// Every `tests/fixtures/<dialect>/*.jsonl` through its dialect gives what its

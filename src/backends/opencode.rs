@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use super::lenient::{Amount, Count, Object, Str};
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
@@ -235,12 +236,14 @@ fn opencode_tools(p: &Permissions) -> Map<String, Value> {
     off
 }
 
+/// Every field but the event's type is read leniently (see [`super::lenient`]): one of
+/// another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(rename = "sessionID", borrow, default)]
-    session_id: Option<Cow<'a, str>>,
+    session_id: Str<'a>,
     #[serde(borrow, default)]
     part: Option<Part<'a>>,
     #[serde(borrow, default)]
@@ -251,17 +254,17 @@ struct Line<'a> {
 #[derive(Deserialize, Default)]
 struct ErrorBody<'a> {
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: Str<'a>,
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
     #[serde(borrow, default)]
-    data: Option<ErrorData<'a>>,
+    data: Object<'a, ErrorData<'a>>,
 }
 
 #[derive(Deserialize, Default)]
 struct ErrorData<'a> {
     #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
+    message: Str<'a>,
 }
 
 #[derive(Deserialize)]
@@ -269,13 +272,13 @@ struct Part<'a> {
     #[serde(borrow, default)]
     text: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    tool: Option<Cow<'a, str>>,
+    tool: Str<'a>,
     #[serde(borrow, default)]
-    state: Option<ToolState<'a>>,
-    #[serde(default)]
-    tokens: Option<Tokens>,
-    #[serde(default)]
-    cost: f64,
+    state: Object<'a, ToolState<'a>>,
+    #[serde(borrow, default)]
+    tokens: Object<'a, Tokens<'a>>,
+    #[serde(borrow, default)]
+    cost: Amount<'a>,
 }
 
 #[derive(Deserialize)]
@@ -285,18 +288,21 @@ struct ToolState<'a> {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct Tokens {
-    input: u64,
-    output: u64,
-    cache: Cache,
+struct Tokens<'a> {
+    #[serde(borrow, default)]
+    input: Count<'a>,
+    #[serde(borrow, default)]
+    output: Count<'a>,
+    #[serde(borrow, default)]
+    cache: Object<'a, Cache<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct Cache {
-    read: u64,
-    write: u64,
+struct Cache<'a> {
+    #[serde(borrow, default)]
+    read: Count<'a>,
+    #[serde(borrow, default)]
+    write: Count<'a>,
 }
 
 #[derive(Debug, Default)]
@@ -324,7 +330,7 @@ impl Dialect for OpencodeDialect {
             return false;
         };
         if !self.session_seen {
-            if let Some(id) = ev.session_id {
+            if let Some(id) = ev.session_id.read("sessionID", emit) {
                 self.session_seen = true;
                 emit(AgentEvent::SessionId(id));
             }
@@ -338,20 +344,38 @@ impl Dialect for OpencodeDialect {
                     emit(text_event(vec![text], "", TextKind::Message));
                 }
             }
-            ("tool_use", Some(part)) => emit(AgentEvent::ToolCall {
-                name: part.tool.unwrap_or(Cow::Borrowed("tool")),
-                args: display_args(part.state.and_then(|s| s.input)),
-            }),
+            ("tool_use", Some(part)) => {
+                let name = part
+                    .tool
+                    .read("part.tool", emit)
+                    .unwrap_or(Cow::Borrowed("tool"));
+                let input = part.state.read("part.state", emit).and_then(|s| s.input);
+                emit(AgentEvent::ToolCall {
+                    name,
+                    args: display_args(input),
+                })
+            }
             ("step_finish", Some(part)) => {
-                let t = part.tokens.unwrap_or_default();
-                emit(AgentEvent::Usage(Usage {
-                    input: t.input,
-                    output: t.output,
-                    cache_read: t.cache.read,
-                    cache_write: t.cache.write,
-                    cost: part.cost,
+                let t = part
+                    .tokens
+                    .read_not_null("part.tokens", emit)
+                    .unwrap_or_default();
+                let cache = t
+                    .cache
+                    .read_not_null("part.tokens.cache", emit)
+                    .unwrap_or_default();
+                let usage = Usage {
+                    input: t.input.read("part.tokens.input", emit).unwrap_or(0),
+                    output: t.output.read("part.tokens.output", emit).unwrap_or(0),
+                    cache_read: cache.read.read("part.tokens.cache.read", emit).unwrap_or(0),
+                    cache_write: cache
+                        .write
+                        .read("part.tokens.cache.write", emit)
+                        .unwrap_or(0),
+                    cost: part.cost.read("part.cost", emit).unwrap_or(0.0),
                     turns: 0,
-                }));
+                };
+                emit(AgentEvent::Usage(usage));
                 emit(AgentEvent::TurnEnd);
                 emit(AgentEvent::Recovered);
             }
@@ -360,11 +384,11 @@ impl Dialect for OpencodeDialect {
                     .error
                     .and_then(|raw| serde_json::from_str(raw.get()).ok())
                     .unwrap_or_default();
-                let message = e
-                    .data
-                    .and_then(|d| d.message)
-                    .or(e.message)
-                    .or(e.name)
+                let data = e.data.read("error.data", emit);
+                let message = data
+                    .and_then(|d| d.message.read("error.data.message", emit))
+                    .or_else(|| e.message.read("error.message", emit))
+                    .or_else(|| e.name.read("error.name", emit))
                     .unwrap_or(Cow::Borrowed("opencode reported an error"));
                 emit(AgentEvent::ProviderError(message));
             }

@@ -14,6 +14,7 @@ use std::ffi::OsString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::lenient::{Amount, Count, Flag, List, Object, Str};
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
@@ -152,7 +153,8 @@ fn pi_tools(p: &Permissions) -> (Vec<String>, Vec<String>) {
 }
 
 /// Only the fields the collector needs; everything else (tool results are most of the
-/// bytes) is skipped without being built.
+/// bytes) is skipped without being built. Every field but the event's type is read
+/// leniently (see [`super::lenient`]): one of another type is lost alone, never its line.
 #[derive(Deserialize)]
 struct Line<'a> {
     #[serde(rename = "type", borrow)]
@@ -161,31 +163,31 @@ struct Line<'a> {
     message: Option<&'a RawValue>,
     #[serde(rename = "assistantMessageEvent", borrow, default)]
     assistant_message_event: Option<&'a RawValue>,
-    #[serde(rename = "willRetry", default)]
-    will_retry: bool,
+    #[serde(rename = "willRetry", borrow, default)]
+    will_retry: Flag<'a>,
     #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
+    id: Str<'a>,
     #[serde(rename = "toolCallId", borrow, default)]
-    tool_call_id: Option<Cow<'a, str>>,
+    tool_call_id: Str<'a>,
     /// `auto_retry_start`: which attempt, of how many, after what.
-    #[serde(default)]
-    attempt: Option<u64>,
-    #[serde(rename = "maxAttempts", default)]
-    max_attempts: Option<u64>,
+    #[serde(borrow, default)]
+    attempt: Count<'a>,
+    #[serde(rename = "maxAttempts", borrow, default)]
+    max_attempts: Count<'a>,
     #[serde(rename = "errorMessage", borrow, default)]
-    error_message: Option<Cow<'a, str>>,
+    error_message: Str<'a>,
 }
 
 #[derive(Deserialize)]
 struct Message<'a> {
     #[serde(borrow, default)]
-    role: Cow<'a, str>,
+    role: Str<'a>,
     #[serde(borrow, default)]
-    content: Vec<Block<'a>>,
-    #[serde(default)]
-    usage: Option<PiUsage>,
+    content: List<Block<'a>>,
+    #[serde(borrow, default)]
+    usage: Object<'a, PiUsage<'a>>,
     #[serde(rename = "stopReason", borrow, default)]
-    stop_reason: Option<Cow<'a, str>>,
+    stop_reason: Str<'a>,
     #[serde(rename = "errorMessage", borrow, default)]
     error_message: Option<&'a RawValue>,
 }
@@ -195,32 +197,52 @@ struct Message<'a> {
 /// would buffer the whole block first).
 #[derive(Deserialize)]
 struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    #[serde(rename = "type", borrow, default)]
+    kind: Str<'a>,
     #[serde(borrow, default)]
     text: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: Str<'a>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct PiUsage {
-    input: u64,
-    output: u64,
-    #[serde(rename = "cacheRead")]
-    cache_read: u64,
-    #[serde(rename = "cacheWrite")]
-    cache_write: u64,
-    cost: Option<PiCost>,
+struct PiUsage<'a> {
+    #[serde(borrow, default)]
+    input: Count<'a>,
+    #[serde(borrow, default)]
+    output: Count<'a>,
+    #[serde(rename = "cacheRead", borrow, default)]
+    cache_read: Count<'a>,
+    #[serde(rename = "cacheWrite", borrow, default)]
+    cache_write: Count<'a>,
+    #[serde(borrow, default)]
+    cost: Object<'a, PiCost<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
-struct PiCost {
-    total: f64,
+struct PiCost<'a> {
+    #[serde(borrow, default)]
+    total: Amount<'a>,
+}
+
+impl PiUsage<'_> {
+    /// The usage, each odd field ignored (and said).
+    fn read(self, emit: &mut dyn FnMut(AgentEvent<'_>)) -> Usage {
+        Usage {
+            input: self.input.read("usage.input", emit).unwrap_or(0),
+            output: self.output.read("usage.output", emit).unwrap_or(0),
+            cache_read: self.cache_read.read("usage.cacheRead", emit).unwrap_or(0),
+            cache_write: self.cache_write.read("usage.cacheWrite", emit).unwrap_or(0),
+            cost: self
+                .cost
+                .read_not_null("usage.cost", emit)
+                .and_then(|c| c.total.read("usage.cost.total", emit))
+                .unwrap_or(0.0),
+            turns: 0,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -243,13 +265,13 @@ impl Dialect for PiDialect {
         };
         match ev.kind.as_ref() {
             "session" => {
-                if let Some(id) = ev.id {
+                if let Some(id) = ev.id.read("id", emit) {
                     emit(AgentEvent::SessionId(id));
                 }
             }
             "message_start" => {
                 if let Some(m) = ev.message.and_then(parse_message) {
-                    if m.role == "assistant" {
+                    if m.role.is("assistant") {
                         emit(AgentEvent::MessageStart);
                     }
                 }
@@ -270,36 +292,44 @@ impl Dialect for PiDialect {
                     _ => {}
                 }
             }
-            "tool_execution_start" => emit(AgentEvent::ToolStart {
-                id: ev.tool_call_id,
-            }),
-            "tool_execution_end" => emit(AgentEvent::ToolEnd {
-                id: ev.tool_call_id,
-            }),
+            "tool_execution_start" => {
+                let id = ev.tool_call_id.read("toolCallId", emit);
+                emit(AgentEvent::ToolStart { id })
+            }
+            "tool_execution_end" => {
+                let id = ev.tool_call_id.read("toolCallId", emit);
+                emit(AgentEvent::ToolEnd { id })
+            }
             "tool_execution_update"
             | "auto_compaction_start"
             | "auto_compaction_end"
             | "compaction_start"
             | "compaction_end" => emit(AgentEvent::Working),
             "auto_retry_start" => {
-                let attempt = match (ev.attempt, ev.max_attempts) {
+                let attempt = match (
+                    ev.attempt.read_nullable("attempt", emit),
+                    ev.max_attempts.read_nullable("maxAttempts", emit),
+                ) {
                     (Some(a), Some(m)) => format!(" {a}/{m}"),
                     (Some(a), None) => format!(" {a}"),
                     _ => String::new(),
                 };
-                let why = ev.error_message.unwrap_or_default();
+                let why = ev
+                    .error_message
+                    .read("errorMessage", emit)
+                    .unwrap_or_default();
                 emit(AgentEvent::Retry(Cow::Owned(format!(
                     "retry{attempt}: {why}"
                 ))));
             }
             "message_end" => {
                 if let Some(m) = ev.message.and_then(parse_message) {
-                    if m.role == "assistant" {
+                    if m.role.is("assistant") {
                         emit_assistant_message(m, emit);
                     }
                 }
             }
-            "agent_end" if !ev.will_retry => emit(AgentEvent::Terminal),
+            "agent_end" if !ev.will_retry.read("willRetry", emit) => emit(AgentEvent::Terminal),
             "agent_settled" => emit(AgentEvent::Terminal),
             _ => {}
         }
@@ -315,14 +345,14 @@ fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) 
     // Text blocks are joined with a line break between the non-empty ones.
     let mut texts = Vec::new();
     let mut calls = Vec::new();
-    for block in m.content {
-        match block.kind.as_ref() {
-            "text" => texts.extend(block.text.filter(|t| !is_empty_json_str(t))),
-            "toolCall" => calls.push((
-                block.name.unwrap_or_default(),
+    for block in m.content.0 {
+        if block.kind.is("text") {
+            texts.extend(block.text.filter(|t| !is_empty_json_str(t)));
+        } else if block.kind.is("toolCall") {
+            calls.push((
+                block.name.read("toolCall.name", emit).unwrap_or_default(),
                 display_args(block.arguments),
-            )),
-            _ => {}
+            ));
         }
     }
     if texts.is_empty() {
@@ -333,20 +363,15 @@ fn emit_assistant_message(m: Message<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) 
     for (name, args) in calls {
         emit(AgentEvent::ToolCall { name, args });
     }
-    if let Some(u) = m.usage {
-        emit(AgentEvent::Usage(Usage {
-            input: u.input,
-            output: u.output,
-            cache_read: u.cache_read,
-            cache_write: u.cache_write,
-            cost: u.cost.map_or(0.0, |c| c.total),
-            turns: 0,
-        }));
+    if let Some(u) = m.usage.read_not_null("usage", emit) {
+        let usage = u.read(emit);
+        emit(AgentEvent::Usage(usage));
     }
     emit(AgentEvent::TurnEnd);
-    match m.stop_reason.as_deref() {
+    let stop_reason = m.stop_reason.read("stopReason", emit);
+    match stop_reason.as_deref() {
         Some("error") | Some("aborted") => {
-            let reason = m.stop_reason.as_deref().unwrap_or_default();
+            let reason = stop_reason.as_deref().unwrap_or_default();
             let message = m
                 .error_message
                 .map(|e| short_text(e).into_owned())

@@ -113,12 +113,15 @@ fn wait_for_end(
     let started = Instant::now();
     loop {
         match background::state(&run_dir) {
-            Ok(RunState::Finished(result, status)) => return Ok(Waited::Ended(result, status)),
+            Ok(RunState::Finished(result, status)) => {
+                // A result kept outside the state directory goes into the run folder as
+                // soon as that can take it.
+                background::adopt_kept(&run_dir);
+                return Ok(Waited::Ended(result, status));
+            }
             Ok(RunState::Dead(record)) => {
-                return match background::mark_dead(&run_dir, run_id, &record) {
-                    Ok((result, status)) => Ok(Waited::Ended(Box::new(result), status)),
-                    Err(e) => Err(super::run::print_internal_error(format, &e.to_string())),
-                };
+                let (result, status) = background::mark_dead(&run_dir, run_id, &record);
+                return Ok(Waited::Ended(Box::new(result), status));
             }
             Ok(RunState::Unknown) => return Err(unknown_run(run_id, format)),
             Ok(RunState::Running(record)) => {

@@ -33,7 +33,7 @@ impl ProgressLine {
             .current_tool
             .as_ref()
             .map_or(String::new(), |name| format!(" · {name}"));
-        let tokens = s.usage.input + s.usage.output + s.usage.cache_read + s.usage.cache_write;
+        let tokens = s.usage.tokens();
         let line = format!(
             "[orchestrate] {} {:.1}s · turn {}{tool} · {tokens} tokens",
             self.agent,
@@ -156,16 +156,15 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
     } else {
         None
     };
-    let output = pipeline::run(&req, &env, &controls, observer).await;
+    let mut output = pipeline::run(&req, &env, &controls, observer).await;
     // A background run (its id was checked as `--run-id` was parsed): whoever waits for it
     // reads these, even for a refusal that never reached the child.
     if let Some(id) = req.run_id.as_deref().and_then(|id| RunId::parse(id).ok()) {
         let dir = env.state.run_dir(&id);
-        if let Err(e) = dir
-            .write_result(&output.result)
-            .and_then(|()| crate::background::record_exit_status(&dir, output.exit_status))
+        if let Err(e) =
+            crate::background::record_result(&dir, &mut output.result, output.exit_status)
         {
-            tracing::error!("failed to record the background run's result: {e}");
+            tracing::error!("{e}");
         }
     }
     progress.lock().expect("progress lock").clear();

@@ -228,7 +228,9 @@ impl View {
             .filter(|r| !matches!(&r.state, RunState::Running) && r.state.word() != "ok")
             .count();
         let mut total = Usage::default();
-        runs.iter().for_each(|r| total.add(&r.usage));
+        for r in runs {
+            total.add(&r.usage);
+        }
         format!(
             "orchestrate watch · {running} running · {ended} ended ({failed} not ok) · {} tokens · {}",
             thousands(total.tokens()),

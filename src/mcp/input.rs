@@ -2,12 +2,19 @@
 //! once (rmcp itself notices only after draining in-flight responses for up to 5 s, while
 //! clients send SIGTERM 2 s after closing), and a message over [`MAX_MESSAGE_BYTES`] is
 //! replaced by a small request naming its id, so that it gets an answer (rmcp drops an
-//! oversized line without one, and the client's request hangs).
+//! oversized line without one, and the client's request hangs). A line that is not JSON
+//! gets the JSON-RPC parse error (-32700, id null), and one that is JSON but no JSON-RPC
+//! message the invalid-request error (-32600, with its id when it has one that can be read),
+//! written beside rmcp's messages ([`super::output`]): rmcp ignores the first without an
+//! answer and answers the second without an id.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::mpsc;
 
 /// The longest JSON-RPC message (one line) taken from the client. Below rmcp's own limit
 /// (16 MiB), so that this one applies first.
@@ -20,12 +27,15 @@ pub(crate) const OVERSIZED_METHOD: &str = "orchestrate/oversizedMessage";
 /// How much is read from the client at a time.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-/// Reads the client's stream for rmcp, line by line: lines up to the limit pass unchanged,
-/// an oversized one becomes an [`OVERSIZED_METHOD`] request with its id (or nothing, when
-/// it had none), and `on_eof` runs once when the stream ends.
+/// Reads the client's stream for rmcp, line by line: JSON-RPC messages up to the limit pass
+/// unchanged, an oversized one becomes an [`OVERSIZED_METHOD`] request with its id (or
+/// nothing, when it had none), a line that is no JSON-RPC message is answered on
+/// `answers` and never reaches rmcp, and `on_eof` runs once when the stream ends.
 pub(crate) struct ClientInput<R> {
     inner: R,
     on_eof: Option<Box<dyn FnOnce() + Send>>,
+    /// Error answers to lines rmcp never sees, written to stdout between its messages.
+    answers: Option<mpsc::Sender<String>>,
     max_line_bytes: usize,
     /// The current line, held until it ends or passes the limit.
     line: Vec<u8>,
@@ -48,6 +58,13 @@ impl<R: AsyncRead + Unpin> ClientInput<R> {
         Self::with_limit(inner, MAX_MESSAGE_BYTES, on_eof)
     }
 
+    /// Answers lines that are no JSON-RPC message on `answers` (one JSON line each,
+    /// without its newline); without it they pass to rmcp as they are.
+    pub(crate) fn answering(mut self, answers: mpsc::Sender<String>) -> Self {
+        self.answers = Some(answers);
+        self
+    }
+
     pub(crate) fn with_limit(
         inner: R,
         max_line_bytes: usize,
@@ -56,6 +73,7 @@ impl<R: AsyncRead + Unpin> ClientInput<R> {
         ClientInput {
             inner,
             on_eof: Some(Box::new(on_eof)),
+            answers: None,
             max_line_bytes,
             line: Vec::new(),
             oversized: None,
@@ -100,6 +118,11 @@ impl<R: AsyncRead + Unpin> ClientInput<R> {
     fn end_line(&mut self) {
         match self.oversized.take() {
             None => {
+                if let Some(answer) = self.answers.as_ref().and(refusal(&self.line)) {
+                    self.answer(answer);
+                    self.line.clear();
+                    return;
+                }
                 self.ready.append(&mut self.line);
                 self.ready.push(b'\n');
             }
@@ -132,6 +155,106 @@ impl<R: AsyncRead + Unpin> ClientInput<R> {
         }
     }
 }
+
+impl<R> ClientInput<R> {
+    fn answer(&self, answer: serde_json::Value) {
+        tracing::warn!("answered a line from the client that is no JSON-RPC message: {answer}");
+        let Some(answers) = &self.answers else { return };
+        // A client that floods garbage and reads nothing back fills the queue; past it,
+        // the answers are only logged.
+        if answers.try_send(answer.to_string()).is_err() {
+            tracing::warn!("too many error answers waiting to be written; this one is dropped");
+        }
+    }
+}
+
+/// The top-level members that make a JSON-RPC message, each left unparsed.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// The error answer to a line that is no JSON-RPC message, or None for one that is (or a
+/// blank line, which rmcp skips). rmcp takes it from there: what it cannot read as a
+/// request of the protocol it answers itself.
+fn refusal(line: &[u8]) -> Option<serde_json::Value> {
+    const BOM: &[u8] = b"\xef\xbb\xbf";
+    let line = line.strip_prefix(BOM).unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let answer = |id: serde_json::Value, code: i64, message: String| {
+        Some(serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": code, "message": message},
+        }))
+    };
+    let parse_error = |e: serde_json::Error| {
+        answer(
+            serde_json::Value::Null,
+            PARSE_ERROR,
+            format!("Parse error: {e}"),
+        )
+    };
+    let invalid = |what: &str| {
+        answer(
+            serde_json::Value::Null,
+            INVALID_REQUEST,
+            format!("Invalid Request: {what}"),
+        )
+    };
+    // An object, first: serde would read an array as a struct's fields in order.
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+            return parse_error(e);
+        }
+        return invalid(match line.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'[') => "an array, not a JSON-RPC 2.0 message (batches are not supported)",
+            Some(b'"') => "a string, not a JSON-RPC 2.0 message",
+            _ => "a single value, not a JSON-RPC 2.0 message",
+        });
+    }
+    let envelope = match serde_json::from_slice::<Envelope<'_>>(line) {
+        Ok(e) => e,
+        Err(e) if e.is_syntax() || e.is_eof() => return parse_error(e),
+        Err(_) => return invalid("not a JSON-RPC 2.0 message (a member is given twice)"),
+    };
+    // The id, when it is one a response can carry: a number or a string.
+    let id = envelope
+        .id
+        .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
+        .filter(|v| v.is_number() || v.is_string())
+        .unwrap_or(serde_json::Value::Null);
+    let why = if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        "not a JSON-RPC 2.0 message (no \"jsonrpc\": \"2.0\")"
+    } else if let Some(method) = envelope.method {
+        if method.get().starts_with('"') {
+            return None;
+        }
+        "its \"method\" is not a string"
+    } else if envelope.result.is_some() || envelope.error.is_some() {
+        // A response, to a request of the server's: never answered.
+        return None;
+    } else {
+        "neither a request (no \"method\") nor a response (no \"result\" or \"error\")"
+    };
+    answer(id, INVALID_REQUEST, format!("Invalid Request: {why}"))
+}
+
+/// JSON-RPC's error codes for a line that is not JSON, and for JSON that is no request.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
 
 impl<R: AsyncRead + Unpin> AsyncRead for ClientInput<R> {
     fn poll_read(
@@ -336,6 +459,83 @@ mod tests {
             (None, Some("notifications/x".to_string()))
         );
         assert_eq!(scan(r#"{"id":{"a":1},"method":5}"#), (None, None));
+    }
+
+    #[test]
+    fn only_json_rpc_messages_reach_rmcp_and_the_rest_gets_its_error() {
+        let passes = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"method":"notifications/initialized","jsonrpc":"2.0"}"#,
+            // rmcp answers a request it cannot read itself (here: an id of no type a
+            // response can carry), and responses are never answered.
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":2}\r",
+            "",
+            "  \r",
+        ];
+        for line in passes {
+            assert_eq!(refusal(line.as_bytes()), None, "{line}");
+        }
+        let error = |id: serde_json::Value, code: i64, message: &str| {
+            Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+        };
+        assert_eq!(
+            refusal(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"),
+            error(
+                json!(null),
+                -32700,
+                "Parse error: EOF while parsing an object at line 1 column 56"
+            )
+        );
+        assert_eq!(
+            refusal(b"\xff"),
+            error(
+                json!(null),
+                -32700,
+                "Parse error: expected value at line 1 column 1"
+            )
+        );
+        assert_eq!(
+            refusal(b"42"),
+            error(
+                json!(null),
+                -32600,
+                "Invalid Request: a single value, not a JSON-RPC 2.0 message"
+            )
+        );
+        assert_eq!(
+            refusal(br#"{"jsonrpc":"2.0","id":"a","method":5}"#),
+            error(
+                json!("a"),
+                -32600,
+                "Invalid Request: its \"method\" is not a string"
+            )
+        );
+        assert_eq!(
+            refusal(br#"{"jsonrpc":"1.0","id":{"x":1},"method":"m"}"#),
+            error(
+                json!(null),
+                -32600,
+                "Invalid Request: not a JSON-RPC 2.0 message (no \"jsonrpc\": \"2.0\")"
+            )
+        );
+        assert_eq!(
+            refusal(br#"{"jsonrpc":"2.0","id":4}"#),
+            error(
+                json!(4),
+                -32600,
+                "Invalid Request: neither a request (no \"method\") nor a response (no \"result\" or \"error\")"
+            )
+        );
+        assert_eq!(
+            refusal(br#"{"jsonrpc":"2.0","jsonrpc":"2.0","method":"m"}"#),
+            error(
+                json!(null),
+                -32600,
+                "Invalid Request: not a JSON-RPC 2.0 message (a member is given twice)"
+            )
+        );
     }
 
     async fn read_all(input: &[u8], limit: usize) -> (String, usize) {

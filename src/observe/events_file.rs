@@ -406,6 +406,8 @@ impl Writer {
             }
             AgentEvent::Terminal => self.write_text(at, true),
             AgentEvent::Working => {}
+            // The result's warnings name each odd field once; it is no event of the run.
+            AgentEvent::OddField { .. } => {}
         }
     }
 

@@ -146,18 +146,54 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Every token counted: input, output and both cache counts.
+    /// Every token counted: input, output and both cache counts (at most `u64::MAX`).
     pub fn tokens(&self) -> u64 {
-        self.input + self.output + self.cache_read + self.cache_write
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 
-    pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.cost += other.cost;
-        self.turns += other.turns;
+    /// Adds `other`, and says whether a sum saturated: a count stops at `u64::MAX` and a
+    /// cost at `f64::MAX` (JSON has no infinity: it would be printed as null).
+    pub fn add(&mut self, other: &Usage) -> bool {
+        let mut saturated = false;
+        let mut count = |a: &mut u64, b: u64| {
+            *a = a.checked_add(b).unwrap_or_else(|| {
+                saturated = true;
+                u64::MAX
+            })
+        };
+        count(&mut self.input, other.input);
+        count(&mut self.output, other.output);
+        count(&mut self.cache_read, other.cache_read);
+        count(&mut self.cache_write, other.cache_write);
+        count(&mut self.turns, other.turns);
+        let cost = self.cost + other.cost;
+        saturated |= !cost.is_finite();
+        self.cost = add_usd(self.cost, other.cost);
+        saturated
+    }
+}
+
+/// `a + b` in USD, kept at `f64::MAX` rather than becoming infinite.
+pub fn add_usd(a: f64, b: f64) -> f64 {
+    let sum = a + b;
+    if sum.is_finite() {
+        sum
+    } else {
+        f64::MAX
+    }
+}
+
+/// A sum of costs rounded to a ten-billionth of a dollar: sums of per-request costs drift
+/// in the last bits (0.0005 + 0.0007 = 0.0012000000000000001). Amounts too large for that
+/// to matter are left as they are (scaling them up would make them infinite).
+pub fn round_usd(amount: f64) -> f64 {
+    if amount.abs() < 1e6 {
+        (amount * 1e10).round() / 1e10
+    } else {
+        amount
     }
 }
 

@@ -130,6 +130,7 @@ impl Attempt<'_> {
         );
         let ctx = Context {
             run,
+            dialect: invocation.dialect,
             program: &invocation.program,
             warnings: &invocation.warnings,
             model,

@@ -268,8 +268,8 @@ pub(crate) async fn run(
         match make_worktree(&run, env).await {
             Ok(wt) => Some(wt),
             Err(e) => {
-                let output = RunOutput::from_result(e.to_result(Some(&run_id)));
-                record(&run, env, &run_dir, &output, started_at_ms);
+                let mut output = RunOutput::from_result(e.to_result(Some(&run_id)));
+                record(&run, env, &run_dir, &mut output, started_at_ms);
                 observers.emit(&RunEvent::Ended { output: &output });
                 return output;
             }
@@ -288,7 +288,7 @@ pub(crate) async fn run(
     if let Some((wt, warning)) = worktree {
         finish_worktree(&run, wt, warning, &mut output).await;
     }
-    record(&run, env, &run_dir, &output, started_at_ms);
+    record(&run, env, &run_dir, &mut output, started_at_ms);
     observers.emit(&RunEvent::Ended { output: &output });
     output
 }
@@ -405,7 +405,8 @@ async fn attempts(
         Err(why) => {
             if let Some(single) = output.result.details.results.first_mut() {
                 single.warnings.push(format!(
-                    "no repair turn for the answer that does not match the output schema: {why}"
+                    "no repair turn for the answer that {}: {why}",
+                    mismatch.what()
                 ));
             }
             return with_attempts(output, n, details);
@@ -579,16 +580,18 @@ struct Watching<'s, 'o, 'v> {
     observers: &'v mut Observers,
 }
 
-/// Writes `result.json` and the run's line in `runs.jsonl`.
+/// Writes `result.json` and the run's line in `runs.jsonl`. What cannot be written (a full
+/// disk, a state directory turned read-only) is said in the result's `warnings`: the result
+/// itself still reaches its caller.
 fn record(
     run: &ResolvedRun,
     env: &RunEnv,
     run_dir: &RunDir,
-    output: &RunOutput,
+    output: &mut RunOutput,
     started_at_ms: u64,
 ) {
     if let Err(e) = run_dir.write_result(&output.result) {
-        tracing::warn!("failed to write {}: {e}", run_dir.result_file().display());
+        not_recorded(output, crate::background::unrecorded_warning(run_dir, &e));
     }
     let single = output.result.details.results.first();
     let entry = IndexEntry {
@@ -625,6 +628,27 @@ fn record(
         task: Some(crate::session::index_task(&run.task)),
     };
     if let Err(e) = env.state.append_index(&entry) {
-        tracing::warn!("failed to append to the run index: {e}");
+        let index = env.state.root.join(session::INDEX_FILE);
+        // The error names the file when it came from opening it.
+        let e = e.to_string();
+        let warning = if e.contains(&*index.to_string_lossy()) {
+            format!("the run could not be added to the run index: {e}")
+        } else {
+            format!(
+                "the run could not be added to the run index {}: {e}",
+                index.display()
+            )
+        };
+        not_recorded(output, warning);
+    }
+}
+
+/// Says in the result's `warnings` (and the log) what of the run could not be recorded.
+fn not_recorded(output: &mut RunOutput, warning: String) {
+    tracing::warn!("{warning}");
+    if let Some(single) = output.result.details.results.first_mut() {
+        if !single.warnings.contains(&warning) {
+            single.warnings.push(warning);
+        }
     }
 }

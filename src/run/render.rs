@@ -22,6 +22,9 @@ use crate::truncate::{truncate_head_of_longer, Missing, TruncateLimits};
 /// What the renderer needs besides the verdict.
 pub(crate) struct Context<'a> {
     pub run: &'a ResolvedRun,
+    /// The dialect the child's stream was read in (a backend's, the command backend's
+    /// agent names which).
+    pub dialect: Backend,
     /// The program that was (or could not be) started.
     pub program: &'a OsStr,
     /// Restrictions of the agent its CLI could not express.
@@ -151,7 +154,7 @@ fn facts(
         leak: o.map(|o| o.leak).unwrap_or_default(),
         child_session_id: collected.session_id().map(str::to_string),
         structured: None,
-        warnings: warnings(o, ctx),
+        warnings: warnings(o, collected, ctx),
         limit: None,
         attempts_detail: Vec::new(),
         sandbox: Some(match o {
@@ -180,11 +183,13 @@ fn runner_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Option<RunnerInf
     })
 }
 
-/// What the run could not honour: the CLI's own limits, and a session file that could not
-/// be written (the run went on without it).
-fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
+/// What the run could not honour: the CLI's own limits, a session file that could not be
+/// written (the run went on without it), fields of the child's stream that could not be
+/// used, a budget its stream could not hold.
+fn warnings(outcome: Option<&Outcome>, collected: &Collector, ctx: &Context<'_>) -> Vec<String> {
     let mut warnings = ctx.warnings.to_vec();
     warnings.extend(ctx.run.sandbox.warning.iter().cloned());
+    warnings.extend(stream_warnings(collected, ctx));
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
     }
@@ -202,6 +207,51 @@ fn warnings(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Vec<String> {
         ));
     }
     warnings
+}
+
+/// What the child's stream did not give as it should have: each field that could not be
+/// used (once, however many lines had it), a usage sum that saturated, and a budget that
+/// nothing in the stream could be checked against.
+fn stream_warnings(collected: &Collector, ctx: &Context<'_>) -> Vec<String> {
+    let cli = ctx.run.backend.backend.name();
+    let mut out: Vec<String> = collected
+        .odd_fields()
+        .iter()
+        .map(|odd| {
+            let times = match odd.times {
+                1 => "1 time".to_string(),
+                n => format!("{n} times"),
+            };
+            format!(
+                "{cli}'s \"{}\": {} ({times}); {}",
+                odd.field,
+                odd.problem,
+                odd.problem.consequence()
+            )
+        })
+        .collect();
+    if collected.usage_saturated() {
+        out.push(
+            "the usage sums passed the largest value they can hold and were kept at it".to_string(),
+        );
+    }
+    // A dialect without a cost at all is said before the run, with the command line.
+    let reports = ctx.dialect.reports();
+    let (has_cost, has_usage) = (reports.cost, reports.usage_while_running);
+    let (cost_reported, tokens_reported) = collected.reported();
+    let budgets = &ctx.run.budgets;
+    if let Some(limit) = budgets.max_tokens.filter(|_| has_usage && !tokens_reported) {
+        out.push(format!(
+            "the token budget {limit} could not be held: {cli} reported no token usage"
+        ));
+    }
+    if let Some(limit) = budgets.max_cost.filter(|_| has_cost && !cost_reported) {
+        out.push(format!(
+            "the cost budget {} could not be held: {cli} reported no cost",
+            usd(limit)
+        ));
+    }
+    out
 }
 
 /// The error code and message of a failed attempt, in the contract's words.
@@ -288,9 +338,9 @@ fn failure(
         Verdict::Cancelled => {
             failed("Subagent was cancelled; its process group was stopped.".to_string())
         }
-        Verdict::NotMatchingSchema(mismatch) => failed(format!(
-            "Answer does not match the output schema: {mismatch}"
-        )),
+        Verdict::NotMatchingSchema(mismatch) => {
+            failed(format!("Answer {}: {mismatch}", mismatch.what()))
+        }
         Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::NoAnswer => {
             failed(child_failure(verdict, outcome, collected, ctx.run.backend.backend))
         }
@@ -326,7 +376,10 @@ fn budget_message(limit: Limit, total: bool, turns: u64) -> String {
 /// Dollars as people write them: cents, or the first significant digits of a fraction
 /// of a cent.
 pub(crate) fn usd(amount: f64) -> String {
-    if amount >= 0.1 || amount == 0.0 {
+    if amount >= 1e9 {
+        // An absurd amount (a child's report, or a sum kept at the largest one).
+        format!("${amount:.1e}")
+    } else if amount >= 0.1 || amount == 0.0 {
         format!("${amount:.2}")
     } else {
         let digits = (-amount.log10()).ceil() as usize + 1;

@@ -6,7 +6,12 @@ use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::result::Limit;
+use crate::result::{add_usd, round_usd, Limit};
+
+/// What the tasks spent together, kept finite however much each reported.
+fn sum(spent: &[f64]) -> f64 {
+    spent.iter().fold(0.0, |total, cost| add_usd(total, *cost))
+}
 
 #[derive(Debug)]
 pub(crate) struct TotalCost {
@@ -35,7 +40,7 @@ impl TotalCost {
             if let Some(slot) = spent.get_mut(task) {
                 *slot = slot.max(cost);
             }
-            spent.iter().sum::<f64>()
+            sum(&spent)
         };
         (used >= self.limit).then(|| {
             self.reached.cancel();
@@ -50,7 +55,7 @@ impl TotalCost {
 
     /// The budget and what the tasks have spent so far, in USD.
     pub(crate) fn amounts(&self) -> (f64, f64) {
-        (self.limit, (self.used() * 1e10).round() / 1e10)
+        (self.limit, round_usd(self.used()))
     }
 
     pub(crate) fn is_spent(&self) -> bool {
@@ -59,14 +64,13 @@ impl TotalCost {
 
     fn used(&self) -> f64 {
         let spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
-        spent.iter().sum()
+        sum(&spent)
     }
 
     fn limit_with(&self, used: f64) -> Limit {
         Limit::Cost {
             limit: self.limit,
-            // As usage rounds costs: float sums drift in the last bits.
-            used: (used * 1e10).round() / 1e10,
+            used: round_usd(used),
         }
     }
 }
@@ -100,5 +104,25 @@ mod tests {
                 used: 1.0
             }
         );
+    }
+
+    #[test]
+    fn absurd_costs_add_up_to_the_largest_amount_never_infinity() {
+        let total = TotalCost::new(1.0, 2);
+        assert_eq!(
+            total.report(0, f64::MAX),
+            Some(Limit::Cost {
+                limit: 1.0,
+                used: f64::MAX
+            })
+        );
+        assert_eq!(
+            total.report(1, 1e308),
+            Some(Limit::Cost {
+                limit: 1.0,
+                used: f64::MAX
+            })
+        );
+        assert_eq!(total.amounts(), (1.0, f64::MAX));
     }
 }

@@ -1,5 +1,7 @@
-//! The JSON values an answer may hold. Models asked for JSON answer bare, in a ```json
-//! fence, or with a sentence around it; each is a candidate, the likeliest first.
+//! The JSON values an answer holds. Models asked for JSON answer bare, in a ```json fence,
+//! or with a sentence around it; every value is a candidate (the schema check takes the one
+//! that matches, and calls several that match and differ an ambiguity), the likeliest
+//! first, for the error of an answer where none matches.
 
 use serde_json::Value;
 

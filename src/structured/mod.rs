@@ -23,9 +23,13 @@ pub(crate) fn task_prompt(task: &str, schema: &OutputSchema) -> String {
 
 /// The message of the repair turn: what was wrong with the answer, and the schema again.
 pub(crate) fn repair_prompt(schema: &OutputSchema, mismatch: &Mismatch) -> String {
+    let what = match mismatch {
+        Mismatch::Ambiguous { .. } => "is ambiguous",
+        Mismatch::NoJson | Mismatch::Invalid { .. } => "does not match the required output schema",
+    };
     format!(
-        "Your answer does not match the required output schema: {mismatch}. Answer again with \
-         only one JSON value that matches this JSON Schema, and nothing else:\n{}",
+        "Your answer {what}: {mismatch}. Answer again with only one JSON value that matches \
+         this JSON Schema, and nothing else:\n{}",
         schema.compact()
     )
 }

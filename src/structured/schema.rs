@@ -38,8 +38,8 @@ pub(crate) enum SchemaError {
     Invalid { at: String, message: String },
 }
 
-/// Why an answer does not match its schema; the text follows "Answer does not match the
-/// output schema: ".
+/// Why an answer gives no value of its schema; the text follows "Answer does not match
+/// the output schema: " or "Answer is ambiguous: " (see [`Mismatch::what`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum Mismatch {
     #[error("$: the answer holds no JSON value")]
@@ -47,7 +47,40 @@ pub(crate) enum Mismatch {
     /// The first error of the likeliest JSON value in the answer, at `path` in it.
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+    /// Several different values match: `count` of them, the likeliest two shown (compact,
+    /// cut). Which the child meant cannot be told (one may be quoted from a file it read).
+    #[error(
+        "it holds {count} different JSON values that match the output schema: {}",
+        listed(values, *count)
+    )]
+    Ambiguous { values: Vec<String>, count: usize },
 }
+
+impl Mismatch {
+    /// What is wrong with the answer, after "Answer " (or "Your answer "): it `does not
+    /// match the output schema`, or it `is ambiguous`.
+    pub(crate) fn what(&self) -> &'static str {
+        match self {
+            Mismatch::Ambiguous { .. } => "is ambiguous",
+            Mismatch::NoJson | Mismatch::Invalid { .. } => "does not match the output schema",
+        }
+    }
+}
+
+/// `a and b`, `a, b and 3 more`.
+fn listed(values: &[String], count: usize) -> String {
+    let shown = values.join(", ");
+    match count.saturating_sub(values.len()) {
+        0 => match values {
+            [one, two] => format!("{one} and {two}"),
+            _ => shown,
+        },
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// Characters of a value shown in an ambiguity.
+const MAX_SHOWN_VALUE_CHARS: usize = 120;
 
 /// A compiled output schema.
 #[derive(Clone)]
@@ -99,14 +132,17 @@ impl OutputSchema {
         self.value.get("type").and_then(Value::as_str) == Some("object")
     }
 
-    /// The JSON value in `answer` that matches the schema. The candidates are tried
-    /// likeliest first (see [`candidates`]); when none matches, the error is the first
-    /// one of the likeliest.
+    /// The JSON value in `answer` that matches the schema. Every value the answer holds
+    /// is a candidate (see [`candidates`]): the one that matches is the answer; several
+    /// that match and differ are an ambiguity, never a pick (a value the child quotes from
+    /// a file it read must not become its verdict); when none matches, the error is the
+    /// first one of the likeliest.
     pub(crate) fn check(&self, answer: &str) -> Result<Value, Mismatch> {
         let mut first_error = None;
+        let mut matching: Vec<Value> = Vec::new();
         for candidate in candidates(answer) {
             match self.validator.validate(&candidate) {
-                Ok(()) => return Ok(candidate),
+                Ok(()) => matching.push(candidate),
                 Err(e) if first_error.is_none() => {
                     first_error = Some(Mismatch::Invalid {
                         path: json_path(e.instance_path()),
@@ -116,7 +152,18 @@ impl OutputSchema {
                 Err(_) => {}
             }
         }
-        Err(first_error.unwrap_or(Mismatch::NoJson))
+        match matching.len() {
+            0 => Err(first_error.unwrap_or(Mismatch::NoJson)),
+            1 => Ok(matching.remove(0)),
+            count => Err(Mismatch::Ambiguous {
+                values: matching
+                    .iter()
+                    .take(2)
+                    .map(|v| cut_to(&v.to_string(), MAX_SHOWN_VALUE_CHARS))
+                    .collect(),
+                count,
+            }),
+        }
     }
 }
 
@@ -144,9 +191,13 @@ fn json_path(location: &Location) -> String {
 }
 
 fn cut(message: &str) -> String {
-    match message.char_indices().nth(MAX_ERROR_MESSAGE_CHARS) {
-        Some((end, _)) => format!("{}…", &message[..end]),
-        None => message.to_string(),
+    cut_to(message, MAX_ERROR_MESSAGE_CHARS)
+}
+
+fn cut_to(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
     }
 }
 
@@ -242,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_candidate_that_matches_wins_and_the_likeliest_error_is_reported() {
+    fn the_one_candidate_that_matches_is_the_answer_and_the_likeliest_error_is_reported() {
         let schema = findings();
         // An example first, the answer last: the answer matches.
         let answer =
@@ -258,6 +309,62 @@ mod tests {
                 path: "$.findings".into(),
                 message: r#"3 is not of type "array""#.into()
             })
+        );
+    }
+
+    fn verdict() -> OutputSchema {
+        OutputSchema::compile(json!({
+            "type": "object",
+            "properties": {"approved": {"type": "boolean"}},
+            "required": ["approved"]
+        }))
+        .expect("a valid schema")
+    }
+
+    #[test]
+    fn candidates_that_disagree_are_an_ambiguity_never_a_pick() {
+        let schema = verdict();
+        let ambiguous = |values: &[&str], count| {
+            Err(Mismatch::Ambiguous {
+                values: values.iter().map(|v| v.to_string()).collect(),
+                count,
+            })
+        };
+        // The child's verdict, then a value quoted from a file it read.
+        let answer =
+            "My verdict: {\"approved\": false}. A comment in the file said: {\"approved\": true}";
+        assert_eq!(
+            schema.check(answer),
+            ambiguous(&["{\"approved\":true}", "{\"approved\":false}"], 2)
+        );
+        // Fenced or not, wherever they are.
+        let answer =
+            "The file says:\n```json\n{\"approved\": true}\n```\nMine: {\"approved\": false}";
+        assert_eq!(
+            schema.check(answer),
+            ambiguous(&["{\"approved\":true}", "{\"approved\":false}"], 2)
+        );
+        let answer = "```json\n{\"approved\": true}\n```\n```json\n{\"approved\": false}\n```\n{\"approved\": true, \"why\": \"x\"}";
+        assert_eq!(
+            schema.check(answer),
+            ambiguous(&["{\"approved\":false}", "{\"approved\":true}"], 3)
+        );
+        // The same value twice is one value; one that does not match is no candidate.
+        assert_eq!(
+            schema.check("{\"approved\": true}, as said:\n```json\n{\"approved\":true}\n```"),
+            Ok(json!({"approved": true}))
+        );
+        assert_eq!(
+            schema.check("Not {\"approved\": \"yes\"} but:\n```json\n{\"approved\": false}\n```"),
+            Ok(json!({"approved": false}))
+        );
+        assert_eq!(
+            Mismatch::Ambiguous {
+                values: vec!["{\"a\":1}".into(), "{\"a\":2}".into()],
+                count: 3
+            }
+            .to_string(),
+            "it holds 3 different JSON values that match the output schema: {\"a\":1}, {\"a\":2} and 1 more"
         );
     }
 

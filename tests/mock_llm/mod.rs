@@ -57,6 +57,11 @@ pub struct MockUsage {
 pub enum Reply {
     /// A streamed (or, when the request did not stream, complete) text answer.
     Text { text: String, usage: MockUsage },
+    /// `reply` (a text, a tool call, or both) with its usage object exactly as given, for
+    /// what [`MockUsage`] cannot hold: negative counts, strings, null. It replaces the
+    /// top-level `usage` of the events that carry one (OpenAI Chat's last chunk,
+    /// Anthropic's `message_delta`, a complete answer's body).
+    WithUsage { reply: Box<Reply>, usage: Value },
     /// One tool call with these arguments.
     ToolCall {
         name: String,
@@ -186,6 +191,7 @@ impl Reply {
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
             Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
             Reply::ResponsesItem { item, .. } => format!("responses item {item}"),
+            Reply::WithUsage { reply, usage } => format!("{} with usage {usage}", reply.describe()),
         }
     }
 }
@@ -787,6 +793,25 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             )
             .await
         }
+        Reply::WithUsage { reply, usage: raw } => {
+            let (text, tool) = match *reply {
+                Reply::Text { text, .. } => (Some(text), None),
+                Reply::ToolCall { name, args, .. } => (None, Some((name, args))),
+                Reply::TextThenTool {
+                    text, name, args, ..
+                } => (Some(text), Some((name, args))),
+                other => panic!("the mock gives a usage of its own only to a text or a tool call, not {other:?}"),
+            };
+            let content = match (&text, &tool) {
+                (Some(text), None) => wire::Content::Text(text),
+                (None, Some((name, args))) => wire::Content::Tool { name, args },
+                (Some(text), Some((name, args))) => {
+                    wire::Content::TextThenTool { text, name, args }
+                }
+                (None, None) => unreachable!("a reply is a text or a tool call"),
+            };
+            send_with_usage(&mut stream, &ctx, streaming, &content, &raw).await
+        }
         Reply::ToolCall { name, args, usage } => {
             let content = wire::Content::Tool {
                 name: &name,
@@ -900,6 +925,36 @@ async fn send(
         http::end_chunked(stream).await
     } else {
         http::write_json(stream, 200, &[], &wire::complete(ctx, content, usage)).await
+    }
+}
+
+/// As [`send`], with `raw` as every top-level `usage` the events carry.
+async fn send_with_usage(
+    stream: &mut TcpStream,
+    ctx: &wire::Ctx<'_>,
+    streaming: bool,
+    content: &wire::Content<'_>,
+    raw: &Value,
+) -> std::io::Result<()> {
+    let replaced = |mut v: Value| {
+        if let Some(usage) = v.get_mut("usage") {
+            *usage = raw.clone();
+        }
+        v
+    };
+    let usage = MockUsage::default();
+    if streaming {
+        http::start_sse(stream).await?;
+        for mut ev in wire::stream(ctx, content, &usage) {
+            if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                ev.data = replaced(v).to_string();
+            }
+            http::write_chunk(stream, ev.encode().as_bytes()).await?;
+        }
+        http::end_chunked(stream).await
+    } else {
+        let body = replaced(wire::complete(ctx, content, &usage));
+        http::write_json(stream, 200, &[], &body).await
     }
 }
 

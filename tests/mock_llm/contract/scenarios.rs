@@ -140,6 +140,10 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             "scripts_demo_shows_a_real_run_through_pi_and_the_scripted_mock".into(),
             Box::new(scripts_demo),
         ));
+        out.push((
+            "odd_provider_usage_loses_no_turn_and_no_answer_and_is_never_a_credit".into(),
+            Box::new(move |bin| odd_provider_usage(cli, bin)),
+        ));
     }
     out.push((
         "scripts_playground_answers_from_the_clis_own_listing_of_the_folder".into(),
@@ -652,6 +656,53 @@ fn turn_budget(cli: &Cli, bin: &Path) {
     // as the CLI was being stopped, never a fourth.
     let n = mock.conversation().len();
     assert!((2..=3).contains(&n), "{n} requests: {:#?}", mock.requests());
+}
+
+/// pi computes its usage and cost from the provider's usage: a count the provider sends as
+/// a string makes pi's own `input` and costs NaN, which its JSON prints as null, and a
+/// negative count makes a negative cost. Neither loses pi's turn or its answer, neither
+/// lowers the cost, and each is said once.
+fn odd_provider_usage(cli: &Cli, bin: &Path) {
+    let tool = (cli.shell)("echo hi-from-tool");
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::sequence(vec![
+            Reply::WithUsage {
+                reply: Box::new(tool.reply.clone()),
+                usage: json!({"prompt_tokens": "abc", "completion_tokens": 10}),
+            },
+            Reply::WithUsage {
+                reply: Box::new(Reply::text("Done.", MockUsage::default())),
+                usage: json!({"prompt_tokens": 100, "completion_tokens": -1_000_000}),
+            },
+        ])
+    });
+    let out = sb.run(
+        "worker",
+        "Run the command.",
+        &["--max-cost", "0.05", "--idle-timeout", "30s"],
+        WALL_CLOCK,
+    );
+    report("odd provider usage", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    assert_eq!(out.json()["content"][0]["text"], json!("Done."));
+    let r = out.result();
+    assert_eq!(
+        r["usage"],
+        json!({"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 2})
+    );
+    // pi's prices for the mock model: 1 $ per million input tokens, 2 per million output.
+    let negative = 1.0 / 1e6 * 100.0 + 2.0 / 1e6 * -1_000_000.0 + 0.0 + 0.0;
+    assert_eq!(
+        r["warnings"],
+        json!([
+            "pi's \"usage.input\": null, not a number (1 time); ignored",
+            "pi's \"usage.cost.total\": null, not a number (1 time); ignored",
+            "pi's \"usage.output\": -1000000, a negative count (1 time); ignored",
+            format!("pi's \"usage.cost.total\": {negative}, a negative amount (1 time); ignored"),
+            "the cost budget $0.05 could not be held: pi reported no cost",
+        ])
+    );
+    assert_eq!(mock.conversation().len(), 2);
 }
 
 /// The provider's port is closed: the CLI either gives up by itself, or only retries
