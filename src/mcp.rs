@@ -591,6 +591,10 @@ pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
     let signals = watch_signals(stop.clone())?;
+    // `orchestrate stop` and `watch` stop one call's run without the others.
+    if let Err(e) = crate::live::stop::listen() {
+        tracing::warn!("stop requests are not taken: {e}");
+    }
     let eof = stop.clone();
     let (stdout, answers, output) = output::split(tokio::io::stdout());
     let stdin = input::ClientInput::new(tokio::io::stdin(), move || {

@@ -5,10 +5,12 @@ pub mod agents;
 pub mod background;
 pub mod completions;
 pub mod config;
+pub mod events;
 pub mod run;
 pub mod runs;
 pub mod show;
 pub mod summary;
+pub mod watch;
 pub mod worktree;
 
 use crate::cli::{Cli, Command, WorktreeAction};
@@ -33,7 +35,19 @@ fn command(cli: Cli) -> i32 {
         } => background::wait(&run_id, timeout, output),
         Command::Stop { run_id, output } => background::stop(&run_id, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
-        Command::Show { run_id, json } => show::show(&run_id, json),
+        Command::Watch => watch::watch(),
+        Command::Show {
+            run_id,
+            json,
+            events,
+            follow,
+        } => {
+            if events || follow {
+                events::show_events(&run_id, json, follow)
+            } else {
+                show::show(&run_id, json)
+            }
+        }
         Command::Worktree { action } => match action {
             WorktreeAction::Rm {
                 run_id,

@@ -32,8 +32,8 @@
 //!
 //! With no observer, a run pays one branch per line of the child's output.
 
-// The seam comes before its first observer.
-#![allow(dead_code)]
+pub(crate) mod events_file;
+pub(crate) mod line;
 
 pub(crate) mod trace;
 
@@ -43,8 +43,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::events::AgentEvent;
+use crate::result::RunOutput;
 use crate::result::{Limit, Mode};
-use crate::run::RunOutput;
 use crate::supervisor::StopReason;
 
 /// What the observers of every run are: the process-wide half of each observer, shared
@@ -72,15 +72,16 @@ impl Hub {
         Hub::with(Vec::new())
     }
 
-    /// What every run of this process gets.
+    /// What every run of this process gets: the run's `events.jsonl`.
     pub(crate) fn standard() -> Hub {
         Hub::standard_within(None)
     }
 
     /// What every run of a call gets that was handed a trace context of its own (an MCP
-    /// request's `_meta`).
+    /// request's `_meta`): the run's `events.jsonl`, and its spans when traces are exported
+    /// or a context is to be handed on.
     pub(crate) fn standard_within(trace_context: Option<trace::SpanContext>) -> Hub {
-        let mut observers: Vec<Arc<dyn Observe>> = Vec::new();
+        let mut observers: Vec<Arc<dyn Observe>> = vec![Arc::new(events_file::EventsFile)];
         if let Some(tracer) = trace::Tracer::for_call(trace_context) {
             observers.push(Arc::new(tracer));
         }
@@ -167,8 +168,10 @@ pub(crate) struct GroupSlot {
     pub count: usize,
 }
 
-/// A fan-out or chain starting or ending.
+/// A fan-out or chain starting or ending. (`events.jsonl` is per run, and each task's
+/// names its group: not every observer reads every field.)
 #[derive(Debug, Clone, Copy)]
+#[allow(dead_code)]
 pub(crate) enum GroupEvent<'a> {
     Started {
         id: &'a str,

@@ -32,7 +32,7 @@ use crate::backends::{Backend, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::observe::{AttemptKind, GroupSlot, Hub, Observers, RunEvent, RunStart};
-use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
+use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::settings::Values;
 use crate::structured;
@@ -175,23 +175,9 @@ fn parent_run_id() -> Option<String> {
     RunId::parse(&id).ok().map(|id| id.to_string())
 }
 
-/// The result and the process exit status it maps to (130 when cancelled, which the
-/// result alone cannot say).
-#[derive(Debug, Clone)]
-pub(crate) struct RunOutput {
-    pub result: RunResult,
-    pub exit_status: i32,
-}
+pub(crate) use crate::result::RunOutput;
 
 impl RunOutput {
-    pub(crate) fn from_result(result: RunResult) -> Self {
-        let exit_status = result.exit_status();
-        RunOutput {
-            result,
-            exit_status,
-        }
-    }
-
     /// Whether this failed attempt is worth another one. Never after a timeout, the hard
     /// cap, a budget or a cancel: those have their own codes, reasons or exit status.
     fn transient(&self, backend: Backend) -> Option<retry::Transient> {
@@ -263,6 +249,9 @@ pub(crate) async fn run(
         Err(e) => return RunOutput::from_result(e.to_result(Some(&run_id))),
     };
     let started_at_ms = session::now_unix_ms();
+    // This run alone can be stopped from outside (`orchestrate stop`, `watch`).
+    let (controls, _stoppable) = crate::live::stop::register(&run_dir.path, controls);
+    let controls = &controls;
     let mut observers = env.observe.run(&RunStart {
         run_id: &run.run_id,
         agent: &run.agent.name,

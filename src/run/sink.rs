@@ -2,8 +2,8 @@
 //! child's dialect into the collector, where budgets are checked (a fan-out's total one
 //! here, with every task's spend), and what the collector knows back to the supervisor
 //! (progress, tools in flight, a budget reached), which decides when the child is idle or
-//! stopped. Streaming updates go out after each chunk; every event goes to the run's
-//! observers as it is parsed.
+//! stopped. Every event goes to the run's observers as it is read; streaming updates go
+//! out, and the observers flush, after each chunk.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -112,7 +112,7 @@ pub(crate) struct KeyValue {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct AnyValue {
-    #[prost(oneof = "any_value::Value", tags = "1, 3, 4, 5")]
+    #[prost(oneof = "any_value::Value", tags = "1, 3, 4")]
     pub value: Option<any_value::Value>,
 }
 
@@ -126,13 +126,5 @@ pub(crate) mod any_value {
         Int(i64),
         #[prost(double, tag = "4")]
         Double(f64),
-        #[prost(message, tag = "5")]
-        Array(super::ArrayValue),
     }
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub(crate) struct ArrayValue {
-    #[prost(message, repeated, tag = "1")]
-    pub values: Vec<AnyValue>,
 }

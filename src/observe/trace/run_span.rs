@@ -11,8 +11,8 @@ use super::span::{Kind, SpanData, Value};
 use crate::collector::cut_utf8;
 use crate::events::AgentEvent;
 use crate::observe::{AttemptKind, RunEvent, RunObserver, RunStart};
+use crate::result::RunOutput;
 use crate::result::{Limit, Usage};
-use crate::run::RunOutput;
 use crate::sanitize::Sanitizer;
 
 /// A text attribute (an error, a tool's name or id) at most, after sanitizing.

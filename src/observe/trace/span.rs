@@ -4,9 +4,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::proto::{
-    any_value, AnyValue, ArrayValue, ExportTraceServiceRequest, InstrumentationScope, KeyValue,
-    Resource, ResourceSpans, ScopeSpans, Span, SpanKind, Status, StatusCode,
-    FLAGS_CONTEXT_HAS_IS_REMOTE, FLAGS_CONTEXT_IS_REMOTE,
+    any_value, AnyValue, ExportTraceServiceRequest, InstrumentationScope, KeyValue, Resource,
+    ResourceSpans, ScopeSpans, Span, SpanKind, Status, StatusCode, FLAGS_CONTEXT_HAS_IS_REMOTE,
+    FLAGS_CONTEXT_IS_REMOTE,
 };
 
 use super::context::{SpanContext, SpanId};
@@ -19,7 +19,6 @@ pub(crate) enum Value {
     Str(String),
     Int(i64),
     Double(f64),
-    Strs(Vec<String>),
 }
 
 impl From<&str> for Value {
@@ -79,14 +78,6 @@ fn any(value: Value) -> AnyValue {
         Value::Str(s) => any_value::Value::String(s),
         Value::Int(n) => any_value::Value::Int(n),
         Value::Double(n) => any_value::Value::Double(n),
-        Value::Strs(list) => any_value::Value::Array(ArrayValue {
-            values: list
-                .into_iter()
-                .map(|s| AnyValue {
-                    value: Some(any_value::Value::String(s)),
-                })
-                .collect(),
-        }),
     };
     AnyValue { value: Some(value) }
 }

@@ -18,10 +18,10 @@ use super::run_span::RunTrace;
 use super::*;
 use crate::events::AgentEvent;
 use crate::observe::{AttemptKind, RunEvent, RunObserver, RunStart};
+use crate::result::RunOutput;
 use crate::result::{
     Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult, TextContent, Usage,
 };
-use crate::run::RunOutput;
 
 const GIVEN: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
