@@ -66,6 +66,10 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
+    /// The runs in progress and just ended, live, as a tree (fan-outs, chains, nested
+    /// runs): agent, backend, state, turn, tool, time, tokens, cost, and the selected
+    /// run's latest events; `s` stops the selected run. Needs a terminal.
+    Watch,
     /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
     Runs {
         /// One JSON object: `runs`, `totals`, `skippedLines`.
@@ -84,9 +88,18 @@ pub enum Command {
         /// prefix).
         #[arg(value_parser = run_id_prefix)]
         run_id: RunIdPrefix,
-        /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
+        /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail (with
+        /// --events: the lines of events.jsonl as written).
         #[arg(long)]
         json: bool,
+        /// The run's events (events.jsonl): text, tool calls, usage, limits, stops,
+        /// retries, its end; one line each.
+        #[arg(long)]
+        events: bool,
+        /// Follow a run in progress: print its events as they come until it ends
+        /// (implies --events).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Remove the git worktrees that runs with --isolation worktree kept for review.
     Worktree {

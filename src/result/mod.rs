@@ -37,6 +37,24 @@ pub struct RunResult {
     pub details: Details,
 }
 
+/// The result and the process exit status it maps to (130 when cancelled, which the
+/// result alone cannot say).
+#[derive(Debug, Clone)]
+pub(crate) struct RunOutput {
+    pub result: RunResult,
+    pub exit_status: i32,
+}
+
+impl RunOutput {
+    pub(crate) fn from_result(result: RunResult) -> Self {
+        let exit_status = result.exit_status();
+        RunOutput {
+            result,
+            exit_status,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextContent {
     #[serde(rename = "type")]

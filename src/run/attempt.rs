@@ -17,6 +17,7 @@ use crate::backends::{AgentBrief, BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
 use crate::network::{ChildNetwork, Network, NetworkLog, Policy};
+use crate::observe::{Observers, RunEvent};
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Held, Places};
 use crate::session::{self, RunDir};
@@ -77,11 +78,12 @@ impl Attempt<'_> {
         model: Option<&str>,
         controls: &Controls,
         observer: Option<&mut Observer<'_>>,
+        observers: &mut Observers,
     ) -> Executed {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
             let files = self.session_files(n, inv.talks())?;
-            let (spec, held) = self.child_spec(&inv, n, model)?;
+            let (spec, held) = self.child_spec(&inv, n, model, observers)?;
             Ok((inv, files, spec, held))
         });
         let (
@@ -114,6 +116,7 @@ impl Attempt<'_> {
             progress: observer.map(|observer| Progress::new(observer, &run.run_id)),
             recognized: false,
             total: self.env.total.clone(),
+            observers,
         };
         let outcome = supervisor::supervise(
             &mut spec,
@@ -133,8 +136,12 @@ impl Attempt<'_> {
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
             if o.stop() == Some(crate::supervisor::StopReason::Budget) {
-                sink.collector.note_limit(total.limit_reached());
+                sink.note_limit(total.limit_reached());
             }
+        }
+        sink.observers.flush();
+        if let Some(reason) = outcome.as_ref().ok().and_then(|o| o.stop()) {
+            sink.observers.emit(&RunEvent::Stopped(reason));
         }
         // The child's tree is gone: the placeholders of protected paths go (when no other
         // run holds them), a login its CLI refreshed is written back, and its TMPDIR (an
@@ -279,9 +286,11 @@ impl Attempt<'_> {
         invocation: &Invocation,
         n: u32,
         model: Option<&str>,
+        observers: &mut Observers,
     ) -> Result<(ChildSpec, Held), RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
+        observers.child_env(n, &mut env);
         env.push((
             "ORCHESTRATE_DEPTH".into(),
             (self.env.depth + 1).to_string().into(),

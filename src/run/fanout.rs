@@ -11,6 +11,7 @@ use super::render::usd;
 use super::total::TotalCost;
 use super::{refuse_if_not_allowed, run, truncate_limits, Observer, RunEnv, RunOutput, RunRequest};
 use crate::error::RunError;
+use crate::observe::{GroupEvent, GroupSlot};
 use crate::result::{
     exit_status, new_run_id, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult,
     TextContent,
@@ -70,15 +71,21 @@ fn total_cost(reqs: &[RunRequest], limits: FanoutLimits) -> Option<Arc<TotalCost
     Some(Arc::new(TotalCost::new(limit, reqs.len())))
 }
 
-/// Task `i`'s environment and controls: with the fan-out's total, its slot in it, and its
-/// stop.
+/// Task `i`'s environment and controls: its place in the fan-out, with the fan-out's
+/// total its slot in it, and its stop.
 fn task_env(
     env: &RunEnv,
     controls: &Controls,
     total: &Option<Arc<TotalCost>>,
-    i: usize,
+    (group, i): (&Group, usize),
 ) -> (RunEnv, Controls) {
     let mut env = env.clone();
+    env.group = Some(GroupSlot {
+        id: group.id.clone(),
+        mode: group.mode,
+        index: i,
+        count: group.count,
+    });
     let mut controls = controls.clone();
     if let Some(total) = total {
         env.total = Some((total.clone(), i));
@@ -99,6 +106,36 @@ fn not_started_spent(total: &TotalCost) -> RunOutput {
         ),
         None,
     ))
+}
+
+/// A fan-out or chain as its observers see it.
+struct Group {
+    id: String,
+    mode: Mode,
+    count: usize,
+}
+
+impl Group {
+    /// Tells the observers that it starts.
+    fn start(env: &RunEnv, id: String, mode: Mode, count: usize) -> Group {
+        env.observe.group(&GroupEvent::Started {
+            id: &id,
+            mode,
+            count,
+            parent_run_id: env.parent_run_id.as_deref(),
+        });
+        Group { id, mode, count }
+    }
+
+    /// Tells the observers that it ended with `output`.
+    fn end(self, env: &RunEnv, output: RunOutput) -> RunOutput {
+        env.observe.group(&GroupEvent::Ended {
+            id: &self.id,
+            mode: self.mode,
+            output: &output,
+        });
+        output
+    }
 }
 
 /// Checks the task list before any task runs.
@@ -152,6 +189,7 @@ pub(crate) async fn run_parallel(
     }
     let whole = truncate_limits(&reqs[0], &env.config);
     let n = reqs.len();
+    let group = Group::start(env, group_id, Mode::Parallel, n);
     let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
     let asked: Vec<Asked> = reqs.iter().map(Asked::of).collect();
     let total = total_cost(&reqs, limits);
@@ -161,7 +199,7 @@ pub(crate) async fn run_parallel(
         let part = share(whole, n);
         req.settings.max_bytes = Some(part.max_bytes);
         req.settings.max_lines = Some(part.max_lines);
-        let (env, controls) = task_env(env, controls, &total, i);
+        let (env, controls) = task_env(env, controls, &total, (&group, i));
         let (gate, total) = (gate.clone(), total.clone());
         let status = status.clone();
         set.spawn(async move {
@@ -203,7 +241,15 @@ pub(crate) async fn run_parallel(
             })
         })
         .collect();
-    combine(Mode::Parallel, group_id, &asked, outputs, whole, None)
+    let output = combine(
+        Mode::Parallel,
+        group.id.clone(),
+        &asked,
+        outputs,
+        whole,
+        None,
+    );
+    group.end(env, output)
 }
 
 /// Runs `reqs` one after another, each seeing the previous output in place of
@@ -221,6 +267,7 @@ pub(crate) async fn run_chain(
         return refuse_tasks(e, &group_id);
     }
     let whole = truncate_limits(&reqs[0], &env.config);
+    let group = Group::start(env, group_id, Mode::Chain, reqs.len());
     let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
     let mut asked: Vec<Asked> = Vec::new();
     let total = total_cost(&reqs, limits);
@@ -230,7 +277,7 @@ pub(crate) async fn run_chain(
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
         asked.push(Asked::of(&req));
-        let (env, controls) = task_env(env, controls, &total, i);
+        let (env, controls) = task_env(env, controls, &total, (&group, i));
         let out = if controls.cancel.is_cancelled() {
             not_started()
         } else if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
@@ -265,7 +312,15 @@ pub(crate) async fn run_chain(
             break;
         }
     }
-    combine(Mode::Chain, group_id, &asked, outputs, whole, stopped_at)
+    let output = combine(
+        Mode::Chain,
+        group.id.clone(),
+        &asked,
+        outputs,
+        whole,
+        stopped_at,
+    );
+    group.end(env, output)
 }
 
 /// What one task asked for, for its result when it never ran.

@@ -33,7 +33,8 @@ use crate::backends::{Backend, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
 use crate::network::NetworkLog;
-use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
+use crate::observe::{AttemptKind, GroupSlot, Hub, Observers, RunEvent, RunStart};
+use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::settings::Values;
 use crate::structured;
@@ -107,13 +108,19 @@ impl Plan {
 
 /// What a run takes from outside the request: the effective config (files and
 /// `ORCHESTRATE_*` variables), the recursion depth and the state directory; in a fan-out
-/// with a total cost budget, that budget and the task's index in it.
+/// with a total cost budget, that budget and the task's index in it; who observes it, and
+/// where it sits in a tree of runs.
 #[derive(Debug, Clone)]
 pub(crate) struct RunEnv {
     pub depth: u32,
     pub config: Config,
     pub state: StateDir,
     pub total: Option<(std::sync::Arc<total::TotalCost>, usize)>,
+    pub observe: Hub,
+    /// The run whose child started this orchestrate (`ORCHESTRATE_RUN_ID`).
+    pub parent_run_id: Option<String>,
+    /// The fan-out or chain this run is a task of.
+    pub group: Option<GroupSlot>,
 }
 
 impl RunEnv {
@@ -135,7 +142,24 @@ impl RunEnv {
             config: Config::load(cwd).map_err(|e| RunError::invalid(e.to_string()))?,
             state: StateDir::from_env().map_err(|e| RunError::invalid(e.to_string()))?,
             total: None,
+            observe: Hub::standard(),
+            parent_run_id: parent_run_id(),
+            group: None,
         })
+    }
+
+    /// An environment with no observers, no parent run and no fan-out.
+    #[cfg(test)]
+    pub(crate) fn bare(config: Config, state: StateDir) -> RunEnv {
+        RunEnv {
+            depth: 0,
+            config,
+            state,
+            total: None,
+            observe: Hub::none(),
+            parent_run_id: None,
+            group: None,
+        }
     }
 
     /// The folder a request runs in, for loading the config that applies to it.
@@ -146,23 +170,16 @@ impl RunEnv {
     }
 }
 
-/// The result and the process exit status it maps to (130 when cancelled, which the
-/// result alone cannot say).
-#[derive(Debug, Clone)]
-pub(crate) struct RunOutput {
-    pub result: RunResult,
-    pub exit_status: i32,
+/// The run that started this orchestrate, as orchestrate gives its children their run's
+/// id: anything else in the variable is no run of ours.
+fn parent_run_id() -> Option<String> {
+    let id = std::env::var("ORCHESTRATE_RUN_ID").ok()?;
+    RunId::parse(&id).ok().map(|id| id.to_string())
 }
 
-impl RunOutput {
-    pub(crate) fn from_result(result: RunResult) -> Self {
-        let exit_status = result.exit_status();
-        RunOutput {
-            result,
-            exit_status,
-        }
-    }
+pub(crate) use crate::result::RunOutput;
 
+impl RunOutput {
     /// Whether this failed attempt is worth another one. Never after a timeout, the hard
     /// cap, a budget or a cancel: those have their own codes, reasons or exit status.
     fn transient(&self, backend: Backend) -> Option<retry::Transient> {
@@ -234,12 +251,28 @@ pub(crate) async fn run(
         Err(e) => return RunOutput::from_result(e.to_result(Some(&run_id))),
     };
     let started_at_ms = session::now_unix_ms();
+    // This run alone can be stopped from outside (`orchestrate stop`, `watch`).
+    let (controls, _stoppable) = crate::live::stop::register(&run_dir.path, controls);
+    let controls = &controls;
+    let mut observers = env.observe.run(&RunStart {
+        run_id: &run.run_id,
+        agent: &run.agent.name,
+        backend: run.backend.backend.name(),
+        model: run.model.as_deref(),
+        task: &run.task,
+        cwd: &run.cwd,
+        run_dir: &run_dir.path,
+        depth: env.depth,
+        parent_run_id: env.parent_run_id.as_deref(),
+        group: env.group.as_ref(),
+    });
     let worktree = if run.worktree {
         match make_worktree(&run, env).await {
             Ok(wt) => Some(wt),
             Err(e) => {
                 let mut output = RunOutput::from_result(e.to_result(Some(&run_id)));
                 record(&run, env, &run_dir, &mut output, started_at_ms);
+                observers.emit(&RunEvent::Ended { output: &output });
                 return output;
             }
         }
@@ -255,11 +288,12 @@ pub(crate) async fn run(
         worktree: worktree.as_ref().map(|(wt, _)| wt),
         message: None,
     };
-    let mut output = attempts(&attempt, controls, observer).await;
+    let mut output = attempts(&attempt, controls, observer, &mut observers).await;
     if let Some((wt, warning)) = worktree {
         finish_worktree(&run, wt, warning, &mut output).await;
     }
     record(&run, env, &run_dir, &mut output, started_at_ms);
+    observers.emit(&RunEvent::Ended { output: &output });
     output
 }
 
@@ -346,13 +380,26 @@ async fn attempts(
     attempt: &Attempt<'_>,
     controls: &Controls,
     mut observer: Option<Observer<'_>>,
+    observers: &mut Observers,
 ) -> RunOutput {
     let run = attempt.run;
     let models: Vec<Option<&str>> = std::iter::once(run.model.as_deref())
         .chain(run.fallback_models.iter().map(|m| Some(m.as_str())))
         .collect();
     let mut details = Vec::new();
-    let (first, n, model) = tried(attempt, &models, 1, controls, &mut observer, &mut details).await;
+    let watching = Watching {
+        streaming: &mut observer,
+        observers,
+    };
+    let (first, n, model) = tried(
+        attempt,
+        &models,
+        (1, AttemptKind::First),
+        controls,
+        watching,
+        &mut details,
+    )
+    .await;
     let (Some(mismatch), Some(schema)) = (first.mismatch, &run.output_schema) else {
         return with_attempts(first.output, n, details);
     };
@@ -382,12 +429,16 @@ async fn attempts(
         message: Some(&message),
         ..*attempt
     };
+    let watching = Watching {
+        streaming: &mut observer,
+        observers,
+    };
     let (second, last, _) = tried(
         &repair,
         &[model],
-        n + 1,
+        (n + 1, AttemptKind::Repair),
         controls,
-        &mut observer,
+        watching,
         &mut details,
     )
     .await;
@@ -450,33 +501,52 @@ fn with_attempts(mut output: RunOutput, n: u32, details: Vec<AttemptDetail>) -> 
 async fn tried<'m>(
     attempt: &Attempt<'_>,
     models: &[Option<&'m str>],
-    first: u32,
+    (first, first_kind): (u32, AttemptKind),
     controls: &Controls,
-    observer: &mut Option<Observer<'_>>,
+    watching: Watching<'_, '_, '_>,
     details: &mut Vec<AttemptDetail>,
 ) -> (Executed, u32, Option<&'m str>) {
+    let Watching {
+        streaming,
+        observers,
+    } = watching;
     let max_tries = attempt.run.attempts;
     let backend = attempt.run.backend.backend;
     let mut n = first;
+    let mut kind = first_kind;
     let mut m = 0;
     let mut tries = 1;
     loop {
         let model = models[m];
-        let mut out = attempt.execute(n, model, controls, observer.as_mut()).await;
+        observers.emit(&RunEvent::Attempt { n, model, kind });
+        let mut out = attempt
+            .execute(n, model, controls, streaming.as_mut(), observers)
+            .await;
+        observers.emit(&RunEvent::AttemptEnded {
+            n,
+            output: &out.output,
+        });
         details.push(out.output.detail(model));
-        if let Some(kind) = (tries < max_tries)
+        if let Some(why) = (tries < max_tries)
             .then(|| out.output.transient(backend))
             .flatten()
         {
             let wait = retry::backoff(tries);
             tracing::warn!(
-                "attempt {tries} of {max_tries} failed ({kind:?}); retrying in {:.1}s",
+                "attempt {tries} of {max_tries} failed ({why:?}); retrying in {:.1}s",
                 wait.as_secs_f64()
             );
+            observers.emit(&RunEvent::Retrying {
+                attempt: tries,
+                of: max_tries,
+                reason: why.as_str(),
+                wait,
+            });
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {
                     n += 1;
                     tries += 1;
+                    kind = AttemptKind::Retry;
                     continue;
                 }
                 _ = controls.cancel.cancelled() => {
@@ -492,13 +562,26 @@ async fn tried<'m>(
                     model.unwrap_or("(the CLI's default)"),
                     models[m + 1].unwrap_or_default()
                 );
+                observers.emit(&RunEvent::FallingBack {
+                    from: model,
+                    to: models[m + 1],
+                    reason: why.as_str(),
+                });
                 m += 1;
                 n += 1;
                 tries = 1;
+                kind = AttemptKind::Fallback;
             }
             _ => return (out, n, model),
         }
     }
+}
+
+/// Who hears of a run's attempts: the streaming updates' observer, and the run's
+/// observers.
+struct Watching<'s, 'o, 'v> {
+    streaming: &'s mut Option<Observer<'o>>,
+    observers: &'v mut Observers,
 }
 
 /// Writes `result.json` and the run's line in `runs.jsonl`. What cannot be written (a full

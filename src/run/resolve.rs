@@ -493,6 +493,9 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -620,6 +623,9 @@ mod tests {
                 root: dir.join("state"),
             },
             total: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         resolve(&req, &env, "ab12cd34")
     }
@@ -743,6 +749,9 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(

@@ -73,6 +73,18 @@ pub(crate) fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<
     (backend.spec().transient_exit)(exit_code)
 }
 
+impl Transient {
+    /// The reason as the run's events name it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Transient::RateLimited => "rateLimited",
+            Transient::Overloaded => "overloaded",
+            Transient::ServerError => "serverError",
+            Transient::Connection => "connection",
+        }
+    }
+}
+
 /// Why a model cannot serve a run, so that another model may: what a fallback model is
 /// for. Unlike a transient failure, a quota or an unknown model does not pass by itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +93,18 @@ pub(crate) enum Unavailable {
     Overloaded,
     Quota,
     ModelNotFound,
+}
+
+impl Unavailable {
+    /// The reason as the run's events name it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Unavailable::RateLimited => "rateLimited",
+            Unavailable::Overloaded => "overloaded",
+            Unavailable::Quota => "quota",
+            Unavailable::ModelNotFound => "modelNotFound",
+        }
+    }
 }
 
 /// Whether a failed attempt says its model is unavailable (see [`Unavailable`]).

@@ -2,17 +2,21 @@
 //! child's dialect into the collector, where budgets are checked (a fan-out's total one
 //! here, with every task's spend), and what the collector knows back to the supervisor
 //! (progress, tools in flight, a budget reached), which decides when the child is idle or
-//! stopped. Streaming updates go out after each chunk.
+//! stopped. Every event goes to the run's observers as it is read; streaming updates go
+//! out, and the observers flush, after each chunk.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::progress::Progress;
 use super::total::TotalCost;
 use crate::backends::Dialect;
 use crate::collector::Collector;
+use crate::observe::{Observers, RunEvent};
 use crate::supervisor::{LineSink, StopReason, StreamFacts};
 
-/// Feeds the child's lines through its dialect into the collector.
+/// Feeds the child's lines through its dialect into the collector, and hands every event
+/// to the run's observers.
 pub(super) struct DialectSink<'o, 'x> {
     pub dialect: Box<dyn Dialect>,
     pub collector: Collector,
@@ -21,6 +25,26 @@ pub(super) struct DialectSink<'o, 'x> {
     pub recognized: bool,
     /// The fan-out's total cost budget, and this task's index in it.
     pub total: Option<(Arc<TotalCost>, usize)>,
+    pub observers: &'o mut Observers,
+}
+
+impl DialectSink<'_, '_> {
+    /// Records a budget reached outside this run (see [`Collector::note_limit`]), and
+    /// tells the observers when it is the first.
+    pub(super) fn note_limit(&mut self, limit: crate::result::Limit) {
+        let had = self.collector.limit().is_some();
+        self.collector.note_limit(limit);
+        self.limit_reached_unless(had);
+    }
+
+    fn limit_reached_unless(&mut self, had: bool) {
+        if had || self.observers.is_empty() {
+            return;
+        }
+        if let Some(limit) = self.collector.limit() {
+            self.observers.emit(&RunEvent::LimitReached(limit));
+        }
+    }
 }
 
 impl LineSink for DialectSink<'_, '_> {
@@ -29,11 +53,20 @@ impl LineSink for DialectSink<'_, '_> {
             return;
         }
         let collector = &mut self.collector;
+        let had_limit = collector.limit().is_some();
         let text = super::decode::decode_line(line);
         let mut goes_on = false;
-        let ok = self
-            .dialect
-            .parse_line(&text, &mut |e| goes_on |= collector.apply(e));
+        let ok = if self.observers.is_empty() {
+            self.dialect
+                .parse_line(&text, &mut |e| goes_on |= collector.apply(e))
+        } else {
+            // One clock read per line, however many events it holds.
+            let (at, observers) = (SystemTime::now(), &mut *self.observers);
+            self.dialect.parse_line(&text, &mut |e| {
+                observers.emit_at(at, &RunEvent::Child(&e));
+                goes_on |= collector.apply(e);
+            })
+        };
         if !ok {
             self.collector.note_skipped_line();
         }
@@ -46,6 +79,7 @@ impl LineSink for DialectSink<'_, '_> {
                 self.collector.note_limit(limit);
             }
         }
+        self.limit_reached_unless(had_limit);
     }
 
     fn on_too_long(&mut self, _bytes: u64) {
@@ -54,10 +88,14 @@ impl LineSink for DialectSink<'_, '_> {
 
     fn on_stderr_line(&mut self, line: &[u8]) {
         let collector = &mut self.collector;
+        let had_limit = collector.limit().is_some();
         let text = String::from_utf8_lossy(line);
+        let (at, observers) = (SystemTime::now(), &mut *self.observers);
         self.dialect.parse_stderr_line(&text, &mut |e| {
+            observers.emit_at(at, &RunEvent::Child(&e));
             collector.apply(e);
         });
+        self.limit_reached_unless(had_limit);
     }
 
     fn facts(&self) -> StreamFacts {
@@ -80,6 +118,7 @@ impl LineSink for DialectSink<'_, '_> {
         if let Some(p) = self.progress.as_mut() {
             p.maybe_send(&self.collector);
         }
+        self.observers.flush();
     }
 
     fn cancel(&mut self) -> bool {

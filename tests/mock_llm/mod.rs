@@ -20,6 +20,7 @@
 
 pub mod contract;
 mod http;
+pub mod otlp;
 pub mod playground;
 pub mod program;
 mod wire;

@@ -413,7 +413,7 @@ impl Sandbox {
         self
     }
 
-    fn in_sandbox(&self, cmd: Command) -> Command {
+    pub fn in_sandbox(&self, cmd: Command) -> Command {
         let mut cmd = match self.user {
             None => cmd,
             Some(u) => {

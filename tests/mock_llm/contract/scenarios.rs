@@ -16,6 +16,8 @@ use super::harness::{note, Run};
 #[allow(clippy::duplicate_mod)]
 #[path = "../../support/git.rs"]
 mod git;
+#[path = "traces.rs"]
+mod traces;
 use super::{normalized, report, round_cost, Finished, Sandbox};
 use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
 use git::{checkout_state, git};
@@ -165,6 +167,12 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
                 Box::new(move |bin: &Path| hostile_shell(cli, &user.reach(bin), Some(user))),
             ));
         }
+    }
+    if cli.name == "claude" {
+        out.push((
+            "its_own_spans_join_orchestrates_trace_under_the_attempt".into(),
+            Box::new(move |bin| traces::claude_spans_join_the_trace(cli, bin)),
+        ));
     }
     if cli.resume.is_some() {
         out.push((
@@ -581,6 +589,48 @@ fn tool_call_then_text(cli: &Cli, bin: &Path) {
     // The result answers the mock's call: it carries the id the mock gave the call.
     if let Some(id) = mock_llm::tool_call_id(cli.wire.api, reqs[0].seq) {
         assert_eq!(mock_llm::tool_result_ids(&reqs[1].body), [id]);
+    }
+    check_events(&sb, &json, hello);
+}
+
+/// The run's `events.jsonl`, as `orchestrate show --events --json` prints it: what every
+/// CLI's run says there, in the same shape (the run, an attempt, a tool call and its
+/// end, usage adding up to the result's, the answer's text, the end).
+fn check_events(sb: &Sandbox, json: &Value, answer: &str) {
+    let id = json["details"]["runId"].as_str().unwrap();
+    let out = sb
+        .in_sandbox(super::orchestrate_command(&[
+            "show", id, "--events", "--json",
+        ]))
+        .output()
+        .expect("show --events");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| -> Vec<&Value> { events.iter().filter(|e| e["type"] == t).collect() };
+    assert_eq!(events[0]["type"], "run", "{events:?}");
+    assert_eq!(events[0]["backend"], sb.backend, "{events:?}");
+    assert_eq!(events[1]["type"], "attempt", "{events:?}");
+    assert_eq!(of("toolCall").len(), 1, "{events:?}");
+    let texts: String = of("text")
+        .iter()
+        .map(|t| t["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.contains(answer), "{events:?}");
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "end", "{events:?}");
+    assert_eq!(end["status"], "ok", "{events:?}");
+    let usage = &json["details"]["results"][0]["usage"];
+    assert_eq!(end["usage"], *usage, "{events:?}");
+    let last_total = &of("usage").last().expect("usage lines")["total"];
+    for k in ["input", "output", "cacheRead", "cacheWrite"] {
+        assert_eq!(last_total[k], usage[k], "{k}: {events:?}");
     }
 }
 
@@ -1378,11 +1428,12 @@ const PLANTED_SECRETS: [(&str, &str); 3] = [
     (".config/gh/hosts.yml", "contract-secret-gh-token"),
 ];
 /// orchestrate's records of the run, which the child tries to forge.
-const RECORDS: [&str; 4] = [
+const RECORDS: [&str; 5] = [
     "result.json",
     "exit-status",
     "supervisor.json",
     "session.jsonl",
+    "events.jsonl",
 ];
 
 /// A prompt-injected agent with the CLI's own guard off (`worker` may run any command;
@@ -1500,6 +1551,10 @@ fn hostile_shell(cli: &Cli, bin: &Path, user: Option<&'static super::Unprivilege
     );
     let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
     assert!(!index.contains("forged"), "{index}");
+    let events =
+        std::fs::read_to_string(sb.state.join("runs").join(&id).join("events.jsonl")).unwrap();
+    assert!(!events.contains("forged"), "{events}");
+    assert!(events.starts_with("{\"at\":"), "{events}");
     if let Some(user) = user {
         use std::os::unix::fs::MetadataExt;
         let run = std::fs::metadata(sb.state.join("runs").join(&id)).unwrap();
