@@ -1,0 +1,43 @@
+//! The integration tests that run under the standard harness, one module per behaviour,
+//! in one binary: each test binary links the whole crate, so 32 of them cost
+//! 32 links after every change. The contract harnesses (`contract_*`,
+//! `e2e_mcp_parent`, `slurm`), which have a `main` of their own, the mock LLM's self-test
+//! and the sanitizer's corpus stay binaries of their own.
+//!
+//! One module: `cargo test --test all hostile::` (or a test's name).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod agents_cli;
+mod background;
+mod budgets;
+mod cli_errors;
+mod config_cli;
+mod fallback;
+mod fanout;
+mod history_cli;
+mod hostile;
+mod liveness;
+mod lossy_text;
+mod mcp_server;
+mod memory;
+mod odd_usage;
+mod output_limits;
+mod process_tree;
+mod progress_tty;
+mod refusals;
+mod resume;
+mod retries;
+mod run_success;
+mod sandbox;
+mod sanitizing;
+mod settings_precedence;
+mod signals;
+mod state_dir;
+mod streaming;
+mod structured;
+mod text_summary;
+mod timeouts;
+mod worktree_attacks;
+mod worktrees;
