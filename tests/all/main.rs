@@ -1,8 +1,10 @@
 //! The integration tests that run under the standard harness, one module per behaviour,
-//! in one binary: each test binary links the whole crate, so 32 of them cost
-//! 32 links after every change. The contract harnesses (`contract_*`,
-//! `e2e_mcp_parent`, `slurm`), which have a `main` of their own, the mock LLM's self-test
-//! and the sanitizer's corpus stay binaries of their own.
+//! in one binary: each test binary links the whole crate, so 31 of them cost
+//! 31 links after every change. The contract harnesses (`contract_*`,
+//! `e2e_mcp_parent`, `slurm`), which have a `main` of their own, the mock LLM's self-test,
+//! the sanitizer's corpus, and `memory` stay binaries of their own (`memory` reads the
+//! peak RSS of the orchestrate it starts, which counts the pages of the process it was
+//! forked from: this binary's, grown by every other test, would swamp it).
 //!
 //! One module: `cargo test --test all hostile::` (or a test's name).
 
@@ -21,7 +23,6 @@ mod hostile;
 mod liveness;
 mod lossy_text;
 mod mcp_server;
-mod memory;
 mod odd_usage;
 mod output_limits;
 mod process_tree;

@@ -1,7 +1,7 @@
 //! orchestrate's memory stays bounded whatever the child prints: it keeps only what a
 //! result can show. Measured as the peak RSS of the orchestrate process (`wait4`).
 
-use crate::support;
+mod support;
 
 use std::io::Read;
 use std::time::{Duration, Instant};
