@@ -249,7 +249,7 @@ impl Sandbox {
             .env("ORCHESTRATE_TEST_SANDBOX", self.root.path())
             // The fake agent writes its pid and argv files into the test's temp root,
             // which no sandbox mode allows; the sandbox has tests of its own. So has the
-            // network (tests/network.rs), whose default for the fake's read-only agent
+            // network (tests/all/network.rs), whose default for the fake's read-only agent
             // would be a namespace of its own.
             .env("ORCHESTRATE_SANDBOX", "off")
             .env("ORCHESTRATE_NETWORK", "on")

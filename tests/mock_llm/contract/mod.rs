@@ -385,7 +385,7 @@ impl Sandbox {
     /// `orchestrate ARGS… --agents-dir D --model M` in the working directory, with the
     /// sandbox's environment. A `run` prints its full result (`--details full`): the
     /// scenarios check what the CLI's stream became, display items and output included
-    /// (the lean default is tested over the fake child, in tests/run_success.rs).
+    /// (the lean default is tested over the fake child, in tests/all/run_success.rs).
     pub fn command_args(&self, args: &[&str]) -> Command {
         let agents = self.agents.to_str().unwrap();
         let mut args = args.to_vec();
