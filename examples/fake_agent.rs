@@ -90,6 +90,7 @@ fn main() {
             process::exit(exit_code(0));
         }
         "silent" => sleep_forever(),
+        "acp" => acp_agent(),
         "chatter" => chatter(),
         "chatter-stderr" => chatter_stderr(),
         "ignore-term" => {
@@ -1530,6 +1531,133 @@ fn nested() -> String {
         "nested exit={code} stdout={}",
         String::from_utf8_lossy(&captured).trim()
     )
+}
+
+/// An ACP agent (JSON-RPC on stdin and stdout), as `FAKE_ACP` says:
+/// - `ok` (default): answers initialize and session/new; on the prompt it asks permission
+///   for the tool call `FAKE_ACP_TOOL` (`kind:title:path`, default `edit:write x.txt:x.txt`),
+///   reports the call completed when allowed or failed when not, says `Done: <optionId or
+///   cancelled>`, reports a cost of 0.25 and ends the turn with usage; it exits on end of
+///   input.
+/// - `garbage`: as `ok`, with lines that are not JSON-RPC first.
+/// - `silent-init`: never answers initialize.
+/// - `hang`: streams a chunk of text after the prompt, reports a cost of 0.25, thinks, and
+///   waits; a session/cancel ends the turn (`cancelled`), and it then waits for end of
+///   input or SIGTERM.
+/// - `ignore-cancel`: as `hang`, but ignores session/cancel and SIGTERM.
+fn acp_agent() -> ! {
+    use std::io::BufRead;
+    let variant = env_str("FAKE_ACP").unwrap_or_else(|| "ok".to_string());
+    if variant == "ignore-cancel" {
+        // SAFETY: ignoring a signal.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    }
+    let out = |line: &str| {
+        let mut o = io::stdout().lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    if variant == "garbage" {
+        out("this is not json");
+        out("{\"jsonrpc\":\"2.0\",\"id\":\"nobody\",\"result\":{}}");
+        out("[1,2,3]");
+    }
+    let session = "fake-session-1";
+    let update = |kind_and_fields: &str| {
+        out(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"sessionId\":\"{session}\",\"update\":{{{kind_and_fields}}}}}}}"
+        ))
+    };
+    let tool = env_str("FAKE_ACP_TOOL").unwrap_or_else(|| "edit:write x.txt:x.txt".to_string());
+    let mut parts = tool.splitn(3, ':');
+    let (kind, title, path) = (
+        parts.next().unwrap_or("edit").to_string(),
+        parts.next().unwrap_or("tool").to_string(),
+        parts.next().unwrap_or("").to_string(),
+    );
+    let mut prompt_id: Option<String> = None;
+    let stdin = io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let method = json_field(&line, "method");
+        let id = json_field(&line, "id");
+        match (method.as_deref(), id) {
+            (Some("initialize"), Some(id)) => {
+                if variant == "silent-init" {
+                    continue;
+                }
+                out(&format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"protocolVersion\":1,\"agentCapabilities\":{{\"loadSession\":false}}}}}}"
+                ));
+            }
+            (Some("session/new"), Some(id)) => out(&format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"sessionId\":\"{session}\"}}}}"
+            )),
+            (Some("session/prompt"), Some(id)) => {
+                if variant == "hang" || variant == "ignore-cancel" {
+                    update("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Working on it\"}");
+                    update("\"sessionUpdate\":\"usage_update\",\"used\":1000,\"size\":200000,\"cost\":{\"amount\":0.25,\"currency\":\"USD\"}");
+                    update("\"sessionUpdate\":\"agent_thought_chunk\",\"content\":{\"type\":\"text\",\"text\":\"more\"}");
+                    prompt_id = Some(id);
+                    continue;
+                }
+                // Ask, then go on once the answer comes (the next line).
+                out(&format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":\"perm-1\",\"method\":\"session/request_permission\",\"params\":{{\"sessionId\":\"{session}\",\"toolCall\":{{\"toolCallId\":\"call-1\",\"title\":\"{title}\",\"kind\":\"{kind}\",\"locations\":[{{\"path\":\"{path}\"}}]}},\"options\":[{{\"optionId\":\"yes\",\"name\":\"Allow\",\"kind\":\"allow_once\"}},{{\"optionId\":\"always\",\"name\":\"Always\",\"kind\":\"allow_always\"}},{{\"optionId\":\"no\",\"name\":\"Reject\",\"kind\":\"reject_once\"}}]}}}}"
+                ));
+                prompt_id = Some(id);
+            }
+            (None, Some(id)) if id == "perm-1" => {
+                let chosen = json_field(&line, "optionId").unwrap_or_else(|| "cancelled".into());
+                let status = if chosen == "yes" {
+                    "completed"
+                } else {
+                    "failed"
+                };
+                update(&format!(
+                    "\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"call-1\",\"status\":\"{status}\""
+                ));
+                update(&format!(
+                    "\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"Done: {}\"}}",
+                    chosen
+                ));
+                update("\"sessionUpdate\":\"usage_update\",\"used\":1000,\"size\":200000,\"cost\":{\"amount\":0.25,\"currency\":\"USD\"}");
+                if let Some(pid) = prompt_id.take() {
+                    out(&format!(
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{pid},\"result\":{{\"stopReason\":\"end_turn\",\"usage\":{{\"inputTokens\":120,\"outputTokens\":7,\"totalTokens\":127,\"cachedReadTokens\":30}}}}}}"
+                    ));
+                }
+            }
+            (Some("session/cancel"), None) => {
+                if variant == "ignore-cancel" {
+                    continue;
+                }
+                if let Some(pid) = prompt_id.take() {
+                    out(&format!(
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{pid},\"result\":{{\"stopReason\":\"cancelled\"}}}}"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    if variant == "ignore-cancel" {
+        sleep_forever();
+    }
+    process::exit(0);
+}
+
+/// The JSON value of the first `"name":` in `line` (a string without its quotes), for a
+/// fake that reads only what it needs.
+fn json_field(line: &str, name: &str) -> Option<String> {
+    let key = format!("\"{name}\":");
+    let at = line.find(&key)? + key.len();
+    let rest = line[at..].trim_start();
+    if let Some(body) = rest.strip_prefix('"') {
+        return Some(body[..body.find('"')?].to_string());
+    }
+    let end = rest.find([',', '}', ']']).unwrap_or(rest.len());
+    Some(rest[..end].to_string())
 }
 
 // ---------------------------------------------------------------------------

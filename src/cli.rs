@@ -66,6 +66,10 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
+    /// The runs in progress and just ended, live, as a tree (fan-outs, chains, nested
+    /// runs): agent, backend, state, turn, tool, time, tokens, cost, and the selected
+    /// run's latest events; `s` stops the selected run. Needs a terminal.
+    Watch,
     /// Recent runs, newest first, and totals per agent (tokens, cost, failures).
     Runs {
         /// One JSON object: `runs`, `totals`, `skippedLines`.
@@ -84,9 +88,18 @@ pub enum Command {
         /// prefix).
         #[arg(value_parser = run_id_prefix)]
         run_id: RunIdPrefix,
-        /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail.
+        /// One JSON object: runId, runDir, sessionFile, status, result, stderrTail (with
+        /// --events: the lines of events.jsonl as written).
         #[arg(long)]
         json: bool,
+        /// The run's events (events.jsonl): text, tool calls, usage, limits, stops,
+        /// retries, its end; one line each.
+        #[arg(long)]
+        events: bool,
+        /// Follow a run in progress: print its events as they come until it ends
+        /// (implies --events).
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Remove the git worktrees that runs with --isolation worktree kept for review.
     Worktree {
@@ -98,6 +111,13 @@ pub enum Command {
         /// One JSON object: {key: {value, source}}.
         #[arg(long)]
         json: bool,
+    },
+    /// Started by orchestrate itself on a cluster's node, in front of the agent's command:
+    /// builds the child's sandbox there from the plan orchestrate wrote in the run folder.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec {
+        /// The plan (`<run folder>/sandbox-exec.json`).
+        plan: PathBuf,
     },
     /// Started by orchestrate itself before it submits a job to a cluster engine: cancels
     /// the job should orchestrate die before the job is over.

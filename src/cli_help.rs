@@ -181,10 +181,27 @@ mod tests {
         };
         assert_eq!(
             values("backend"),
-            ["auto", "claude", "pi", "codex", "gemini", "opencode", "cursor", "command"]
+            [
+                "auto",
+                "claude",
+                "pi",
+                "codex",
+                "gemini",
+                "opencode",
+                "cursor",
+                "command",
+                "acp",
+                "gemini-acp",
+                "opencode-acp",
+                "claude-acp",
+                "codex-acp",
+                "pi-acp",
+                "qwen-acp"
+            ]
         );
+        assert_eq!(values("permissions"), ["policy", "ask", "allow", "deny"]);
         assert_eq!(values("sandbox"), ["read-only", "workspace-write", "off"]);
-        assert_eq!(values("network"), ["on", "off"]);
+        assert_eq!(values("network"), ["on", "off", "provider"]);
         assert_eq!(values("isolation"), ["worktree", "none"]);
         assert_eq!(values("output"), ["json", "text", "stream-json"]);
     }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::events::{AgentEvent, Problem, TextKind};
 use crate::limits::Budgets;
+use crate::result::PermissionRecord;
 use crate::result::{round_usd, DisplayItem, Limit, Usage};
 
 /// Display items kept (the most recent ones); older ones are counted and dropped.
@@ -38,6 +39,12 @@ const MAX_ERROR_BYTES: usize = 64 * 1024;
 const MAX_SESSION_ID_BYTES: usize = 1024;
 /// Bytes kept of the child's last retry notice.
 const MAX_RETRY_WORDS_BYTES: usize = 2 * 1024;
+/// Warnings the dialect raises that are kept for the result.
+const MAX_WARNINGS: usize = 16;
+/// Permission decisions kept for the result; a child asking more often is counted.
+pub(crate) const MAX_PERMISSION_RECORDS: usize = 200;
+/// A tool name or title in a permission record is cut to this many bytes.
+const MAX_PERMISSION_TEXT_BYTES: usize = 256;
 /// Tool calls tracked as in flight; past this the oldest are forgotten (a CLI that never
 /// reports their ends cannot grow the list).
 const MAX_TOOLS_IN_FLIGHT: usize = 64;
@@ -158,6 +165,13 @@ pub(crate) struct Collector {
     current_tool: Option<String>,
     provider_error: Option<String>,
     session_id: Option<String>,
+    /// The child's permission requests and their answers (the first
+    /// [`MAX_PERMISSION_RECORDS`]; the rest are counted).
+    permissions: Vec<PermissionRecord>,
+    dropped_permissions: u64,
+    /// What the child's dialect found it could not honour (at most
+    /// [`MAX_WARNINGS`]).
+    warnings: Vec<String>,
     terminal: bool,
     skipped_lines: u64,
     /// Fields the child printed that could not be used, once per field and kind of
@@ -210,6 +224,9 @@ impl Collector {
             current_tool: None,
             provider_error: None,
             session_id: None,
+            permissions: Vec::new(),
+            dropped_permissions: 0,
+            warnings: Vec::new(),
             terminal: false,
             skipped_lines: 0,
             odd_fields: Vec::new(),
@@ -387,6 +404,23 @@ impl Collector {
                 self.session_id = Some(cut_utf8(&id, MAX_SESSION_ID_BYTES).to_string())
             }
             AgentEvent::Terminal => self.terminal = true,
+            AgentEvent::Warning(w) => {
+                if self.warnings.len() < MAX_WARNINGS && !self.warnings.iter().any(|k| *k == w) {
+                    self.warnings
+                        .push(cut_utf8(&w, MAX_ERROR_BYTES.min(4096)).to_string());
+                }
+            }
+            AgentEvent::Permission(mut record) => {
+                if self.permissions.len() < MAX_PERMISSION_RECORDS {
+                    record.tool = cut_utf8(&record.tool, MAX_PERMISSION_TEXT_BYTES).to_string();
+                    record.title = record
+                        .title
+                        .map(|t| cut_utf8(&t, MAX_PERMISSION_TEXT_BYTES).to_string());
+                    self.permissions.push(record);
+                } else {
+                    self.dropped_permissions += 1;
+                }
+            }
             AgentEvent::OddField { field, problem } => {
                 // Once per field and kind of problem: a count ignored and one counted as
                 // the largest are two different things to say.
@@ -530,6 +564,17 @@ impl Collector {
         self.provider_error.as_deref()
     }
 
+    /// The permission requests answered (the first [`MAX_PERMISSION_RECORDS`]), and how
+    /// many more there were.
+    pub(crate) fn permissions(&self) -> (&[PermissionRecord], u64) {
+        (&self.permissions, self.dropped_permissions)
+    }
+
+    /// What the child could not honour, found as it ran.
+    pub(crate) fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     pub(crate) fn session_id(&self) -> Option<&str> {
         self.session_id.as_deref()
     }
@@ -615,6 +660,8 @@ fn is_progress(event: &AgentEvent<'_>) -> bool {
         | AgentEvent::CostBudgetReached
         | AgentEvent::Recovered
         | AgentEvent::SessionId(_)
+        | AgentEvent::Permission(_)
+        | AgentEvent::Warning(_)
         | AgentEvent::OddField { .. }
         | AgentEvent::Terminal => false,
     }

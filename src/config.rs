@@ -211,7 +211,9 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::permissions::PermissionMode;
     use crate::backends::{Backend, BackendChoice};
+    use crate::network::HostPattern;
     use crate::result::{Network, SandboxMode};
     use crate::runner::RunnerDef;
     use crate::settings::Setting;
@@ -305,7 +307,10 @@ mod tests {
                 "max_total_tokens": {"value": null, "source": "default"},
                 "fallback_models": {"value": [], "source": "default"},
                 "sandbox": {"value": "auto", "source": "default"},
-                "network": {"value": "on", "source": "default"},
+                "network": {"value": "auto", "source": "default"},
+                "allow_hosts": {"value": [], "source": "default"},
+                "permissions": {"value": "policy", "source": "default"},
+                "acp_command": {"value": null, "source": "default"},
                 "runner": {"value": "local", "source": "default"},
                 "queue_timeout": {"value": "10m", "source": "default"},
                 "runners": {"value": {}, "source": "default"},
@@ -425,6 +430,9 @@ max_total_tokens = 1000000
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 sandbox = "read-only"
 network = "off"
+allow_hosts = ["pypi.org", "*.github.com"]
+permissions = "deny"
+acp_command = "my-agent --acp"
 runner = "gpu"
 queue_timeout = "2m"
 [runners.gpu]
@@ -463,7 +471,16 @@ args = ["--partition=gpu", "--time=30"]
                     src()
                 ),
                 sandbox: Setting::new(Some(SandboxMode::ReadOnly), src()),
-                network: Setting::new(Network::Off, src()),
+                network: Setting::new(Some(Network::Off), src()),
+                allow_hosts: Setting::new(
+                    vec![
+                        HostPattern::parse("pypi.org").unwrap(),
+                        HostPattern::parse("*.github.com").unwrap(),
+                    ],
+                    src(),
+                ),
+                permissions: Setting::new(PermissionMode::Deny, src()),
+                acp_command: Setting::new(Some("my-agent --acp".into()), src()),
                 runner: Setting::new("gpu".into(), src()),
                 queue_timeout: Setting::new(Duration::from_secs(120), src()),
                 runners: Setting::new(gpu_runner(), src()),
@@ -496,7 +513,10 @@ args = ["--partition=gpu", "--time=30"]
             ("ORCHESTRATE_MAX_TOTAL_TOKENS", "50000"),
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
             ("ORCHESTRATE_SANDBOX", "auto"),
-            ("ORCHESTRATE_NETWORK", "on"),
+            ("ORCHESTRATE_NETWORK", "provider"),
+            ("ORCHESTRATE_PERMISSIONS", "allow"),
+            ("ORCHESTRATE_ACP_COMMAND", "other-agent"),
+            ("ORCHESTRATE_ALLOW_HOSTS", "docs.rs, *.crates.io"),
             ("ORCHESTRATE_RUNNER", "slurm"),
             ("ORCHESTRATE_QUEUE_TIMEOUT", "30s"),
         ];
@@ -560,7 +580,25 @@ args = ["--partition=gpu", "--time=30"]
                     Source::Env("ORCHESTRATE_FALLBACK_MODELS")
                 ),
                 sandbox: Setting::new(None, Source::Env("ORCHESTRATE_SANDBOX")),
-                network: Setting::new(Network::On, Source::Env("ORCHESTRATE_NETWORK")),
+                network: Setting::new(Some(Network::Provider), Source::Env("ORCHESTRATE_NETWORK")),
+                // A list of hosts adds up: the file's, then the environment's.
+                allow_hosts: Setting::new(
+                    vec![
+                        HostPattern::parse("pypi.org").unwrap(),
+                        HostPattern::parse("*.github.com").unwrap(),
+                        HostPattern::parse("docs.rs").unwrap(),
+                        HostPattern::parse("*.crates.io").unwrap(),
+                    ],
+                    Source::Env("ORCHESTRATE_ALLOW_HOSTS"),
+                ),
+                permissions: Setting::new(
+                    PermissionMode::Allow,
+                    Source::Env("ORCHESTRATE_PERMISSIONS"),
+                ),
+                acp_command: Setting::new(
+                    Some("other-agent".into()),
+                    Source::Env("ORCHESTRATE_ACP_COMMAND"),
+                ),
                 runner: Setting::new("slurm".into(), Source::Env("ORCHESTRATE_RUNNER")),
                 queue_timeout: Setting::new(
                     Duration::from_secs(30),
@@ -623,7 +661,7 @@ args = ["--partition=gpu", "--time=30"]
             ("backend = 3", "key `backend`: expected text, got 3"),
             (
                 "backend = \"nope\"",
-                "key `backend`: unknown backend \"nope\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+                "key `backend`: unknown backend \"nope\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)",
             ),
             ("model = \"  \"", "key `model`: must not be empty"),
             ("max_output_bytes = 0", "key `max_output_bytes`: expected a whole number of at least 1, got 0"),

@@ -73,6 +73,12 @@ pub enum AgentEvent<'a> {
     SessionId(Cow<'a, str>),
     /// The dialect's final event: the child has nothing more to say.
     Terminal,
+    /// The child asked for a permission and orchestrate answered it (not progress: the
+    /// tool call it leads to is).
+    Permission(crate::result::PermissionRecord),
+    /// Something the child could not honour as asked, found while it runs (a model its
+    /// protocol would not take): said in the result's `warnings`.
+    Warning(Cow<'a, str>),
     /// A field of the child's stream whose value could not be used as it was (a usage
     /// count that is a string, a negative cost, an id that is a number): the rest of its
     /// line was read; the result's `warnings` say which fields, once each.

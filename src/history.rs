@@ -58,19 +58,24 @@ impl RunStatus {
 
 /// The one place a run's status is derived from its index line.
 pub(crate) fn status(entry: &IndexEntry) -> RunStatus {
-    let Some(code) = &entry.error else {
-        return if entry.exit_code == 0 {
+    status_of(entry.error.as_deref(), entry.exit_code)
+}
+
+/// A run's status from its error code (`None` on success) and its child's exit code.
+pub(crate) fn status_of(error: Option<&str>, exit_code: i32) -> RunStatus {
+    let Some(code) = error else {
+        return if exit_code == 0 {
             RunStatus::Ok
         } else {
             RunStatus::Failed
         };
     };
     // A code this version does not know (a newer orchestrate wrote it) still failed.
-    match serde_json::from_value::<ErrorCode>(serde_json::Value::String(code.clone())) {
+    match serde_json::from_value::<ErrorCode>(serde_json::Value::String(code.to_string())) {
         Ok(ErrorCode::SubagentTimeout) => RunStatus::Timeout,
         // The same code means "content was cut" on a successful run and "the hard cap
         // stopped the child" on a failed one; only the latter has a non-zero exit code.
-        Ok(ErrorCode::SubagentOutputTruncated) if entry.exit_code == 0 => RunStatus::Truncated,
+        Ok(ErrorCode::SubagentOutputTruncated) if exit_code == 0 => RunStatus::Truncated,
         Ok(ErrorCode::SubagentOutputTruncated) => RunStatus::Capped,
         Ok(
             ErrorCode::InvalidInput

@@ -23,6 +23,9 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         if top == "lib" || top == "main" {
             continue;
         }
+        if is_test_module_file(&file) {
+            continue;
+        }
         let text = std::fs::read_to_string(&file).expect("a source file");
         let code = without_test_items(&code_only(&text));
         let deps = graph.entry(top.clone()).or_default();
@@ -33,6 +36,27 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     graph
+}
+
+/// Whether `file` is a `tests.rs` that its parent module includes as `#[cfg(test)] mod
+/// tests;`: a test item kept in a file of its own.
+fn is_test_module_file(file: &Path) -> bool {
+    if file.file_name().is_none_or(|n| n != "tests.rs") {
+        return false;
+    }
+    let Some(dir) = file.parent() else {
+        return false;
+    };
+    let parents = [dir.join("mod.rs"), dir.with_extension("rs")];
+    parents.iter().any(|p| {
+        std::fs::read_to_string(p).is_ok_and(|text| {
+            let code = code_only(&text);
+            let lines: Vec<&str> = code.lines().map(str::trim).collect();
+            lines
+                .windows(2)
+                .any(|w| w[0] == "#[cfg(test)]" && w[1] == "mod tests;")
+        })
+    })
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

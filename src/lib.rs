@@ -14,7 +14,10 @@
 //!   operating system), `sandbox`, `runner` and `worktree` (where the child runs and what
 //!   holds it), `session` (run folders and the run index).
 //! - What may leave the process: `sanitize`, `truncate`; `history` (reading the index).
-//! - One run end to end: `run` (resolve, attempt, verdict, render), refusing with `error`.
+//! - One run end to end: `run` (resolve, attempt, verdict, render), refusing with `error`;
+//!   `observe` (what a run's observers are handed as it happens: its `events.jsonl`, traces).
+//! - Runs as other processes see them: `live` (runs in progress read from the state
+//!   directory, and stopping one).
 //! - The surfaces: `cli` (the command line), `commands` (what each subcommand does and
 //!   prints), `mcp` (the MCP server), `background` (detached runs).
 //!
@@ -39,7 +42,10 @@ pub(crate) mod history;
 #[cfg(test)]
 mod layering;
 pub(crate) mod limits;
+pub(crate) mod live;
 pub(crate) mod mcp;
+pub(crate) mod network;
+pub(crate) mod observe;
 pub(crate) mod platform;
 pub mod result;
 pub(crate) mod run;
@@ -63,7 +69,8 @@ pub mod fuzzing {
     /// Feeds `text`, line by line, through every dialect into a collector, then reads
     /// everything a result reads from the collector. Nothing may panic.
     pub fn every_dialect(text: &str) {
-        for kind in Backend::dialects() {
+        // The ACP dialect talks, but reads a stream like the others.
+        for kind in Backend::dialects().chain(Backend::parse("acp").ok()) {
             let mut parser = kind.parser();
             let mut collector = Collector::new();
             for line in text.split('\n') {

@@ -328,10 +328,18 @@ impl OrchestrateServer {
             Ok(plan) => plan,
             Err(e) => return refused(e),
         };
-        let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
+        let mut env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
             Ok(env) => env,
             Err(e) => return refused(e),
         };
+        // The client's trace (`_meta.traceparent`), continued by this call's runs.
+        if let Some(given) = ctx
+            .meta
+            .get_traceparent()
+            .and_then(|tp| crate::observe::trace::SpanContext::parse(tp, ctx.meta.get_tracestate()))
+        {
+            env.observe = crate::observe::Hub::standard_within(Some(given));
+        }
         // A cancel from the client, the client going away or a signal stops this call's
         // children; a second stop request kills them at once.
         let controls = Controls::default();
@@ -583,6 +591,10 @@ pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
     let signals = watch_signals(stop.clone())?;
+    // `orchestrate stop` and `watch` stop one call's run without the others.
+    if let Err(e) = crate::live::stop::listen() {
+        tracing::warn!("stop requests are not taken: {e}");
+    }
     let eof = stop.clone();
     let (stdout, answers, output) = output::split(tokio::io::stdout());
     let stdin = input::ClientInput::new(tokio::io::stdin(), move || {

@@ -14,6 +14,8 @@ use crate::result::{RunResult, Usage};
 
 pub(crate) const SESSION_FILE: &str = "session.jsonl";
 pub(crate) const STDERR_FILE: &str = "stderr.log";
+/// What orchestrate wrote to the stdin of a child it talks to (ACP and other protocols).
+pub(crate) const STDIN_FILE: &str = "stdin.jsonl";
 pub(crate) const RESULT_FILE: &str = "result.json";
 pub(crate) const INDEX_FILE: &str = "runs.jsonl";
 

@@ -106,8 +106,16 @@ fn main() {
             no_srun_on_path_is_a_clear_failure,
         ),
         (
-            "the_sandbox_and_network_off_are_refused_rather_than_silently_dropped",
-            the_sandbox_and_network_off_are_refused_rather_than_silently_dropped,
+            "a_mode_asked_for_and_network_off_are_held_on_the_node",
+            a_mode_asked_for_and_network_off_are_held_on_the_node,
+        ),
+        (
+            "a_node_without_the_run_folder_is_a_clear_failure",
+            a_node_without_the_run_folder_is_a_clear_failure,
+        ),
+        (
+            "a_hostile_child_on_the_node_is_held_by_the_default_sandbox",
+            a_hostile_child_on_the_node_is_held_by_the_default_sandbox,
         ),
     ];
 
@@ -307,6 +315,10 @@ fn node() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The stops hold with the sandbox off and with the default one, which puts orchestrate's
+/// `sandbox-exec` and the sandbox's controller between the job's step and the agent.
+const SANDBOXES: [&str; 2] = ["off", "auto"];
+
 fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
     let sb = Sandbox::new();
     // The full record: a lean success leaves out its clean exit.
@@ -348,9 +360,19 @@ fn a_run_through_slurm_succeeds_with_its_usage_and_answer() {
 }
 
 fn a_runtime_timeout_leaves_no_job_and_no_process() {
-    let sb = Sandbox::new().scenario("silent");
+    for sandbox in SANDBOXES {
+        a_runtime_timeout_leaves_no_job_and_no_process_with(sandbox);
+    }
+}
+
+fn a_runtime_timeout_leaves_no_job_and_no_process_with(sandbox: &str) {
+    let sb = Sandbox::new()
+        .scenario("silent")
+        .set("ORCHESTRATE_SANDBOX", sandbox);
     let out = sb.run("t", &["--runner", "slurm", "--timeout", "3s"]);
     let result = out.result();
+    let mode = if sandbox == "off" { "off" } else { "read-only" };
+    assert_eq!(result["sandbox"]["mode"], json!(mode), "{}", out.stdout);
     let (runner, id) = runner_of(&result);
     assert_eq!(
         (
@@ -377,7 +399,15 @@ fn a_runtime_timeout_leaves_no_job_and_no_process() {
 }
 
 fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
-    let sb = Sandbox::new().scenario("ignore-term");
+    for sandbox in SANDBOXES {
+        a_child_that_ignores_sigterm_is_killed_after_the_grace_with(sandbox);
+    }
+}
+
+fn a_child_that_ignores_sigterm_is_killed_after_the_grace_with(sandbox: &str) {
+    let sb = Sandbox::new()
+        .scenario("ignore-term")
+        .set("ORCHESTRATE_SANDBOX", sandbox);
     let out = sb.run(
         "t",
         &["--runner", "slurm", "--timeout", "2s", "--kill-grace", "1s"],
@@ -548,7 +578,15 @@ fn spawn_run(sb: &Sandbox, extra: &[&str]) -> std::process::Child {
 }
 
 fn kill_9_of_orchestrate_cancels_its_job_within_seconds() {
-    let sb = Sandbox::new().scenario("silent");
+    for sandbox in SANDBOXES {
+        kill_9_of_orchestrate_cancels_its_job_within_seconds_with(sandbox);
+    }
+}
+
+fn kill_9_of_orchestrate_cancels_its_job_within_seconds_with(sandbox: &str) {
+    let sb = Sandbox::new()
+        .scenario("silent")
+        .set("ORCHESTRATE_SANDBOX", sandbox);
     let mut child = spawn_run(&sb, &[]);
     let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
     kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
@@ -981,27 +1019,233 @@ fn no_srun_on_path_is_a_clear_failure() {
     assert_eq!(watchdogs(&sb), Vec::<i32>::new());
 }
 
-fn the_sandbox_and_network_off_are_refused_rather_than_silently_dropped() {
+/// A mode asked for is held on the node, as here: workspace-write writes the workspace
+/// and nothing else; `network off` is the node's own network namespace (the test's
+/// listener on 127.0.0.1 is out of reach, while it is reachable without it).
+fn a_mode_asked_for_and_network_off_are_held_on_the_node() {
     let sb = Sandbox::new();
-    let out = sb.run("t", &["--runner", "slurm", "--sandbox", "read-only"]);
+    std::fs::create_dir_all(sb.work.join(".git")).unwrap();
+    std::fs::write(sb.work.join(".git/config"), "[core]\n").unwrap();
+    let script = format!(
+        "(echo x > '{work}/made') 2>/dev/null && echo 'wrote workspace' || echo 'denied workspace'\n\
+         (echo x > '{home}/made') 2>/dev/null && echo 'wrote home' || echo 'denied home'\n\
+         (mkdir -p '{work}/.vscode' && echo '{{}}' > '{work}/.vscode/tasks.json') 2>/dev/null && echo 'wrote .vscode' || echo 'denied .vscode'\n\
+         (echo '[core] hooksPath = /tmp' >> '{work}/.git/config') 2>/dev/null && echo 'wrote .git' || echo 'denied .git'\n",
+        work = sb.work.display(),
+        home = sb.home.display()
+    );
+    let sb = sb.scenario("hostile").set("FAKE_AGENT_SCRIPT", &script);
+    let out = sb.run(
+        "t",
+        &[
+            "--runner",
+            "slurm",
+            "--sandbox",
+            "workspace-write",
+            "--details",
+            "full",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stdout);
+    let result = out.result();
+    assert_eq!(
+        (result["output"].clone(), result["sandbox"]["mode"].clone()),
+        (
+            json!("wrote workspace\ndenied home\ndenied .vscode\ndenied .git"),
+            json!("workspace-write")
+        )
+    );
+    assert!(sb.work.join("made").exists() && !sb.home.join("made").exists());
+    // The placeholder of the missing protected name went with the run, on the node.
+    assert!(!sb.work.join(".vscode").exists());
+    // The proxy of `network: provider` runs where orchestrate does: refused for the node.
+    let out = sb.run("t", &["--runner", "slurm", "--network", "provider"]);
     assert_eq!(
         (out.status, out.json()["details"]["error"]["message"].clone()),
         (
             2,
-            json!("Invalid input: sandbox read-only was asked for, but orchestrate's sandbox does not reach a child that runs through the slurm runner (use --sandbox off, or --runner local)")
+            json!("Invalid input: network provider was asked for, but orchestrate cannot confine the network of a child that runs through the slurm runner (use --runner local)")
         )
     );
-    let out = sb.run("t", &["--runner", "slurm", "--network", "off"]);
-    assert_eq!(out.status, 2, "{}", out.stdout);
-    // By default there is none, and the result says so.
-    let sb = Sandbox::new().set("ORCHESTRATE_SANDBOX", "auto");
-    let out = sb.run("t", &["--runner", "slurm"]);
     assert_eq!(
-        (out.status, out.result()["warnings"].clone()),
+        std::fs::read_to_string(sb.work.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let sb = Sandbox::new()
+        .scenario("connect-probe")
+        .set("FAKE_AGENT_CONNECT_PORT", &port);
+    let answers = |extra: &[&str]| {
+        let mut args = vec!["--runner", "slurm", "--details", "full"];
+        args.extend_from_slice(extra);
+        let out = sb.run("t", &args);
+        assert_eq!(out.status, 0, "{}", out.stdout);
+        let result = out.result();
         (
-            0,
-            json!(["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"])
+            result["output"].clone(),
+            result["sandbox"].clone(),
+            result["network"]["mode"].clone(),
         )
+    };
+    assert_eq!(
+        answers(&[]),
+        (
+            json!("connected"),
+            json!({"mode": "off", "mechanism": "none"}),
+            json!("on")
+        )
+    );
+    let (said, sandbox, network) = answers(&["--network", "off", "--sandbox", "read-only"]);
+    assert_eq!(
+        (said, network, sandbox["mode"].clone()),
+        (
+            json!("not connected: connection refused"),
+            json!("off"),
+            json!("read-only")
+        )
+    );
+    assert!(
+        sandbox["layers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("network-namespace")),
+        "{sandbox}"
+    );
+}
+
+/// The attacks of tests/hostile.rs that matter most, by a child on the node with the
+/// default sandbox (read-only: the fake agent has no tool that writes): writes outside its
+/// place (the workspace, the home), a plant in its CLI's configuration, a read of the
+/// user's ssh key, forgeries of the run's records. Each is denied, the child's own place
+/// stays writable, and the result names the same layers as the same run here.
+fn a_hostile_child_on_the_node_is_held_by_the_default_sandbox() {
+    let sb = Sandbox::new();
+    let existing = sb.home.join(".pi/agent/settings.json");
+    let planted = sb.home.join(".pi/agent/extensions/evil.ts");
+    let key = sb.home.join(".ssh/id_ed25519");
+    for (path, text) in [(&existing, "{}\n"), (&key, "orchestrate-slurm-secret\n")] {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let targets = [
+        ("workspace", sb.work.join("outside").display().to_string()),
+        ("home", sb.home.join("outside").display().to_string()),
+        ("settings", existing.display().to_string()),
+        ("extension", planted.display().to_string()),
+        ("result", "$d/result.json".to_string()),
+        ("exit-status", "$d/exit-status".to_string()),
+        ("plan", "$d/sandbox-exec.json".to_string()),
+        ("index", "$HOSTILE_STATE/runs.jsonl".to_string()),
+    ];
+    let mut script = format!(
+        "d=\"$HOSTILE_STATE/runs/$ORCHESTRATE_RUN_ID\"\nmkdir -p '{}' 2>/dev/null\n",
+        planted.parent().unwrap().display()
+    );
+    for (name, path) in &targets {
+        script.push_str(&format!(
+            "(echo planted >> \"{path}\") 2>/dev/null && echo 'wrote {name}' || echo 'denied {name}'\n"
+        ));
+    }
+    script.push_str(
+        "cat ~/.ssh/id_ed25519 2>/dev/null; ls -a ~/.ssh 2>&1 | tr '\\n' ' '; echo\n\
+         (echo mine > \"$TMPDIR/mine\") && echo 'wrote tmp'\n",
+    );
+    let state = sb.state.display().to_string();
+    let sb = sb
+        .scenario("hostile")
+        .set("ORCHESTRATE_SANDBOX", "auto")
+        .set("HOSTILE_STATE", &state)
+        .set("FAKE_AGENT_SCRIPT", &script)
+        // A report of its own, on stderr: too late to be taken for the node's.
+        .set("FAKE_AGENT_STDERR", FORGED_REPORT);
+    let out = sb.run("probe", &["--runner", "slurm", "--details", "full"]);
+    assert_eq!(out.status, 0, "{}\n{}", out.stdout, out.stderr);
+    let result = out.result();
+    let said: Vec<String> = result["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output: {}", out.stdout))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // pi's own folder is a private layer: what the child writes there is gone with the
+    // run (checked on disk below).
+    let mut want: Vec<String> = targets
+        .iter()
+        .map(|(name, _)| match *name {
+            "settings" | "extension" => format!("wrote {name}"),
+            _ => format!("denied {name}"),
+        })
+        .collect();
+    want.extend([". .. ".to_string(), "wrote tmp".to_string()]);
+    assert_eq!(said, want, "{}", out.stdout);
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "{}\n");
+    assert!(!planted.exists() && !sb.work.join("outside").exists());
+    let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
+    assert!(!index.contains("planted"), "{index}");
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let shown = sb.run_args(&["show", &id, "--json"]);
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(
+        shown["result"]["details"]["results"][0]["output"],
+        result["output"]
+    );
+
+    // The node's layers are the ones the same run gets here, and nothing is missing.
+    let local = sb.run("probe", &["--details", "full"]);
+    assert_eq!(local.status, 0, "{}", local.stdout);
+    assert_eq!(local.result()["output"], result["output"]);
+    let (_, job) = runner_of(&result);
+    assert_eq!(
+        (result["sandbox"].clone(), result.get("warnings").cloned()),
+        (local.result()["sandbox"].clone(), None),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(result["sandbox"]["mode"], json!("read-only"));
+    assert!(is_final(job_state(job).as_deref()));
+    // The node's report was taken off the child's stderr; the forgery is the child's.
+    let log = std::fs::read_to_string(sb.state.join("runs").join(&id).join("stderr.log")).unwrap();
+    assert_eq!(log, format!("{FORGED_REPORT}\n"));
+}
+
+/// What a child would write to pass for the node's report of the layers that held.
+const FORGED_REPORT: &str = r#"orchestrate-sandbox: {"held":["seccomp"],"missing":[]}"#;
+
+/// `sandbox-exec` on a node where the run folder is not (no shared filesystem), or whose
+/// plan is malformed: a clear error, and no child.
+fn a_node_without_the_run_folder_is_a_clear_failure() {
+    let sb = Sandbox::new();
+    let missing = sb.root.path().join("state/runs/ab12cd34/sandbox-exec.json");
+    let out = sb
+        .command(&["sandbox-exec", missing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(
+        err.starts_with("orchestrate sandbox-exec on ")
+            && err.contains(&format!(
+                "cannot read the sandbox plan {} here (the run folder must be on a filesystem the node shares, at the same path): No such file or directory",
+                missing.display()
+            )),
+        "{err}"
+    );
+    let bad = sb.root.path().join("bad.json");
+    std::fs::write(&bad, "{\"mode\": \"read-only\"}").unwrap();
+    let out = sb
+        .command(&["sandbox-exec", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the sandbox plan {} is malformed: missing field",
+            bad.display()
+        )),
+        "{err}"
     );
 }
 
@@ -1044,6 +1288,17 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
     let mut result = out.result();
     let (runner, id) = runner_of(&result);
     result["runner"] = runner;
+    // The default sandbox of an agent that writes, built on the node (its layers are the
+    // kernel's: Landlock's scopes need Linux 6.12).
+    let sandbox = result["sandbox"].clone();
+    let layers: Vec<&str> = sandbox["layers"]
+        .as_array()
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for layer in ["pid-namespace", "mounts", "landlock", "seccomp", "no-tty"] {
+        assert!(layers.contains(&layer), "{layer} did not hold: {sandbox}");
+    }
+    result["sandbox"]["layers"] = json!("LAYERS");
     // pi's prices are 1 and 2 $ per million input and output tokens; cached tokens
     // are free and not input.
     let (input, cache_read, output) = (200 - 40 + 300 - 100, 40 + 100, 14 + 9);
@@ -1066,8 +1321,8 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
                           "cacheWrite": 0, "cost": cost, "turns": 2},
                 "output": answer,
                 "displayItems": [tool_item("bash", &args), text_item(answer)],
-                "sandbox": {"mode": "off", "mechanism": "none"},
-                "warnings": ["no sandbox: the child runs through the slurm runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"],
+                "sandbox": {"mode": "workspace-write", "mechanism": "namespaces", "layers": "LAYERS"},
+                "network": {"mode": "on"},
                 "runner": {"kind": "slurm", "jobId": "<id>", "node": node(), "state": "COMPLETED"}
             })
         )
@@ -1088,6 +1343,17 @@ fn the_real_pi_runs_as_a_slurm_job_against_the_mock_llm(bin: &Path) {
             sb.root.path().display()
         )]
     );
+
+    // pi wrote its own session on the node, in the child's place of the run folder.
+    let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let session = sb
+        .state
+        .join("runs")
+        .join(&run_id)
+        .join("child/pi-session.jsonl");
+    let written = std::fs::read_to_string(&session)
+        .unwrap_or_else(|e| panic!("pi's session {}: {e}", session.display()));
+    assert!(written.contains(answer), "{written}");
 
     // Nothing of the run is left, and Slurm is done with the job.
     let marker = sb.marker();

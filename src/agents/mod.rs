@@ -59,6 +59,8 @@ impl AgentDef {
             system_prompt: self.system_prompt.clone(),
             command: self.command.clone(),
             dialect: self.dialect,
+            // Its own `acp_command:`; a run puts the config's in where it has none.
+            acp_command: self.settings.acp_command.clone(),
         }
     }
 

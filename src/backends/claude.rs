@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::lenient::{Amount, Count, Flag, List, Object, Str};
+use super::provider::{self, ProviderHost, ProviderQuery};
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, parse_json, short_text, text_event, BackendError, BackendSpec, Dialect,
@@ -63,6 +64,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<ClaudeDialect>::default(),
+        talks: false,
         // Claude keeps to a cost budget itself (`--max-budget-usd`); its per-message usage
         // counts the input while it runs.
         reports: super::Reports {
@@ -109,7 +111,62 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
             ..Default::default()
         }
     }),
+    provider_hosts,
 };
+
+/// Anthropic's API (`ANTHROPIC_BASE_URL` moves it) and the host that refreshes a
+/// claude.ai login's token (`platform.claude.com`, in claude 2.1.332's binary); or
+/// Bedrock, Vertex AI or Foundry when claude is switched to one of them. Its other
+/// traffic (update checks, telemetry, error reports) is not its provider's.
+fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
+    let on = |var: &str| {
+        q.env
+            .get(var)
+            .is_some_and(|v| !matches!(v.to_str(), Some("0" | "false" | "")))
+    };
+    let var = |var: &str| q.env.get(var).map(|v| v.to_string_lossy().into_owned());
+    if on("CLAUDE_CODE_USE_BEDROCK") {
+        let region = var("AWS_REGION")
+            .or_else(|| var("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|| "us-east-1".into());
+        return vec![q.env_url("ANTHROPIC_BEDROCK_BASE_URL").unwrap_or_else(|| {
+            ProviderHost::url(
+                format!("https://bedrock-runtime.{region}.amazonaws.com"),
+                "AWS_REGION",
+            )
+        })];
+    }
+    if on("CLAUDE_CODE_USE_VERTEX") {
+        let api = q.env_url("ANTHROPIC_VERTEX_BASE_URL").unwrap_or_else(|| {
+            match var("CLOUD_ML_REGION").as_deref() {
+                None | Some("global") => ProviderHost::Host("aiplatform.googleapis.com"),
+                Some(region) => ProviderHost::url(
+                    format!("https://{region}-aiplatform.googleapis.com"),
+                    "CLOUD_ML_REGION",
+                ),
+            }
+        });
+        return vec![api, ProviderHost::Host("oauth2.googleapis.com")];
+    }
+    if on("CLAUDE_CODE_USE_FOUNDRY") {
+        return q
+            .env_url("ANTHROPIC_FOUNDRY_BASE_URL")
+            .or_else(|| {
+                var("ANTHROPIC_FOUNDRY_RESOURCE").map(|r| {
+                    ProviderHost::url(
+                        format!("https://{r}.services.ai.azure.com"),
+                        "ANTHROPIC_FOUNDRY_RESOURCE",
+                    )
+                })
+            })
+            .into_iter()
+            .collect();
+    }
+    match q.env_url("ANTHROPIC_BASE_URL") {
+        Some(url) => vec![url],
+        None => provider::hosts_of("anthropic").collect(),
+    }
+}
 
 pub(crate) fn build(
     program: OsString,
@@ -580,6 +637,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -626,6 +684,7 @@ mod tests {
                 resume: None,
                 max_cost: Some(0.5),
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -670,6 +729,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -694,6 +754,7 @@ mod tests {
                         run_dir: dir.path(),
                         resume: None,
                         outer_sandbox,
+                        permissions: &crate::backends::permissions::PermissionPolicy::default(),
                         max_cost: None,
                         output_schema: None,
                     },
@@ -735,6 +796,7 @@ mod tests {
                 output_schema: Some(&schema),
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
             },
         )
         .unwrap();

@@ -16,6 +16,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::lenient::{Count, Object, Str};
+use super::provider::{ProviderHost, ProviderQuery};
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
@@ -40,6 +41,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<CodexDialect>::default(),
+        talks: false,
         reports: super::Reports {
             cost: false,
             usage_while_running: false,
@@ -70,7 +72,70 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
             ..Default::default()
         }
     }),
+    provider_hosts,
 };
+
+/// The model provider `$CODEX_HOME/config.toml` selects (`model_provider`, or the active
+/// profile's): a provider of its own is its `base_url`; the built-in `openai` is
+/// `api.openai.com` for an API key and `chatgpt.com` for a ChatGPT login (its token
+/// refreshed at `auth.openai.com`), or its `openai_base_url`; `oss`/`ollama` and `lmstudio`
+/// are local servers.
+fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
+    let path = q
+        .env
+        .dir_or_home("CODEX_HOME", ".codex")
+        .map(|home| home.join("config.toml"));
+    let config: toml::Table = path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| toml::from_str(&text).ok())
+        .unwrap_or_default();
+    let from = |key: &str| match &path {
+        Some(p) => format!("{} {key}", p.display()),
+        None => key.to_string(),
+    };
+    let text = |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let profile = text(&config, "profile").and_then(|name| {
+        config
+            .get("profiles")
+            .and_then(|p| p.get(&name))
+            .and_then(|p| p.as_table())
+            .cloned()
+    });
+    let provider = profile
+        .as_ref()
+        .and_then(|p| text(p, "model_provider"))
+        .or_else(|| text(&config, "model_provider"))
+        .unwrap_or_else(|| "openai".into());
+    let own = config
+        .get("model_providers")
+        .and_then(|p| p.get(&provider))
+        .and_then(|p| p.get("base_url"))
+        .and_then(|u| u.as_str());
+    if let Some(url) = own {
+        return vec![ProviderHost::url(
+            url,
+            from(&format!("model_providers.{provider}.base_url")),
+        )];
+    }
+    match provider.as_str() {
+        "oss" | "ollama" => vec![ProviderHost::url(
+            "http://localhost:11434/v1",
+            "codex's ollama provider",
+        )],
+        "lmstudio" => vec![ProviderHost::url(
+            "http://localhost:1234/v1",
+            "codex's lmstudio provider",
+        )],
+        _ => match text(&config, "openai_base_url") {
+            Some(url) => vec![ProviderHost::url(url, from("openai_base_url"))],
+            None => ["api.openai.com", "chatgpt.com", "auth.openai.com"]
+                .into_iter()
+                .map(ProviderHost::Host)
+                .collect(),
+        },
+    }
+}
 
 /// The variables codex's config names as providers' keys (`env_key = "…"`, any table).
 fn config_env_keys(config: &str) -> Vec<String> {
@@ -502,6 +567,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -534,6 +600,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -577,6 +644,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -599,6 +667,7 @@ mod tests {
                 resume: Some(&from),
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -657,6 +726,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume,
                     outer_sandbox: true,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     max_cost: None,
                     output_schema: None,
                 },
@@ -692,6 +762,7 @@ mod tests {
                     output_schema: Some(&schema),
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 },
             )
             .unwrap();

@@ -34,6 +34,9 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
         env: super::any_provider_env(),
         ..Default::default()
     }),
+    // Whatever the agent's command is: it has no known provider; `allow_hosts` names
+    // what it may reach.
+    provider_hosts: |_| Vec::new(),
 };
 
 fn env_value(name: &str) -> Option<String> {
@@ -161,6 +164,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -198,6 +202,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -232,6 +237,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )

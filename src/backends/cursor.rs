@@ -40,6 +40,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<CursorDialect>::default(),
+        talks: false,
         reports: super::Reports {
             cost: false,
             usage_while_running: false,
@@ -50,6 +51,14 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     provider: Some("cursor"),
     // Not verified against the real CLI.
     home: None,
+    // Cursor's own backend, by its docs (not verified: the CLI cannot be installed
+    // offline).
+    provider_hosts: |_| {
+        vec![
+            super::provider::ProviderHost::Host("*.cursor.sh"),
+            super::provider::ProviderHost::Host("*.cursor.com"),
+        ]
+    },
 };
 
 pub(crate) fn build(
@@ -344,6 +353,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -381,6 +391,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::lenient::{Count, Flag, Object, Str};
+use super::provider::{self, ProviderHost, ProviderQuery};
 use super::tools::Permissions;
 use super::{
     is_empty_json_str, parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation,
@@ -37,6 +38,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<GeminiDialect>::default(),
+        talks: false,
         reports: super::Reports {
             cost: false,
             usage_while_running: false,
@@ -72,7 +74,66 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
             ..Default::default()
         }
     }),
+    provider_hosts,
 };
+
+/// By the auth its settings select (`security.auth.selectedType` in
+/// `~/.gemini/settings.json`, else what the environment has a key for): the Gemini API
+/// (`GOOGLE_GEMINI_BASE_URL` moves it), Vertex AI, or for a Google login Code Assist
+/// (`CODE_ASSIST_ENDPOINT` moves it) and the host that refreshes its token. (The hosts are
+/// those in gemini-cli 0.61.0's bundle.)
+fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
+    let settings = q
+        .env
+        .dir_or_home("GEMINI_CLI_HOME", "")
+        .map(|home| home.join(".gemini/settings.json"))
+        .and_then(|p| provider::read_json(&p).ok().flatten());
+    let selected = settings
+        .as_ref()
+        .and_then(|s| s.pointer("/security/auth/selectedType"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let set = |var: &str| q.env.get(var).is_some();
+    let auth = selected.unwrap_or_else(|| {
+        if set("GEMINI_API_KEY") || set("GOOGLE_GEMINI_BASE_URL") {
+            "gemini-api-key".into()
+        } else if q
+            .env
+            .get("GOOGLE_GENAI_USE_VERTEXAI")
+            .is_some_and(|v| v.to_str() == Some("true"))
+        {
+            "vertex-ai".into()
+        } else {
+            "oauth-personal".into()
+        }
+    });
+    match auth.as_str() {
+        "vertex-ai" => {
+            let api = q.env_url("GOOGLE_VERTEX_BASE_URL").unwrap_or_else(|| {
+                match q
+                    .env
+                    .get("GOOGLE_CLOUD_LOCATION")
+                    .map(|v| v.to_string_lossy().into_owned())
+                {
+                    Some(region) if region != "global" => ProviderHost::url(
+                        format!("https://{region}-aiplatform.googleapis.com"),
+                        "GOOGLE_CLOUD_LOCATION",
+                    ),
+                    _ => ProviderHost::Host("aiplatform.googleapis.com"),
+                }
+            });
+            vec![api, ProviderHost::Host("oauth2.googleapis.com")]
+        }
+        "gemini-api-key" => vec![q
+            .env_url("GOOGLE_GEMINI_BASE_URL")
+            .unwrap_or(ProviderHost::Host("generativelanguage.googleapis.com"))],
+        _ => vec![
+            q.env_url("CODE_ASSIST_ENDPOINT")
+                .unwrap_or(ProviderHost::Host("cloudcode-pa.googleapis.com")),
+            ProviderHost::Host("oauth2.googleapis.com"),
+        ],
+    }
+}
 
 pub(crate) fn build(
     program: OsString,
@@ -408,6 +469,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -457,6 +519,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -486,6 +549,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -510,6 +574,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )
@@ -541,6 +606,7 @@ mod tests {
                     run_dir: dir.path(),
                     resume: None,
                     outer_sandbox,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     max_cost: None,
                     output_schema: None,
                 },

@@ -8,6 +8,7 @@
 //! [`BACKENDS`] lists them all; a backend is one file whose `BACKEND` spec holds every
 //! fact about its CLI.
 
+pub(crate) mod acp;
 pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod command;
@@ -15,7 +16,9 @@ pub(crate) mod cursor;
 pub(crate) mod gemini;
 pub(crate) mod lenient;
 pub(crate) mod opencode;
+pub(crate) mod permissions;
 pub(crate) mod pi;
+pub(crate) mod provider;
 pub(crate) mod tools;
 
 use std::ffi::OsString;
@@ -49,6 +52,8 @@ pub(crate) fn any_provider_env() -> Vec<String> {
     .to_vec()
 }
 use crate::structured::OutputSchema;
+pub(crate) use crate::supervisor::ChildInput;
+use permissions::PermissionPolicy;
 
 /// What a backend needs of the agent it runs, taken from the agent's definition
 /// (`AgentDef::brief`): backends read no agent files.
@@ -64,6 +69,9 @@ pub struct AgentBrief {
     /// For the `command` backend: the command template and the dialect of its output.
     pub command: Option<String>,
     pub dialect: Option<Backend>,
+    /// For the `acp` backend: the ACP agent's command line (the agent's `acp_command:`,
+    /// else the config's).
+    pub acp_command: Option<String>,
 }
 
 /// Everything a backend needs to build the child's command line.
@@ -87,6 +95,9 @@ pub struct InvocationInput<'a> {
     /// The schema the answer must match, for a CLI that takes it through its own option
     /// (see [`SchemaRoute`]); `None` otherwise, the request being in `task` then.
     pub output_schema: Option<&'a OutputSchema>,
+    /// How the child's permission requests are answered, and where it works (for a CLI
+    /// that asks: an ACP agent).
+    pub permissions: &'a PermissionPolicy,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -150,6 +161,9 @@ impl InvocationInput<'_> {
 /// A built command line and the files it refers to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
+    /// How orchestrate talks to the child over its stdin, for a CLI that takes a protocol
+    /// there; `None`: its stdin is /dev/null and its dialect only reads.
+    pub talk: Option<Talk>,
     pub program: OsString,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
@@ -170,7 +184,22 @@ impl Invocation {
             prompt_files: Vec::new(),
             warnings: Vec::new(),
             dialect,
+            talk: None,
         }
+    }
+
+    /// The dialect that reads this child's stream (and, for a child orchestrate talks to,
+    /// holds up orchestrate's side of the conversation).
+    pub fn dialect(&self) -> Box<dyn Dialect> {
+        match &self.talk {
+            Some(talk) => talk.dialect(),
+            None => self.dialect.parser(),
+        }
+    }
+
+    /// Whether the child's stdin is a pipe orchestrate writes.
+    pub fn talks(&self) -> bool {
+        self.talk.is_some()
     }
 
     pub fn arg(&mut self, a: impl Into<OsString>) -> &mut Self {
@@ -184,7 +213,26 @@ impl Invocation {
     }
 }
 
-/// Parses one CLI's JSONL stream into normalized events.
+/// A conversation orchestrate holds with a child over its stdin: what the talking dialect
+/// needs to hold up its side (what it sends first, how it answers the child's requests).
+/// One variant per protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Talk {
+    /// The Agent Client Protocol (JSON-RPC over stdio).
+    Acp(acp::Conversation),
+}
+
+impl Talk {
+    fn dialect(&self) -> Box<dyn Dialect> {
+        match self {
+            Talk::Acp(conv) => Talk::acp_dialect(conv),
+        }
+    }
+}
+
+/// Parses one CLI's JSONL stream into normalized events, and, for a CLI orchestrate talks
+/// to (a protocol over stdio), writes orchestrate's requests and replies: such a dialect
+/// keeps the conversation's state and writes through the [`ChildInput`] it is given.
 pub trait Dialect: Send {
     /// Parses one line. Returns false when the line is not a JSON object this dialect
     /// recognizes as an event (the caller counts it as skipped). Unknown event types are
@@ -194,6 +242,19 @@ pub trait Dialect: Send {
     /// Reads one line of the child's stderr, for CLIs that say only there that they are
     /// retrying their provider (`AgentEvent::Retry`). Stderr is never the answer.
     fn parse_stderr_line(&mut self, _line: &str, _emit: &mut dyn FnMut(AgentEvent<'_>)) {}
+
+    /// For a dialect that talks to its child: called once, before the child starts, with
+    /// the handle on its stdin. What it queues at once (a handshake) is written as soon as
+    /// the child runs; later requests and replies are written from `parse_line`.
+    fn attach(&mut self, _input: ChildInput) {}
+
+    /// A graceful stop begins (a timeout, a budget, a cancel, a signal): writes the
+    /// protocol's own cancel when there is work under way to cancel, and says whether it
+    /// did. The supervisor then gives the child the kill grace to end its turn (its
+    /// final event) before SIGTERM; false means SIGTERM at once.
+    fn cancel(&mut self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -259,11 +320,18 @@ pub struct BackendSpec {
     /// [`crate::sandbox::CliHome`]), found by running the real CLI under the sandbox.
     /// `None`: not verified, so no sandbox by default.
     pub home: Option<fn(&ChildEnv<'_>) -> CliHome>,
+    /// The hosts its CLI reaches its model at, which `network: provider` lets the child
+    /// through to: the provider's API hosts (found with the real CLI), and the base URLs
+    /// the user configured in its environment or config files.
+    pub provider_hosts: fn(&provider::ProviderQuery<'_>) -> Vec<provider::ProviderHost>,
 }
 
 /// A CLI's stream: its parser, and what it reports.
 pub struct DialectSpec {
     pub parser: fn() -> Box<dyn Dialect>,
+    /// orchestrate holds a conversation with the child over its stdin (ACP): not a
+    /// dialect the command backend can name, whose child's stdin is /dev/null.
+    pub talks: bool,
     pub reports: Reports,
 }
 
@@ -343,6 +411,13 @@ pub(crate) static BACKENDS: &[&BackendSpec] = &[
     &opencode::BACKEND,
     &cursor::BACKEND,
     &command::BACKEND,
+    &acp::BACKEND,
+    &acp::GEMINI,
+    &acp::OPENCODE,
+    &acp::CLAUDE,
+    &acp::CODEX,
+    &acp::PI,
+    &acp::QWEN,
 ];
 
 /// A child CLI orchestrate can drive: its [`BackendSpec`] in [`BACKENDS`]. As the name
@@ -444,9 +519,9 @@ impl Backend {
         Backend::all().filter(|b| b.0.auto)
     }
 
-    /// The backends whose stream orchestrate reads: the dialects.
+    /// The backends whose stream orchestrate reads (and only reads): the dialects.
     pub fn dialects() -> impl Iterator<Item = Backend> {
-        Backend::all().filter(|b| b.0.dialect.is_some())
+        Backend::all().filter(|b| b.0.dialect.as_ref().is_some_and(|d| !d.talks))
     }
 
     pub fn spec(self) -> &'static BackendSpec {
@@ -517,7 +592,10 @@ impl Backend {
     /// The program to run: `ORCHESTRATE_<NAME>_BIN` when set (a custom install, or a
     /// test double), else the CLI's usual name looked up on PATH.
     pub fn program(self) -> OsString {
-        let var = format!("ORCHESTRATE_{}_BIN", self.name().to_ascii_uppercase());
+        let var = format!(
+            "ORCHESTRATE_{}_BIN",
+            self.name().to_ascii_uppercase().replace('-', "_")
+        );
         std::env::var_os(var)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| OsString::from(self.spec().program))
@@ -662,6 +740,7 @@ pub(crate) mod test_support {
             system_prompt: prompt.into(),
             command: None,
             dialect: None,
+            acp_command: None,
         }
     }
 
@@ -825,15 +904,27 @@ pub(crate) mod test_support {
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.file_name().is_some_and(|n| n != "mod.rs"))
+            // A backend with a folder of its own declares it in the folder's mod.rs.
             .filter(|p| {
-                std::fs::read_to_string(p)
+                let file = if p.is_dir() {
+                    p.join("mod.rs")
+                } else {
+                    p.clone()
+                };
+                std::fs::read_to_string(file)
                     .unwrap()
                     .contains("static BACKEND: BackendSpec")
             })
             .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
             .collect();
         files.sort();
-        let mut registered: Vec<String> = Backend::all().map(|b| b.name().to_string()).collect();
+        // The ACP presets are declared beside the `acp` backend, each in the registry.
+        let preset = |b: &Backend| acp::PRESETS.iter().any(|p| p.name == b.name());
+        assert_eq!(Backend::all().filter(preset).count(), acp::PRESETS.len());
+        let mut registered: Vec<String> = Backend::all()
+            .filter(|b| !preset(b))
+            .map(|b| b.name().to_string())
+            .collect();
         registered.sort();
         assert_eq!(files, registered);
         let mut names: Vec<&str> = BACKENDS

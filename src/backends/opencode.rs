@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::lenient::{Amount, Count, Object, Str};
+use super::provider::{self, ProviderHost, ProviderQuery};
 use super::tools::{Permissions, Tool};
 use super::{
     parse_json, text_event, BackendError, BackendSpec, Dialect, Invocation, InvocationInput,
@@ -45,6 +46,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::<OpencodeDialect>::default(),
+        talks: false,
         reports: super::Reports {
             cost: true,
             usage_while_running: true,
@@ -87,7 +89,81 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
             ..Default::default()
         }
     }),
+    provider_hosts,
 };
+
+/// The provider of the model (`-m provider/model`, else the config's `model`): its
+/// `options.baseURL` in the first config file that sets one (the inline
+/// `OPENCODE_CONFIG_CONTENT`, the user's `opencode.json`, the project's), else the API
+/// hosts of a provider opencode knows by name. A model whose provider cannot be told gets
+/// every configured base URL and every known provider's hosts.
+fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
+    let mut configs: Vec<(String, Value)> = Vec::new();
+    if let Some(text) = q.env.get("OPENCODE_CONFIG_CONTENT") {
+        if let Ok(v) = provider::parse_jsonc(&text.to_string_lossy()) {
+            configs.push(("OPENCODE_CONFIG_CONTENT".into(), v));
+        }
+    }
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(dir) = crate::sandbox::xdg_dir(q.env, "XDG_CONFIG_HOME", ".config", "opencode") {
+        for name in ["opencode.json", "opencode.jsonc", "config.json"] {
+            files.push(dir.join(name));
+        }
+    }
+    files.extend(provider::project_files(
+        q.cwd,
+        &[
+            "opencode.json",
+            "opencode.jsonc",
+            ".opencode/opencode.json",
+            ".opencode/opencode.jsonc",
+        ],
+    ));
+    for path in files {
+        if let Ok(Some(v)) = provider::read_json(&path) {
+            configs.push((path.display().to_string(), v));
+        }
+    }
+    let model = q.model.map(str::to_string).or_else(|| {
+        configs
+            .iter()
+            .find_map(|(_, c)| c["model"].as_str().map(str::to_string))
+    });
+    let provider = model
+        .as_deref()
+        .and_then(|m| m.split_once('/'))
+        .map(|(p, _)| p.to_string());
+    let base_url = |id: &str| {
+        configs.iter().find_map(|(from, c)| {
+            c["provider"][id]["options"]["baseURL"]
+                .as_str()
+                .map(|url| ProviderHost::url(url, format!("{from} provider.{id}.options.baseURL")))
+        })
+    };
+    match provider {
+        Some(id) => match base_url(&id) {
+            Some(url) => vec![url],
+            None => provider::hosts_of(&id).collect(),
+        },
+        None => {
+            let mut ids: Vec<String> = configs
+                .iter()
+                .filter_map(|(_, c)| c["provider"].as_object())
+                .flat_map(|p| p.keys().cloned())
+                .collect();
+            ids.sort();
+            ids.dedup();
+            ids.iter()
+                .filter_map(|id| base_url(id))
+                .chain(
+                    provider::KNOWN_PROVIDERS
+                        .iter()
+                        .flat_map(|p| provider::hosts_of(p)),
+                )
+                .collect()
+        }
+    }
+}
 
 pub(crate) fn build(
     program: OsString,
@@ -421,6 +497,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -484,6 +561,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -523,6 +601,7 @@ mod tests {
                     resume: None,
                     max_cost: None,
                     outer_sandbox: false,
+                    permissions: &crate::backends::permissions::PermissionPolicy::default(),
                     output_schema: None,
                 },
             )

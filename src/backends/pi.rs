@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::lenient::{Amount, Count, Flag, List, Object, Str};
+use super::provider::{self, ProviderHost, ProviderQuery};
 use super::tools::{Permissions, Tool};
 use super::{
     is_empty_json_str, short_text, text_event, write_prompt_file, BackendError, BackendSpec,
@@ -46,6 +47,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     build,
     dialect: Some(super::DialectSpec {
         parser: || Box::new(PiDialect),
+        talks: false,
         reports: super::Reports {
             cost: true,
             usage_while_running: true,
@@ -69,7 +71,54 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
             ..Default::default()
         }
     }),
+    provider_hosts,
 };
+
+/// The provider of the model (`--model provider/id`, else `defaultProvider` in its
+/// `settings.json`): its `baseUrl` in `models.json` (a provider of the user's, or an
+/// override of a built-in one), else the API hosts of a provider pi knows by name. A model
+/// whose provider cannot be told gets every configured base URL and every known
+/// provider's hosts.
+fn provider_hosts(q: &ProviderQuery<'_>) -> Vec<ProviderHost> {
+    let dir = q.env.dir_or_home("PI_CODING_AGENT_DIR", ".pi/agent");
+    let read = |name: &str| {
+        dir.as_ref()
+            .map(|d| d.join(name))
+            .and_then(|p| provider::read_json(&p).ok().flatten().map(|v| (p, v)))
+    };
+    let models = read("models.json");
+    let provider = q.model_provider().map(str::to_string).or_else(|| {
+        read("settings.json").and_then(|(_, s)| s["defaultProvider"].as_str().map(str::to_string))
+    });
+    let base_url = |id: &str| {
+        models.as_ref().and_then(|(path, m)| {
+            m["providers"][id]["baseUrl"].as_str().map(|url| {
+                ProviderHost::url(url, format!("{} providers.{id}.baseUrl", path.display()))
+            })
+        })
+    };
+    match provider {
+        Some(id) => match base_url(&id) {
+            Some(url) => vec![url],
+            None => provider::hosts_of(&id).collect(),
+        },
+        None => {
+            let ids: Vec<String> = models
+                .as_ref()
+                .and_then(|(_, m)| m["providers"].as_object())
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            ids.iter()
+                .filter_map(|id| base_url(id))
+                .chain(
+                    provider::KNOWN_PROVIDERS
+                        .iter()
+                        .flat_map(|p| provider::hosts_of(p)),
+                )
+                .collect()
+        }
+    }
+}
 
 pub(crate) fn build(
     program: OsString,
@@ -531,6 +580,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -582,6 +632,7 @@ mod tests {
                 resume: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
                 output_schema: None,
             },
         )
@@ -624,6 +675,7 @@ mod tests {
                 output_schema: None,
                 max_cost: None,
                 outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
             },
         )
         .unwrap();

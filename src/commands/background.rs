@@ -8,8 +8,9 @@ use nix::sys::signal::Signal;
 use super::run::{print_result, OutputFormat};
 use crate::background::{self, RunState};
 use crate::error::RunError;
+use crate::observe::line::{Tail, EVENTS_FILE};
 use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
-use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
+use crate::session::{FindRunError, RunDir, RunId, RunIdPrefix, StateDir};
 
 /// How often `wait` looks for the result.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -164,6 +165,71 @@ pub fn wait(prefix: &RunIdPrefix, timeout: Option<Duration>, format: OutputForma
     }
 }
 
+/// Asks the orchestrate that runs `run_id` (found by its `events.jsonl`, in the state
+/// directory or a nested run's) to stop that run alone. The run's own result says how it
+/// ended once it has.
+pub(crate) fn request_stop(state: &StateDir, run_id: &RunId) -> Result<RunDir, String> {
+    let dir = crate::live::find_run_dir(state, run_id)
+        .ok_or_else(|| format!("no run {run_id} (see `orchestrate runs`)"))?;
+    if let Some(parent) = crate::live::parent_run_dir(&dir.path) {
+        // A nested run's records are its parent's child's data: the pid they name may be
+        // any process's, so no signal goes to it. Stopping the parent stops its tree.
+        let parent = parent.file_name().unwrap_or_default().to_string_lossy();
+        return Err(format!(
+            "run {run_id} was started by the child of run {parent}: stop run {parent}"
+        ));
+    }
+    let mut tail = Tail::new(dir.path.join(EVENTS_FILE));
+    let mut progress = crate::live::Progress::default();
+    loop {
+        let lines = tail
+            .read()
+            .map_err(|e| format!("cannot read {}: {e}", tail.path().display()))?;
+        if lines.is_empty() {
+            break;
+        }
+        lines.iter().for_each(|l| progress.take(&l.event));
+    }
+    if progress.ended || dir.result_file().exists() {
+        return Err(format!("run {run_id} has already ended"));
+    }
+    let supervisor = progress.supervisor.ok_or_else(|| {
+        format!("run {run_id} has no events yet (or was recorded by an older orchestrate)")
+    })?;
+    crate::live::stop::request(&dir.path, &supervisor)
+        .map_err(|e| format!("cannot stop run {run_id}: {e}"))?;
+    Ok(dir)
+}
+
+/// `orchestrate stop` of a run that is not a background one: a stop request, then its
+/// result once written.
+fn stop_one_run(state: &StateDir, run_id: &RunId, format: OutputFormat) -> i32 {
+    let dir = match request_stop(state, run_id) {
+        Ok(dir) => dir,
+        // Already over: its result is the answer.
+        Err(_) if state.run_dir(run_id).result_file().exists() => state.run_dir(run_id),
+        Err(why) => return refuse(format, RunError::invalid(why)),
+    };
+    let started = Instant::now();
+    while started.elapsed() < STOP_WAIT {
+        if let Ok(bytes) = std::fs::read(dir.result_file()) {
+            if let Ok(result) = serde_json::from_slice::<RunResult>(&bytes) {
+                return print_result(format, &result, exit_status::SUCCESS);
+            }
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    let e = RunError::invalid(format!(
+        "Run {run_id} did not stop within {}s of the stop request; it is still running.",
+        STOP_WAIT.as_secs()
+    ));
+    print_result(
+        format,
+        &e.to_result(Some(run_id.as_str())),
+        exit_status::FAILURE,
+    )
+}
+
 /// Stops a background run: SIGTERM to its supervisor, which stops the child's whole group
 /// and writes a cancelled result; then prints the run's result. Exit 0 once the run has
 /// ended (stopped now, or earlier on its own: its own status is in the result); 1 when it
@@ -186,6 +252,11 @@ pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
             }
             STOP_WAIT
         }
+        // Not a background run: one of the runs of an orchestrate running in the
+        // foreground (a fan-out's task, an MCP call), stopped on its own.
+        Ok(RunState::Unknown) => {
+            return stop_one_run(&state, run_id, format);
+        }
         Ok(_) => Duration::ZERO,
         Err(e) => {
             return super::run::print_internal_error(
@@ -204,5 +275,42 @@ pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
             print_result(format, &result, exit_status::FAILURE)
         }
         Err(status) => status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A nested run's `events.jsonl` is written in the child's place, where a hostile
+    /// child can write anything: here it names this very process as its supervisor,
+    /// listening on SIGUSR1 (whose default action would end this test). No signal goes.
+    #[test]
+    fn a_nested_runs_recorded_supervisor_is_never_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            root: dir.path().to_path_buf(),
+        };
+        let nested = dir.path().join("runs/ab12cd34/child/state/runs/cd34ab12");
+        std::fs::create_dir_all(&nested).unwrap();
+        let me = std::process::id();
+        let forged = serde_json::json!({
+            "at": 1, "type": "run", "runId": "cd34ab12", "agent": "a", "backend": "pi",
+            "task": "t", "cwd": "/", "depth": 1,
+            "supervisor": {
+                "pid": me,
+                "startTime": crate::platform::process_start_time(me),
+                "startedAtMs": 1,
+                "pidNs": crate::observe::events_file::pid_namespace(),
+                "stopSignal": "SIGUSR1",
+            },
+        });
+        std::fs::write(nested.join(EVENTS_FILE), format!("{forged}\n")).unwrap();
+        let id = RunId::parse("cd34ab12").unwrap();
+        assert_eq!(
+            request_stop(&state, &id).map(|d| d.path),
+            Err("run cd34ab12 was started by the child of run ab12cd34: stop run ab12cd34".into())
+        );
+        assert!(!nested.join(crate::live::stop::STOP_REQUEST_FILE).exists());
     }
 }

@@ -208,9 +208,9 @@ mod tests {
         let bash = standalone(Shell::Bash);
         assert!(bash.contains("_orchestrate()"), "{bash}");
         for values in [
-            "\"auto claude pi codex gemini opencode cursor command\"",
+            "\"auto claude pi codex gemini opencode cursor command acp gemini-acp opencode-acp claude-acp codex-acp pi-acp qwen-acp\"",
             "\"read-only workspace-write off\"",
-            "\"on off\"",
+            "\"on off provider\"",
             "\"worktree none\"",
             "\"json text stream-json\"",
         ] {
@@ -219,9 +219,9 @@ mod tests {
         let zsh = standalone(Shell::Zsh);
         assert!(zsh.contains("#compdef orchestrate"), "{zsh}");
         for values in [
-            ":BACKEND:(auto claude pi codex gemini opencode cursor command)",
+            ":BACKEND:(auto claude pi codex gemini opencode cursor command acp gemini-acp opencode-acp claude-acp codex-acp pi-acp qwen-acp)",
             ":SANDBOX:(read-only workspace-write off)",
-            ":NETWORK:(on off)",
+            ":NETWORK:(on off provider)",
             ":ISOLATION:(worktree none)",
             ":OUTPUT:(json text stream-json)",
         ] {

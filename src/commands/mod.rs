@@ -5,10 +5,13 @@ pub mod agents;
 pub mod background;
 pub mod completions;
 pub mod config;
+pub mod events;
 pub mod run;
 pub mod runs;
+mod sandbox_exec;
 pub mod show;
 pub mod summary;
+pub mod watch;
 pub mod worktree;
 
 use crate::cli::{Cli, Command, WorktreeAction};
@@ -16,6 +19,13 @@ use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// Runs the parsed command and returns the process exit status.
 pub fn dispatch(cli: Cli) -> i32 {
+    let status = command(cli);
+    // The result is out; what the run's spans still need is a bounded wait.
+    crate::observe::trace::shutdown();
+    status
+}
+
+fn command(cli: Cli) -> i32 {
     match cli.command {
         Command::Agents { json, agents_dir } => agents::agents(json, agents_dir),
         Command::Mcp { agents_dir } => serve_mcp(agents_dir),
@@ -26,7 +36,19 @@ pub fn dispatch(cli: Cli) -> i32 {
         } => background::wait(&run_id, timeout, output),
         Command::Stop { run_id, output } => background::stop(&run_id, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
-        Command::Show { run_id, json } => show::show(&run_id, json),
+        Command::Watch => watch::watch(),
+        Command::Show {
+            run_id,
+            json,
+            events,
+            follow,
+        } => {
+            if events || follow {
+                events::show_events(&run_id, json, follow)
+            } else {
+                show::show(&run_id, json)
+            }
+        }
         Command::Worktree { action } => match action {
             WorktreeAction::Rm {
                 run_id,
@@ -40,6 +62,7 @@ pub fn dispatch(cli: Cli) -> i32 {
         },
         Command::Config { json } => config::config(json),
         Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
+        Command::SandboxExec { plan } => sandbox_exec::sandbox_exec(&plan),
         Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),
     }

@@ -120,6 +120,10 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
             );
         }
     };
+    // Not listening costs only `orchestrate stop` and `watch` the stop of one run.
+    let _stop_requests = crate::live::stop::listen()
+        .inspect_err(|e| tracing::warn!("stop requests are not taken: {e}"))
+        .ok();
     let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
         Ok(env) => env,
         Err(e) => return print_result(format, &e.to_result(None), e.exit_status()),

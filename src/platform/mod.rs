@@ -37,7 +37,9 @@ use std::path::PathBuf;
 
 #[cfg(test)]
 pub(crate) use imp::IMPLEMENTATION;
-pub(crate) use imp::{process_start_time, sandbox_mechanism, spawn, GroupChild};
+pub(crate) use imp::{
+    network_namespaces, process_start_time, sandbox_mechanism, spawn, GroupChild,
+};
 pub(crate) use path::find_program;
 pub(crate) use unix::{LeaderExit, StartTime};
 
@@ -46,8 +48,9 @@ pub(crate) use unix::{LeaderExit, StartTime};
 /// inside this one. The platform sets it as it starts the child; the sandbox reads it.
 pub(crate) const OUTER_VAR: &str = "ORCHESTRATE_SANDBOX_OUTER";
 
-/// What to start: stdin is /dev/null, stdout and stderr are pipes, and nothing else of
-/// orchestrate's descriptors (nor of those it inherited) reaches the child.
+/// What to start: stdin is /dev/null (or a pipe, see `stdin_pipe`), stdout and stderr are
+/// pipes, and nothing else of orchestrate's descriptors (nor of those it inherited) reaches
+/// the child.
 #[derive(Debug, Clone)]
 pub(crate) struct SpawnSpec {
     pub program: OsString,
@@ -58,6 +61,9 @@ pub(crate) struct SpawnSpec {
     /// Removed from orchestrate's own environment.
     pub env_remove: Vec<OsString>,
     pub confinement: Confinement,
+    /// The child's stdin is a pipe whose writing end `GroupChild::take_stdin` hands out
+    /// (for a backend that talks to its child), rather than /dev/null.
+    pub stdin_pipe: bool,
 }
 
 /// What the child may reach.
@@ -69,8 +75,16 @@ pub(crate) struct Confinement {
     pub writable: Option<Vec<PathBuf>>,
     /// The filesystem the child sees, where a mount namespace can be had.
     pub view: Option<View>,
-    /// Only a loopback interface of its own: no network at all.
+    /// A network namespace of its own, with only its own loopback: nothing of the host's
+    /// network is reachable but through `listen`.
     pub no_network: bool,
+    /// With `no_network`: where the namespace cannot be had, run with the host's network
+    /// instead of failing (`GroupChild::take_listeners` then says None).
+    pub network_optional: bool,
+    /// With `no_network`: TCP listeners made on the namespace's loopback before the child
+    /// starts, handed to orchestrate (`GroupChild::take_listeners`), which serves them
+    /// from outside the namespace.
+    pub listen: Vec<Listen>,
     /// No controlling terminal, and the seccomp filter (terminal injection, ptrace,
     /// io_uring, mounts and new namespaces, unix and vsock sockets).
     pub harden: bool,
@@ -80,6 +94,15 @@ pub(crate) struct Confinement {
     /// Layers an enclosing orchestrate sandbox already holds (this orchestrate runs inside
     /// one).
     pub outer: Vec<String>,
+}
+
+/// A listening address inside the child's network namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Listen {
+    pub addr: std::net::SocketAddr,
+    /// Where it cannot be made (the IPv6 loopback of a kernel without IPv6), the child
+    /// runs without it.
+    pub optional: bool,
 }
 
 /// The filesystem the child sees: the whole tree read-only (no set-user-ID, no devices),
@@ -166,6 +189,16 @@ pub(crate) mod layer {
     pub(crate) const PID_NAMESPACE: &str = "pid-namespace";
     /// No network but a loopback of its own.
     pub(crate) const NETWORK_NAMESPACE: &str = "network-namespace";
+    /// Every layer, for reading their names back (a report from a node).
+    pub(crate) const ALL: &[&str] = &[
+        MOUNTS,
+        LANDLOCK,
+        SCOPES,
+        SECCOMP,
+        NO_TTY,
+        PID_NAMESPACE,
+        NETWORK_NAMESPACE,
+    ];
 }
 
 /// What holds the child's tree. (Each platform constructs its own variants.)
@@ -209,6 +242,7 @@ mod tests {
             env: Vec::new(),
             env_remove: Vec::new(),
             confinement: Confinement::default(),
+            stdin_pipe: false,
         }
     }
 
@@ -273,6 +307,35 @@ mod tests {
             .read_to_string(&mut err)
             .unwrap();
         assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"));
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+    }
+
+    /// With a stdin pipe, what orchestrate writes is what the child reads, and closing
+    /// orchestrate's end is the child's end of input.
+    #[test]
+    fn a_stdin_pipe_carries_what_is_written_and_closing_it_ends_the_input() {
+        use std::io::{Read, Write};
+        let mut spec = sh("while read -r line; do echo \"got $line\"; done; echo eof");
+        spec.stdin_pipe = true;
+        let mut child = spawn(spec).expect("spawn");
+        let mut stdin = std::fs::File::from(child.take_stdin().expect("a stdin pipe"));
+        assert!(child.take_stdin().is_none(), "handed out once");
+        stdin.write_all(b"one\ntwo\n").unwrap();
+        drop(stdin);
+        let mut out = String::new();
+        std::fs::File::from(child.take_stdout().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "got one\ngot two\neof\n");
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+    }
+
+    #[test]
+    fn without_a_stdin_pipe_there_is_none_to_take() {
+        let mut child = spawn(sh("exit 0")).expect("spawn");
+        assert!(child.take_stdin().is_none());
         assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
         child.kill_and_reap().unwrap();
     }
@@ -342,6 +405,66 @@ mod tests {
             assert!(free.starts_with("wrote-ok\nCapEff:\t"), "{free}");
             assert!(!free.contains("CapEff:\t0000000000000000"), "{free}");
         }
+    }
+
+    /// Listeners asked for in the child's network namespace are made there and handed
+    /// back: what the child sends to them arrives here, outside; an optional one that
+    /// cannot be made is None; without a network namespace there are none.
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
+    #[test]
+    fn listeners_made_in_the_childs_network_namespace_are_served_from_outside() {
+        use std::io::Read;
+        let mut spec = sh("echo hello-from-inside > /dev/tcp/127.0.0.1/4000 && echo sent");
+        spec.program = "/bin/bash".into();
+        spec.confinement = Confinement {
+            no_network: true,
+            listen: vec![
+                Listen {
+                    addr: "127.0.0.1:4000".parse().unwrap(),
+                    optional: false,
+                },
+                // Not an address of the namespace's loopback: it cannot be made.
+                Listen {
+                    addr: "192.0.2.77:4000".parse().unwrap(),
+                    optional: true,
+                },
+            ],
+            ..Confinement::default()
+        };
+        let mut child = spawn(spec).expect("spawn");
+        let listeners = child.take_listeners().expect("a network namespace");
+        assert_eq!(listeners.len(), 2);
+        assert!(listeners[1].is_none(), "the optional one could not be made");
+        let listener = listeners[0].as_ref().expect("the required one");
+        listener.set_nonblocking(false).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        conn.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "hello-from-inside\n");
+        let mut out = String::new();
+        std::fs::File::from(child.take_stdout().unwrap())
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "sent\n");
+        assert_eq!(wait_for_exit(&mut child), LeaderExit::Exited(0));
+        child.kill_and_reap().unwrap();
+        // A required listener that cannot be made fails the spawn, saying where.
+        let mut spec = sh("true");
+        spec.confinement = Confinement {
+            no_network: true,
+            listen: vec![Listen {
+                addr: "192.0.2.77:4000".parse().unwrap(),
+                optional: false,
+            }],
+            ..Confinement::default()
+        };
+        let err = spawn(spec).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "listening for the network proxy inside the child's network namespace failed"
+            ),
+            "{err}"
+        );
     }
 
     /// Descendants alive when the child exits are counted, and killed with the run.

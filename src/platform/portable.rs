@@ -72,6 +72,11 @@ impl GroupChild {
         self.child.stdout.take().map(OwnedFd::from)
     }
 
+    /// The writing end of the child's stdin, when the spec asked for a pipe.
+    pub(crate) fn take_stdin(&mut self) -> Option<OwnedFd> {
+        self.child.stdin.take().map(OwnedFd::from)
+    }
+
     pub(crate) fn take_stderr(&mut self) -> Option<OwnedFd> {
         self.child.stderr.take().map(OwnedFd::from)
     }
@@ -86,6 +91,11 @@ impl GroupChild {
     }
 
     pub(crate) fn degraded(&self) -> Option<&str> {
+        None
+    }
+
+    /// No network namespace here: never any listeners.
+    pub(crate) fn take_listeners(&mut self) -> Option<Vec<Option<std::net::TcpListener>>> {
         None
     }
 
@@ -169,6 +179,14 @@ pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
     return Err("no sandbox mechanism on this system".into());
 }
 
+const NO_NETWORK_NAMESPACES: &str =
+    "a network of the child's own needs a network namespace, which the portable path does not use";
+
+/// Whether the child can have a network of its own (`Confinement::no_network`): never here.
+pub(crate) fn network_namespaces() -> Result<(), String> {
+    Err(NO_NETWORK_NAMESPACES.to_string())
+}
+
 /// Starts `spec` in a new process group led by a watchdog that kills the group when
 /// orchestrate dies.
 pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
@@ -189,10 +207,15 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
             "the portable platform installs no seccomp filter".into(),
         ));
     }
-    if c.no_network {
-        return Err(io::Error::other(
-            "network off needs a network namespace, which the portable path does not use",
-        ));
+    if c.no_network && !c.network_optional {
+        return Err(io::Error::other(format!(
+            "{}: {NO_NETWORK_NAMESPACES}",
+            if c.listen.is_empty() {
+                "network off"
+            } else {
+                "network provider"
+            }
+        )));
     }
     #[cfg(target_os = "linux")]
     let ruleset = match &c.writable {
@@ -220,7 +243,11 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         // take their project folder from it rather than from getcwd().
         .env("PWD", &spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin_pipe {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     #[cfg(target_os = "linux")]
@@ -412,6 +439,7 @@ mod tests {
             env: Vec::new(),
             env_remove: Vec::new(),
             confinement: super::super::Confinement::default(),
+            stdin_pipe: false,
         }
     }
 

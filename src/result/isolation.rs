@@ -45,36 +45,8 @@ impl std::fmt::Display for SandboxMode {
     }
 }
 
-/// Whether the child may use the network.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    #[default]
-    On,
-    /// Only a loopback interface of its own (not even the host's 127.0.0.1): for agents
-    /// whose CLI needs no provider, such as a local `command` backend.
-    Off,
-}
-
-impl Network {
-    pub fn parse(s: &str) -> Result<Network, String> {
-        match s.trim() {
-            "on" | "true" | "yes" => Ok(Network::On),
-            "off" | "false" | "no" => Ok(Network::Off),
-            other => Err(format!("unknown network setting {other:?} (use on or off)")),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Network::On => "on",
-            Network::Off => "off",
-        }
-    }
-}
-
-/// What held, as the result reports it: `sandbox: {mode, mechanism, layers}`, and
-/// `network: "off"` when the network was cut.
+/// What held, as the result reports it: `sandbox: {mode, mechanism, layers}` (the
+/// child's network is the result's own `network`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
@@ -87,12 +59,6 @@ pub struct SandboxInfo {
     /// name what is missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<String>,
-    #[serde(default, skip_serializing_if = "is_on")]
-    pub network: Network,
-}
-
-fn is_on(n: &Network) -> bool {
-    *n == Network::On
 }
 
 /// What the result says of the worktree.

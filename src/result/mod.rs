@@ -3,13 +3,18 @@
 //! and the process exit status each outcome maps to.
 
 mod isolation;
+mod network;
+mod permissions;
 mod termination;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use isolation::{DiffStat, JobId, Network, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use isolation::{DiffStat, JobId, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use network::{DeniedHost, Network, NetworkInfo};
+pub(crate) use permissions::counts as permission_counts;
+pub use permissions::{DecidedBy, Decision, PermissionRecord};
 pub use termination::{KillKind, Leak, StopReason, Termination};
 
 /// How much of a result goes to a parent. Lean: no `displayItems`,
@@ -31,6 +36,24 @@ pub const MAX_LEAN_TASK_CHARS: usize = 200;
 pub struct RunResult {
     pub content: Vec<TextContent>,
     pub details: Details,
+}
+
+/// The result and the process exit status it maps to (130 when cancelled, which the
+/// result alone cannot say).
+#[derive(Debug, Clone)]
+pub(crate) struct RunOutput {
+    pub result: RunResult,
+    pub exit_status: i32,
+}
+
+impl RunOutput {
+    pub(crate) fn from_result(result: RunResult) -> Self {
+        let exit_status = result.exit_status();
+        RunOutput {
+            result,
+            exit_status,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -329,6 +352,10 @@ pub struct SingleResult {
     /// mode is `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxInfo>,
+    /// The child's network: `{mode}`, and with `provider` the hosts it was allowed and
+    /// those it was refused (`denied: [{host, count}]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInfo>,
     /// The git worktree the child worked in (`--isolation worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
@@ -340,6 +367,10 @@ pub struct SingleResult {
     /// trees), as they reported it; only when they reported something.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_usage: Option<Usage>,
+    /// Every permission the child asked for and how it was answered, in order (a lean
+    /// result has only the counts: `{"allowed": 2, "rejected": 1}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<PermissionRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -507,6 +538,11 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             .filter_map(serde_json::Value::as_object_mut)
         {
             r.remove("displayItems");
+            if let Some(records) = r.get("permissions") {
+                let records: Vec<PermissionRecord> =
+                    serde_json::from_value(records.clone()).unwrap_or_default();
+                r.insert("permissions".to_string(), permission_counts(&records));
+            }
             // The layers that held: the warnings name any that is missing.
             if let Some(sandbox) = r
                 .get_mut("sandbox")
@@ -532,6 +568,7 @@ fn lean_details(details: &mut serde_json::Value, shown: Option<&str>) {
             if held {
                 r.remove("output");
             }
+            lean_network(r);
             if let Some(serde_json::Value::String(task)) = r.get_mut("task") {
                 if let Some((cut, _)) = task.char_indices().nth(MAX_LEAN_TASK_CHARS) {
                     task.truncate(cut);
@@ -563,7 +600,7 @@ fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, singl
     if r.get("attempts") == Some(&json!(1)) {
         r.remove("attempts");
     }
-    let held = |s: &serde_json::Value| s["mode"] != "off" && s.get("network").is_none();
+    let held = |s: &serde_json::Value| s["mode"] != "off";
     if r.get("sandbox").is_some_and(held) {
         r.remove("sandbox");
     }
@@ -573,6 +610,25 @@ fn leave_out_the_usual(r: &mut serde_json::Map<String, serde_json::Value>, singl
     if single {
         r.remove("agent");
         r.remove("task");
+    }
+}
+
+/// A lean result's `network` is there only when the proxy refused something, so that a
+/// parent sees an attempt to reach another host: `{mode, denied}`. What was allowed, and
+/// a network where nothing was refused, are in the full result.
+fn lean_network(result: &mut serde_json::Map<String, serde_json::Value>) {
+    let refused = result
+        .get("network")
+        .and_then(|n| n.get("denied"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|d| !d.is_empty());
+    if !refused {
+        result.remove("network");
+    } else if let Some(n) = result
+        .get_mut("network")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        n.remove("allowed");
     }
 }
 
@@ -817,7 +873,6 @@ mod tests {
                 mode: SandboxMode::ReadOnly,
                 mechanism: "namespaces".into(),
                 layers: vec!["mounts".into(), "seccomp".into()],
-                network: Network::On,
             }),
             ..single("find auth", "the answer", error)
         };
@@ -840,7 +895,6 @@ mod tests {
                 mode: SandboxMode::Off,
                 mechanism: "none".into(),
                 layers: Vec::new(),
-                network: Network::On,
             }),
             warnings: vec!["no sandbox".into()],
             ..usual(None)

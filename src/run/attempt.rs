@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 use std::fs::File;
+use std::sync::Arc;
 
 use super::ledger;
 use super::progress::{Observer, Progress};
@@ -14,20 +15,26 @@ use super::sink::{DialectSink, LaneSignals};
 use super::total;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
-use crate::backends::{BackendError, Invocation, InvocationInput};
+use crate::backends::permissions::{PermissionMode, PermissionPolicy};
+use crate::backends::provider::ProviderQuery;
+use crate::backends::{AgentBrief, BackendError, Invocation, InvocationInput};
 use crate::collector::Collector;
 use crate::error::RunError;
+use crate::network::{ChildNetwork, Network, NetworkLog, Policy};
+use crate::observe::{Observers, RunEvent};
 use crate::runner::JobSpec;
 use crate::sandbox::{self, ChildEnv, Held, Places};
 use crate::session::{self, RunDir};
 use crate::structured::{self, Mismatch};
-use crate::supervisor::{self, ChildSpec, Controls, OutputSinks};
+use crate::supervisor::{self, ChildInput, ChildSpec, Controls, OutputSinks};
 use crate::worktree::{Worktree, GIT_LOCATION_VARS};
 
 pub(super) struct Attempt<'a> {
     pub run: &'a ResolvedRun,
     pub env: &'a RunEnv,
     pub run_dir: &'a RunDir,
+    /// What the proxies of the run's attempts refused (`network: provider`).
+    pub network_log: &'a Arc<NetworkLog>,
     /// The run's worktree, where the child works instead of the working directory.
     pub worktree: Option<&'a Worktree>,
     /// What the child is told instead of the task: the message of a repair turn.
@@ -59,6 +66,16 @@ fn attempt_file_names(n: u32) -> (String, String) {
     }
 }
 
+/// What orchestrate wrote to the stdin of a child it talks to, byte for byte, beside the
+/// session: `stdin.jsonl`, and `stdin.attempt-N.jsonl` for a retry.
+fn stdin_file_name(n: u32) -> String {
+    if n <= 1 {
+        session::STDIN_FILE.to_string()
+    } else {
+        format!("stdin.attempt-{n}.jsonl")
+    }
+}
+
 impl Attempt<'_> {
     /// Runs attempt `n` (1-based, over every model) with `model`; in a fan-out, in `slot`,
     /// its place in its lane, which hears how the provider answers as the child goes.
@@ -69,27 +86,36 @@ impl Attempt<'_> {
         controls: &Controls,
         observer: Option<&mut Observer<'_>>,
         slot: Option<&Slot>,
+        observers: &mut Observers,
     ) -> Executed {
         let run = self.run;
         let prepared = self.invocation(model).and_then(|inv| {
-            let files = self.session_files(n)?;
-            let (spec, held) = self.child_spec(&inv, n)?;
+            let files = self.session_files(n, inv.talks())?;
+            let (spec, held) = self.child_spec(&inv, n, model, observers)?;
             Ok((inv, files, spec, held))
         });
-        let (invocation, (session_path, mut session_file, mut stderr_file), mut spec, held) =
-            match prepared {
-                Ok(p) => p,
-                // The run folder exists and is recorded: the refusal keeps the run's id.
-                Err(e) => {
-                    return Executed {
-                        output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
-                        mismatch: None,
-                        provider_delay: None,
-                    }
+        let (
+            invocation,
+            (session_path, mut session_file, mut stderr_file, mut stdin_file),
+            mut spec,
+            held,
+        ) = match prepared {
+            Ok(p) => p,
+            // The run folder exists and is recorded: the refusal keeps the run's id.
+            Err(e) => {
+                return Executed {
+                    output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
+                    mismatch: None,
+                    provider_delay: None,
                 }
-            };
+            }
+        };
+        let mut dialect = invocation.dialect();
+        if let Some(input) = &spec.stdin {
+            dialect.attach(input.clone());
+        }
         let mut sink = DialectSink {
-            dialect: invocation.dialect.parser(),
+            dialect,
             // What a result can show: the kept head of the answer, and no less than the
             // content it may carry.
             collector: Collector::with_text_limit(
@@ -100,6 +126,7 @@ impl Attempt<'_> {
             recognized: false,
             total: self.env.total.clone().map(|(total, task)| (total, task, n)),
             lane: slot.map(|slot| LaneSignals::new(slot, run.backend.backend)),
+            observers,
         };
         // A child that may start orchestrate runs of its own: what they report spending
         // counts as this task's, while it runs.
@@ -118,6 +145,9 @@ impl Attempt<'_> {
             OutputSinks {
                 stdout_copy: &mut session_file,
                 stderr_copy: &mut stderr_file,
+                stdin_copy: stdin_file
+                    .as_mut()
+                    .map(|f| f as &mut (dyn std::io::Write + Send)),
             },
             controls,
         )
@@ -127,8 +157,12 @@ impl Attempt<'_> {
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
             if o.stop() == Some(crate::supervisor::StopReason::Budget) {
-                sink.collector.note_limit(total.limit_reached());
+                sink.note_limit(total.limit_reached());
             }
+        }
+        sink.observers.flush();
+        if let Some(reason) = outcome.as_ref().ok().and_then(|o| o.stop()) {
+            sink.observers.emit(&RunEvent::Stopped(reason));
         }
         // The child's tree is gone: the placeholders of protected paths go (when no other
         // run holds them), a login its CLI refreshed is written back, and its TMPDIR (an
@@ -147,6 +181,7 @@ impl Attempt<'_> {
             dialect: invocation.dialect,
             program: &invocation.program,
             warnings: &invocation.warnings,
+            network: spec.network.as_ref(),
             model,
             session_file: session_path,
             structured,
@@ -200,7 +235,18 @@ impl Attempt<'_> {
         let run = self.run;
         let backend = run.backend.backend;
         let prompt = self.prompt();
-        let agent = run.agent.brief();
+        let (cwd, workspace) = self.workspace();
+        let policy = PermissionPolicy::new(
+            run.permissions,
+            &run.agent.permissions(),
+            run.sandbox.mode,
+            &cwd,
+            &workspace,
+        );
+        let agent = AgentBrief {
+            acp_command: run.acp_command.clone(),
+            ..run.agent.brief()
+        };
         let input = InvocationInput {
             agent: &agent,
             task: &prompt,
@@ -213,10 +259,21 @@ impl Attempt<'_> {
                 .output_schema
                 .as_ref()
                 .filter(|schema| backend.takes_output_schema(schema)),
+            permissions: &policy,
         };
         let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
+            match (run.permissions.warning(), inv.talks()) {
+                (Some(w), true) => inv.warnings.push(w.to_string()),
+                (_, false) if run.permissions != PermissionMode::Policy => {
+                    inv.warnings.push(format!(
+                    "{backend} asks orchestrate for no permissions: permissions {} changes nothing",
+                    run.permissions
+                ))
+                }
+                _ => {}
+            }
             inv
         });
         built.map_err(|e| match e {
@@ -230,7 +287,20 @@ impl Attempt<'_> {
         })
     }
 
-    fn session_files(&self, n: u32) -> Result<(String, File, File), RunError> {
+    /// Where the child works, and what of it it may write: its worktree, or the working
+    /// directory.
+    fn workspace(&self) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+        match self.worktree {
+            Some(wt) => (wt.cwd.clone(), vec![wt.path.clone()]),
+            None => (self.run.cwd.clone(), vec![self.run.cwd.clone()]),
+        }
+    }
+
+    fn session_files(
+        &self,
+        n: u32,
+        talks: bool,
+    ) -> Result<(String, File, File, Option<File>), RunError> {
         let (session_name, stderr_name) = attempt_file_names(n);
         let create = |name: &str| {
             self.run_dir
@@ -243,17 +313,28 @@ impl Attempt<'_> {
         };
         let session = create(&session_name)?;
         let stderr = create(&stderr_name)?;
+        let stdin = match talks {
+            true => Some(create(&stdin_file_name(n))?),
+            false => None,
+        };
         let path = self.run_dir.path.join(&session_name);
-        Ok((path.to_string_lossy().into_owned(), session, stderr))
+        Ok((path.to_string_lossy().into_owned(), session, stderr, stdin))
     }
 
     /// The child's command, environment and confinement (the sandbox's directories are
     /// created here, and its private TMPDIR), the runner it runs through (which may put an
     /// engine's command in front of the child's), and what the sandbox holds until the
     /// child's tree is gone.
-    fn child_spec(&self, invocation: &Invocation, n: u32) -> Result<(ChildSpec, Held), RunError> {
+    fn child_spec(
+        &self,
+        invocation: &Invocation,
+        n: u32,
+        model: Option<&str>,
+        observers: &mut Observers,
+    ) -> Result<(ChildSpec, Held), RunError> {
         let run = self.run;
         let mut env = invocation.env.clone();
+        observers.child_env(n, &mut env);
         env.push((
             "ORCHESTRATE_DEPTH".into(),
             (self.env.depth + 1).to_string().into(),
@@ -288,7 +369,36 @@ impl Attempt<'_> {
             git: &git,
             nests,
         };
-        let prepared = sandbox::confinement(
+        let runner = run.runner.start(&JobSpec {
+            run_id: &run.run_id,
+            attempt: n,
+            cwd: &cwd,
+            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
+            queue_timeout: run.limits.queue_timeout,
+            args: &run.runner.args,
+        });
+        if !run.runner.kind.here() && run.sandbox.confines() {
+            // The child runs elsewhere: orchestrate's own process there builds its sandbox
+            // from a plan in the run folder, and says which layers held.
+            let launch = self.node_sandbox(invocation, &places, &cwd, n)?;
+            env_remove.push(sandbox::OUTER_VAR.into());
+            return Ok((
+                ChildSpec {
+                    program: launch.program,
+                    args: launch.args,
+                    cwd,
+                    env,
+                    env_remove,
+                    confinement: Default::default(),
+                    runner,
+                    layers_reported: true,
+                    stdin: invocation.talks().then(ChildInput::new),
+                    network: None,
+                },
+                Held::default(),
+            ));
+        }
+        let mut prepared = sandbox::confinement(
             &run.sandbox,
             &run.backend.backend.sandbox_needs(),
             &ChildEnv { overrides: &env },
@@ -301,14 +411,10 @@ impl Attempt<'_> {
         })?;
         env.extend(prepared.env);
         env_remove.extend(prepared.env_remove);
-        let runner = run.runner.start(&JobSpec {
-            run_id: &run.run_id,
-            attempt: n,
-            cwd: &cwd,
-            time_limit: run.limits.runtime_timeout + run.limits.kill_grace,
-            queue_timeout: run.limits.queue_timeout,
-            args: &run.runner.args,
-        });
+        let network = self.child_network(&env, model, &cwd, &mut prepared.confinement);
+        if let Some(net) = &network {
+            env.extend(net.env());
+        }
         Ok((
             ChildSpec {
                 program: invocation.program.clone(),
@@ -318,6 +424,9 @@ impl Attempt<'_> {
                 env_remove,
                 confinement: prepared.confinement,
                 runner,
+                stdin: invocation.talks().then(ChildInput::new),
+                network,
+                layers_reported: false,
             },
             prepared.held,
         ))
@@ -360,5 +469,95 @@ impl Attempt<'_> {
             .map(OsString::from)
             .collect();
         Ok((vars, remove))
+    }
+
+    /// The child's network: `off` and `provider` give it a namespace of its own; with
+    /// `provider`, listeners for the proxy (and bridged loopback providers) in it, and
+    /// the policy the proxy serves them with.
+    fn child_network(
+        &self,
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+        model: Option<&str>,
+        cwd: &std::path::Path,
+        confinement: &mut crate::platform::Confinement,
+    ) -> Option<ChildNetwork> {
+        let plan = &self.run.network;
+        match plan.mode {
+            Network::On => None,
+            Network::Off => {
+                confinement.no_network = true;
+                None
+            }
+            Network::Provider => {
+                let backend = self.run.backend.backend;
+                let provider = (backend.spec().provider_hosts)(&ProviderQuery {
+                    env: &ChildEnv { overrides: env },
+                    model,
+                    cwd,
+                });
+                let (policy, warnings) = Policy::build(&provider, &plan.allow_hosts);
+                confinement.no_network = true;
+                confinement.network_optional = !plan.requested;
+                confinement.listen = policy.listeners();
+                Some(ChildNetwork {
+                    policy: Arc::new(policy),
+                    log: self.network_log.clone(),
+                    warnings,
+                })
+            }
+        }
+    }
+
+    /// `orchestrate sandbox-exec PLAN` in front of the agent's command, with the plan
+    /// written into the run folder.
+    fn node_sandbox(
+        &self,
+        invocation: &Invocation,
+        places: &Places<'_>,
+        cwd: &std::path::Path,
+        n: u32,
+    ) -> Result<crate::runner::Launch, RunError> {
+        use sandbox::remote::{self, NodePlan};
+        use std::io::Write;
+        let run = self.run;
+        if invocation.talks() {
+            // sandbox-exec relays the child's output, not its input.
+            return Err(RunError::invalid(format!(
+                "{} talks to its child through its stdin, which the sandbox on a node does not carry yet (use --sandbox off with a cluster runner, or --runner local)",
+                run.backend.backend.name()
+            )));
+        }
+        let plan = NodePlan::new(
+            &run.sandbox,
+            run.network.mode,
+            run.backend.backend.name(),
+            places,
+            &invocation.program,
+            &invocation.args,
+            cwd,
+        )
+        .map_err(|e| RunError::invalid(e.to_string()))?;
+        let name = remote::plan_file_name(n);
+        let path = self.run_dir.path.join(&name);
+        self.run_dir
+            .create_file(&name)
+            .and_then(|mut f| {
+                f.write_all(&plan.to_json())?;
+                f.sync_all()
+            })
+            .map_err(|source| RunError::Io {
+                action: "write the node's sandbox plan",
+                path: path.clone(),
+                source,
+            })?;
+        let exe = std::env::current_exe().map_err(|source| RunError::Io {
+            action: "find orchestrate's own binary for the node",
+            path: "/proc/self/exe".into(),
+            source,
+        })?;
+        Ok(crate::runner::Launch {
+            program: exe.into_os_string(),
+            args: vec![remote::COMMAND.into(), path.into_os_string()],
+        })
     }
 }

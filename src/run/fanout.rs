@@ -14,6 +14,7 @@ use super::{
     RunOutput, RunRequest,
 };
 use crate::error::RunError;
+use crate::observe::{GroupEvent, GroupSlot};
 use crate::result::{
     exit_status, new_run_id, Details, ErrorCode, ErrorInfo, Mode, RunResult, SingleResult,
     TextContent,
@@ -103,16 +104,22 @@ fn total_budget(
     ))
 }
 
-/// Task `i`'s environment and controls: with the fan-out's total, its slot in it, and its
-/// stop; and the scheduler its children start through.
+/// Task `i`'s environment and controls: its place in the fan-out, with the fan-out's
+/// total its slot in it, and its stop; and the scheduler its children start through.
 fn task_env(
     env: &RunEnv,
     controls: &Controls,
     total: &Option<Arc<TotalBudget>>,
     scheduler: Option<&Arc<Scheduler>>,
-    i: usize,
+    (group, i): (&Group, usize),
 ) -> (RunEnv, Controls) {
     let mut env = env.clone();
+    env.group = Some(GroupSlot {
+        id: group.id.clone(),
+        mode: group.mode,
+        index: i,
+        count: group.count,
+    });
     let mut controls = controls.clone();
     if let Some(total) = total {
         env.total = Some((total.clone(), i));
@@ -120,6 +127,36 @@ fn task_env(
     }
     env.scheduler = scheduler.cloned();
     (env, controls)
+}
+
+/// A fan-out or chain as its observers see it.
+struct Group {
+    id: String,
+    mode: Mode,
+    count: usize,
+}
+
+impl Group {
+    /// Tells the observers that it starts.
+    fn start(env: &RunEnv, id: String, mode: Mode, count: usize) -> Group {
+        env.observe.group(&GroupEvent::Started {
+            id: &id,
+            mode,
+            count,
+            parent_run_id: env.parent_run_id.as_deref(),
+        });
+        Group { id, mode, count }
+    }
+
+    /// Tells the observers that it ended with `output`.
+    fn end(self, env: &RunEnv, output: RunOutput) -> RunOutput {
+        env.observe.group(&GroupEvent::Ended {
+            id: &self.id,
+            mode: self.mode,
+            output: &output,
+        });
+        output
+    }
 }
 
 /// Checks the task list before any task runs.
@@ -173,9 +210,10 @@ pub(crate) async fn run_parallel(
     }
     let whole = truncate_limits(&reqs[0], &env.config);
     let n = reqs.len();
+    let group = Group::start(env, group_id, Mode::Parallel, n);
     let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
     let asked: Vec<Asked> = reqs.iter().map(Asked::of).collect();
-    let total = total_budget(&reqs, limits, env, controls, &group_id);
+    let total = total_budget(&reqs, limits, env, controls, &group.id);
     let scheduler = Scheduler::new(limits.concurrency, limits.adaptive);
     // Tasks are resolved and wait for their lane only this many at a time, so that a
     // fan-out of thousands holds thousands of requests, not of resolved runs.
@@ -185,7 +223,7 @@ pub(crate) async fn run_parallel(
         let part = share(whole, n);
         req.settings.max_bytes = Some(part.max_bytes);
         req.settings.max_lines = Some(part.max_lines);
-        let (env, controls) = task_env(env, controls, &total, Some(&scheduler), i);
+        let (env, controls) = task_env(env, controls, &total, Some(&scheduler), (&group, i));
         let admitted = admitted.clone();
         let status = status.clone();
         set.spawn(async move {
@@ -227,10 +265,17 @@ pub(crate) async fn run_parallel(
             })
         })
         .collect();
-    let mut out = combine(Mode::Parallel, group_id, &asked, outputs, whole, None);
+    let mut out = combine(
+        Mode::Parallel,
+        group.id.clone(),
+        &asked,
+        outputs,
+        whole,
+        None,
+    );
     out.result.details.scheduler = scheduler.throttled_lanes();
     out.result.details.tree_usage = total.and_then(|t| t.tree_usage());
-    out
+    group.end(env, out)
 }
 
 /// Runs `reqs` one after another, each seeing the previous output in place of
@@ -248,16 +293,17 @@ pub(crate) async fn run_chain(
         return refuse_tasks(e, &group_id);
     }
     let whole = truncate_limits(&reqs[0], &env.config);
+    let group = Group::start(env, group_id, Mode::Chain, reqs.len());
     let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
     let mut asked: Vec<Asked> = Vec::new();
-    let total = total_budget(&reqs, limits, env, controls, &group_id);
+    let total = total_budget(&reqs, limits, env, controls, &group.id);
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
         asked.push(Asked::of(&req));
-        let (env, controls) = task_env(env, controls, &total, None, i);
+        let (env, controls) = task_env(env, controls, &total, None, (&group, i));
         let out = if controls.cancel.is_cancelled() {
             not_started()
         } else if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
@@ -292,9 +338,16 @@ pub(crate) async fn run_chain(
             break;
         }
     }
-    let mut out = combine(Mode::Chain, group_id, &asked, outputs, whole, stopped_at);
+    let mut out = combine(
+        Mode::Chain,
+        group.id.clone(),
+        &asked,
+        outputs,
+        whole,
+        stopped_at,
+    );
     out.result.details.tree_usage = total.and_then(|t| t.tree_usage());
-    out
+    group.end(env, out)
 }
 
 /// What one task asked for, for its result when it never ran.

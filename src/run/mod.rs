@@ -37,6 +37,8 @@ use std::sync::Arc;
 use crate::backends::{Backend, ResumeFrom};
 use crate::config::Config;
 use crate::error::RunError;
+use crate::network::NetworkLog;
+use crate::observe::{AttemptKind, GroupSlot, Hub, Observers, RunEvent, RunStart};
 use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::settings::Values;
@@ -116,7 +118,8 @@ impl Plan {
 /// What a run takes from outside the request: the effective config (files and
 /// `ORCHESTRATE_*` variables), the recursion depth, the state directory and what an
 /// orchestrate above handed down; in a fan-out, the budget its tasks share (and the
-/// task's index in it) and its scheduler.
+/// task's index in it) and its scheduler; who observes it, and where it sits in a tree
+/// of runs.
 #[derive(Debug, Clone)]
 pub(crate) struct RunEnv {
     pub depth: u32,
@@ -126,6 +129,11 @@ pub(crate) struct RunEnv {
     /// The tree's budget and ledger, from the orchestrate that started this one.
     pub inherited: Inherited,
     pub scheduler: Option<Arc<Scheduler>>,
+    pub observe: Hub,
+    /// The run whose child started this orchestrate (`ORCHESTRATE_RUN_ID`).
+    pub parent_run_id: Option<String>,
+    /// The fan-out or chain this run is a task of.
+    pub group: Option<GroupSlot>,
 }
 
 impl RunEnv {
@@ -149,7 +157,26 @@ impl RunEnv {
             total: None,
             inherited: Inherited::from_env()?,
             scheduler: None,
+            observe: Hub::standard(),
+            parent_run_id: parent_run_id(),
+            group: None,
         })
+    }
+
+    /// An environment with no observers, no parent run and no fan-out.
+    #[cfg(test)]
+    pub(crate) fn bare(config: Config, state: StateDir) -> RunEnv {
+        RunEnv {
+            depth: 0,
+            config,
+            state,
+            total: None,
+            inherited: Default::default(),
+            scheduler: None,
+            observe: Hub::none(),
+            parent_run_id: None,
+            group: None,
+        }
     }
 
     /// The folder a request runs in, for loading the config that applies to it.
@@ -160,23 +187,16 @@ impl RunEnv {
     }
 }
 
-/// The result and the process exit status it maps to (130 when cancelled, which the
-/// result alone cannot say).
-#[derive(Debug, Clone)]
-pub(crate) struct RunOutput {
-    pub result: RunResult,
-    pub exit_status: i32,
+/// The run that started this orchestrate, as orchestrate gives its children their run's
+/// id: anything else in the variable is no run of ours.
+fn parent_run_id() -> Option<String> {
+    let id = std::env::var("ORCHESTRATE_RUN_ID").ok()?;
+    RunId::parse(&id).ok().map(|id| id.to_string())
 }
 
-impl RunOutput {
-    pub(crate) fn from_result(result: RunResult) -> Self {
-        let exit_status = result.exit_status();
-        RunOutput {
-            result,
-            exit_status,
-        }
-    }
+pub(crate) use crate::result::RunOutput;
 
+impl RunOutput {
     /// Whether this failed attempt is worth another one. Never after a timeout, the hard
     /// cap, a budget or a cancel: those have their own codes, reasons or exit status.
     fn transient(&self, backend: Backend) -> Option<retry::Transient> {
@@ -285,26 +305,44 @@ pub(crate) async fn run(
         Err(e) => return RunOutput::from_result(e.to_result(Some(&run_id))),
     };
     let started_at_ms = session::now_unix_ms();
+    // This run alone can be stopped from outside (`orchestrate stop`, `watch`).
+    let (controls, _stoppable) = crate::live::stop::register(&run_dir.path, controls);
+    let controls = &controls;
+    let mut observers = env.observe.run(&RunStart {
+        run_id: &run.run_id,
+        agent: &run.agent.name,
+        backend: run.backend.backend.name(),
+        model: run.model.as_deref(),
+        task: &run.task,
+        cwd: &run.cwd,
+        run_dir: &run_dir.path,
+        depth: env.depth,
+        parent_run_id: env.parent_run_id.as_deref(),
+        group: env.group.as_ref(),
+    });
     let worktree = if run.worktree {
         match make_worktree(&run, env).await {
             Ok(wt) => Some(wt),
             Err(e) => {
                 let mut output = RunOutput::from_result(e.to_result(Some(&run_id)));
                 record(&run, env, &run_dir, &mut output, started_at_ms);
+                observers.emit(&RunEvent::Ended { output: &output });
                 return output;
             }
         }
     } else {
         None
     };
+    let network_log = Arc::new(NetworkLog::default());
     let attempt = Attempt {
         run: &run,
         env,
         run_dir: &run_dir,
+        network_log: &network_log,
         worktree: worktree.as_ref().map(|(wt, _)| wt),
         message: None,
     };
-    let mut output = attempts(&attempt, slot, controls, observer).await;
+    let mut output = attempts(&attempt, slot, controls, observer, &mut observers).await;
     if let Some((wt, warning)) = worktree {
         finish_worktree(&run, wt, warning, &mut output).await;
     }
@@ -317,6 +355,7 @@ pub(crate) async fn run(
         output.result.details.tree_usage = total.tree_usage();
     }
     record(&run, env, &run_dir, &mut output, started_at_ms);
+    observers.emit(&RunEvent::Ended { output: &output });
     output
 }
 
@@ -459,19 +498,24 @@ async fn attempts(
     slot: Option<Slot>,
     controls: &Controls,
     mut observer: Option<Observer<'_>>,
+    observers: &mut Observers,
 ) -> RunOutput {
     let run = attempt.run;
     let models: Vec<Option<&str>> = std::iter::once(run.model.as_deref())
         .chain(run.fallback_models.iter().map(|m| Some(m.as_str())))
         .collect();
     let mut details = Vec::new();
+    let watching = Watching {
+        streaming: &mut observer,
+        observers,
+    };
     let (first, n, model) = tried(
         attempt,
         &models,
-        1,
+        (1, AttemptKind::First),
         slot,
         controls,
-        &mut observer,
+        watching,
         &mut details,
     )
     .await;
@@ -507,13 +551,17 @@ async fn attempts(
         message: Some(&message),
         ..*attempt
     };
+    let watching = Watching {
+        streaming: &mut observer,
+        observers,
+    };
     let (second, last, _) = tried(
         &repair,
         &[model],
-        n + 1,
+        (n + 1, AttemptKind::Repair),
         slot,
         controls,
-        &mut observer,
+        watching,
         &mut details,
     )
     .await;
@@ -597,22 +645,39 @@ fn with_attempts(mut output: RunOutput, n: u32, details: Vec<AttemptDetail>) -> 
 async fn tried<'m>(
     attempt: &Attempt<'_>,
     models: &[Option<&'m str>],
-    first: u32,
+    (first, first_kind): (u32, AttemptKind),
     mut slot: Option<Slot>,
     controls: &Controls,
-    observer: &mut Option<Observer<'_>>,
+    watching: Watching<'_, '_, '_>,
     details: &mut Vec<AttemptDetail>,
 ) -> (Executed, u32, Option<&'m str>) {
+    let Watching {
+        streaming,
+        observers,
+    } = watching;
     let max_tries = attempt.run.attempts;
     let backend = attempt.run.backend.backend;
     let mut n = first;
+    let mut kind = first_kind;
     let mut m = 0;
     let mut tries = 1;
     loop {
         let model = models[m];
+        observers.emit(&RunEvent::Attempt { n, model, kind });
         let mut out = attempt
-            .execute(n, model, controls, observer.as_mut(), slot.as_ref())
+            .execute(
+                n,
+                model,
+                controls,
+                streaming.as_mut(),
+                slot.as_ref(),
+                observers,
+            )
             .await;
+        observers.emit(&RunEvent::AttemptEnded {
+            n,
+            output: &out.output,
+        });
         details.push(out.output.detail(model));
         let transient = out.output.transient(backend);
         if let Some(slot) = &slot {
@@ -628,16 +693,22 @@ async fn tried<'m>(
         }
         // The place is given up while the attempt waits to be tried again.
         drop(slot.take());
-        if let Some(kind) = transient.filter(|_| tries < max_tries) {
+        if let Some(why) = transient.filter(|_| tries < max_tries) {
             let wait = retry::backoff(tries).max(
                 out.provider_delay
                     .unwrap_or_default()
                     .min(schedule::MAX_PROVIDER_DELAY),
             );
             tracing::warn!(
-                "attempt {tries} of {max_tries} failed ({kind:?}); retrying in {:.1}s",
+                "attempt {tries} of {max_tries} failed ({why:?}); retrying in {:.1}s",
                 wait.as_secs_f64()
             );
+            observers.emit(&RunEvent::Retrying {
+                attempt: tries,
+                of: max_tries,
+                reason: why.as_str(),
+                wait,
+            });
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = controls.cancel.cancelled() => {
@@ -654,6 +725,7 @@ async fn tried<'m>(
             }
             n += 1;
             tries += 1;
+            kind = AttemptKind::Retry;
             continue;
         }
         match out.output.unavailable(backend) {
@@ -663,6 +735,11 @@ async fn tried<'m>(
                     model.unwrap_or("(the CLI's default)"),
                     models[m + 1].unwrap_or_default()
                 );
+                observers.emit(&RunEvent::FallingBack {
+                    from: model,
+                    to: models[m + 1],
+                    reason: why.as_str(),
+                });
                 match place(attempt, models[m + 1], controls).await {
                     Ok(next) => slot = next,
                     Err(()) => {
@@ -673,10 +750,18 @@ async fn tried<'m>(
                 m += 1;
                 n += 1;
                 tries = 1;
+                kind = AttemptKind::Fallback;
             }
             _ => return (out, n, model),
         }
     }
+}
+
+/// Who hears of a run's attempts: the streaming updates' observer, and the run's
+/// observers.
+struct Watching<'s, 'o, 'v> {
+    streaming: &'s mut Option<Observer<'o>>,
+    observers: &'v mut Observers,
 }
 
 /// Writes `result.json` and the run's line in `runs.jsonl`. What cannot be written (a full

@@ -10,6 +10,7 @@ use super::RunOutput;
 use crate::backends::Backend;
 use crate::collector::{Collector, KeptText};
 use crate::limits::MAX_CONSECUTIVE_RETRIES;
+use crate::network::{ChildNetwork, Network, NetworkInfo};
 use crate::result::{
     exit_status, Details, ErrorCode, ErrorInfo, Limit, Mode, RunResult, SingleResult, TextContent,
     TimeoutReason,
@@ -29,6 +30,8 @@ pub(crate) struct Context<'a> {
     pub program: &'a OsStr,
     /// Restrictions of the agent its CLI could not express.
     pub warnings: &'a [String],
+    /// The child's proxy and what it refused (`network: provider`).
+    pub network: Option<&'a ChildNetwork>,
     /// The model this attempt ran (the run's, or a fallback).
     pub model: Option<&'a str>,
     pub session_file: String,
@@ -160,12 +163,39 @@ fn facts(
         limit: None,
         attempts_detail: Vec::new(),
         sandbox: Some(match o {
-            Some(o) if run.runner.kind.here() => run.sandbox.held(&o.sandbox_layers.held),
+            // Where the child ran elsewhere, the layers its node reported.
+            Some(o) => run.sandbox.held(&o.sandbox_layers.held),
             _ => run.sandbox.info(),
         }),
+        network: Some(network_info(o, ctx)),
         worktree: None,
         runner: runner_info(o, ctx),
         nested_usage: None,
+        permissions: collected.permissions().0.to_vec(),
+    }
+}
+
+/// The network the child had: what its plan said, unless the default `provider` could not
+/// be had at the spawn (then the host's); with `provider`, what was allowed and refused.
+fn network_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> NetworkInfo {
+    let fell_back = outcome.is_some_and(|o| o.network_fallback.is_some());
+    match ctx.network {
+        Some(net) if !fell_back => {
+            let mut info = net.info();
+            let sanitizer = Sanitizer::global();
+            for d in &mut info.denied {
+                d.host = sanitizer.sanitize(&d.host).into_owned();
+            }
+            info
+        }
+        Some(_) => NetworkInfo {
+            mode: Network::On,
+            ..NetworkInfo::default()
+        },
+        None => NetworkInfo {
+            mode: ctx.run.network.mode,
+            ..NetworkInfo::default()
+        },
     }
 }
 
@@ -191,13 +221,28 @@ fn runner_info(outcome: Option<&Outcome>, ctx: &Context<'_>) -> Option<RunnerInf
 /// used, a budget its stream could not hold.
 fn warnings(outcome: Option<&Outcome>, collected: &Collector, ctx: &Context<'_>) -> Vec<String> {
     let mut warnings = ctx.warnings.to_vec();
+    warnings.extend(collected.warnings().iter().cloned());
+    let dropped_permissions = collected.permissions().1;
     warnings.extend(ctx.run.sandbox.warning.iter().cloned());
+    warnings.extend(ctx.run.network.warning.iter().cloned());
+    if let Some(net) = ctx.network {
+        warnings.extend(net.warnings.iter().cloned());
+    }
+    if let Some(why) = outcome.and_then(|o| o.network_fallback.as_ref()) {
+        warnings.push(crate::network::fallback_warning(why));
+    }
     warnings.extend(stream_warnings(collected, ctx));
     if let Some(e) = outcome.and_then(|o| o.session_write_error.as_ref()) {
         warnings.push(format!("the session file could not be written: {e}"));
     }
     if let Some(o) = outcome {
         warnings.extend(o.settled.warnings.iter().cloned());
+    }
+    if dropped_permissions > 0 {
+        warnings.push(format!(
+            "the child asked for {dropped_permissions} more permissions than the result lists (the first {} are)",
+            crate::collector::MAX_PERMISSION_RECORDS
+        ));
     }
     if ctx.run.sandbox.confines() {
         for (layer, why) in outcome.map_or(&[][..], |o| &o.sandbox_layers.missing[..]) {

@@ -15,6 +15,7 @@ use crate::backends::{ResumeFrom, Selection};
 use crate::config::{Config, Source};
 use crate::error::RunError;
 use crate::limits::{Budgets, SupervisionLimits};
+use crate::network::{self, NetworkPlan};
 use crate::runner::{self, RunnerChoice};
 use crate::sandbox::{self, SandboxPlan};
 use crate::settings::Effective;
@@ -44,12 +45,17 @@ pub(crate) struct ResolvedRun {
     /// unknown-model error.
     pub fallback_models: Vec<String>,
     pub sandbox: SandboxPlan,
+    pub network: NetworkPlan,
     /// The child works in a git worktree of its own.
     pub worktree: bool,
     /// The schema the answer must match, compiled.
     pub output_schema: Option<OutputSchema>,
     /// Where the child runs.
     pub runner: RunnerChoice,
+    /// How the child's permission requests are answered.
+    pub permissions: crate::backends::permissions::PermissionMode,
+    /// The `acp` backend's agent command: the agent's own, else the config's.
+    pub acp_command: Option<String>,
 }
 
 /// The output limits of a request before any agent is known (a fan-out's whole answer).
@@ -139,16 +145,25 @@ pub(crate) fn resolve(
     let backend = s.backend.select();
     let runner = runner::select(&s.runner, &cfg.runners.value)
         .map_err(|e| RunError::invalid(e.to_string()))?;
-    let sandbox = if runner.kind.here() {
-        sandbox::plan(
-            s.sandbox,
-            agent.permissions().readonly,
+    let readonly = agent.permissions().readonly;
+    // A child that runs elsewhere gets the same sandbox, built there by orchestrate's own
+    // process (sandbox::remote); its network only as far as the node can hold it.
+    let sandbox = sandbox::plan(
+        s.sandbox,
+        readonly,
+        &backend.backend.sandbox_needs(),
+        crate::platform::sandbox_mechanism(),
+    )
+    .map_err(RunError::invalid)?;
+    let network = if runner.kind.here() {
+        network::plan(
             s.network,
-            &backend.backend.sandbox_needs(),
-            crate::platform::sandbox_mechanism(),
+            readonly,
+            s.allow_hosts.clone(),
+            crate::platform::network_namespaces(),
         )
     } else {
-        sandbox::remote_plan(s.sandbox, s.network, &runner.name)
+        network::remote_plan(s.network, readonly, &runner.name)
     }
     .map_err(RunError::invalid)?;
     if s.isolation {
@@ -174,8 +189,11 @@ pub(crate) fn resolve(
         agent,
         resume,
         sandbox,
+        network,
         runner,
         output_schema,
+        permissions: s.permissions,
+        acp_command: s.acp_command,
     })
 }
 
@@ -481,6 +499,9 @@ mod tests {
             total: None,
             inherited: Default::default(),
             scheduler: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -610,6 +631,9 @@ mod tests {
             total: None,
             inherited: Default::default(),
             scheduler: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         resolve(&req, &env, "ab12cd34")
     }
@@ -735,12 +759,15 @@ mod tests {
             total: None,
             inherited: Default::default(),
             scheduler: None,
+            observe: crate::observe::Hub::none(),
+            parent_run_id: None,
+            group: None,
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
-                "Invalid input: agent broken could not be read: {}:3: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command)",
+                "Invalid input: agent broken could not be read: {}:3: invalid `backend`: unknown backend \"cluade\" (available: auto, claude, pi, codex, gemini, opencode, cursor, command, acp, gemini-acp, opencode-acp, claude-acp, codex-acp, pi-acp, qwen-acp)",
                 dir.path().join("broken.md").display()
             )
         );

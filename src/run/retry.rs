@@ -100,6 +100,18 @@ pub(crate) fn asked_delay(error: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(secs).ok()
 }
 
+impl Transient {
+    /// The reason as the run's events name it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Transient::RateLimited => "rateLimited",
+            Transient::Overloaded => "overloaded",
+            Transient::ServerError => "serverError",
+            Transient::Connection => "connection",
+        }
+    }
+}
+
 /// Why a model cannot serve a run, so that another model may: what a fallback model is
 /// for. Unlike a transient failure, a quota or an unknown model does not pass by itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +120,18 @@ pub(crate) enum Unavailable {
     Overloaded,
     Quota,
     ModelNotFound,
+}
+
+impl Unavailable {
+    /// The reason as the run's events name it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Unavailable::RateLimited => "rateLimited",
+            Unavailable::Overloaded => "overloaded",
+            Unavailable::Quota => "quota",
+            Unavailable::ModelNotFound => "modelNotFound",
+        }
+    }
 }
 
 /// Whether a failed attempt says its model is unavailable (see [`Unavailable`]).

@@ -1,20 +1,24 @@
 //! The line sink the supervisor feeds the child's output to: each stdout line through the
-//! child's dialect into the collector, where budgets are checked (the total one the tasks
-//! share here, with every task's spend), and what the collector knows back to the
-//! supervisor (progress, tools in flight, a budget reached), which decides when the child
-//! is idle or stopped. Streaming updates go out after each chunk. In a fan-out, the
-//! scheduler hears from here how the child's provider answers.
+//! child's dialect into the collector, where budgets are checked (a fan-out's total one
+//! here, with every task's spend), and what the collector knows back to the supervisor
+//! (progress, tools in flight, a budget reached), which decides when the child is idle or
+//! stopped. Every event goes to the run's observers as it is read; streaming updates go
+//! out, and the observers flush, after each chunk.
+//! In a fan-out, the scheduler hears from here how the child's provider answers.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::progress::Progress;
 use super::schedule::{Report, Slot};
 use super::total::TotalBudget;
 use crate::backends::{Backend, Dialect};
 use crate::collector::Collector;
+use crate::observe::{Observers, RunEvent};
 use crate::supervisor::{LineSink, StopReason, StreamFacts};
 
-/// Feeds the child's lines through its dialect into the collector.
+/// Feeds the child's lines through its dialect into the collector, and hands every event
+/// to the run's observers.
 pub(super) struct DialectSink<'o, 'x> {
     pub dialect: Box<dyn Dialect>,
     pub collector: Collector,
@@ -26,6 +30,26 @@ pub(super) struct DialectSink<'o, 'x> {
     /// In a fan-out, the child's place in its lane: it hears of rate limits and
     /// successful requests as they come.
     pub lane: Option<LaneSignals<'o>>,
+    pub observers: &'o mut Observers,
+}
+
+impl DialectSink<'_, '_> {
+    /// Records a budget reached outside this run (see [`Collector::note_limit`]), and
+    /// tells the observers when it is the first.
+    pub(super) fn note_limit(&mut self, limit: crate::result::Limit) {
+        let had = self.collector.limit().is_some();
+        self.collector.note_limit(limit);
+        self.limit_reached_unless(had);
+    }
+
+    fn limit_reached_unless(&mut self, had: bool) {
+        if had || self.observers.is_empty() {
+            return;
+        }
+        if let Some(limit) = self.collector.limit() {
+            self.observers.emit(&RunEvent::LimitReached(limit));
+        }
+    }
 }
 
 /// Tells a fan-out's scheduler how the child's provider answers: its CLI retrying for a
@@ -73,11 +97,20 @@ impl LineSink for DialectSink<'_, '_> {
             return;
         }
         let collector = &mut self.collector;
+        let had_limit = collector.limit().is_some();
         let text = super::decode::decode_line(line);
         let mut goes_on = false;
-        let ok = self
-            .dialect
-            .parse_line(&text, &mut |e| goes_on |= collector.apply(e));
+        let ok = if self.observers.is_empty() {
+            self.dialect
+                .parse_line(&text, &mut |e| goes_on |= collector.apply(e))
+        } else {
+            // One clock read per line, however many events it holds.
+            let (at, observers) = (SystemTime::now(), &mut *self.observers);
+            self.dialect.parse_line(&text, &mut |e| {
+                observers.emit_at(at, &RunEvent::Child(&e));
+                goes_on |= collector.apply(e);
+            })
+        };
         if !ok {
             self.collector.note_skipped_line();
         }
@@ -93,6 +126,7 @@ impl LineSink for DialectSink<'_, '_> {
         if let Some(lane) = &mut self.lane {
             lane.follow(&self.collector);
         }
+        self.limit_reached_unless(had_limit);
     }
 
     fn on_too_long(&mut self, _bytes: u64) {
@@ -101,13 +135,17 @@ impl LineSink for DialectSink<'_, '_> {
 
     fn on_stderr_line(&mut self, line: &[u8]) {
         let collector = &mut self.collector;
+        let had_limit = collector.limit().is_some();
         let text = String::from_utf8_lossy(line);
+        let (at, observers) = (SystemTime::now(), &mut *self.observers);
         self.dialect.parse_stderr_line(&text, &mut |e| {
+            observers.emit_at(at, &RunEvent::Child(&e));
             collector.apply(e);
         });
         if let Some(lane) = &mut self.lane {
             lane.follow(&self.collector);
         }
+        self.limit_reached_unless(had_limit);
     }
 
     fn facts(&self) -> StreamFacts {
@@ -130,5 +168,10 @@ impl LineSink for DialectSink<'_, '_> {
         if let Some(p) = self.progress.as_mut() {
             p.maybe_send(&self.collector);
         }
+        self.observers.flush();
+    }
+
+    fn cancel(&mut self) -> bool {
+        self.dialect.cancel()
     }
 }

@@ -189,6 +189,7 @@ mod tests {
             elapsed: std::time::Duration::from_millis(1),
             queue_wait: std::time::Duration::ZERO,
             settled: Default::default(),
+            network_fallback: None,
         })
     }
 

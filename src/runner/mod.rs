@@ -40,8 +40,9 @@ pub struct Kind {
     name: &'static str,
     /// How messages name the engine ("Subagent could not run on Slurm: …").
     title: &'static str,
-    /// The child runs here, in orchestrate's own process tree: orchestrate's sandbox holds
-    /// it, and a result needs no `runner` to say where it ran.
+    /// The child runs here, in orchestrate's own process tree, and a result needs no
+    /// `runner` to say where it ran. Else its sandbox is built where it runs, by
+    /// `orchestrate sandbox-exec` in front of its command (`sandbox::remote`).
     here: bool,
     /// The runner of one attempt.
     start: fn(&JobSpec<'_>) -> Box<dyn Runner>,

@@ -21,9 +21,15 @@
 //! the run instead: running unconfined would break the promise it was asked for. The same
 //! holds for each layer the platform cannot build (a mount namespace, Landlock): the
 //! default runs without it, saying which guarantee is missing; an explicit mode refuses.
+//!
+//! A child that runs on another machine (a runner whose engine is not local, such as
+//! Slurm) gets the same sandbox there: `orchestrate sandbox-exec`, started on the node in
+//! front of the agent's command, builds it with the node's own namespaces, Landlock and
+//! seccomp ([`remote`]; the command is `commands/sandbox_exec.rs`).
 
 mod env;
 mod logins;
+pub(crate) mod remote;
 mod view;
 
 pub(crate) use view::Placeholders;
@@ -32,13 +38,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::platform::Confinement;
-pub(crate) use crate::result::{Network, SandboxInfo, SandboxMode};
+pub(crate) use crate::result::{SandboxInfo, SandboxMode};
 
 /// A run's sandbox, decided before anything is spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SandboxPlan {
     pub mode: SandboxMode,
-    pub network: Network,
     /// The mechanism enforcing `mode` (None when `off`).
     pub mechanism: Option<&'static str>,
     /// Why the default sandbox could not be had (then `mode` is `off`).
@@ -54,7 +59,6 @@ impl SandboxPlan {
             mode: self.mode,
             mechanism: self.mechanism.unwrap_or("none").to_string(),
             layers: Vec::new(),
-            network: self.network,
         }
     }
 
@@ -78,7 +82,6 @@ impl SandboxPlan {
             } else {
                 Vec::new()
             },
-            network: self.network,
         }
     }
 
@@ -92,13 +95,11 @@ impl SandboxPlan {
 pub(crate) fn plan(
     requested: Option<SandboxMode>,
     readonly: bool,
-    network: Network,
     cli: &CliNeeds,
     mechanism: Result<&'static str, String>,
 ) -> Result<SandboxPlan, String> {
     let off = |warning| SandboxPlan {
         mode: SandboxMode::Off,
-        network,
         mechanism: None,
         warning,
         requested: requested.is_some(),
@@ -132,68 +133,9 @@ pub(crate) fn plan(
     }
     Ok(SandboxPlan {
         mode,
-        network,
         mechanism: Some(mechanism),
         warning: None,
         requested: requested.is_some(),
-    })
-}
-
-/// The sandbox of a child that runs on another machine (a Slurm node), where orchestrate's
-/// own (Landlock, the network namespace) does not reach: none, said in a warning. A mode
-/// or `network: off` asked for explicitly refuses the run rather than go unconfined.
-///
-/// How it will reach the node. Locally the sandbox is applied by the controller, a copy
-/// of orchestrate made without an exec (`platform::linux::controller`); on a node there
-/// is no orchestrate process to copy, so the runner starts one there, after its own
-/// command: `srun … -- orchestrate sandbox-exec --plan <run folder>/sandbox.json --
-/// <the agent's command>`. The steps:
-/// 1. The runner trait's `wrap` puts the engine's command in front of the child's
-///    (`srun … --`); the sandbox's own wrap goes between them, applied to the child's
-///    command before the runner's: `runner.wrap(sandbox_wrap(child))`, for a runner whose
-///    kind does not run `here()`. orchestrate's own spawn of `srun` is then unconfined
-///    (srun must reach slurmd and munge's socket).
-/// 2. The plan holds this function's inputs, not their result: the [`SandboxPlan`], the
-///    backend, the [`Places`] and the child's environment overrides, written into the run
-///    folder (orchestrate's record, read-only to every child; a shared filesystem carries
-///    it to the node, as it carries the workspace). The node's paths (its `/tmp`, `/run`,
-///    the CLI's home as mounted there) are looked at on the node: `sandbox-exec` runs
-///    [`confinement`] there, then `platform::spawn`, exactly as a local run does, so the
-///    controller, the mounts, Landlock, seccomp and the placeholders are the node's own.
-/// 3. `sandbox-exec` relays the child's stdout and stderr to its own (srun carries them
-///    back), forwards SIGTERM to the controller (srun delivers the stop to the step), and
-///    exits with the child's status (128+N for a signal). Its first stderr line, written
-///    before the child starts, is the layers that held (`orchestrate-sandbox: {...}`),
-///    which orchestrate's stderr reader takes off and puts in the result: the child cannot
-///    write first, so it cannot forge it. The held placeholders and logins are dropped when
-///    the child's tree is gone, on the node.
-/// 4. With that, this plan becomes the local one (a mode asked for is held, not refused),
-///    but for `network: provider`, whose proxy would have to run on the node too.
-pub(crate) fn remote_plan(
-    requested: Option<SandboxMode>,
-    network: Network,
-    runner: &str,
-) -> Result<SandboxPlan, String> {
-    if let Some(mode) = requested.filter(|m| *m != SandboxMode::Off) {
-        return Err(format!(
-            "sandbox {mode} was asked for, but orchestrate's sandbox does not reach a child that runs through the {runner} runner (use --sandbox off, or --runner local)"
-        ));
-    }
-    if network == Network::Off {
-        return Err(format!(
-            "network off was asked for, but orchestrate cannot cut the network of a child that runs through the {runner} runner (use --runner local)"
-        ));
-    }
-    Ok(SandboxPlan {
-        mode: SandboxMode::Off,
-        network,
-        mechanism: None,
-        requested: requested.is_some(),
-        warning: requested.is_none().then(|| {
-            format!(
-                "no sandbox: the child runs through the {runner} runner, on a node where orchestrate's sandbox does not reach; only its CLI's own permissions apply"
-            )
-        }),
     })
 }
 
@@ -307,10 +249,9 @@ pub(crate) fn confinement(
     env: &ChildEnv<'_>,
     places: &Places<'_>,
 ) -> std::io::Result<Prepared> {
-    let mut c = Confinement {
-        no_network: plan.network == Network::Off,
-        ..Confinement::default()
-    };
+    // The network's part (a namespace of its own, the proxy's listeners) is the network
+    // policy's: `run::attempt` adds it.
+    let mut c = Confinement::default();
     if !plan.confines() {
         return Ok(Prepared {
             confinement: c,
@@ -430,21 +371,14 @@ mod tests {
     #[test]
     fn the_default_follows_whether_the_agent_can_write() {
         let ok = || Ok("landlock");
-        let p = plan(None, true, Network::On, &needs("pi"), ok()).unwrap();
+        let p = plan(None, true, &needs("pi"), ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism),
             (SandboxMode::ReadOnly, Some("landlock"))
         );
-        let p = plan(None, false, Network::On, &needs("pi"), ok()).unwrap();
+        let p = plan(None, false, &needs("pi"), ok()).unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
-        let p = plan(
-            Some(SandboxMode::Off),
-            true,
-            Network::On,
-            &needs("pi"),
-            ok(),
-        )
-        .unwrap();
+        let p = plan(Some(SandboxMode::Off), true, &needs("pi"), ok()).unwrap();
         assert_eq!(
             (p.mode, p.mechanism, p.warning),
             (SandboxMode::Off, None, None)
@@ -454,7 +388,7 @@ mod tests {
     #[test]
     fn without_a_mechanism_the_default_is_off_with_a_warning_and_a_request_is_refused() {
         let none = || Err("Landlock is not in this kernel".to_string());
-        let p = plan(None, true, Network::On, &needs("claude"), none()).unwrap();
+        let p = plan(None, true, &needs("claude"), none()).unwrap();
         assert_eq!(
             (p.mode, p.warning.as_deref()),
             (
@@ -463,29 +397,21 @@ mod tests {
             )
         );
         assert_eq!(
-            plan(Some(SandboxMode::ReadOnly), true, Network::On, &needs("claude"), none()),
+            plan(Some(SandboxMode::ReadOnly), true, &needs("claude"), none()),
             Err("sandbox read-only was asked for, but no sandbox can be had here: Landlock is not in this kernel".to_string())
         );
         // Off needs no mechanism.
-        assert!(plan(
-            Some(SandboxMode::Off),
-            true,
-            Network::On,
-            &needs("claude"),
-            none()
-        )
-        .is_ok());
+        assert!(plan(Some(SandboxMode::Off), true, &needs("claude"), none()).is_ok());
     }
 
     #[test]
     fn a_backend_whose_directories_are_unverified_is_off_by_default_but_may_ask() {
-        let p = plan(None, false, Network::On, &needs("cursor"), Ok("landlock")).unwrap();
+        let p = plan(None, false, &needs("cursor"), Ok("landlock")).unwrap();
         assert_eq!(p.mode, SandboxMode::Off);
         assert!(p.warning.unwrap().contains("have not been verified"));
         let p = plan(
             Some(SandboxMode::WorkspaceWrite),
             false,
-            Network::On,
             &needs("cursor"),
             Ok("landlock"),
         )
@@ -494,7 +420,7 @@ mod tests {
     }
 
     #[test]
-    fn modes_and_network_parse_and_serialize_by_their_names() {
+    fn modes_parse_and_serialize_by_their_names() {
         for m in [
             SandboxMode::ReadOnly,
             SandboxMode::WorkspaceWrite,
@@ -510,12 +436,10 @@ mod tests {
             SandboxMode::parse("rw"),
             Err("unknown sandbox mode \"rw\" (use read-only, workspace-write, off)".into())
         );
-        assert_eq!(Network::parse("off"), Ok(Network::Off));
         let info = SandboxInfo {
             mode: SandboxMode::ReadOnly,
             mechanism: "landlock".into(),
             layers: Vec::new(),
-            network: Network::On,
         };
         assert_eq!(
             serde_json::to_value(&info).unwrap(),
@@ -554,7 +478,7 @@ mod tests {
                 .map(|(_, k)| k.clone())
                 .collect()
         };
-        let ro = plan(None, true, Network::On, &needs("codex"), Ok("namespaces")).unwrap();
+        let ro = plan(None, true, &needs("codex"), Ok("namespaces")).unwrap();
         let p = confinement(&ro, &needs("codex"), &env, &places).unwrap();
         let child = run.join(CHILD_DIR);
         assert_eq!(kinds(&p, &child), [MountKind::Writable]);
@@ -580,13 +504,12 @@ mod tests {
         );
         assert!(p.confinement.harden && !p.confinement.strict);
 
-        let ww = plan(None, false, Network::Off, &needs("codex"), Ok("namespaces")).unwrap();
+        let ww = plan(None, false, &needs("codex"), Ok("namespaces")).unwrap();
         let p = confinement(&ww, &needs("codex"), &env, &places).unwrap();
         assert_eq!(kinds(&p, &work), [MountKind::Writable]);
         // The protected names, held by placeholders while the run lasts.
         assert_eq!(kinds(&p, &work.join(".vscode")), [MountKind::ReadOnly]);
         assert!(work.join(".vscode").is_dir());
-        assert!(p.confinement.no_network);
         drop(p);
         assert!(
             !work.join(".vscode").exists(),
@@ -596,7 +519,6 @@ mod tests {
         let off = plan(
             Some(SandboxMode::Off),
             false,
-            Network::On,
             &needs("codex"),
             Ok("namespaces"),
         )
@@ -643,22 +565,8 @@ mod tests {
             OsString::from("OPENCODE_DISABLE_PROJECT_CONFIG"),
             OsString::from("1"),
         );
-        let ww = plan(
-            None,
-            false,
-            Network::On,
-            &needs("opencode"),
-            Ok("namespaces"),
-        )
-        .unwrap();
-        let ro = plan(
-            None,
-            true,
-            Network::On,
-            &needs("opencode"),
-            Ok("namespaces"),
-        )
-        .unwrap();
+        let ww = plan(None, false, &needs("opencode"), Ok("namespaces")).unwrap();
+        let ro = plan(None, true, &needs("opencode"), Ok("namespaces")).unwrap();
 
         // No opencode configuration in the workspace: its folder is held, privately, and
         // opencode told to ignore a project configuration (there is none to lose).

@@ -362,9 +362,16 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
             }
         }
     }
-    // Every other CLI's login.
+    // Every other CLI's login; not its own, which another backend of the same CLI (its
+    // ACP mode) also names.
     for home in &input.cli.others {
-        out.extend(home(input.env).login);
+        let own = &input.home.login;
+        out.extend(
+            home(input.env)
+                .login
+                .into_iter()
+                .filter(|l| !own.contains(l)),
+        );
     }
     // The runtime directory (sockets of the user's session) where it is not under /run,
     // which is empty for the child anyway; and the agent sockets the variables name.

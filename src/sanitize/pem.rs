@@ -399,9 +399,11 @@ mod tests {
     fn many_begin_lines_stay_linear() {
         let header = "-----BEGIN RSA PRIVATE KEY-----";
         let text = header.repeat(200_000) + "\n" + &"-----END X-----".repeat(1000);
+        // Quadratic work on 200,000 BEGIN lines (4e10 steps) takes minutes; linear work takes well
+        // under a second. The bound only tells the two apart, on any machine however loaded.
         let start = std::time::Instant::now();
         assert_eq!(run(&text), text);
-        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
     }
 
     #[test]

@@ -139,7 +139,8 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
 /// What a placeholder holds anywhere in it, in one case-insensitive search: our mask and
 /// other tools' (an ellipsis or a run of asterisks after a prefix: `sk-...`, `ghp_***`,
 /// `sk-proj-...a1B2`), references to the environment or to templates, and the words docs
-/// put in place of a secret. No real token holds any of them.
+/// put in place of a secret. No real token holds any of them. (Four `x`s do, one random
+/// token in some thousands, either case: a run of masking `x`s is [`is_filler`]'s.)
 static PLACEHOLDER_PARTS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
     aho_corasick::AhoCorasick::builder()
         .ascii_case_insensitive(true)
@@ -162,7 +163,6 @@ static PLACEHOLDER_PARTS: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(||
             "getenv",
             "import.meta.env",
             "secrets.",
-            "xxxx",
             "****",
             "dummy",
             "notasecret",

@@ -12,7 +12,9 @@ use std::time::Duration;
 use serde_json::{json, Value as Json};
 use yaml_serde::Value as Yaml;
 
+use crate::backends::permissions::PermissionMode;
 use crate::backends::BackendChoice;
+use crate::network::HostPattern;
 use crate::result::{Network, SandboxMode};
 use crate::runner::{self, RunnerDef};
 use crate::structured::{OutputSchema, SchemaSource};
@@ -471,28 +473,118 @@ impl Kind<Option<SandboxMode>> for Sandbox {
     }
 }
 
-/// Whether the child may use the network: `on` or `off` (or a boolean).
+/// The child's network: `on`, `off` or `provider` (a boolean is `on` or `off`), or `auto`
+/// (`None`): provider for an agent that cannot write, on for the others.
 pub(crate) struct NetworkKind;
 
-impl Kind<Network> for NetworkKind {
-    fn read(&self, raw: Raw<'_>) -> Result<Network, String> {
+impl Kind<Option<Network>> for NetworkKind {
+    fn read(&self, raw: Raw<'_>) -> Result<Option<Network>, String> {
         if let Some(b) = raw.boolean() {
-            return Ok(if b { Network::On } else { Network::Off });
+            return Ok(Some(if b { Network::On } else { Network::Off }));
         }
-        let text = raw.text().ok_or_else(|| expected("on or off", raw))?;
-        Network::parse(&text)
+        let text = raw
+            .text()
+            .ok_or_else(|| expected(&format!("{} or auto", Network::NAMES), raw))?;
+        match text.trim() {
+            "auto" => Ok(None),
+            other => Network::parse(other).map(Some),
+        }
     }
 
-    fn show(&self, value: &Network) -> Json {
-        json!(value.name())
+    fn show(&self, value: &Option<Network>) -> Json {
+        json!(value.map_or("auto", Network::name))
     }
 
     fn schema(&self) -> Json {
         json!({"type": "string", "enum": enum_names::<Network>()})
     }
 
+    // `auto`, the default, is taken but not offered.
     fn names(&self) -> Option<Vec<String>> {
         Some(enum_names::<Network>())
+    }
+}
+
+/// How a child's permission requests are answered: `policy`, `ask`, `allow` or `deny`.
+pub(crate) struct Permissions;
+
+impl Kind<PermissionMode> for Permissions {
+    fn read(&self, raw: Raw<'_>) -> Result<PermissionMode, String> {
+        let text = raw
+            .text()
+            .ok_or_else(|| expected(PermissionMode::NAMES, raw))?;
+        PermissionMode::parse(&text)
+    }
+
+    fn show(&self, value: &PermissionMode) -> Json {
+        json!(value.name())
+    }
+
+    fn schema(&self) -> Json {
+        json!({"type": "string", "enum": enum_names::<PermissionMode>()})
+    }
+
+    fn names(&self) -> Option<Vec<String>> {
+        Some(enum_names::<PermissionMode>())
+    }
+}
+
+/// Hosts a `network: provider` child may reach: a list, or a comma-separated string, of
+/// names (`pypi.org`), `*.domain` for every name under one, or IP addresses. Each layer
+/// adds to the ones below it (an agent's own hosts are not lost to a flag's).
+pub(crate) struct Hosts;
+
+impl Kind<Vec<HostPattern>> for Hosts {
+    fn read(&self, raw: Raw<'_>) -> Result<Vec<HostPattern>, String> {
+        const WHAT: &str = "a list of host names, or a comma-separated string of them";
+        let texts: Vec<String> = match raw {
+            Raw::Toml(toml::Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| expected(WHAT, raw))?,
+            Raw::Yaml {
+                value: Yaml::Sequence(items),
+                ..
+            } => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| expected(WHAT, raw))?,
+            Raw::Json(Json::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| expected(WHAT, raw))?,
+            _ => match raw.text() {
+                Some(text) => text.split(',').map(str::to_string).collect(),
+                None => return Err(expected(WHAT, raw)),
+            },
+        };
+        texts
+            .iter()
+            .map(|h| h.trim())
+            .filter(|h| !h.is_empty())
+            .map(HostPattern::parse)
+            .collect()
+    }
+
+    fn show(&self, value: &Vec<HostPattern>) -> Json {
+        json!(value.iter().map(ToString::to_string).collect::<Vec<_>>())
+    }
+
+    fn schema(&self) -> Json {
+        json!({"type": "array", "items": {"type": "string"}})
+    }
+
+    fn over(&self, lower: &Vec<HostPattern>, upper: Vec<HostPattern>) -> Vec<HostPattern> {
+        let mut all = lower.clone();
+        for host in upper {
+            if !all.contains(&host) {
+                all.push(host);
+            }
+        }
+        all
     }
 }
 
@@ -735,7 +827,7 @@ mod tests {
             enum_names::<SandboxMode>(),
             ["read-only", "workspace-write", "off"]
         );
-        assert_eq!(enum_names::<Network>(), ["on", "off"]);
+        assert_eq!(enum_names::<Network>(), ["on", "off", "provider"]);
         for name in enum_names::<SandboxMode>() {
             assert_eq!(
                 Sandbox
@@ -746,8 +838,10 @@ mod tests {
         }
         for name in enum_names::<Network>() {
             assert_eq!(
-                NetworkKind.read(Raw::Text(&name)).map(Network::name),
-                Ok(name.as_str())
+                NetworkKind
+                    .read(Raw::Text(&name))
+                    .map(|m| m.map(Network::name)),
+                Ok(Some(name.as_str()))
             );
         }
     }

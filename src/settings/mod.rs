@@ -39,8 +39,10 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
+use crate::backends::permissions::PermissionMode;
 use crate::backends::BackendChoice;
 use crate::limits;
+use crate::network::HostPattern;
 use crate::result::{Network, SandboxMode};
 use crate::runner::{self, RunnerDef};
 use crate::structured::SchemaSource;
@@ -249,6 +251,15 @@ macro_rules! settings {
     (@default) => { None };
     (@current $value:expr, $default:expr) => { Some(&$value) };
     (@current $value:expr) => { $value.as_ref() };
+    (@over $kind:expr, $ty:ty, $lower:expr, $upper:expr, $default:expr) => {
+        Kind::<$ty>::over($kind, &$lower, $upper)
+    };
+    (@over $kind:expr, $ty:ty, $lower:expr, $upper:expr) => {
+        Some(match $lower {
+            Some(lower) => Kind::<$ty>::over($kind, &lower, $upper),
+            None => $upper,
+        })
+    };
     ($(
         $(#[doc = $doc:expr])*
         $name:ident : $ty:ty $(= $default:expr)?, kind: $kind:expr, $surfaces:expr;
@@ -283,14 +294,17 @@ macro_rules! settings {
 
         impl Config {
             /// Each setting from the first of `over` that sets it (highest first), else
-            /// from this config.
+            /// from this config; a kind that adds layers up (`allow_hosts`) takes every
+            /// layer's, as a config file's layers do.
             pub(crate) fn under(&self, over: &[&Values]) -> Effective {
                 Effective {
-                    $( $name: over
-                        .iter()
-                        .find_map(|layer| layer.$name.clone())
-                        .map(<settings!(@config $ty $(, $default)?)>::from)
-                        .unwrap_or_else(|| self.$name.value.clone()), )*
+                    $( $name: {
+                        let mut value = self.$name.value.clone();
+                        for upper in over.iter().rev().filter_map(|layer| layer.$name.clone()) {
+                            value = settings!(@over $kind, $ty, value, upper $(, $default)?);
+                        }
+                        value
+                    }, )*
                 }
             }
         }
@@ -309,7 +323,7 @@ macro_rules! settings {
     };
 }
 
-use kinds::{Count, Dollars, Dur, Names, NetworkKind, Switch, Text};
+use kinds::{Count, Dollars, Dur, Hosts, Names, NetworkKind, Switch, Text};
 
 settings! {
     /// The child CLI: one backend, or `auto` (the first installed).
@@ -481,12 +495,42 @@ settings! {
         mcp: mcp("sandbox", None),
         ..Surfaces::FILES
     };
-    /// Whether the child may use the network.
-    network: Network = Network::On, kind: &NetworkKind, Surfaces {
+    /// The child's network; `None` (`auto`): provider for an agent that cannot write, on
+    /// for the others.
+    network: Option<Network> = None, kind: &NetworkKind, Surfaces {
         env: Some("ORCHESTRATE_NETWORK"),
-        flag: flag("network", "NETWORK", "off: the child gets no network at all (only a loopback of its own). Default on."),
+        flag: flag("network", "NETWORK", "Network of the child: on (the host's), off (none at all, only a loopback of its own) or provider (out only through orchestrate's proxy, to its provider's hosts and --allow-host). Default: provider for an agent that cannot write, on for the others."),
         agent: &["network"],
         mcp: mcp("network", None),
+        ..Surfaces::FILES
+    };
+    /// Hosts a `network: provider` child may reach beside its provider's; each layer adds
+    /// to those below.
+    allow_hosts: Vec<HostPattern> = Vec::new(), kind: &Hosts, Surfaces {
+        env: Some("ORCHESTRATE_ALLOW_HOSTS"),
+        flag: Some(Flag {
+            long: "allow-host",
+            value_name: "HOST",
+            help: "A host the child may reach with --network provider, beside its provider's: a name, *.domain for every name under it, or an IP address; repeat for several.",
+            repeat: true,
+        }),
+        agent: &["allow_hosts", "allowHosts"],
+        mcp: mcp("allowHosts", None),
+        ..Surfaces::FILES
+    };
+    /// How the child's permission requests are answered (ACP agents ask).
+    permissions: PermissionMode = PermissionMode::Policy, kind: &kinds::Permissions, Surfaces {
+        env: Some("ORCHESTRATE_PERMISSIONS"),
+        flag: flag("permissions", "MODE", "How the child's permission requests are answered (ACP agents ask): policy (by the agent's tools and sandbox; the default), allow, deny, or ask (the parent; for now policy, with a warning)."),
+        agent: &["permissions"],
+        mcp: mcp("permissions", None),
+        ..Surfaces::FILES
+    };
+    /// The `acp` backend's agent command line (split like a shell's words, run without
+    /// one), for agents that set none.
+    acp_command: String, kind: &Text, Surfaces {
+        env: Some("ORCHESTRATE_ACP_COMMAND"),
+        agent: &["acp_command", "acpCommand"],
         ..Surfaces::FILES
     };
     /// Where the child runs: `local`, `slurm`, or a name of `runners` (checked when a run

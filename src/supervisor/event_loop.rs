@@ -13,12 +13,15 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
+use super::channel::{ChildInput, InputPipe};
 use super::framing::{Frame, LineFramer};
 use super::lifecycle::{Action, Graces, Lifecycle, Patience, StreamFacts};
 use super::outcome::{Leak, Outcome, StopReason, SuperviseError};
 use crate::limits::SupervisionLimits;
+use crate::network::{proxy, ChildNetwork};
 use crate::platform::{self, Confinement, GroupChild, LeaderExit, Leftovers, SpawnSpec};
 use crate::runner::{BoxFuture, Ended, Launch, LocalStop, Runner, Stop};
+use crate::sandbox::remote::ReportReader;
 
 /// Bytes read from a pipe at once. Large enough that a fast child costs few wake-ups.
 const READ_CHUNK_BYTES: usize = 128 * 1024;
@@ -41,10 +44,20 @@ pub(crate) struct ChildSpec {
     pub env_remove: Vec<OsString>,
     /// What the child may write and reach.
     pub confinement: Confinement,
+    /// The child's stdin is a pipe fed from this handle (a backend that talks to its
+    /// child); `None`: /dev/null.
+    pub stdin: Option<ChildInput>,
     /// Where it runs: the runner prepares the engine, wraps the command, says when a
     /// queued child started, carries out stops, and settles the run once the process
     /// started here is gone.
     pub runner: Box<dyn Runner>,
+    /// With `network: provider`: the policy its proxy serves the listeners made in the
+    /// child's network namespace with.
+    pub network: Option<ChildNetwork>,
+    /// The sandbox is built where the child runs, by orchestrate's own process there
+    /// (`orchestrate sandbox-exec`), whose first line on stderr says which layers held:
+    /// taken off the stream, it is the outcome's `sandbox_layers`.
+    pub layers_reported: bool,
 }
 
 /// Receives the child's stdout as framed lines, in order.
@@ -59,12 +72,20 @@ pub(crate) trait LineSink {
     /// Called after each chunk of stdout: a place to publish progress, at most once per
     /// read rather than once per line.
     fn after_chunk(&mut self) {}
+    /// A graceful stop begins: asks the child to stop its work through its own protocol
+    /// (written to its stdin). Returns false when there was nothing to cancel, and the
+    /// stop goes on to SIGTERM at once.
+    fn cancel(&mut self) -> bool {
+        false
+    }
 }
 
-/// Where the raw bytes go: the session copy of stdout, and the stderr log.
+/// Where the raw bytes go: the session copy of stdout, the stderr log, and the record of
+/// what was written to the child's stdin (when it has a pipe there).
 pub(crate) struct OutputSinks<'a> {
     pub stdout_copy: &'a mut (dyn Write + Send),
     pub stderr_copy: &'a mut (dyn Write + Send),
+    pub stdin_copy: Option<&'a mut (dyn Write + Send)>,
 }
 
 /// Requests from outside the loop. `cancel` stops gracefully; `kill` stops at once;
@@ -97,6 +118,9 @@ struct Machine<'a> {
     /// When the local process is SIGKILLed, if it has not exited after a stop through
     /// the engine.
     kill_local_at: Option<Instant>,
+    /// Takes the sandbox's report of its layers off stderr, where the child runs
+    /// elsewhere (`ChildSpec::layers_reported`).
+    report: Option<ReportReader>,
 }
 
 /// Runs `spec` to the end under `limits` and returns how it ended. Every path leaves the
@@ -128,13 +152,56 @@ pub(crate) async fn supervise<'a>(
         env: spec.env.clone(),
         env_remove: spec.env_remove.clone(),
         confinement: spec.confinement.clone(),
+        stdin_pipe: spec.stdin.is_some(),
     })
     .map_err(|source| SuperviseError::Spawn {
         program: launch.program.to_string_lossy().into_owned(),
         source,
     })?;
+    // The proxy lives until this function returns: after the child's whole tree is gone.
+    let (_proxy, network_fallback) = match &spec.network {
+        None => (None, None),
+        Some(net) => match group.take_listeners() {
+            Some(listeners) => (
+                Some(proxy::serve(
+                    net.policy.clone(),
+                    net.log.clone(),
+                    listeners,
+                )?),
+                None,
+            ),
+            None => (
+                None,
+                Some(
+                    group
+                        .degraded()
+                        .unwrap_or("no network namespace here")
+                        .to_string(),
+                ),
+            ),
+        },
+    };
     let mut stdout = pipe::Receiver::from_owned_fd(group.take_stdout().expect("piped"))?;
     let mut stderr = pipe::Receiver::from_owned_fd(group.take_stderr().expect("piped"))?;
+    let OutputSinks {
+        stdout_copy,
+        stderr_copy,
+        stdin_copy,
+    } = out;
+    let mut input = match (&spec.stdin, group.take_stdin()) {
+        (Some(handle), Some(fd)) => Some(InputPipe::new(
+            handle.clone(),
+            pipe::Sender::from_owned_fd(fd)?,
+            stdin_copy,
+        )),
+        _ => None,
+    };
+    let waker = input.is_some().then(|| spec.stdin.clone()).flatten();
+    let out = OutputSinks {
+        stdout_copy,
+        stderr_copy,
+        stdin_copy: None,
+    };
     // Where the child's exit arrives on a pipe of its own (its controller reports it),
     // rather than only as SIGCHLD.
     let exit_notice = match group.exit_notice() {
@@ -146,14 +213,10 @@ pub(crate) async fn supervise<'a>(
 
     // Every limit counts from the same instant as `elapsed` (before the spawn), so none is
     // late by the time the spawn took; a job in a queue counts them from when it starts.
+    let graces = Graces::new(&limits, input.is_some());
     let life = match &queue {
-        Some(queue) => Lifecycle::queued(
-            Graces::new(&limits),
-            Patience::new(&limits),
-            start,
-            queue.timeout,
-        ),
-        None => Lifecycle::new(Graces::new(&limits), Patience::new(&limits), start),
+        Some(queue) => Lifecycle::queued(graces, Patience::new(&limits), start, queue.timeout),
+        None => Lifecycle::new(graces, Patience::new(&limits), start),
     };
     let mut started_signal = queue.map(|q| q.started);
     let mut m = Machine {
@@ -173,6 +236,7 @@ pub(crate) async fn supervise<'a>(
         runner: &mut *spec.runner,
         started: started_signal.is_none().then_some(start),
         kill_local_at: None,
+        report: spec.layers_reported.then(ReportReader::new),
     };
 
     let mut obuf = vec![0u8; READ_CHUNK_BYTES];
@@ -214,6 +278,9 @@ pub(crate) async fn supervise<'a>(
             r = stderr.read(&mut ebuf), if m.stderr_open => match r {
                 Ok(0) | Err(_) => {
                     m.stderr_open = false;
+                    if let Some(held) = m.report.as_mut().map(ReportReader::finish) {
+                        m.pass_stderr(&held);
+                    }
                     m.on_pipe_closed()?;
                 }
                 Ok(n) => m.on_stderr(&ebuf[..n])?,
@@ -229,6 +296,19 @@ pub(crate) async fn supervise<'a>(
             }
             _ = tokio::time::sleep(EXIT_POLL_INTERVAL), if !m.life.has_exited() && !m.pipes_open() => {
                 m.look_for_exit()?;
+            }
+            // The child's stdin takes what is queued for it, as fast as it reads.
+            w = write_input(input.as_mut()), if input.as_ref().is_some_and(InputPipe::wants_write) => {
+                if let Some(p) = input.as_mut() {
+                    p.written(w);
+                }
+            }
+            // Something was queued from outside the loop (its own writes are seen at the
+            // next turn), or the input was closed.
+            () = input_queued(waker.as_ref()), if input.is_some() => {
+                if let Some(p) = input.as_mut() {
+                    p.close_if_done();
+                }
             }
             _ = sleep_until(m.kill_local_at.unwrap_or(far_future)), if m.kill_local_at.is_some() && !m.life.has_exited() => {
                 m.kill_local();
@@ -247,6 +327,8 @@ pub(crate) async fn supervise<'a>(
     }
 
     drop(started_signal);
+    // Writers are told that the child's input is gone.
+    drop(input);
     // Kills descendants that outlived the child (closed their pipes, left its group).
     m.group.kill_and_reap()?;
     let leftovers = m.group.leftovers();
@@ -284,14 +366,34 @@ pub(crate) async fn supervise<'a>(
         leak,
         containment: m.group.containment(),
         containment_degraded: m.group.degraded().map(str::to_string),
-        sandbox_layers: m.group.layers().clone(),
+        sandbox_layers: match &m.report {
+            None => m.group.layers().clone(),
+            Some(report) => report.layers().cloned().unwrap_or_default(),
+        },
         stdout_bytes: m.stdout_bytes,
         stderr_tail,
         session_write_error: m.session_write_error,
         elapsed,
         queue_wait,
         settled,
+        network_fallback,
     })
+}
+
+/// Writes what the child's stdin takes; never where there is no pipe.
+async fn write_input(input: Option<&mut InputPipe<'_>>) -> std::io::Result<usize> {
+    match input {
+        Some(p) => p.write_some().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when a writer outside the loop queued something for the child.
+async fn input_queued(input: Option<&ChildInput>) {
+    match input {
+        Some(handle) => handle.queued().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves once the engine has started a queued child; never where there is no queue.
@@ -356,7 +458,8 @@ impl Machine<'_> {
             self.stop(reason)?;
         }
         if facts.terminal {
-            self.life.terminal_event(now);
+            let action = self.life.terminal_event(now);
+            self.act(action);
         }
         Ok(())
     }
@@ -366,6 +469,17 @@ impl Machine<'_> {
         let Some(chunk) = self.admit(chunk, false)? else {
             return Ok(());
         };
+        match self.report.as_mut().and_then(|r| r.push(chunk)) {
+            Some(passed) => self.pass_stderr(&passed),
+            None => self.pass_stderr(chunk),
+        }
+        self.read_facts()
+    }
+
+    fn pass_stderr(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
         let _ = self.out.stderr_copy.write_all(chunk);
         self.stderr_tail.extend_from_slice(chunk);
         if self.stderr_tail.len() > STDERR_TAIL_BYTES * 2 {
@@ -378,7 +492,6 @@ impl Machine<'_> {
                 sink.on_stderr_line(line);
             }
         });
-        self.read_facts()
     }
 
     /// Counts the chunk against the hard cap and returns the part that fits. Past the cap
@@ -433,6 +546,13 @@ impl Machine<'_> {
     fn act(&mut self, action: Action) {
         let stop = match action {
             Action::Nothing => return,
+            Action::Cancel => {
+                if !self.sink.cancel() {
+                    let next = self.life.cancel_unavailable(Instant::now());
+                    self.act(next);
+                }
+                return;
+            }
             Action::AbandonPipes => {
                 tracing::warn!("the child's pipes stayed open after SIGKILL; giving up on them");
                 self.stdout_open = false;

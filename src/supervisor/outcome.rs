@@ -30,6 +30,9 @@ pub(crate) struct Outcome {
     pub queue_wait: Duration,
     /// What the runner said once the engine was done with the child.
     pub settled: Settled,
+    /// The child was to have a network of its own (`network: provider` by default) but
+    /// could not, and ran with the host's: why.
+    pub network_fallback: Option<String>,
 }
 
 impl Outcome {

@@ -20,6 +20,7 @@
 
 pub mod contract;
 mod http;
+pub mod otlp;
 pub mod playground;
 pub mod program;
 mod wire;
@@ -354,7 +355,14 @@ pub struct MockLlm {
 impl MockLlm {
     /// Binds 127.0.0.1 on a free port and serves on a thread of its own.
     pub fn start(script: Script) -> MockLlm {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        MockLlm::start_on(script, std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    /// Binds `ip` (an address of this machine) on a free port and serves on a thread of
+    /// its own.
+    pub fn start_on(script: Script, ip: std::net::IpAddr) -> MockLlm {
+        let listener =
+            std::net::TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(Mutex::new(State {
@@ -751,6 +759,15 @@ pub fn side_traffic(api: Api, path: &str, body: &Value) -> bool {
     // opencode: the session title ("You are a title generator. You output ONLY a thread
     // title. …"), sent beside the first turn.
     if system.contains("You are a title generator") {
+        return true;
+    }
+    // claude-agent-acp (ACP): the session's title ("You are naming a coding session"), and
+    // after a turn the next prompt it would suggest ("[SUGGESTION MODE: …").
+    if system.contains("You are naming a coding session")
+        || user_texts(api, body)
+            .iter()
+            .any(|t| t.contains("[SUGGESTION MODE:"))
+    {
         return true;
     }
     // Gemini CLI: its non-streaming helper calls (next-speaker check, routing, …); the

@@ -1,4 +1,4 @@
-//! Git repositories for the worktree tests (tests/worktrees.rs over the fake child, and the
+//! Git repositories for the worktree tests (tests/all/worktrees.rs over the fake child, and the
 //! contract scenarios over the real CLIs): a repository with one commit, `git` run in it, and
 //! what of a checkout must not change.
 #![allow(dead_code)]

@@ -248,8 +248,11 @@ impl Sandbox {
             .env("FAKE_AGENT_FOREVER_MS", "60000")
             .env("ORCHESTRATE_TEST_SANDBOX", self.root.path())
             // The fake agent writes its pid and argv files into the test's temp root,
-            // which no sandbox mode allows; the sandbox has tests of its own.
+            // which no sandbox mode allows; the sandbox has tests of its own. So has the
+            // network (tests/all/network.rs), whose default for the fake's read-only agent
+            // would be a namespace of its own.
             .env("ORCHESTRATE_SANDBOX", "off")
+            .env("ORCHESTRATE_NETWORK", "on")
             .envs(&self.env)
             .current_dir(&self.work)
             .stdin(Stdio::null())

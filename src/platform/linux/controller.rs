@@ -40,6 +40,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::super::landlock::RawRules;
+use super::listeners::{self, ListenSpec};
 use super::mounts::MountPlan;
 use super::seccomp::Filter;
 
@@ -63,6 +64,7 @@ pub(super) enum Stage {
     Mounts = 13,
     Session = 14,
     Seccomp = 15,
+    Listen = 16,
 }
 
 impl Stage {
@@ -84,6 +86,7 @@ impl Stage {
             Mounts,
             Session,
             Seccomp,
+            Listen,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)
@@ -120,6 +123,7 @@ impl Stage {
             Stage::Mounts => "building the child's view of the filesystem",
             Stage::Session => "starting a session without a terminal",
             Stage::Seccomp => "installing the seccomp filter",
+            Stage::Listen => "listening for the network proxy inside the child's network namespace",
         }
     }
 }
@@ -152,6 +156,11 @@ pub(super) struct Plan {
     pub new_session: bool,
     /// Drop every capability before exec (a sandboxed child of root).
     pub drop_capabilities: bool,
+    /// The child's stdin is a pipe from orchestrate rather than /dev/null.
+    pub stdin_pipe: bool,
+    /// TCP listeners to make inside the new network namespace and hand to orchestrate
+    /// (see `listeners.rs`).
+    pub listen: Vec<ListenSpec>,
 }
 
 /// The orchestrate side of a started controller.
@@ -165,6 +174,11 @@ pub(super) struct Started {
     pub status: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The writing end of the child's stdin, when the plan asked for a pipe.
+    pub stdin: Option<OwnedFd>,
+    /// The listeners made inside the child's network namespace, one per `Plan::listen`
+    /// entry (None: an optional one that could not be made).
+    pub listeners: Vec<Option<OwnedFd>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,8 +263,12 @@ struct ChildFds {
     alive: RawFd,
     report: RawFd,
     status: RawFd,
+    /// The reading end of the child's stdin pipe, or -1 for /dev/null.
+    stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
+    /// The controller's end of the listeners' channel; -1 when there are none.
+    listen: RawFd,
 }
 
 /// A null-terminated array of pointers into `strings`.
@@ -271,6 +289,11 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     let (status_r, status_w) = pipe()?;
     let (stdout_r, stdout_w) = pipe()?;
     let (stderr_r, stderr_w) = pipe()?;
+    let stdin = if plan.stdin_pipe { Some(pipe()?) } else { None };
+    let channel = match plan.listen.is_empty() {
+        true => None,
+        false => Some(listeners::channel()?),
+    };
     let argv = pointers(&plan.argv);
     let envp = pointers(&plan.envp);
     // Where the controller keeps the descriptors of the mounts it copies (its own copy of
@@ -282,8 +305,12 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         alive: alive_r.as_raw_fd(),
         report: report_w.as_raw_fd(),
         status: status_w.as_raw_fd(),
+        stdin: stdin.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
         stdout: stdout_w.as_raw_fd(),
         stderr: stderr_w.as_raw_fd(),
+        listen: channel
+            .as_ref()
+            .map_or(-1, |(_, theirs)| theirs.as_raw_fd()),
     };
     let flags = match plan.mode {
         Mode::Namespace { clone_flags } => clone_flags,
@@ -319,7 +346,12 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     // SAFETY: restores this thread's mask.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     // The copies the controller and the child hold are theirs; ours go.
+    let stdin = stdin.map(|(r, w)| {
+        drop(r);
+        w
+    });
     drop((alive_r, report_w, status_w, stdout_w, stderr_w));
+    let channel = channel.map(|(ours, _theirs)| ours);
     if pid < 0 {
         return Err(StartError::Clone(clone_error));
     }
@@ -367,12 +399,19 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
         });
     }
     set_nonblocking(&status_r)?;
+    // Sent before the child was forked: here by now.
+    let listeners = match &channel {
+        Some(ours) => listeners::receive(ours, plan.listen.len()).map_err(|e| abandon(e.into()))?,
+        None => Vec::new(),
+    };
     Ok(Started {
         pid: pid as u32,
         alive: alive_w,
         status: status_r,
         stdout: stdout_r,
         stderr: stderr_r,
+        stdin,
+        listeners,
     })
 }
 
@@ -425,7 +464,8 @@ pub(super) struct IdMaps {
 impl IdMaps {
     /// Root keeps every id (so files keep their owners and root its access to them) but
     /// holds its capabilities only inside the namespace; anyone else maps their own ids.
-    /// (orchestrate uses a user namespace only when it is not root.)
+    /// (orchestrate uses a user namespace when it is not root, and for an unsandboxed
+    /// child of root with a network of its own.)
     pub(super) fn for_current_user() -> IdMaps {
         // SAFETY: no preconditions.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -457,7 +497,7 @@ impl IdMaps {
 // ---------------------------------------------------------------------------------------
 // After the clone: system calls only.
 
-fn errno() -> libc::c_int {
+pub(super) fn errno() -> libc::c_int {
     // SAFETY: reading the thread's errno.
     unsafe { *libc::__errno_location() }
 }
@@ -607,6 +647,11 @@ unsafe fn controller_main(
                 if clone_flags & libc::CLONE_NEWNET != 0 {
                     if let Err(e) = loopback_up() {
                         fail(fds.report, Stage::Loopback, e);
+                    }
+                    if fds.listen >= 0 {
+                        if let Err(e) = listeners::make_and_send(&plan.listen, fds.listen) {
+                            fail(fds.report, Stage::Listen, e);
+                        }
                     }
                 }
             }
@@ -924,11 +969,15 @@ unsafe fn child_main(
         } else {
             libc::setpgid(0, 0);
         }
-        // stdin /dev/null, stdout and stderr the pipes. Copies above 2 first, so that no
-        // dup2 can overwrite a descriptor still needed.
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        // stdin /dev/null (or orchestrate's pipe), stdout and stderr the pipes. Copies above
+        // 2 first, so that no dup2 can overwrite a descriptor still needed.
+        let input = if fds.stdin >= 0 {
+            fds.stdin
+        } else {
+            libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
+        };
         let (null, out, err) = (
-            libc::fcntl(null, libc::F_DUPFD_CLOEXEC, 10),
+            libc::fcntl(input, libc::F_DUPFD_CLOEXEC, 10),
             libc::fcntl(fds.stdout, libc::F_DUPFD_CLOEXEC, 10),
             libc::fcntl(fds.stderr, libc::F_DUPFD_CLOEXEC, 10),
         );

@@ -3,6 +3,7 @@
 //! See `controller.rs` for how the tree is held and stopped.
 
 mod controller;
+mod listeners;
 mod mounts;
 mod seccomp;
 
@@ -53,6 +54,20 @@ pub(crate) fn sandbox_mechanism() -> Result<&'static str, String> {
     Ok("namespaces")
 }
 
+/// Whether the child can have a network of its own (`Confinement::no_network`), as far as
+/// is known before trying: not when forced into subreaper mode, nor where a namespace
+/// already failed to start.
+pub(crate) fn network_namespaces() -> Result<(), String> {
+    if std::env::var(CONTAINMENT_VAR).as_deref() == Ok("subreaper") {
+        return Err(format!("{CONTAINMENT_VAR}=subreaper: no namespaces"));
+    }
+    let known = UNAVAILABLE.lock().unwrap_or_else(|p| p.into_inner());
+    match known.iter().find(|(f, _)| f & libc::CLONE_NEWNET != 0) {
+        Some((_, why)) => Err(why.clone()),
+        None => Ok(()),
+    }
+}
+
 /// A started child: its controller, the pipes of its stdout and stderr, and its exit
 /// once the controller reported it.
 #[derive(Debug)]
@@ -65,9 +80,12 @@ pub(crate) struct GroupChild {
     status: OwnedFd,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
     exit: Option<(LeaderExit, bool)>,
     reaped: bool,
     degraded: Option<String>,
+    /// The listeners made inside the child's network namespace; None without one.
+    listeners: Option<Vec<Option<OwnedFd>>>,
     layers: Layers,
 }
 
@@ -83,6 +101,11 @@ impl GroupChild {
 
     pub(crate) fn take_stderr(&mut self) -> Option<OwnedFd> {
         self.stderr.take()
+    }
+
+    /// The writing end of the child's stdin, when the spec asked for a pipe.
+    pub(crate) fn take_stdin(&mut self) -> Option<OwnedFd> {
+        self.stdin.take()
     }
 
     /// A descriptor that becomes readable when the child's exit can be read with
@@ -102,6 +125,17 @@ impl GroupChild {
     /// Why a weaker containment than a PID namespace is in use.
     pub(crate) fn degraded(&self) -> Option<&str> {
         self.degraded.as_deref()
+    }
+
+    /// The listeners asked for in `Confinement::listen`, made inside the child's network
+    /// namespace, in that order (None: an optional one that could not be made); None when
+    /// the child got no network namespace (an optional one that could not be had).
+    pub(crate) fn take_listeners(&mut self) -> Option<Vec<Option<std::net::TcpListener>>> {
+        self.listeners.take().map(|fds| {
+            fds.into_iter()
+                .map(|fd| fd.map(std::net::TcpListener::from))
+                .collect()
+        })
     }
 
     /// The sandbox layers that held, and those that could not be had.
@@ -268,7 +302,8 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
         cwd: cstring(spec.cwd.as_os_str())?,
     };
     let confinement = spec.confinement;
-    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement))
+    let stdin_pipe = spec.stdin_pipe;
+    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement, stdin_pipe))
 }
 
 struct PlanParts {
@@ -327,7 +362,11 @@ fn lost_without_mounts(c: &Confinement) -> Vec<&'static str> {
     lost
 }
 
-fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChild> {
+fn start_in_best_mode(
+    parts: PlanParts,
+    c: &Confinement,
+    stdin_pipe: bool,
+) -> io::Result<GroupChild> {
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let sandboxed = c.writable.is_some() || c.view.is_some();
@@ -335,8 +374,12 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
     let mut layers = Layers::default();
     // Anyone but root needs a user namespace to own the others. Root needs none; its
     // sandboxed child gives up every capability instead (cheaper than a user namespace,
-    // whose id maps orchestrate would have to write for each run).
-    let userns = !root;
+    // whose id maps orchestrate would have to write for each run). An unsandboxed child
+    // of root with a network of its own gets one all the same: root's capabilities over
+    // the host would undo the network namespace (unmount the namespace's /proc, join a
+    // host process's network namespace from the one under it), while inside its own it
+    // keeps them for what it does (a CLI's own bubblewrap sandbox).
+    let userns = !root || (c.no_network && !sandboxed);
     let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if userns {
         flags |= libc::CLONE_NEWUSER;
@@ -388,7 +431,20 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
         seccomp,
         new_session: true,
         drop_capabilities: root && sandboxed,
+        stdin_pipe,
+        listen: if c.no_network {
+            c.listen.iter().map(listeners::ListenSpec::new).collect()
+        } else {
+            Vec::new()
+        },
     };
+    if plan.listen.len() > listeners::MAX_LISTENERS {
+        return Err(io::Error::other(format!(
+            "at most {} listeners fit in a network namespace, {} were asked for",
+            listeners::MAX_LISTENERS,
+            plan.listen.len()
+        )));
+    }
     let held = |plan: &Plan, namespace: bool| {
         let mut held = Vec::new();
         if namespace {
@@ -447,7 +503,7 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
             Ok(started) => {
                 layers.held = held(&plan, true);
                 note_missing(&mut layers, &plan, c);
-                return Ok(child(started, plan.mode, None, layers));
+                return Ok(child(started, plan.mode, None, layers, c.no_network));
             }
             Err(StartError::Clone(e)) => {
                 let why = format!("clone of a new PID namespace failed: {e}");
@@ -475,9 +531,14 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
             "{CONTAINMENT_VAR}=pidns, but PID namespaces are not available: {why}"
         )));
     }
-    if c.no_network {
+    if c.no_network && !c.network_optional {
         return Err(io::Error::other(format!(
-            "network off needs a network namespace, which is not available here: {why}"
+            "{} needs a network namespace, which is not available here: {why}",
+            if c.listen.is_empty() {
+                "network off"
+            } else {
+                "network provider"
+            },
         )));
     }
     if c.view.is_some() {
@@ -498,6 +559,7 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
     }
     plan.mode = Mode::Subreaper;
     plan.mounts = None;
+    plan.listen.clear();
     plan.landlock = rules(false)?;
     let held_here = held(&plan, false);
     mark(&mut plan, &held_here)?;
@@ -505,7 +567,7 @@ fn start_in_best_mode(parts: PlanParts, c: &Confinement) -> io::Result<GroupChil
         Ok(started) => {
             layers.held = held(&plan, false);
             note_missing(&mut layers, &plan, c);
-            Ok(child(started, plan.mode, degraded, layers))
+            Ok(child(started, plan.mode, degraded, layers, false))
         }
         Err(e) => Err(start_error(e)),
     }
@@ -540,14 +602,17 @@ fn child(
     mode: Mode,
     degraded: Option<String>,
     layers: Layers,
+    own_network: bool,
 ) -> GroupChild {
     GroupChild {
+        listeners: own_network.then_some(started.listeners),
         controller: started.pid,
         mode,
         _alive: started.alive,
         status: started.status,
         stdout: Some(started.stdout),
         stderr: Some(started.stderr),
+        stdin: started.stdin,
         exit: None,
         reaped: false,
         degraded,

@@ -40,6 +40,7 @@ pub fn main(cli: &'static Cli) -> ! {
     install_panic_hook();
     let install = Install::find(cli);
     let scenarios = scenarios::all(cli);
+    let unavailable = scenarios::unavailable(cli);
     for (name, _) in cli.known_defects {
         assert!(
             scenarios.iter().any(|(s, _)| s == name),
@@ -51,9 +52,13 @@ pub fn main(cli: &'static Cli) -> ! {
         .into_iter()
         .map(|(name, run)| {
             let defect = cli.known_defects.iter().find(|(s, _)| *s == name);
-            let install = match (defect, &install) {
-                (Some((_, what)), Install::Found(bin)) => {
+            let cannot = unavailable.iter().find(|(s, _)| *s == name);
+            let install = match (defect, cannot, &install) {
+                (Some((_, what)), _, Install::Found(bin)) => {
                     Install::Defective(bin.clone(), format!("known defect: {what}"))
+                }
+                (None, Some((_, why)), Install::Found(bin)) => {
+                    Install::Defective(bin.clone(), format!("cannot run here: {why}"))
                 }
                 _ => install.clone(),
             };

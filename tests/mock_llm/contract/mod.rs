@@ -11,6 +11,7 @@
 //! - This module: the sandbox a run happens in, running `orchestrate` with a wall-clock
 //!   bound, and finding the processes of a run's tree through `/proc`.
 
+pub mod acp;
 pub mod cli;
 pub mod clis;
 pub mod harness;
@@ -324,7 +325,10 @@ impl Sandbox {
             std::fs::create_dir_all(d).unwrap();
         }
         let mut sb = sb;
-        let bin_var = format!("ORCHESTRATE_{}_BIN", backend.to_ascii_uppercase());
+        let bin_var = format!(
+            "ORCHESTRATE_{}_BIN",
+            backend.to_ascii_uppercase().replace('-', "_")
+        );
         let (home, state, tmp, bin) = (sb.home.clone(), sb.state.clone(), sb.tmp(), sb.bin.clone());
         let marker = sb.root.path().to_path_buf();
         sb.env("HOME", &home)
@@ -381,7 +385,7 @@ impl Sandbox {
     /// `orchestrate ARGS… --agents-dir D --model M` in the working directory, with the
     /// sandbox's environment. A `run` prints its full result (`--details full`): the
     /// scenarios check what the CLI's stream became, display items and output included
-    /// (the lean default is tested over the fake child, in tests/run_success.rs).
+    /// (the lean default is tested over the fake child, in tests/all/run_success.rs).
     pub fn command_args(&self, args: &[&str]) -> Command {
         let agents = self.agents.to_str().unwrap();
         let mut args = args.to_vec();
@@ -409,7 +413,7 @@ impl Sandbox {
         self
     }
 
-    fn in_sandbox(&self, cmd: Command) -> Command {
+    pub fn in_sandbox(&self, cmd: Command) -> Command {
         let mut cmd = match self.user {
             None => cmd,
             Some(u) => {
@@ -622,6 +626,18 @@ pub fn normalized(mut r: Value) -> Value {
     }
     if let Some(c) = r["usage"]["cost"].as_f64() {
         r["usage"]["cost"] = Value::from(round_cost(c));
+    }
+    // The mock's address, bridged into a `provider` child's namespace, differs per run.
+    if let Some(allowed) = r
+        .pointer_mut("/network/allowed")
+        .and_then(Value::as_array_mut)
+    {
+        for a in allowed.iter_mut() {
+            let port = a.as_str().and_then(|s| s.strip_prefix("127.0.0.1:"));
+            if port.is_some_and(|p| p.parse::<u16>().is_ok()) {
+                *a = Value::from("MOCK");
+            }
+        }
     }
     r
 }

@@ -16,6 +16,8 @@ use super::harness::{note, Run};
 #[allow(clippy::duplicate_mod)]
 #[path = "../../support/git.rs"]
 mod git;
+#[path = "traces.rs"]
+mod traces;
 use super::{normalized, report, round_cost, Finished, Sandbox};
 use crate::mock_llm::{self, error_body, MockLlm, MockUsage, RecordedRequest, Reply, Script};
 use git::{checkout_state, git};
@@ -178,6 +180,12 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             ));
         }
     }
+    if cli.name == "claude" {
+        out.push((
+            "its_own_spans_join_orchestrates_trace_under_the_attempt".into(),
+            Box::new(move |bin| traces::claude_spans_join_the_trace(cli, bin)),
+        ));
+    }
     if cli.resume.is_some() {
         out.push((
             "a_resumed_run_continues_the_clis_own_session".into(),
@@ -235,8 +243,160 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             "a_setsid_daemon_started_by_the_child_is_gone_after_kill_9_of_orchestrate".into(),
             Box::new(move |bin: &Path| setsid_daemon(cli, bin, DaemonEnd::OrchestrateKilled)),
         ),
+        (
+            PROVIDER_NETWORK.into(),
+            Box::new(move |bin: &Path| provider_network(cli, bin)),
+        ),
+        (
+            PROVIDER_THROUGH_PROXY.into(),
+            Box::new(move |bin: &Path| provider_through_proxy(cli, bin)),
+        ),
     ]);
     out
+}
+
+const PROVIDER_NETWORK: &str =
+    "a_provider_network_reaches_the_bridged_mock_and_refuses_any_other_host";
+const PROVIDER_THROUGH_PROXY: &str =
+    "a_provider_off_the_hosts_loopback_is_reached_through_orchestrates_proxy";
+
+/// Scenarios that cannot run on this machine, and why (reported ignored, as a known
+/// defect is).
+pub fn unavailable(_cli: &Cli) -> Vec<(String, String)> {
+    match non_loopback_address() {
+        Some(_) => Vec::new(),
+        None => vec![(
+            PROVIDER_THROUGH_PROXY.into(),
+            "this machine has no address but its loopback, where a provider would be bridged rather than proxied".into(),
+        )],
+    }
+}
+
+/// An address of this machine's own that is not its loopback (nor link-local): a
+/// provider listening there is reached from a `provider` child only through the proxy.
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    use std::net::IpAddr;
+    let mut found: Vec<IpAddr> = Vec::new();
+    // SAFETY: getifaddrs gives a list we walk read-only and free once.
+    unsafe {
+        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut list) != 0 {
+            return None;
+        }
+        let mut at = list;
+        while !at.is_null() {
+            let a = &*at;
+            let up = a.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
+            if up && !a.ifa_addr.is_null() {
+                match i32::from((*a.ifa_addr).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*(a.ifa_addr as *const libc::sockaddr_in);
+                        found.push(IpAddr::from(
+                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                        ));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(a.ifa_addr as *const libc::sockaddr_in6);
+                        found.push(IpAddr::from(sin6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            at = a.ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    let ordinary = |ip: &IpAddr| match ip {
+        IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified(),
+        IpAddr::V6(v6) => {
+            !v6.is_loopback() && v6.segments()[0] & 0xffc0 != 0xfe80 && !v6.is_unspecified()
+        }
+    };
+    // IPv4 first: every CLI's URL parser takes it.
+    found.sort_by_key(|ip| ip.is_ipv6());
+    found.into_iter().find(ordinary)
+}
+
+/// `network: provider`: the CLI reaches the mock on the host's loopback (bridged into its
+/// namespace at the same address), its shell runs, and `curl` to any other host, over
+/// https (CONNECT) and plain http, is refused with the policy's 403 and listed in
+/// `denied`.
+fn provider_network(cli: &Cli, bin: &Path) {
+    let command =
+        "curl -sS --max-time 20 https://example.com/; curl -sS --max-time 20 http://example.com/";
+    let answer = "Refused.";
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::sequence(vec![
+            (cli.shell)(command).reply,
+            Reply::text(answer, MockUsage::default()),
+        ])
+    });
+    let out = sb.run(
+        "worker",
+        "Fetch example.com.",
+        &["--network", "provider", "--idle-timeout", "30s"],
+        WALL_CLOCK,
+    );
+    report("provider network", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(r["output"], json!(answer));
+    assert_eq!(
+        r["network"],
+        json!({
+            "mode": "provider",
+            "allowed": [mock.addr().to_string()],
+            "denied": [{"host": "example.com", "count": 2}]
+        })
+    );
+    // Inside the sandbox, in a network namespace of its own.
+    assert!(
+        r["sandbox"]["layers"]
+            .as_array()
+            .is_some_and(|l| l.contains(&json!("network-namespace"))),
+        "{}",
+        r["sandbox"]
+    );
+    let reqs = conversation(cli, &mock, 2);
+    let outputs = mock_llm::tool_result_texts(&reqs[1].body).join("\n");
+    // curl's own words for the refused CONNECT, and the proxy's 403 body for plain http.
+    assert!(
+        outputs.contains("CONNECT tunnel failed, response 403"),
+        "{outputs}"
+    );
+    assert!(
+        outputs.contains(
+            "orchestrate's network policy (network: provider) does not allow example.com"
+        ),
+        "{outputs}"
+    );
+}
+
+/// A provider on another address of this machine, which the child's namespace has no
+/// route to: the CLI reaches it only by honouring the proxy variables orchestrate sets
+/// (plain http here, as a local model server would be), and the proxy lets it through as
+/// the configured base URL's host.
+fn provider_through_proxy(cli: &Cli, bin: &Path) {
+    let ip = non_loopback_address().expect("see `unavailable`");
+    let mut sb = Sandbox::with_bin(bin.to_path_buf(), cli.name, cli.model);
+    let answer = "Hello through the proxy.";
+    let mock = MockLlm::start_on(
+        Script::sequence(vec![Reply::text(answer, MockUsage::default())]),
+        ip,
+    );
+    sb.catch_outbound(&mock);
+    (cli.configure)(&mut sb, &mock);
+    sb.agent("worker", WORKER);
+    let out = sb.run("worker", "Say hi.", &["--network", "provider"], WALL_CLOCK);
+    report("provider through the proxy", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(r["output"], json!(answer));
+    assert_eq!(
+        r["network"],
+        json!({"mode": "provider", "allowed": [ip.to_string()]})
+    );
+    conversation(cli, &mock, 1);
 }
 
 /// A sandbox whose CLI talks only to a mock running `script` (made with the sandbox at
@@ -290,7 +450,16 @@ fn expected(cli: &Cli, agent: &str, task: &str, fields: Value) -> Value {
     } else {
         "workspace-write"
     };
-    r["sandbox"] = json!({"mode": mode, "mechanism": "namespaces", "layers": LAYERS});
+    // The default network: provider (the mock bridged in) for the agent that cannot
+    // write, in a network namespace of its own.
+    let mut layers = LAYERS.to_vec();
+    if agent == "reader" {
+        layers.insert(2, "network-namespace");
+        r["network"] = json!({"mode": "provider", "allowed": ["MOCK"]});
+    } else {
+        r["network"] = json!({"mode": "on"});
+    }
+    r["sandbox"] = json!({"mode": mode, "mechanism": "namespaces", "layers": layers});
     for (k, v) in fields.as_object().expect("fields").clone() {
         r[k] = v;
     }
@@ -432,6 +601,48 @@ fn tool_call_then_text(cli: &Cli, bin: &Path) {
     // The result answers the mock's call: it carries the id the mock gave the call.
     if let Some(id) = mock_llm::tool_call_id(cli.wire.api, reqs[0].seq) {
         assert_eq!(mock_llm::tool_result_ids(&reqs[1].body), [id]);
+    }
+    check_events(&sb, &json, hello);
+}
+
+/// The run's `events.jsonl`, as `orchestrate show --events --json` prints it: what every
+/// CLI's run says there, in the same shape (the run, an attempt, a tool call and its
+/// end, usage adding up to the result's, the answer's text, the end).
+fn check_events(sb: &Sandbox, json: &Value, answer: &str) {
+    let id = json["details"]["runId"].as_str().unwrap();
+    let out = sb
+        .in_sandbox(super::orchestrate_command(&[
+            "show", id, "--events", "--json",
+        ]))
+        .output()
+        .expect("show --events");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| -> Vec<&Value> { events.iter().filter(|e| e["type"] == t).collect() };
+    assert_eq!(events[0]["type"], "run", "{events:?}");
+    assert_eq!(events[0]["backend"], sb.backend, "{events:?}");
+    assert_eq!(events[1]["type"], "attempt", "{events:?}");
+    assert_eq!(of("toolCall").len(), 1, "{events:?}");
+    let texts: String = of("text")
+        .iter()
+        .map(|t| t["text"].as_str().unwrap())
+        .collect();
+    assert!(texts.contains(answer), "{events:?}");
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "end", "{events:?}");
+    assert_eq!(end["status"], "ok", "{events:?}");
+    let usage = &json["details"]["results"][0]["usage"];
+    assert_eq!(end["usage"], *usage, "{events:?}");
+    let last_total = &of("usage").last().expect("usage lines")["total"];
+    for k in ["input", "output", "cacheRead", "cacheWrite"] {
+        assert_eq!(last_total[k], usage[k], "{k}: {events:?}");
     }
 }
 
@@ -1229,11 +1440,12 @@ const PLANTED_SECRETS: [(&str, &str); 3] = [
     (".config/gh/hosts.yml", "contract-secret-gh-token"),
 ];
 /// orchestrate's records of the run, which the child tries to forge.
-const RECORDS: [&str; 4] = [
+const RECORDS: [&str; 5] = [
     "result.json",
     "exit-status",
     "supervisor.json",
     "session.jsonl",
+    "events.jsonl",
 ];
 
 /// A prompt-injected agent with the CLI's own guard off (`worker` may run any command;
@@ -1351,6 +1563,10 @@ fn hostile_shell(cli: &Cli, bin: &Path, user: Option<&'static super::Unprivilege
     );
     let index = std::fs::read_to_string(sb.state.join("runs.jsonl")).unwrap();
     assert!(!index.contains("forged"), "{index}");
+    let events =
+        std::fs::read_to_string(sb.state.join("runs").join(&id).join("events.jsonl")).unwrap();
+    assert!(!events.contains("forged"), "{events}");
+    assert!(events.starts_with("{\"at\":"), "{events}");
     if let Some(user) = user {
         use std::os::unix::fs::MetadataExt;
         let run = std::fs::metadata(sb.state.join("runs").join(&id)).unwrap();

@@ -1,0 +1,84 @@
+//! Retries of transient provider failures: another attempt after a 503, none after a
+//! permanent error or a timeout, each attempt with its own session file.
+
+use crate::support;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::Sandbox;
+
+fn flaky(sb: Sandbox, error: &str) -> Sandbox {
+    let marker = sb.root.path().join("failed-once");
+    sb.scenario("flaky")
+        .set("FAKE_AGENT_MARKER", marker.to_str().unwrap())
+        .set("FAKE_AGENT_ERROR", error)
+}
+
+#[test]
+fn an_overloaded_provider_is_retried_and_the_last_attempt_is_the_result() {
+    let sb = flaky(
+        Sandbox::new(),
+        "503: {\"error\":{\"message\":\"server is overloaded\"}}",
+    );
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 0, "stderr: {}", out.stderr);
+    let r = out.result();
+    assert_eq!(r["attempts"], json!(2));
+    assert_eq!(out.json()["content"][0]["text"], json!("Hello from pi."));
+    assert!(out.json()["details"].get("error").is_none());
+    let session = std::path::PathBuf::from(r["sessionFile"].as_str().unwrap());
+    assert_eq!(session.file_name().unwrap(), "session.attempt-2.jsonl");
+    let first = session.with_file_name("session.jsonl");
+    let first_text = std::fs::read_to_string(&first).unwrap();
+    assert!(
+        first_text.contains("server is overloaded"),
+        "attempt 1 keeps its own record"
+    );
+    assert!(
+        out.stderr.contains("attempt 1 of 2 failed (Overloaded)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(sb.pids().len(), 2, "two children ran");
+}
+
+#[test]
+fn a_rate_limit_is_retried_until_the_attempts_run_out() {
+    // `--attempts 1` turns retries off: the transient failure is the result.
+    let sb = flaky(Sandbox::new(), "429 Rate limit reached for requests");
+    let out = sb.run("x", &["--attempts", "1"]);
+    assert_eq!(out.status, 1);
+    assert_eq!(out.result()["attempts"], json!(1));
+    assert_eq!(
+        out.result()["error"],
+        json!("pi reported an error: 429 Rate limit reached for requests")
+    );
+}
+
+#[test]
+fn a_permanent_error_is_not_retried() {
+    let sb = flaky(Sandbox::new(), "401 Incorrect API key provided");
+    let out = sb.run("x", &[]);
+    assert_eq!(out.status, 1);
+    assert_eq!(out.result()["attempts"], json!(1));
+    assert_eq!(sb.pids().len(), 1);
+}
+
+#[test]
+fn a_timeout_is_never_retried() {
+    let sb = Sandbox::new().scenario("silent");
+    let out = sb.run(
+        "x",
+        &[
+            "--idle-timeout",
+            "300ms",
+            "--kill-grace",
+            "200ms",
+            "--attempts",
+            "3",
+        ],
+    );
+    assert_eq!(out.status, 124);
+    assert_eq!(out.result()["attempts"], json!(1));
+    assert_eq!(sb.pids().len(), 1);
+}
