@@ -302,11 +302,19 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             mounts.push((target, MountKind::Hidden));
         }
     }
+    // A child that may start orchestrate runs of its own must find orchestrate's binary,
+    // even where it lies in a directory the view empties (a build in /tmp).
+    let own_binary = places
+        .nests
+        .then(|| std::env::current_exe().ok())
+        .flatten()
+        .and_then(|exe| exe.parent().and_then(real));
     let visible = places
         .workspace
         .iter()
         .filter_map(|p| real(p))
         .chain(homes(input.env))
+        .chain(own_binary)
         .collect();
     let private: Vec<PathBuf> = input.home.private.iter().filter_map(|p| real(p)).collect();
     let logins = input

@@ -99,6 +99,7 @@ fn success(agent: &str, option: &str, permission: Value, usage: Value) -> Value 
         "childSessionId": "fake-session-1",
         "warnings": [TOOLS_WARNING],
         "sandbox": {"mode": "off", "mechanism": "none"},
+        "network": {"mode": "on"},
         "permissions": [permission],
     })
 }
