@@ -236,9 +236,51 @@ fn main() {
             print_transcript(delay_ms(0));
             sleep_forever();
         }
+        // Runs FAKE_AGENT_NESTED_CMD (see `nested`) and answers with what it printed.
+        // With FAKE_AGENT_NESTED_PREFACE, a first turn says that text (costing
+        // FAKE_AGENT_TURN_COST) before the command runs, and a second one after it (what
+        // it printed, at the same cost), FAKE_AGENT_DELAY_MS before the answer `done`.
         "nested" => {
-            let text = nested();
-            emit_lines(&success_transcript(&text), delay_ms(0));
+            let Some(preface) = env_str("FAKE_AGENT_NESTED_PREFACE") else {
+                let text = nested();
+                emit_lines(&success_transcript(&text), delay_ms(0));
+                process::exit(0);
+            };
+            let cost: f64 = env_str("FAKE_AGENT_TURN_COST")
+                .map(|c| c.trim().parse().unwrap_or(0.0))
+                .unwrap_or(0.0);
+            let usage = Usage {
+                input: 100,
+                output: 10,
+                cache_read: 0,
+                cache_write: 0,
+                cost: [cost, 0.0, 0.0, 0.0, cost],
+            };
+            out_line(&session_header());
+            out_line("{\"type\":\"agent_start\"}");
+            let turn = |text: &str, ts: u64| {
+                let msg = assistant_msg(&[text_block(text)], &usage, "toolUse", None, ts);
+                out_line("{\"type\":\"turn_start\"}");
+                out_line(&ev_msg("message_end", &msg));
+                out_line(&format!(
+                    "{{\"type\":\"turn_end\",\"message\":{msg},\"toolResults\":[]}}"
+                ));
+            };
+            turn(&preface, BASE_TS + 1);
+            // Then a turn on what it printed, and the answer.
+            turn(&nested(), BASE_TS + 2);
+            sleep_ms(delay_ms(0));
+            out_line(&ev_msg(
+                "message_end",
+                &assistant_msg(
+                    &[text_block("done")],
+                    &ZERO_USAGE,
+                    "stop",
+                    None,
+                    BASE_TS + 3,
+                ),
+            ));
+            out_line("{\"type\":\"agent_end\",\"messages\":[]}");
             process::exit(0);
         }
         // The final text is the task itself (after `Task: `).

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]
+//!          [--rate-limit N [--retry-after SECS]]
 //! ```
 //! - `--script`: `playground` (any number of runs: a listing tool call, then an answer
 //!   quoting it; what `scripts/playground` uses), `demo`, `tool_then_text` (default),
@@ -13,6 +14,9 @@
 //! - `--url-file`: where to write its URL (`http://127.0.0.1:PORT`) once it listens.
 //! - `--log`: every request as a JSON line.
 //! - `--seconds`: stop after this long (default: run until stopped).
+//! - `--rate-limit`: at most N requests a second; the others get 429 with `retry-after`
+//!   and `retry-after-ms` (a provider's rate limit, for trying a CLI's retries): when the
+//!   next request would be admitted, or `--retry-after` seconds.
 //!
 //! It prints its URL, then one line per request.
 
@@ -29,12 +33,15 @@ fn help() -> String {
         "A scripted mock LLM on 127.0.0.1 (not a model: every answer comes from a script). It\n\
          speaks Anthropic Messages, OpenAI Chat Completions and Responses, and Gemini, chosen\n\
          by the request's path.\n\n\
-         Usage: mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]\n\n\
+         Usage: mock_llm [--script NAME] [--url-file FILE] [--log FILE] [--seconds N]\n\
+         \x20               [--rate-limit N [--retry-after SECS]]\n\n\
          Options:\n  \
          --script NAME    what it answers (default tool_then_text), one of the scripts below\n  \
          --url-file FILE  write its URL (http://127.0.0.1:PORT) there once it listens\n  \
          --log FILE       append every request there as a JSON line\n  \
-         --seconds N      stop after N seconds (default: run until stopped)\n\n\
+         --seconds N      stop after N seconds (default: run until stopped)\n  \
+         --rate-limit N   admit at most N requests a second; 429 with retry-after beyond\n  \
+         --retry-after S  the retry-after those 429s ask for (default: when one would pass)\n\n\
          Scripts:\n",
     );
     let width = mock_llm::program::SCRIPTS
@@ -56,6 +63,8 @@ fn main() {
     let mut url_file: Option<PathBuf> = None;
     let mut log: Option<PathBuf> = None;
     let mut seconds: Option<u64> = None;
+    let mut rate_limit: Option<usize> = None;
+    let mut retry_after: Option<Duration> = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -74,6 +83,24 @@ fn main() {
                     std::process::exit(2)
                 }))
             }
+            "--rate-limit" => {
+                rate_limit = Some(value().parse().ok().filter(|n| *n > 0).unwrap_or_else(|| {
+                    eprintln!("mock_llm: --rate-limit takes a number of requests a second above 0");
+                    std::process::exit(2)
+                }))
+            }
+            "--retry-after" => {
+                retry_after = Some(
+                    value()
+                        .parse()
+                        .ok()
+                        .and_then(|s: f64| Duration::try_from_secs_f64(s).ok())
+                        .unwrap_or_else(|| {
+                            eprintln!("mock_llm: --retry-after takes seconds, such as 2 or 0.5");
+                            std::process::exit(2)
+                        }),
+                )
+            }
             "-h" | "--help" => {
                 print!("{}", help());
                 return;
@@ -91,6 +118,9 @@ fn main() {
             std::process::exit(2)
         });
     let mock = MockLlm::start(script);
+    if let Some(n) = rate_limit {
+        mock.rate_limit_asking(n, retry_after);
+    }
     println!("mock LLM at {}", mock.base_url());
     if let Some(path) = &url_file {
         // Whole or not at all: a reader polling for the file never sees half a URL.

@@ -11,7 +11,13 @@ use clap::ValueHint;
 const RUN_HELP_HEADINGS: &[(&str, &[&str])] = &[
     (
         "Several tasks",
-        &["tasks", "chain", "concurrency", "max_total_cost"],
+        &[
+            "tasks",
+            "chain",
+            "concurrency",
+            "max_total_cost",
+            "max_total_tokens",
+        ],
     ),
     (
         "Child CLI",

@@ -155,6 +155,8 @@ pub(crate) struct Collector {
     retries: u64,
     retries_since_progress: u32,
     last_retry: Option<String>,
+    /// How long the child said it waits before its last retry.
+    retry_delay: Option<std::time::Duration>,
     display_items: VecDeque<DisplayItem>,
     dropped_display_items: u64,
     /// Every tool call of the run, not only those still in `display_items`.
@@ -215,6 +217,7 @@ impl Collector {
             retries: 0,
             retries_since_progress: 0,
             last_retry: None,
+            retry_delay: None,
             display_items: VecDeque::new(),
             dropped_display_items: 0,
             tool_calls: 0,
@@ -373,6 +376,7 @@ impl Collector {
                 }
             }
             AgentEvent::Working | AgentEvent::CostBudgetReached => {}
+            AgentEvent::RetryDelay(delay) => self.retry_delay = Some(delay),
             AgentEvent::Retry(words) => {
                 self.retries += 1;
                 self.retries_since_progress = self.retries_since_progress.saturating_add(1);
@@ -551,6 +555,11 @@ impl Collector {
         self.last_retry.as_deref()
     }
 
+    /// How long the child said it waits before its last retry, where it said.
+    pub(crate) fn retry_delay(&self) -> Option<std::time::Duration> {
+        self.retry_delay
+    }
+
     pub(crate) fn provider_error(&self) -> Option<&str> {
         self.provider_error.as_deref()
     }
@@ -647,6 +656,7 @@ fn is_progress(event: &AgentEvent<'_>) -> bool {
         | AgentEvent::TurnEnd
         | AgentEvent::ProviderError(_)
         | AgentEvent::Retry(_)
+        | AgentEvent::RetryDelay(_)
         | AgentEvent::CostBudgetReached
         | AgentEvent::Recovered
         | AgentEvent::SessionId(_)

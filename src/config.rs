@@ -297,12 +297,14 @@ mod tests {
                 "retries": {"value": 2, "source": "default"},
                 "concurrency": {"value": 4, "source": "default"},
                 "max_tasks": {"value": 16, "source": "default"},
+                "adaptive_concurrency": {"value": true, "source": "default"},
                 "tool_timeout": {"value": "10m", "source": "default"},
                 "connect_timeout": {"value": "1m", "source": "default"},
                 "max_turns": {"value": null, "source": "default"},
                 "max_tokens": {"value": null, "source": "default"},
                 "max_cost": {"value": null, "source": "default"},
                 "max_total_cost": {"value": null, "source": "default"},
+                "max_total_tokens": {"value": null, "source": "default"},
                 "fallback_models": {"value": [], "source": "default"},
                 "sandbox": {"value": "auto", "source": "default"},
                 "network": {"value": "auto", "source": "default"},
@@ -415,14 +417,16 @@ max_lines = 30
 max_depth = 2
 disabled = true
 retries = 3
-concurrency = 64
-max_tasks = 256
+concurrency = 256
+max_tasks = 4096
+adaptive_concurrency = false
 tool_timeout = "5m"
 connect_timeout = "30s"
 max_turns = 12
 max_tokens = 200000
 max_cost = 0.5
 max_total_cost = "$2"
+max_total_tokens = 1000000
 fallback_models = ["claude-sonnet-4-5", "gpt-5.5"]
 sandbox = "read-only"
 network = "off"
@@ -452,14 +456,16 @@ args = ["--partition=gpu", "--time=30"]
                 max_depth: Setting::new(2, src()),
                 disabled: Setting::new(true, src()),
                 retries: Setting::new(3, src()),
-                concurrency: Setting::new(64, src()),
-                max_tasks: Setting::new(256, src()),
+                concurrency: Setting::new(256, src()),
+                max_tasks: Setting::new(4096, src()),
+                adaptive_concurrency: Setting::new(false, src()),
                 tool_timeout: Setting::new(Duration::from_secs(300), src()),
                 connect_timeout: Setting::new(Duration::from_secs(30), src()),
                 max_turns: Setting::new(Some(12), src()),
                 max_tokens: Setting::new(Some(200_000), src()),
                 max_cost: Setting::new(Usd::new(0.5), src()),
                 max_total_cost: Setting::new(Usd::new(2.0), src()),
+                max_total_tokens: Setting::new(Some(1_000_000), src()),
                 fallback_models: Setting::new(
                     vec!["claude-sonnet-4-5".into(), "gpt-5.5".into()],
                     src()
@@ -497,12 +503,14 @@ args = ["--partition=gpu", "--time=30"]
             ("ORCHESTRATE_RETRIES", "1"),
             ("ORCHESTRATE_CONCURRENCY", "1"),
             ("ORCHESTRATE_MAX_TASKS", "1"),
+            ("ORCHESTRATE_ADAPTIVE_CONCURRENCY", "true"),
             ("ORCHESTRATE_TOOL_TIMEOUT", "90s"),
             ("ORCHESTRATE_CONNECT_TIMEOUT", "10s"),
             ("ORCHESTRATE_MAX_TURNS", "3"),
             ("ORCHESTRATE_MAX_TOKENS", "5000"),
             ("ORCHESTRATE_MAX_COST", "$0.25"),
             ("ORCHESTRATE_MAX_TOTAL_COST", "1"),
+            ("ORCHESTRATE_MAX_TOTAL_TOKENS", "50000"),
             ("ORCHESTRATE_FALLBACK_MODELS", "a, b,"),
             ("ORCHESTRATE_SANDBOX", "auto"),
             ("ORCHESTRATE_NETWORK", "provider"),
@@ -544,6 +552,10 @@ args = ["--partition=gpu", "--time=30"]
                 retries: Setting::new(1, Source::Env("ORCHESTRATE_RETRIES")),
                 concurrency: Setting::new(1, Source::Env("ORCHESTRATE_CONCURRENCY")),
                 max_tasks: Setting::new(1, Source::Env("ORCHESTRATE_MAX_TASKS")),
+                adaptive_concurrency: Setting::new(
+                    true,
+                    Source::Env("ORCHESTRATE_ADAPTIVE_CONCURRENCY")
+                ),
                 tool_timeout: Setting::new(
                     Duration::from_secs(90),
                     Source::Env("ORCHESTRATE_TOOL_TIMEOUT")
@@ -558,6 +570,10 @@ args = ["--partition=gpu", "--time=30"]
                 max_total_cost: Setting::new(
                     Usd::new(1.0),
                     Source::Env("ORCHESTRATE_MAX_TOTAL_COST")
+                ),
+                max_total_tokens: Setting::new(
+                    Some(50_000),
+                    Source::Env("ORCHESTRATE_MAX_TOTAL_TOKENS")
                 ),
                 fallback_models: Setting::new(
                     vec!["a".into(), "b".into()],
@@ -655,10 +671,10 @@ args = ["--partition=gpu", "--time=30"]
             ("max_depth = 4294967296", "key `max_depth`: expected a whole number from 0 to 4294967295, got 4294967296"),
             ("disabled = \"yes\"", "key `disabled`: expected true or false, got \"yes\""),
             ("retries = 0", "key `retries`: expected a whole number from 1 to 4294967295, got 0"),
-            ("concurrency = 65", "key `concurrency`: expected a whole number from 1 to 64, got 65"),
-            ("concurrency = 0", "key `concurrency`: expected a whole number from 1 to 64, got 0"),
-            ("max_tasks = 257", "key `max_tasks`: expected a whole number from 1 to 256, got 257"),
-            ("max_tasks = [1]", "key `max_tasks`: expected a whole number from 1 to 256, got a list"),
+            ("concurrency = 257", "key `concurrency`: expected a whole number from 1 to 256, got 257"),
+            ("concurrency = 0", "key `concurrency`: expected a whole number from 1 to 256, got 0"),
+            ("max_tasks = 4097", "key `max_tasks`: expected a whole number from 1 to 4096, got 4097"),
+            ("max_tasks = [1]", "key `max_tasks`: expected a whole number from 1 to 4096, got a list"),
         ];
         for (toml_text, reason) in cases {
             let f = Fixture::new();
@@ -693,8 +709,8 @@ args = ["--partition=gpu", "--time=30"]
             ("ORCHESTRATE_MAX_DEPTH", "-1", "expected a whole number from 0 to 4294967295, got \"-1\""),
             ("ORCHESTRATE_DISABLED", "maybe", "expected true or false, got \"maybe\""),
             ("ORCHESTRATE_RETRIES", "0", "expected a whole number from 1 to 4294967295, got \"0\""),
-            ("ORCHESTRATE_CONCURRENCY", "100", "expected a whole number from 1 to 64, got \"100\""),
-            ("ORCHESTRATE_MAX_TASKS", "1.5", "expected a whole number from 1 to 256, got \"1.5\""),
+            ("ORCHESTRATE_CONCURRENCY", "300", "expected a whole number from 1 to 256, got \"300\""),
+            ("ORCHESTRATE_MAX_TASKS", "1.5", "expected a whole number from 1 to 4096, got \"1.5\""),
             ("ORCHESTRATE_TOOL_TIMEOUT", "0", "must be greater than zero (leave it out for the default)"),
             ("ORCHESTRATE_MAX_TURNS", "0", "expected a whole number of at least 1, got \"0\""),
             ("ORCHESTRATE_MAX_COST", "free", "expected an amount of US dollars greater than 0, such as 0.50, got \"free\""),

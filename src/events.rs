@@ -52,6 +52,9 @@ pub enum AgentEvent<'a> {
     /// The CLI is retrying or reconnecting to its provider, in its own words: noise, not
     /// progress.
     Retry(Cow<'a, str>),
+    /// How long the CLI waits before that retry, where it says (claude follows its
+    /// provider's `retry-after` there).
+    RetryDelay(std::time::Duration),
     /// The CLI stopped itself at the cost budget orchestrate passed it (claude's
     /// `--max-budget-usd`), its cost total already reported.
     CostBudgetReached,

@@ -74,6 +74,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    provider: Some("anthropic"),
     // ~/.claude (CLAUDE_CONFIG_DIR moves it, with .claude.json): settings, hooks,
     // plugins and login, private; the transcripts `--resume` continues, in projects/,
     // kept. ~/.claude.json (its settings and MCP servers, rewritten at every start) is a
@@ -313,6 +314,10 @@ struct Line<'a> {
     error: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error_status: Count<'a>,
+    /// How long it waits before the retry: its provider's `retry-after` when it sent one
+    /// (claude 2.1.332 against a 429 asking for 7 s: 7068 ms), else its own backoff.
+    #[serde(borrow, default)]
+    retry_delay_ms: Count<'a>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy)]
@@ -543,6 +548,9 @@ impl Dialect for ClaudeDialect {
                 emit(AgentEvent::Retry(Cow::Owned(format!(
                     "API retry{attempt}: {why}{status}"
                 ))));
+                if let Some(ms) = ev.retry_delay_ms.read_nullable("retry_delay_ms", emit) {
+                    emit(AgentEvent::RetryDelay(std::time::Duration::from_millis(ms)));
+                }
             }
             ("stream_event", _) => {
                 let Some(se) = ev

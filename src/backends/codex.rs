@@ -49,6 +49,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    provider: Some("openai"),
     // CODEX_HOME (~/.codex): config, rules, login, its sqlite state and in tmp/ the
     // arg0 aliases its shell tool needs, private; the sessions `exec resume` continues,
     // kept. The variable its config names as a provider's key (`env_key`) is its own.

@@ -26,6 +26,8 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     dialect: None,
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Whatever the template runs.
+    provider: None,
     // Whatever the agent's command is: only the child's place and the workspace; any
     // provider's key.
     home: Some(|_| crate::sandbox::CliHome {

@@ -48,6 +48,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    provider: Some("cursor"),
     // Not verified against the real CLI.
     home: None,
     // Cursor's own backend, by its docs (not verified: the CLI cannot be installed

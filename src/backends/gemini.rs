@@ -46,6 +46,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit,
     transient_exit,
+    provider: Some("google"),
     // ~/.gemini (GEMINI_CLI_HOME acts as the home): it rewrites settings.json and
     // projects.json there at every start, keeps extensions and its login beside them;
     // all private (it has no resume to keep sessions for).

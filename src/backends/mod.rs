@@ -312,6 +312,10 @@ pub struct BackendSpec {
     pub explain_exit: fn(i32) -> Option<&'static str>,
     /// Exit codes that by themselves say the provider failed transiently.
     pub transient_exit: fn(i32) -> Option<Transient>,
+    /// The provider its model requests go to, when the model does not name one
+    /// (`provider/model`): where a fan-out's scheduler groups children that share a rate
+    /// limit.
+    pub provider: Option<&'static str>,
     /// Where the CLI keeps its state, and what its child may do there (see
     /// [`crate::sandbox::CliHome`]), found by running the real CLI under the sandbox.
     /// `None`: not verified, so no sandbox by default.

@@ -54,6 +54,8 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Its models are named `provider/model`.
+    provider: None,
     // Config (plugins, and a .gitignore it writes), data (its database, log, login and
     // the tools it downloads), state and cache (the provider packages it installs, code
     // it runs later): all private, as it has no resume to keep sessions for.

@@ -55,6 +55,8 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     explain_exit: super::no_exit_meaning,
     transient_exit: super::no_transient_exit,
+    // Its provider is the model's `provider/` prefix, or its own settings' default.
+    provider: None,
     // Its agent dir holds its settings, models, extensions and login, and the lock
     // directories it makes beside them: private. Its session file is in the child's place.
     home: Some(|env| {

@@ -45,6 +45,8 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
                     error: None,
                     streaming: None,
                     background: Some(Background { status: "running".into(), session_file: session, supervisor_pid: pid }),
+                    scheduler: Default::default(),
+                    tree_usage: None,
                 },
             };
             print_result(format, &result, exit_status::SUCCESS)
@@ -91,6 +93,8 @@ fn running(run_id: &RunId, record: &background::SupervisorRecord, session: Strin
                 session_file: session,
                 supervisor_pid: record.pid,
             }),
+            scheduler: Default::default(),
+            tree_usage: None,
         },
     }
 }

@@ -130,12 +130,14 @@ disabled = false               (default)
 retries = 3                    (user:/h/.config/orchestrate/config.toml)
 concurrency = 4                (default)
 max_tasks = 8                  (flag)
+adaptive_concurrency = true    (default)
 tool_timeout = \"10m\"           (default)
 connect_timeout = \"1m\"         (default)
 max_turns = (not set)          (default)
 max_tokens = (not set)         (default)
 max_cost = 0.5                 (env:ORCHESTRATE_MAX_COST)
 max_total_cost = (not set)     (default)
+max_total_tokens = (not set)   (default)
 fallback_models = [\"gpt-5.5\"]  (project:/p/.orchestrate/config.toml)
 sandbox = \"auto\"               (default)
 network = \"auto\"               (default)
@@ -149,7 +151,7 @@ runners = {}                   (default)
         );
         assert_eq!(
             render_text(&Config::default()).lines().nth(1),
-            Some("model = (not set)            (default)")
+            Some("model = (not set)             (default)")
         );
     }
 }

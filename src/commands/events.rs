@@ -322,6 +322,14 @@ fn limit_words(limit: &crate::result::Limit) -> String {
             format!("tokens: {} of {}", thousands(*used), thousands(*limit))
         }
         Limit::Cost { limit, used } => format!("cost: {} of {}", cost(*used), cost(*limit)),
+        Limit::TreeCost { limit, used } => {
+            format!("the tree's cost: {} of {}", cost(*used), cost(*limit))
+        }
+        Limit::TreeTokens { limit, used } => format!(
+            "the tree's tokens: {} of {}",
+            thousands(*used),
+            thousands(*limit)
+        ),
     }
 }
 

@@ -186,7 +186,12 @@ fn watch_signals(controls: Controls) -> std::io::Result<tokio::task::JoinHandle<
                 _ = hup.recv() => "SIGHUP",
             };
             seen += 1;
-            if seen == 1 {
+            if seen == 1 && crate::run::tree_spent_above() {
+                // The orchestrate above stops this one for the tree's budget: its children
+                // stop for that budget, which their results say.
+                tracing::info!("{name}: the tree's budget is spent; stopping the subagent");
+                controls.budget.cancel();
+            } else if seen == 1 {
                 tracing::info!("{name}: stopping the subagent (send it again to kill at once)");
                 controls.cancel.cancel();
             } else {

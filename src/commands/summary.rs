@@ -156,6 +156,8 @@ mod tests {
                 }),
                 streaming: None,
                 background: None,
+                scheduler: Default::default(),
+                tree_usage: None,
             },
         }
     }

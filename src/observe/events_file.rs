@@ -410,6 +410,8 @@ impl Writer {
             // in the result (`permissions`, `warnings`); an ACP child's events are
             // otherwise the same as every CLI's.
             AgentEvent::Permission(_) | AgentEvent::Warning(_) => {}
+            // The delay a CLI says it waits before retrying: its retry line says it too.
+            AgentEvent::RetryDelay(_) => {}
             // The result's warnings name each odd field once; it is no event of the run.
             AgentEvent::OddField { .. } => {}
         }

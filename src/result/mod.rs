@@ -6,6 +6,7 @@ mod isolation;
 mod network;
 mod permissions;
 mod termination;
+use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -101,6 +102,26 @@ pub struct Details {
     /// Only in the answer of `run --background` and of `wait`/`stop` on an unfinished run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<Background>,
+    /// A fan-out's scheduler, per provider and model, where a provider pushed back with
+    /// rate limits or overload.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scheduler: BTreeMap<String, LaneReport>,
+    /// The whole tree's spend: every result's `usage` and what the orchestrate runs they
+    /// started reported (`nestedUsage`); only when some did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_usage: Option<Usage>,
+}
+
+/// What the scheduler did with one provider's (and model's) children.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneReport {
+    /// The most children it ran at once.
+    pub peak: usize,
+    /// The lowest number of children at once it went down to.
+    pub floor: usize,
+    /// Rate-limit and overload reports from the children.
+    pub throttled: u32,
 }
 
 /// A background run that has not finished.
@@ -221,6 +242,17 @@ pub enum Limit {
         limit: f64,
         used: f64,
     },
+    /// The tree's cost budget (`--max-total-cost` over nested orchestrate runs): USD
+    /// spent by every run of the tree this orchestrate knows of.
+    TreeCost {
+        limit: f64,
+        used: f64,
+    },
+    /// The tree's token budget (`--max-total-tokens`), as [`Limit::Tokens`] counts them.
+    TreeTokens {
+        limit: u64,
+        used: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -331,6 +363,10 @@ pub struct SingleResult {
     /// and how long it waited to start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<RunnerInfo>,
+    /// What the orchestrate runs this child started reported spending (their whole
+    /// trees), as they reported it; only when they reported something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_usage: Option<Usage>,
     /// Every permission the child asked for and how it was answered, in order (a lean
     /// result has only the counts: `{"allowed": 2, "rejected": 1}`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -424,6 +460,8 @@ impl RunResult {
                 error: Some(ErrorInfo { code, message }),
                 streaming: None,
                 background: None,
+                scheduler: Default::default(),
+                tree_usage: None,
             },
         }
     }
@@ -682,6 +720,8 @@ mod tests {
                 error: None,
                 streaming: None,
                 background: None,
+                scheduler: Default::default(),
+                tree_usage: None,
             },
         }
     }

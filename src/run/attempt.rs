@@ -2,13 +2,17 @@
 //! the verdict on how it ended, rendered into a result.
 
 use std::borrow::Cow;
+use std::ffi::OsString;
 use std::fs::File;
 use std::sync::Arc;
 
+use super::ledger;
 use super::progress::{Observer, Progress};
 use super::render::{render, Context};
 use super::resolve::ResolvedRun;
-use super::sink::DialectSink;
+use super::schedule::Slot;
+use super::sink::{DialectSink, LaneSignals};
+use super::total;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
 use crate::backends::permissions::{PermissionMode, PermissionPolicy};
@@ -37,10 +41,12 @@ pub(super) struct Attempt<'a> {
     pub message: Option<&'a str>,
 }
 
-/// An attempt's result, and why its answer did not match the output schema, if it did not.
+/// An attempt's result, why its answer did not match the output schema if it did not, and
+/// the delay its provider last asked for (as the CLI reported it, or the error says).
 pub(super) struct Executed {
     pub output: RunOutput,
     pub mismatch: Option<Mismatch>,
+    pub provider_delay: Option<std::time::Duration>,
 }
 
 /// Attempt 1 writes `session.jsonl` and `stderr.log`; a retry writes
@@ -71,13 +77,15 @@ fn stdin_file_name(n: u32) -> String {
 }
 
 impl Attempt<'_> {
-    /// Runs attempt `n` (1-based, over every model) with `model`.
+    /// Runs attempt `n` (1-based, over every model) with `model`; in a fan-out, in `slot`,
+    /// its place in its lane, which hears how the provider answers as the child goes.
     pub(super) async fn execute(
         &self,
         n: u32,
         model: Option<&str>,
         controls: &Controls,
         observer: Option<&mut Observer<'_>>,
+        slot: Option<&Slot>,
         observers: &mut Observers,
     ) -> Executed {
         let run = self.run;
@@ -98,6 +106,7 @@ impl Attempt<'_> {
                 return Executed {
                     output: RunOutput::from_result(e.to_result(Some(&run.run_id))),
                     mismatch: None,
+                    provider_delay: None,
                 }
             }
         };
@@ -115,8 +124,19 @@ impl Attempt<'_> {
             .with_budgets(run.budgets),
             progress: observer.map(|observer| Progress::new(observer, &run.run_id)),
             recognized: false,
-            total: self.env.total.clone(),
+            total: self.env.total.clone().map(|(total, task)| (total, task, n)),
+            lane: slot.map(|slot| LaneSignals::new(slot, run.backend.backend)),
             observers,
+        };
+        // A child that may start orchestrate runs of its own: what they report spending
+        // counts as this task's, while it runs.
+        let watch = match (&self.env.total, self.nests()) {
+            (Some((total, task)), true) => Some(ledger::Watch::start(
+                self.ledger_dir(),
+                total.clone(),
+                *task,
+            )),
+            _ => None,
         };
         let outcome = supervisor::supervise(
             &mut spec,
@@ -132,6 +152,7 @@ impl Attempt<'_> {
             controls,
         )
         .await;
+        drop(watch);
         // Stopped because the fan-out's tasks together spent its budget: that budget is
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
@@ -170,7 +191,30 @@ impl Attempt<'_> {
             Verdict::NotMatchingSchema(m) => Some(m),
             _ => None,
         };
-        Executed { output, mismatch }
+        let provider_delay = sink.collector.retry_delay().or_else(|| {
+            output
+                .result
+                .details
+                .results
+                .first()
+                .and_then(|r| r.error.as_deref())
+                .and_then(super::retry::asked_delay)
+        });
+        Executed {
+            output,
+            mismatch,
+            provider_delay,
+        }
+    }
+
+    /// Whether the child may start orchestrate runs of its own (the depth limit allows
+    /// one more level).
+    fn nests(&self) -> bool {
+        self.env.depth + 1 < self.env.config.max_depth.value
+    }
+
+    fn ledger_dir(&self) -> std::path::PathBuf {
+        ledger::dir(&self.run_dir.path)
     }
 
     /// What the child is told: a repair turn's message, or the task, followed by the
@@ -296,6 +340,8 @@ impl Attempt<'_> {
             (self.env.depth + 1).to_string().into(),
         ));
         env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
+        let (tree_env, tree_remove) = self.tree_channel()?;
+        env.extend(tree_env);
         let (cwd, workspace, git, mut env_remove): (_, _, _, Vec<std::ffi::OsString>) =
             match self.worktree {
                 // git variables naming a repository would send the child's git to the
@@ -313,8 +359,9 @@ impl Attempt<'_> {
                     Vec::new(),
                 ),
             };
+        env_remove.extend(tree_remove);
         // A child allowed to start runs of its own keeps their state in its own place.
-        let nests = self.env.depth + 1 < self.env.config.max_depth.value;
+        let nests = self.nests();
         let places = Places {
             state_root: &self.env.state.root,
             run_dir: &self.run_dir.path,
@@ -383,6 +430,45 @@ impl Attempt<'_> {
             },
             prepared.held,
         ))
+    }
+
+    /// The tree's channel for a child that may start orchestrate runs of its own: what is
+    /// left of the budget, and the ledger folder (created here) where they report what
+    /// they spend. A child that may not nest gets none of it (and whatever this process
+    /// inherited is removed, so that it is never passed on a level too far).
+    #[allow(clippy::type_complexity)]
+    fn tree_channel(&self) -> Result<(Vec<(OsString, OsString)>, Vec<OsString>), RunError> {
+        let unset = || total::TREE_VARS.iter().map(OsString::from).collect();
+        let Some((total, task)) = self.env.total.as_ref().filter(|_| self.nests()) else {
+            return Ok((Vec::new(), unset()));
+        };
+        let dir = self.ledger_dir();
+        ledger::create_dir(&dir).map_err(|source| RunError::Io {
+            action: "create the ledger folder",
+            path: dir.clone(),
+            source,
+        })?;
+        let left = total.allowance(*task);
+        let mut vars = vec![(OsString::from(total::TREE_LEDGER_VAR), dir.into_os_string())];
+        vars.extend(left.cost.map(|usd| {
+            (
+                OsString::from(total::TREE_MAX_COST_VAR),
+                OsString::from(usd.to_string()),
+            )
+        }));
+        vars.extend(left.tokens.map(|n| {
+            (
+                OsString::from(total::TREE_MAX_TOKENS_VAR),
+                OsString::from(n.to_string()),
+            )
+        }));
+        // What this process inherited and does not pass on is removed.
+        let remove = total::TREE_VARS
+            .iter()
+            .filter(|v| !vars.iter().any(|(k, _)| k == *v))
+            .map(OsString::from)
+            .collect();
+        Ok((vars, remove))
     }
 
     /// The child's network: `off` and `provider` give it a namespace of its own; with

@@ -7,9 +7,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 use super::progress::{FanoutObserver, FanoutStatus, TaskState, TaskStatus};
-use super::render::usd;
-use super::total::TotalCost;
-use super::{refuse_if_not_allowed, run, truncate_limits, Observer, RunEnv, RunOutput, RunRequest};
+use super::schedule::Scheduler;
+use super::total::{self, TotalBudget, TotalLimits};
+use super::{
+    not_started, not_started_spent, refuse_if_not_allowed, run, truncate_limits, Observer, RunEnv,
+    RunOutput, RunRequest,
+};
 use crate::error::RunError;
 use crate::observe::{GroupEvent, GroupSlot};
 use crate::result::{
@@ -30,10 +33,16 @@ const MIN_TASK_LINES: usize = 40;
 /// Limits on a fan-out.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FanoutLimits {
+    /// Children at once, at most: the scheduler's ceiling.
     pub concurrency: usize,
     pub max_tasks: usize,
     /// USD over every task (`--max-total-cost`, config `max_total_cost`).
     pub max_total_cost: Option<f64>,
+    /// Tokens over every task (`--max-total-tokens`, config `max_total_tokens`).
+    pub max_total_tokens: Option<u64>,
+    /// Whether the scheduler lowers concurrency when providers push back (config
+    /// `adaptive_concurrency`).
+    pub adaptive: bool,
 }
 
 impl Default for FanoutLimits {
@@ -42,6 +51,8 @@ impl Default for FanoutLimits {
             concurrency: DEFAULT_CONCURRENCY,
             max_tasks: DEFAULT_MAX_TASKS,
             max_total_cost: None,
+            max_total_tokens: None,
+            adaptive: true,
         }
     }
 }
@@ -56,27 +67,50 @@ impl FanoutLimits {
             concurrency: concurrency_flag.unwrap_or(cfg.concurrency.value),
             max_tasks: cfg.max_tasks.value,
             max_total_cost: cfg.max_total_cost.value.map(Usd::dollars),
+            max_total_tokens: cfg.max_total_tokens.value,
+            adaptive: cfg.adaptive_concurrency.value,
         }
     }
 }
 
-/// The fan-out's total cost budget, when it has one: the flag (every task carries it)
-/// over the config.
-fn total_cost(reqs: &[RunRequest], limits: FanoutLimits) -> Option<Arc<TotalCost>> {
-    let limit = reqs
-        .first()
-        .and_then(|r| r.settings.max_total_cost)
-        .map(Usd::dollars)
-        .or(limits.max_total_cost)?;
-    Some(Arc::new(TotalCost::new(limit, reqs.len())))
+/// The budget the tasks share: the flags (every task carries them) over the config, under
+/// what the tree has left; its spend is reported up when an orchestrate above asked. None
+/// when there is nothing to hold or count.
+fn total_budget(
+    reqs: &[RunRequest],
+    limits: FanoutLimits,
+    env: &RunEnv,
+    controls: &Controls,
+    group_id: &str,
+) -> Option<Arc<TotalBudget>> {
+    let first = reqs.first();
+    let limits = TotalLimits::new(
+        first
+            .and_then(|r| r.settings.max_total_cost)
+            .map(Usd::dollars)
+            .or(limits.max_total_cost),
+        first
+            .and_then(|r| r.settings.max_total_tokens)
+            .or(limits.max_total_tokens),
+        &env.inherited,
+    );
+    let nests = env.depth + 1 < env.config.max_depth.value;
+    if limits.is_empty() && !nests && env.inherited.ledger.is_none() {
+        return None;
+    }
+    Some(Arc::new(
+        TotalBudget::new(limits, reqs.len(), total::upward(&env.inherited, group_id))
+            .under(&controls.budget, &env.inherited),
+    ))
 }
 
 /// Task `i`'s environment and controls: its place in the fan-out, with the fan-out's
-/// total its slot in it, and its stop.
+/// total its slot in it, and its stop; and the scheduler its children start through.
 fn task_env(
     env: &RunEnv,
     controls: &Controls,
-    total: &Option<Arc<TotalCost>>,
+    total: &Option<Arc<TotalBudget>>,
+    scheduler: Option<&Arc<Scheduler>>,
     (group, i): (&Group, usize),
 ) -> (RunEnv, Controls) {
     let mut env = env.clone();
@@ -91,21 +125,8 @@ fn task_env(
         env.total = Some((total.clone(), i));
         controls.budget = total.reached.clone();
     }
+    env.scheduler = scheduler.cloned();
     (env, controls)
-}
-
-/// The answer for a task that did not start because the tasks before it spent the total.
-fn not_started_spent(total: &TotalCost) -> RunOutput {
-    let (limit, used) = total.amounts();
-    RunOutput::from_result(RunResult::refusal(
-        ErrorCode::SubagentFailed,
-        format!(
-            "Not started: the total cost budget {} of this fan-out was spent ({} used by the tasks before it).",
-            usd(limit),
-            usd(used)
-        ),
-        None,
-    ))
 }
 
 /// A fan-out or chain as its observers see it.
@@ -192,26 +213,29 @@ pub(crate) async fn run_parallel(
     let group = Group::start(env, group_id, Mode::Parallel, n);
     let status = observer.map(|o| Tracker::new(Mode::Parallel, &reqs, o));
     let asked: Vec<Asked> = reqs.iter().map(Asked::of).collect();
-    let total = total_cost(&reqs, limits);
-    let gate = Arc::new(Semaphore::new(limits.concurrency.max(1)));
+    let total = total_budget(&reqs, limits, env, controls, &group.id);
+    let scheduler = Scheduler::new(limits.concurrency, limits.adaptive);
+    // Tasks are resolved and wait for their lane only this many at a time, so that a
+    // fan-out of thousands holds thousands of requests, not of resolved runs.
+    let admitted = Arc::new(Semaphore::new(limits.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for (i, mut req) in reqs.into_iter().enumerate() {
         let part = share(whole, n);
         req.settings.max_bytes = Some(part.max_bytes);
         req.settings.max_lines = Some(part.max_lines);
-        let (env, controls) = task_env(env, controls, &total, (&group, i));
-        let (gate, total) = (gate.clone(), total.clone());
+        let (env, controls) = task_env(env, controls, &total, Some(&scheduler), (&group, i));
+        let admitted = admitted.clone();
         let status = status.clone();
         set.spawn(async move {
-            let _permit = gate
+            let _admitted = admitted
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
-            // A task still queued when orchestrate was told to stop, or once the fan-out's
-            // total cost budget is spent, never starts.
+            // A task still queued when orchestrate was told to stop, or once the shared
+            // budget is spent, never starts (`run` looks again once its lane has room).
             let out = if controls.cancel.is_cancelled() {
                 not_started()
-            } else if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
+            } else if let Some((total, _)) = env.total.as_ref().filter(|(t, _)| t.is_spent()) {
                 not_started_spent(total)
             } else {
                 run(&req, &env, &controls, status.as_ref().map(|s| s.task(i))).await
@@ -241,7 +265,7 @@ pub(crate) async fn run_parallel(
             })
         })
         .collect();
-    let output = combine(
+    let mut out = combine(
         Mode::Parallel,
         group.id.clone(),
         &asked,
@@ -249,7 +273,9 @@ pub(crate) async fn run_parallel(
         whole,
         None,
     );
-    group.end(env, output)
+    out.result.details.scheduler = scheduler.throttled_lanes();
+    out.result.details.tree_usage = total.and_then(|t| t.tree_usage());
+    group.end(env, out)
 }
 
 /// Runs `reqs` one after another, each seeing the previous output in place of
@@ -270,14 +296,14 @@ pub(crate) async fn run_chain(
     let group = Group::start(env, group_id, Mode::Chain, reqs.len());
     let status = observer.map(|o| Tracker::new(Mode::Chain, &reqs, o));
     let mut asked: Vec<Asked> = Vec::new();
-    let total = total_cost(&reqs, limits);
+    let total = total_budget(&reqs, limits, env, controls, &group.id);
     let mut outputs: Vec<RunOutput> = Vec::new();
     let mut previous = String::new();
     let mut stopped_at = None;
     for (i, mut req) in reqs.into_iter().enumerate() {
         req.task = req.task.replace(PREVIOUS, &previous);
         asked.push(Asked::of(&req));
-        let (env, controls) = task_env(env, controls, &total, (&group, i));
+        let (env, controls) = task_env(env, controls, &total, None, (&group, i));
         let out = if controls.cancel.is_cancelled() {
             not_started()
         } else if let Some(total) = total.as_ref().filter(|t| t.is_spent()) {
@@ -312,7 +338,7 @@ pub(crate) async fn run_chain(
             break;
         }
     }
-    let output = combine(
+    let mut out = combine(
         Mode::Chain,
         group.id.clone(),
         &asked,
@@ -320,7 +346,8 @@ pub(crate) async fn run_chain(
         whole,
         stopped_at,
     );
-    group.end(env, output)
+    out.result.details.tree_usage = total.and_then(|t| t.tree_usage());
+    group.end(env, out)
 }
 
 /// What one task asked for, for its result when it never ran.
@@ -335,16 +362,6 @@ impl Asked {
             agent: req.agent.clone(),
             task: req.task.clone(),
         }
-    }
-}
-
-const NOT_STARTED: &str = "Not started: orchestrate was cancelled before this task's turn.";
-
-/// A queued task's output once orchestrate was cancelled.
-fn not_started() -> RunOutput {
-    RunOutput {
-        result: RunResult::refusal(ErrorCode::SubagentFailed, NOT_STARTED, None),
-        exit_status: exit_status::CANCELLED,
     }
 }
 
@@ -469,6 +486,8 @@ fn combine(
                 error,
                 streaming: None,
                 background: None,
+                scheduler: Default::default(),
+                tree_usage: None,
             },
         },
         exit_status: exit,

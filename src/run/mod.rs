@@ -9,17 +9,22 @@
 //!   collector, where budgets are checked; `progress`: the streaming updates published
 //!   from it; `decode`: a line's bytes as text, damaged characters replaced rather than
 //!   the line dropped.
-//! - `fanout`: several tasks at once, in parallel or as a chain.
+//! - `fanout`: several tasks at once, in parallel or as a chain; `schedule`: how many of
+//!   their children run at once, per provider, as rate limits allow.
+//! - `total`: the budget the tasks share, across the tree of nested orchestrate runs;
+//!   `ledger`: how a nested run reports its spend to the one above.
 //! - `resume`: what an earlier run left that its CLI can continue.
 
 mod attempt;
 mod decode;
 pub(crate) mod fanout;
+mod ledger;
 pub(crate) mod progress;
 mod render;
 mod resolve;
 mod resume;
 pub(crate) mod retry;
+pub(crate) mod schedule;
 mod sink;
 pub(crate) mod total;
 mod verdict;
@@ -34,16 +39,20 @@ use crate::config::Config;
 use crate::error::RunError;
 use crate::network::NetworkLog;
 use crate::observe::{AttemptKind, GroupSlot, Hub, Observers, RunEvent, RunStart};
-use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode};
+use crate::result::{exit_status, new_run_id, AttemptDetail, ErrorCode, RunResult};
 use crate::session::{self, IndexEntry, IndexWorktree, RunDir, RunId, StateDir};
 use crate::settings::Values;
 use crate::structured;
 use crate::supervisor::{Controls, StopReason};
+use crate::units::Usd;
 use crate::worktree::Worktree;
 
 use attempt::{Attempt, Executed};
+pub(crate) use ledger::spent_above as tree_spent_above;
 use resolve::resolve;
 pub(crate) use resolve::{backend_of, refuse_if_not_allowed, truncate_limits, ResolvedRun};
+use schedule::{Report, Scheduler, Slot};
+use total::{Inherited, TotalBudget, TotalLimits};
 
 /// What the caller asked for: a task for an agent, and the settings it gave (flags or MCP
 /// arguments), which win over the agent's and the config's.
@@ -107,15 +116,19 @@ impl Plan {
 }
 
 /// What a run takes from outside the request: the effective config (files and
-/// `ORCHESTRATE_*` variables), the recursion depth and the state directory; in a fan-out
-/// with a total cost budget, that budget and the task's index in it; who observes it, and
-/// where it sits in a tree of runs.
+/// `ORCHESTRATE_*` variables), the recursion depth, the state directory and what an
+/// orchestrate above handed down; in a fan-out, the budget its tasks share (and the
+/// task's index in it) and its scheduler; who observes it, and where it sits in a tree
+/// of runs.
 #[derive(Debug, Clone)]
 pub(crate) struct RunEnv {
     pub depth: u32,
     pub config: Config,
     pub state: StateDir,
-    pub total: Option<(std::sync::Arc<total::TotalCost>, usize)>,
+    pub total: Option<(Arc<TotalBudget>, usize)>,
+    /// The tree's budget and ledger, from the orchestrate that started this one.
+    pub inherited: Inherited,
+    pub scheduler: Option<Arc<Scheduler>>,
     pub observe: Hub,
     /// The run whose child started this orchestrate (`ORCHESTRATE_RUN_ID`).
     pub parent_run_id: Option<String>,
@@ -142,6 +155,8 @@ impl RunEnv {
             config: Config::load(cwd).map_err(|e| RunError::invalid(e.to_string()))?,
             state: StateDir::from_env().map_err(|e| RunError::invalid(e.to_string()))?,
             total: None,
+            inherited: Inherited::from_env()?,
+            scheduler: None,
             observe: Hub::standard(),
             parent_run_id: parent_run_id(),
             group: None,
@@ -156,6 +171,8 @@ impl RunEnv {
             config,
             state,
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
             observe: Hub::none(),
             parent_run_id: None,
             group: None,
@@ -246,6 +263,43 @@ pub(crate) async fn run(
             return RunOutput::from_result(e.to_result(id));
         }
     };
+    // A single run holds the tree's budget as a fan-out of one.
+    let own_total = single_total(req, env, controls, &run_id);
+    let (single, single_controls);
+    let (env, controls) = match &own_total {
+        Some(total) => {
+            single = RunEnv {
+                total: Some((total.clone(), 0)),
+                ..env.clone()
+            };
+            // Its children's nested runs may spend the budget between its own reports.
+            single_controls = Controls {
+                budget: total.reached.clone(),
+                ..controls.clone()
+            };
+            (&single, &single_controls)
+        }
+        None => (env, controls),
+    };
+    // In a fan-out, the child waits for its place in its provider's lane. A task still
+    // waiting when orchestrate was told to stop, or once the shared budget is spent,
+    // never starts.
+    let slot = match &env.scheduler {
+        Some(s) => match s
+            .acquire(
+                &schedule::lane(run.backend.backend, run.model.as_deref()),
+                &controls.cancel,
+            )
+            .await
+        {
+            Some(slot) => Some(slot),
+            None => return not_started(),
+        },
+        None => None,
+    };
+    if let Some((total, _)) = env.total.as_ref().filter(|(t, _)| t.is_spent()) {
+        return not_started_spent(total);
+    }
     let run_dir = match run_folder(&run, env) {
         Ok(dir) => dir,
         Err(e) => return RunOutput::from_result(e.to_result(Some(&run_id))),
@@ -288,13 +342,75 @@ pub(crate) async fn run(
         worktree: worktree.as_ref().map(|(wt, _)| wt),
         message: None,
     };
-    let mut output = attempts(&attempt, controls, observer, &mut observers).await;
+    let mut output = attempts(&attempt, slot, controls, observer, &mut observers).await;
     if let Some((wt, warning)) = worktree {
         finish_worktree(&run, wt, warning, &mut output).await;
+    }
+    if let Some((total, task)) = &env.total {
+        if let Some(single) = output.result.details.results.first_mut() {
+            single.nested_usage = total.nested(*task);
+        }
+    }
+    if let Some(total) = &own_total {
+        output.result.details.tree_usage = total.tree_usage();
     }
     record(&run, env, &run_dir, &mut output, started_at_ms);
     observers.emit(&RunEvent::Ended { output: &output });
     output
+}
+
+/// The budget a single run holds as a fan-out of one, when it has one to hold: a total
+/// budget of its own, the tree's from above, or children that may start runs of their
+/// own (whose spend it counts and reports up). None in a fan-out, which holds its own.
+fn single_total(
+    req: &RunRequest,
+    env: &RunEnv,
+    controls: &Controls,
+    run_id: &str,
+) -> Option<Arc<TotalBudget>> {
+    if env.total.is_some() {
+        return None;
+    }
+    let cfg = &env.config;
+    let limits = TotalLimits::new(
+        req.settings
+            .max_total_cost
+            .or(cfg.max_total_cost.value)
+            .map(Usd::dollars),
+        req.settings.max_total_tokens.or(cfg.max_total_tokens.value),
+        &env.inherited,
+    );
+    let nests = env.depth + 1 < cfg.max_depth.value;
+    if limits.is_empty() && !nests && env.inherited.ledger.is_none() {
+        return None;
+    }
+    Some(Arc::new(
+        TotalBudget::new(limits, 1, total::upward(&env.inherited, run_id))
+            .under(&controls.budget, &env.inherited),
+    ))
+}
+
+/// A task that never started: orchestrate was told to stop while it waited.
+pub(crate) fn not_started() -> RunOutput {
+    RunOutput {
+        result: RunResult::refusal(ErrorCode::SubagentFailed, NOT_STARTED, None),
+        exit_status: exit_status::CANCELLED,
+    }
+}
+
+pub(crate) const NOT_STARTED: &str =
+    "Not started: orchestrate was cancelled before this task's turn.";
+
+/// A task that never started because the tasks before it spent the shared budget.
+pub(crate) fn not_started_spent(total: &TotalBudget) -> RunOutput {
+    RunOutput::from_result(RunResult::refusal(
+        ErrorCode::SubagentFailed,
+        format!(
+            "Not started: {}",
+            render::spent_message(&total.limit_reached())
+        ),
+        None,
+    ))
 }
 
 /// The run's worktree (made off the runtime's thread: checking out a large tree takes a
@@ -375,9 +491,11 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
 /// session (where its CLI can) with the model that answered, retried the same way. The
 /// repair turn counts like any child run: `attempts` is every run of the child (and
 /// `attemptsDetail` lists them when there was more than one), `usage` and `durationMs` are
-/// summed over both turns, and the full record's `displayItems` hold both.
+/// summed over both turns, and the full record's `displayItems` hold both. In a fan-out,
+/// `slot` is the first attempt's place in its lane; every later one waits for its own.
 async fn attempts(
     attempt: &Attempt<'_>,
+    slot: Option<Slot>,
     controls: &Controls,
     mut observer: Option<Observer<'_>>,
     observers: &mut Observers,
@@ -395,6 +513,7 @@ async fn attempts(
         attempt,
         &models,
         (1, AttemptKind::First),
+        slot,
         controls,
         watching,
         &mut details,
@@ -419,6 +538,9 @@ async fn attempts(
     if controls.cancel.is_cancelled() {
         return with_attempts(output, n, details);
     }
+    let Ok(slot) = place(attempt, model, controls).await else {
+        return with_attempts(output, n, details);
+    };
     let repaired = ResolvedRun {
         resume: Some(from),
         ..run.clone()
@@ -437,6 +559,7 @@ async fn attempts(
         &repair,
         &[model],
         (n + 1, AttemptKind::Repair),
+        slot,
         controls,
         watching,
         &mut details,
@@ -460,6 +583,24 @@ async fn attempts(
         }
     }
     with_attempts(second, last, details)
+}
+
+/// In a fan-out, a place in `model`'s lane for the next attempt (None elsewhere);
+/// `Err` when orchestrate was told to stop while it waited.
+async fn place(
+    attempt: &Attempt<'_>,
+    model: Option<&str>,
+    controls: &Controls,
+) -> Result<Option<Slot>, ()> {
+    let Some(scheduler) = &attempt.env.scheduler else {
+        return Ok(None);
+    };
+    let lane = schedule::lane(attempt.run.backend.backend, model);
+    scheduler
+        .acquire(&lane, &controls.cancel)
+        .await
+        .map(Some)
+        .ok_or(())
 }
 
 /// The run's own child session, for its repair turn; why there is none otherwise.
@@ -496,12 +637,16 @@ fn with_attempts(mut output: RunOutput, n: u32, details: Vec<AttemptDetail>) -> 
 /// success, a failure neither a retry nor another model can fix, or the last try of the
 /// last model. Each model gets the run's attempts for transient failures; a model that is
 /// unavailable (quota, rate limit, overload, unknown) after them gives way to the next of
-/// `models`. A cancel during a backoff ends it at once. Each attempt is added to
-/// `details`; returns the last attempt, its number and its model.
+/// `models`. A retry waits for the backoff, or longer when the provider asked for longer.
+/// A cancel during a backoff ends it at once. In a fan-out, each attempt holds a place
+/// in its model's lane (`slot` is the first's), tells the scheduler how its provider
+/// answered, and gives the place up while it waits. Each attempt is added to `details`;
+/// returns the last attempt, its number and its model.
 async fn tried<'m>(
     attempt: &Attempt<'_>,
     models: &[Option<&'m str>],
     (first, first_kind): (u32, AttemptKind),
+    mut slot: Option<Slot>,
     controls: &Controls,
     watching: Watching<'_, '_, '_>,
     details: &mut Vec<AttemptDetail>,
@@ -520,18 +665,40 @@ async fn tried<'m>(
         let model = models[m];
         observers.emit(&RunEvent::Attempt { n, model, kind });
         let mut out = attempt
-            .execute(n, model, controls, streaming.as_mut(), observers)
+            .execute(
+                n,
+                model,
+                controls,
+                streaming.as_mut(),
+                slot.as_ref(),
+                observers,
+            )
             .await;
         observers.emit(&RunEvent::AttemptEnded {
             n,
             output: &out.output,
         });
         details.push(out.output.detail(model));
-        if let Some(why) = (tries < max_tries)
-            .then(|| out.output.transient(backend))
-            .flatten()
-        {
-            let wait = retry::backoff(tries);
+        let transient = out.output.transient(backend);
+        if let Some(slot) = &slot {
+            match transient {
+                Some(retry::Transient::RateLimited | retry::Transient::Overloaded) => {
+                    slot.report(Report::Throttled {
+                        delay: out.provider_delay,
+                    })
+                }
+                _ if out.output.exit_status == exit_status::SUCCESS => slot.report(Report::Success),
+                _ => {}
+            }
+        }
+        // The place is given up while the attempt waits to be tried again.
+        drop(slot.take());
+        if let Some(why) = transient.filter(|_| tries < max_tries) {
+            let wait = retry::backoff(tries).max(
+                out.provider_delay
+                    .unwrap_or_default()
+                    .min(schedule::MAX_PROVIDER_DELAY),
+            );
             tracing::warn!(
                 "attempt {tries} of {max_tries} failed ({why:?}); retrying in {:.1}s",
                 wait.as_secs_f64()
@@ -543,17 +710,23 @@ async fn tried<'m>(
                 wait,
             });
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {
-                    n += 1;
-                    tries += 1;
-                    kind = AttemptKind::Retry;
-                    continue;
-                }
+                _ = tokio::time::sleep(wait) => {}
                 _ = controls.cancel.cancelled() => {
                     out.output.exit_status = exit_status::CANCELLED;
                     return (out, n, model);
                 }
             }
+            match place(attempt, model, controls).await {
+                Ok(next) => slot = next,
+                Err(()) => {
+                    out.output.exit_status = exit_status::CANCELLED;
+                    return (out, n, model);
+                }
+            }
+            n += 1;
+            tries += 1;
+            kind = AttemptKind::Retry;
+            continue;
         }
         match out.output.unavailable(backend) {
             Some(why) if m + 1 < models.len() => {
@@ -567,6 +740,13 @@ async fn tried<'m>(
                     to: models[m + 1],
                     reason: why.as_str(),
                 });
+                match place(attempt, models[m + 1], controls).await {
+                    Ok(next) => slot = next,
+                    Err(()) => {
+                        out.output.exit_status = exit_status::CANCELLED;
+                        return (out, n, model);
+                    }
+                }
                 m += 1;
                 n += 1;
                 tries = 1;

@@ -190,6 +190,8 @@ fn streaming_update(run_id: &str, c: &Collector, detail: DetailLevel) -> RunResu
                 current_tool: c.current_tool().map(str::to_string),
             }),
             background: None,
+            scheduler: Default::default(),
+            tree_usage: None,
         },
     }
 }

@@ -116,6 +116,8 @@ pub(crate) fn render(
             error,
             streaming: None,
             background: None,
+            scheduler: Default::default(),
+            tree_usage: None,
         },
     };
     let exit_status = match verdict {
@@ -168,6 +170,7 @@ fn facts(
         network: Some(network_info(o, ctx)),
         worktree: None,
         runner: runner_info(o, ctx),
+        nested_usage: None,
         permissions: collected.permissions().0.to_vec(),
     }
 }
@@ -402,6 +405,9 @@ fn budget_message(limit: Limit, total: bool, turns: u64) -> String {
         Limit::Turns { limit, .. } => {
             format!("Subagent stopped: turn budget {limit} reached {after}.")
         }
+        Limit::Tokens { limit, used } if total => format!(
+            "Subagent stopped: the total token budget {limit} of its fan-out was reached {after} ({used} tokens used by all tasks)."
+        ),
         Limit::Tokens { limit, used } => {
             format!("Subagent stopped: token budget {limit} reached {after} ({used} tokens used).")
         }
@@ -415,6 +421,38 @@ fn budget_message(limit: Limit, total: bool, turns: u64) -> String {
             usd(limit),
             usd(used)
         ),
+        Limit::TreeCost { limit, used } => format!(
+            "Subagent stopped: the tree's cost budget {} was reached {after} ({} used across the tree, nested orchestrate runs included).",
+            usd(limit),
+            usd(used)
+        ),
+        Limit::TreeTokens { limit, used } => format!(
+            "Subagent stopped: the tree's token budget {limit} was reached {after} ({used} tokens used across the tree, nested orchestrate runs included)."
+        ),
+    }
+}
+
+/// Why a task did not start: `the total cost budget $1.00 of this fan-out was spent
+/// ($1.02 used by the tasks before it).`
+pub(crate) fn spent_message(limit: &Limit) -> String {
+    match *limit {
+        Limit::Cost { limit, used } => format!(
+            "the total cost budget {} of this fan-out was spent ({} used by the tasks before it).",
+            usd(limit),
+            usd(used)
+        ),
+        Limit::Tokens { limit, used } => format!(
+            "the total token budget {limit} of this fan-out was spent ({used} tokens used by the tasks before it)."
+        ),
+        Limit::TreeCost { limit, used } => format!(
+            "the tree's cost budget {} was spent ({} used across the tree, nested orchestrate runs included).",
+            usd(limit),
+            usd(used)
+        ),
+        Limit::TreeTokens { limit, used } => format!(
+            "the tree's token budget {limit} was spent ({used} tokens used across the tree, nested orchestrate runs included)."
+        ),
+        Limit::Turns { limit, .. } => format!("the turn budget {limit} was spent."),
     }
 }
 

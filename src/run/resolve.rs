@@ -87,9 +87,13 @@ fn budgets(s: &Effective) -> Budgets {
         (Some(own), Some(total)) => Some(own.dollars().min(total.dollars())),
         (own, total) => own.or(total).map(Usd::dollars),
     };
+    let max_tokens = match (s.max_tokens, s.max_total_tokens) {
+        (Some(own), Some(total)) => Some(own.min(total)),
+        (own, total) => own.or(total),
+    };
     Budgets {
         max_turns: s.max_turns,
-        max_tokens: s.max_tokens,
+        max_tokens,
         max_cost,
     }
 }
@@ -493,6 +497,8 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
             observe: crate::observe::Hub::none(),
             parent_run_id: None,
             group: None,
@@ -623,6 +629,8 @@ mod tests {
                 root: dir.join("state"),
             },
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
             observe: crate::observe::Hub::none(),
             parent_run_id: None,
             group: None,
@@ -749,6 +757,8 @@ mod tests {
                 root: dir.path().join("state"),
             },
             total: None,
+            inherited: Default::default(),
+            scheduler: None,
             observe: crate::observe::Hub::none(),
             parent_run_id: None,
             group: None,

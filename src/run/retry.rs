@@ -73,6 +73,33 @@ pub(crate) fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<
     (backend.spec().transient_exit)(exit_code)
 }
 
+/// Whether a CLI's retry notice says its provider pushed back (a rate limit or an
+/// overload), which a fan-out's scheduler answers by running fewer children at once.
+pub(crate) fn congestion(backend: Backend, words: &str) -> bool {
+    matches!(
+        classify(backend, words, 0),
+        Some(Transient::RateLimited | Transient::Overloaded)
+    )
+}
+
+/// The delay a provider's error asks for, where its words say one: `retry after 7s`,
+/// `try again in 1.5s`, `Please retry in 20.3s`, `"retryDelay": "7s"`, `retry-after: 7`.
+pub(crate) fn asked_delay(error: &str) -> Option<Duration> {
+    static ASKED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)(?:retry[ -]after|try again in|retry in|retrydelay"?\s*:\s*"?)[:\s]*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?\b"#,
+        )
+        .expect("a valid pattern")
+    });
+    let caps = ASKED.captures(error)?;
+    let n: f64 = caps[1].parse().ok()?;
+    let secs = match caps.get(2).map(|m| m.as_str().to_ascii_lowercase()) {
+        Some(unit) if unit.starts_with("ms") || unit.starts_with("milli") => n / 1000.0,
+        _ => n,
+    };
+    Duration::try_from_secs_f64(secs).ok()
+}
+
 impl Transient {
     /// The reason as the run's events name it.
     pub(crate) fn as_str(self) -> &'static str {
@@ -239,6 +266,51 @@ mod tests {
                 want,
                 "{message}"
             );
+        }
+    }
+
+    #[test]
+    fn congestion_is_a_rate_limit_or_an_overload() {
+        let cases = [
+            ("retry 1/3: 429: {\"code\":\"rate_limit_exceeded\"}", true),
+            ("API retry 1/4: rate_limit (HTTP 429)", true),
+            (
+                "Reconnecting... 1/4 (exceeded retry limit, last status: 429 Too Many Requests)",
+                true,
+            ),
+            (
+                "Attempt 1 failed with status 429. Retrying with backoff...",
+                true,
+            ),
+            ("API retry 2/10: overloaded (HTTP 529)", true),
+            (
+                "Reconnecting... 2/5 (stream disconnected before completion)",
+                false,
+            ),
+            ("retry 1/3: 500 internal server error", false),
+        ];
+        for (words, want) in cases {
+            assert_eq!(congestion(Backend::named("pi"), words), want, "{words}");
+        }
+    }
+
+    #[test]
+    fn a_delay_the_provider_asked_for_is_read_from_its_words() {
+        let cases = [
+            ("429 Too Many Requests; retry after 7s", Some(7.0)),
+            ("Rate limit reached. Please try again in 1.5s.", Some(1.5)),
+            ("Please try again in 250ms", Some(0.25)),
+            (
+                "RESOURCE_EXHAUSTED ... \"retryDelay\": \"20s\" ...",
+                Some(20.0),
+            ),
+            ("retry-after: 3", Some(3.0)),
+            ("Please retry in 20.321508s.", Some(20.321508)),
+            ("429 Too Many Requests", None),
+            ("retry 2/3: 429", None),
+        ];
+        for (error, want) in cases {
+            assert_eq!(asked_delay(error).map(|d| d.as_secs_f64()), want, "{error}");
         }
     }
 

@@ -4,13 +4,15 @@
 //! (progress, tools in flight, a budget reached), which decides when the child is idle or
 //! stopped. Every event goes to the run's observers as it is read; streaming updates go
 //! out, and the observers flush, after each chunk.
+//! In a fan-out, the scheduler hears from here how the child's provider answers.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::progress::Progress;
-use super::total::TotalCost;
-use crate::backends::Dialect;
+use super::schedule::{Report, Slot};
+use super::total::TotalBudget;
+use crate::backends::{Backend, Dialect};
 use crate::collector::Collector;
 use crate::observe::{Observers, RunEvent};
 use crate::supervisor::{LineSink, StopReason, StreamFacts};
@@ -23,8 +25,11 @@ pub(super) struct DialectSink<'o, 'x> {
     pub progress: Option<Progress<'o, 'x>>,
     /// A line was a valid event of the dialect.
     pub recognized: bool,
-    /// The fan-out's total cost budget, and this task's index in it.
-    pub total: Option<(Arc<TotalCost>, usize)>,
+    /// The budget the tasks share, this task's index in it and the attempt's number.
+    pub total: Option<(Arc<TotalBudget>, usize, u32)>,
+    /// In a fan-out, the child's place in its lane: it hears of rate limits and
+    /// successful requests as they come.
+    pub lane: Option<LaneSignals<'o>>,
     pub observers: &'o mut Observers,
 }
 
@@ -43,6 +48,45 @@ impl DialectSink<'_, '_> {
         }
         if let Some(limit) = self.collector.limit() {
             self.observers.emit(&RunEvent::LimitReached(limit));
+        }
+    }
+}
+
+/// Tells a fan-out's scheduler how the child's provider answers: its CLI retrying for a
+/// rate limit or overload (with the delay it waits, where it says), a request that
+/// produced output.
+pub(super) struct LaneSignals<'s> {
+    slot: &'s Slot,
+    backend: Backend,
+    retries: u64,
+    output_tokens: u64,
+}
+
+impl<'s> LaneSignals<'s> {
+    pub(super) fn new(slot: &'s Slot, backend: Backend) -> Self {
+        LaneSignals {
+            slot,
+            backend,
+            retries: 0,
+            output_tokens: 0,
+        }
+    }
+
+    fn follow(&mut self, c: &Collector) {
+        if c.retries() > self.retries {
+            self.retries = c.retries();
+            if c.last_retry()
+                .is_some_and(|words| super::retry::congestion(self.backend, words))
+            {
+                self.slot.report(Report::Throttled {
+                    delay: c.retry_delay(),
+                });
+            }
+        }
+        let output = c.usage().output;
+        if output > self.output_tokens {
+            self.output_tokens = output;
+            self.slot.report(Report::Success);
         }
     }
 }
@@ -71,13 +115,16 @@ impl LineSink for DialectSink<'_, '_> {
             self.collector.note_skipped_line();
         }
         self.recognized |= ok;
-        if let Some((total, task)) = &self.total {
+        if let Some((total, task, attempt)) = &self.total {
             // Every task's spend counts at once; this task is stopped for the total where
             // a budget of its own would stop it (see `Collector::apply`).
-            let reached = total.report(*task, self.collector.usage().cost);
+            let reached = total.report(*task, *attempt, &self.collector.usage());
             if let Some(limit) = reached.filter(|_| goes_on && !self.collector.terminal_seen()) {
                 self.collector.note_limit(limit);
             }
+        }
+        if let Some(lane) = &mut self.lane {
+            lane.follow(&self.collector);
         }
         self.limit_reached_unless(had_limit);
     }
@@ -95,6 +142,9 @@ impl LineSink for DialectSink<'_, '_> {
             observers.emit_at(at, &RunEvent::Child(&e));
             collector.apply(e);
         });
+        if let Some(lane) = &mut self.lane {
+            lane.follow(&self.collector);
+        }
         self.limit_reached_unless(had_limit);
     }
 

@@ -148,8 +148,8 @@ mod tests {
             Err("error: invalid value '-5' for '--max-output-bytes <MAX_OUTPUT_BYTES>': expected a whole number of at least 1, got \"-5\"".to_string())
         );
         assert_eq!(
-            parse(&["--concurrency", "65"]),
-            Err("error: invalid value '65' for '--concurrency <CONCURRENCY>': expected a whole number from 1 to 64, got \"65\"".to_string())
+            parse(&["--concurrency", "257"]),
+            Err("error: invalid value '257' for '--concurrency <CONCURRENCY>': expected a whole number from 1 to 256, got \"257\"".to_string())
         );
     }
 }

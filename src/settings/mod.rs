@@ -53,8 +53,11 @@ use kinds::{Kind, Raw};
 pub(crate) const DEFAULT_RETRIES: u32 = 2;
 pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
 pub(crate) const DEFAULT_MAX_TASKS: usize = 16;
-pub(crate) const MAX_CONCURRENCY: u64 = 64;
-pub(crate) const MAX_TASKS: u64 = 256;
+/// Children at once in a fan-out: each costs orchestrate a controller process and a few
+/// small buffers (BENCHMARKS.md measures it at this many).
+pub(crate) const MAX_CONCURRENCY: u64 = 256;
+/// Tasks in one fan-out: a cluster runner gives that many somewhere to run.
+pub(crate) const MAX_TASKS: u64 = 4096;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,12 +406,18 @@ settings! {
     /// Tasks of a fan-out running at once.
     concurrency: usize = DEFAULT_CONCURRENCY, kind: &Count { min: 1, max: MAX_CONCURRENCY }, Surfaces {
         env: Some("ORCHESTRATE_CONCURRENCY"),
-        flag: flag("concurrency", "CONCURRENCY", "Parallel tasks running at once (1 to 64). Default 4."),
+        flag: flag("concurrency", "CONCURRENCY", "Parallel tasks running at once (1 to 256); fewer while their provider answers with rate limits. Default 4."),
         ..Surfaces::FILES
     };
     /// The most tasks one fan-out may have.
     max_tasks: usize = DEFAULT_MAX_TASKS, kind: &Count { min: 1, max: MAX_TASKS }, Surfaces {
         env: Some("ORCHESTRATE_MAX_TASKS"),
+        ..Surfaces::FILES
+    };
+    /// Whether a fan-out runs fewer children at once while their provider answers with
+    /// rate limits or overload (`concurrency` stays the ceiling).
+    adaptive_concurrency: bool = true, kind: &Switch, Surfaces {
+        env: Some("ORCHESTRATE_ADAPTIVE_CONCURRENCY"),
         ..Surfaces::FILES
     };
     /// The longest one tool call may run with no tool finishing.
@@ -449,10 +458,18 @@ settings! {
         mcp: mcp("maxCostUsd", None),
         ..Surfaces::FILES
     };
-    /// What every task of a fan-out may cost together (a single run is a fan-out of one).
+    /// What every task of a fan-out may cost together (a single run is a fan-out of one),
+    /// with the orchestrate runs they start.
     max_total_cost: Usd, kind: &Dollars, Surfaces {
         env: Some("ORCHESTRATE_MAX_TOTAL_COST"),
-        flag: flag("max-total-cost", "USD", "With --task: no task starts once the tasks together have cost this many US dollars, and running ones are stopped."),
+        flag: flag("max-total-cost", "USD", "No task starts once the tasks together, and the orchestrate runs they start, have cost this many US dollars; running ones are stopped."),
+        ..Surfaces::FILES
+    };
+    /// Input + output + cache-write tokens every task of a fan-out may use together, with
+    /// the orchestrate runs they start.
+    max_total_tokens: u64, kind: &Count::POSITIVE, Surfaces {
+        env: Some("ORCHESTRATE_MAX_TOTAL_TOKENS"),
+        flag: flag("max-total-tokens", "TOKENS", "As --max-total-cost, for input + output + cache-write tokens."),
         ..Surfaces::FILES
     };
     /// Models to run in turn when the model is unavailable (quota, rate limit, overload,

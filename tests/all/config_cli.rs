@@ -95,12 +95,14 @@ fn config_json_shows_each_value_and_the_layer_it_came_from() {
             "retries": {"value": 3, "source": user},
             "concurrency": {"value": 4, "source": "default"},
             "max_tasks": {"value": 16, "source": "default"},
+            "adaptive_concurrency": {"value": true, "source": "default"},
             "tool_timeout": {"value": "10m", "source": "default"},
             "connect_timeout": {"value": "1m", "source": "default"},
             "max_turns": {"value": null, "source": "default"},
             "max_tokens": {"value": null, "source": "default"},
             "max_cost": {"value": 0.5, "source": "env:ORCHESTRATE_MAX_COST"},
             "max_total_cost": {"value": null, "source": "default"},
+            "max_total_tokens": {"value": null, "source": "default"},
             "fallback_models": {"value": ["m2", "m3"], "source": user},
             // tests/support turns the sandbox off for the fake agent's sake, and its
             // network on.
@@ -123,10 +125,10 @@ fn config_text_is_one_line_per_key_with_its_source() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 29 + 4, "{text}");
+    assert_eq!(lines.len(), 31 + 4, "{text}");
     // Then the files it read, in the order they apply.
     assert_eq!(
-        lines[29..],
+        lines[31..],
         [
             "",
             "Config files (each over the one before; ORCHESTRATE_* variables and flags over both):",
@@ -143,7 +145,7 @@ fn config_text_is_one_line_per_key_with_its_source() {
     );
     assert_eq!(lines[1], "model = (not set)              (default)");
     assert_eq!(
-        lines[20],
+        lines[22],
         format!(
             "fallback_models = [\"m2\",\"m3\"]  (user:{})",
             l.user.display()
@@ -215,7 +217,7 @@ fn a_bad_value_exits_2_naming_the_file_the_key_and_the_reason() {
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()),
         (
             Some(2),
-            "orchestrate: environment variable ORCHESTRATE_CONCURRENCY=\"0\": expected a whole number from 1 to 64, got \"0\"\n".to_string()
+            "orchestrate: environment variable ORCHESTRATE_CONCURRENCY=\"0\": expected a whole number from 1 to 256, got \"0\"\n".to_string()
         )
     );
 }

@@ -272,6 +272,46 @@ struct State {
     cursor: usize,
     counter: u64,
     requests: Vec<RecordedRequest>,
+    limiter: Option<RateLimiter>,
+}
+
+/// A provider's request rate limit: at most `per_second` requests in any second; the
+/// requests beyond it get 429 with the API's own error and `retry-after` (whole seconds)
+/// and `retry-after-ms` headers saying when the next one would be admitted.
+#[derive(Debug)]
+struct RateLimiter {
+    per_second: usize,
+    /// When each request admitted within the last second arrived, oldest first.
+    admitted: std::collections::VecDeque<Instant>,
+    /// 429s served so far.
+    refused: u64,
+    /// What the 429s ask for, instead of when the next request would be admitted.
+    retry_after: Option<Duration>,
+}
+
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+
+impl RateLimiter {
+    /// None: admitted. Some(wait): refused, and when the next request would be admitted.
+    fn check(&mut self, now: Instant) -> Option<Duration> {
+        while self
+            .admitted
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= RATE_WINDOW)
+        {
+            self.admitted.pop_front();
+        }
+        if self.admitted.len() < self.per_second {
+            self.admitted.push_back(now);
+            return None;
+        }
+        self.refused += 1;
+        let oldest = *self.admitted.front().expect("the window is full");
+        Some(
+            self.retry_after
+                .unwrap_or_else(|| (oldest + RATE_WINDOW).saturating_duration_since(now)),
+        )
+    }
 }
 
 impl State {
@@ -330,6 +370,7 @@ impl MockLlm {
             cursor: 0,
             counter: 0,
             requests: Vec::new(),
+            limiter: None,
         }));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let st = Arc::clone(&state);
@@ -358,6 +399,39 @@ impl MockLlm {
             shutdown: Some(tx),
             thread: Some(thread),
         }
+    }
+
+    /// From now on, admits at most `per_second` requests (of any kind) in any second; the
+    /// others get 429 (`rate_limit_error`, `rate_limit_exceeded`, `RESOURCE_EXHAUSTED` as
+    /// the API says it) with `retry-after` and `retry-after-ms` headers, and consume no
+    /// scripted step.
+    pub fn rate_limit(&self, per_second: usize) {
+        self.rate_limit_asking(per_second, None);
+    }
+
+    /// As [`MockLlm::rate_limit`], the 429s asking for `retry_after` (None: when the next
+    /// request would be admitted).
+    pub fn rate_limit_asking(&self, per_second: usize, retry_after: Option<Duration>) {
+        assert!(
+            per_second > 0,
+            "a rate limit admits at least one request a second"
+        );
+        self.state.lock().unwrap().limiter = Some(RateLimiter {
+            per_second,
+            admitted: Default::default(),
+            refused: 0,
+            retry_after,
+        });
+    }
+
+    /// The 429s the rate limit has served.
+    pub fn rate_limited(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap()
+            .limiter
+            .as_ref()
+            .map_or(0, |l| l.refused)
     }
 
     /// `http://127.0.0.1:PORT`
@@ -765,6 +839,34 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
     };
     let include_usage = body["stream_options"]["include_usage"].as_bool() == Some(true);
     let side = side_traffic(api, &path, &body);
+    let refused = {
+        let mut st = state.lock().unwrap();
+        let wait = st.limiter.as_mut().and_then(|l| l.check(Instant::now()));
+        if wait.is_some() {
+            st.requests.push(RecordedRequest {
+                method: req.method.clone(),
+                path: req.target.clone(),
+                headers: req.headers.clone(),
+                body: body.clone(),
+                api: Some(api),
+                side,
+                served: "429 rate limited".into(),
+                seq: 0,
+            });
+        }
+        wait
+    };
+    if let Some(wait) = refused {
+        let body = error_body(api, 429, default_error_message(api, 429));
+        let headers = [
+            (
+                "retry-after",
+                wait.as_secs_f64().ceil().max(1.0).to_string(),
+            ),
+            ("retry-after-ms", wait.as_millis().max(1).to_string()),
+        ];
+        return http::write_json(&mut stream, 429, &headers, &body).await;
+    }
     let (reply, n) = {
         let mut st = state.lock().unwrap();
         st.counter += 1;

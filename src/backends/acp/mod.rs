@@ -141,7 +141,7 @@ const QWEN_PRESET: Preset = Preset {
 };
 
 macro_rules! preset_spec {
-    ($name:literal, $program:literal, $hint:literal, $preset:ident, $dirs:expr, $hosts:expr) => {
+    ($name:literal, $program:literal, $hint:literal, $preset:ident, $dirs:expr, $hosts:expr, $provider:expr) => {
         BackendSpec {
             name: $name,
             aliases: &[],
@@ -162,6 +162,7 @@ macro_rules! preset_spec {
             transient_exit: super::no_transient_exit,
             home: $dirs,
             provider_hosts: $hosts,
+            provider: $provider,
         }
     };
 }
@@ -202,6 +203,7 @@ pub(crate) static BACKEND: BackendSpec = BackendSpec {
     }),
     // Its provider is whatever the agent's command uses: `allow_hosts` names it.
     provider_hosts: |_| Vec::new(),
+    provider: None,
 };
 
 /// The presets: each one CLI's ACP mode, registered beside `acp` in `BACKENDS`.
@@ -214,7 +216,8 @@ pub(crate) static GEMINI: BackendSpec = preset_spec!(
     "install it with `npm install -g @google/gemini-cli` (ACP since 0.34)",
     GEMINI_PRESET,
     super::gemini::BACKEND.home,
-    super::gemini::BACKEND.provider_hosts
+    super::gemini::BACKEND.provider_hosts,
+    super::gemini::BACKEND.provider
 );
 pub(crate) static OPENCODE: BackendSpec = preset_spec!(
     "opencode-acp",
@@ -222,7 +225,8 @@ pub(crate) static OPENCODE: BackendSpec = preset_spec!(
     "install it with `npm install -g opencode-ai`",
     OPENCODE_PRESET,
     super::opencode::BACKEND.home,
-    super::opencode::BACKEND.provider_hosts
+    super::opencode::BACKEND.provider_hosts,
+    super::opencode::BACKEND.provider
 );
 pub(crate) static CLAUDE: BackendSpec = preset_spec!(
     "claude-acp",
@@ -230,7 +234,8 @@ pub(crate) static CLAUDE: BackendSpec = preset_spec!(
     "install it with `npm install -g @agentclientprotocol/claude-agent-acp` (it bundles Claude Code; node 22 or newer)",
     CLAUDE_PRESET,
     super::claude::BACKEND.home,
-    super::claude::BACKEND.provider_hosts
+    super::claude::BACKEND.provider_hosts,
+    super::claude::BACKEND.provider
 );
 pub(crate) static CODEX: BackendSpec = preset_spec!(
     "codex-acp",
@@ -238,7 +243,8 @@ pub(crate) static CODEX: BackendSpec = preset_spec!(
     "install it with `npm install -g @zed-industries/codex-acp`",
     CODEX_PRESET,
     super::codex::BACKEND.home,
-    super::codex::BACKEND.provider_hosts
+    super::codex::BACKEND.provider_hosts,
+    super::codex::BACKEND.provider
 );
 pub(crate) static PI: BackendSpec = preset_spec!(
     "pi-acp",
@@ -246,7 +252,8 @@ pub(crate) static PI: BackendSpec = preset_spec!(
     "install it with `npm install -g pi-acp` (it runs the `pi` on PATH: `npm install -g @earendil-works/pi-coding-agent`, node 22.19 or newer)",
     PI_PRESET,
     Some(pi_acp_home),
-    super::pi::BACKEND.provider_hosts
+    super::pi::BACKEND.provider_hosts,
+    super::pi::BACKEND.provider
 );
 pub(crate) static QWEN: BackendSpec = preset_spec!(
     "qwen-acp",
@@ -255,7 +262,8 @@ pub(crate) static QWEN: BackendSpec = preset_spec!(
     QWEN_PRESET,
     // Not verified under the sandbox: none by default.
     None,
-    |_| Vec::new()
+    |_| Vec::new(),
+    None
 );
 
 /// pi's home, and pi-acp's map of its sessions to pi's (`~/.pi/pi-acp`), which `--resume`

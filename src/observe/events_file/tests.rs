@@ -61,6 +61,8 @@ impl Fixture {
                 error: None,
                 streaming: None,
                 background: None,
+                scheduler: Default::default(),
+                tree_usage: None,
             },
         });
         self.lifecycle(RunEvent::Ended { output: &output });

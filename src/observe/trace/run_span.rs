@@ -382,6 +382,8 @@ fn limit_kind(limit: &Limit) -> &'static str {
         Limit::Turns { .. } => "turns",
         Limit::Tokens { .. } => "tokens",
         Limit::Cost { .. } => "cost",
+        Limit::TreeCost { .. } => "treeCost",
+        Limit::TreeTokens { .. } => "treeTokens",
     }
 }
 

@@ -164,6 +164,8 @@ fn output(error: Option<ErrorCode>, usage: Usage) -> RunOutput {
             }),
             streaming: None,
             background: None,
+            scheduler: Default::default(),
+            tree_usage: None,
         },
     })
 }

@@ -54,6 +54,9 @@ pub struct Cli {
     /// overloaded model by itself (orchestrate retries once), 1 where it retries until
     /// the connect limit stops it.
     pub fallback_attempts: usize,
+    /// How the CLI shows its provider's rate limit while it retries, which is what a
+    /// fan-out's scheduler follows; None where it retries silently.
+    pub rate_limit: Option<RateLimit>,
     /// Files the CLI runs code from or takes its settings from, in its own home (settings,
     /// hooks, extensions, plugins): a hostile shell tries to plant code in each. Some
     /// exist (written by `configure`), some not.
@@ -135,6 +138,14 @@ pub struct Unreachable {
     /// Whether it retries until orchestrate's connect limit stops it (else it gives up
     /// by itself first).
     pub stopped: bool,
+}
+
+/// A CLI that shows a 429 as it retries (observed against the mock's rate limit).
+pub struct RateLimit {
+    /// Turns the CLI's own retries back on, where the sandbox turns them off.
+    pub retries_on: fn(&mut Sandbox),
+    /// Whether it says how long it waits (the provider's `retry-after`).
+    pub says_delay: bool,
 }
 
 /// How the CLI passes an output schema on to the model, and how the model answers with it.

@@ -147,6 +147,18 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             Box::new(move |bin| odd_provider_usage(cli, bin)),
         ));
     }
+    if cli.rate_limit.is_some() {
+        out.push((
+            "a_fan_out_against_a_rate_limit_slows_down_and_no_child_fails".into(),
+            Box::new(move |bin| rate_limited_fan_out(cli, bin)),
+        ));
+    }
+    if cli.name == "pi" {
+        out.push((
+            "forty_children_against_a_rate_limit_get_fewer_429s_than_at_fixed_concurrency".into(),
+            Box::new(move |bin| forty_against_a_rate_limit(cli, bin)),
+        ));
+    }
     out.push((
         "scripts_playground_answers_from_the_clis_own_listing_of_the_folder".into(),
         Box::new(move |bin| scripts_playground(cli, bin)),
@@ -1977,4 +1989,155 @@ fn structured_without_resume(cli: &Cli, bin: &Path) {
     assert_eq!(normalized(out.result()), want);
     let reqs = conversation(cli, &mock, 1);
     check_schema_sent(cli, &reqs[0]);
+}
+
+/// What a fan-out against the mock's rate limit came to.
+struct FanOutRun {
+    out: Finished,
+    /// 429s the mock served.
+    refused: u64,
+    /// Requests the mock answered with a reply.
+    served: usize,
+}
+
+/// `tasks` worker tasks (`@N` told apart), `--concurrency ceiling`, against a mock that
+/// admits `per_second` requests a second (`retry_after` asked of the others, else when
+/// the next would pass), with the CLI's own retries on. Each child asks the mock twice: a
+/// shell tool call, then an answer.
+fn fan_out_against_rate_limit(
+    cli: &Cli,
+    bin: &Path,
+    tasks: usize,
+    ceiling: usize,
+    per_second: usize,
+    retry_after: Option<Duration>,
+    adaptive: bool,
+) -> FanOutRun {
+    let rate_limit = cli.rate_limit.as_ref().expect("a CLI that shows 429s");
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let (mock, mut sb) = setup(cli, bin, |_| {
+        Script::tool_then_text((cli.shell)("echo hi").reply, Reply::text("Done.", usage))
+    });
+    (rate_limit.retries_on)(&mut sb);
+    sb.env("ORCHESTRATE_MAX_TASKS", tasks.to_string());
+    if !adaptive {
+        sb.env("ORCHESTRATE_ADAPTIVE_CONCURRENCY", "false");
+    }
+    mock.rate_limit_asking(per_second, retry_after);
+    let concurrency = ceiling.to_string();
+    let specs: Vec<String> = (0..tasks)
+        .map(|i| format!("worker=Run echo hi, then say done. @{i}"))
+        .collect();
+    let mut args = vec![
+        "run",
+        "--backend",
+        cli.name,
+        "--concurrency",
+        &concurrency,
+        "--idle-timeout",
+        "120s",
+        "--connect-timeout",
+        "120s",
+    ];
+    for spec in &specs {
+        args.extend_from_slice(&["--task", spec]);
+    }
+    let out = sb.run_args(&args, Duration::from_secs(900));
+    let served = mock
+        .conversation()
+        .iter()
+        .filter(|r| !r.served.starts_with("429"))
+        .count();
+    FanOutRun {
+        refused: mock.rate_limited(),
+        served,
+        out,
+    }
+}
+
+/// The tasks of a fan-out's result that failed, with their errors.
+fn failed_tasks(json: &Value) -> Vec<(usize, String)> {
+    json["details"]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["exitCode"] != json!(0) || r.get("error").is_some())
+        .map(|(i, r)| (i, r["error"].as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+/// The CLI's retry notices reach the scheduler: it runs fewer children at once, says so,
+/// and every child gets its answer.
+fn rate_limited_fan_out(cli: &Cli, bin: &Path) {
+    let says_delay = cli.rate_limit.as_ref().is_some_and(|r| r.says_delay);
+    let run = fan_out_against_rate_limit(
+        cli,
+        bin,
+        6,
+        6,
+        1,
+        says_delay.then_some(Duration::from_secs(2)),
+        true,
+    );
+    note(&format!(
+        "429s: {}, requests served: {}, {:.1}s\nstderr: {}",
+        run.refused,
+        run.served,
+        run.out.elapsed.as_secs_f64(),
+        run.out.stderr
+    ));
+    assert_eq!(run.out.status, 0, "stderr: {}", run.out.stderr);
+    let json = run.out.json();
+    assert_eq!(failed_tasks(&json), vec![]);
+    assert!(run.refused > 0, "the mock's rate limit was never reached");
+    let scheduler = json["details"]["scheduler"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no details.scheduler: {}", json["details"]));
+    assert_eq!(scheduler.len(), 1, "one provider and model: {scheduler:?}");
+    let (_, lane) = scheduler.iter().next().unwrap();
+    assert!(
+        lane["throttled"].as_u64().unwrap() > 0 && lane["floor"].as_u64().unwrap() < 6,
+        "{lane}"
+    );
+    assert!(lane["peak"].as_u64().unwrap() <= 6, "{lane}");
+}
+
+/// The done-when of the scheduler: forty children against a provider that admits 2
+/// requests a second, with the scheduler's concurrency following the 429s and then at a
+/// fixed 16: no child fails on the rate limit, and the provider answers fewer 429s.
+fn forty_against_a_rate_limit(cli: &Cli, bin: &Path) {
+    let adaptive = fan_out_against_rate_limit(cli, bin, 40, 16, 2, None, true);
+    let fixed = fan_out_against_rate_limit(cli, bin, 40, 16, 2, None, false);
+    let summary = |name: &str, run: &FanOutRun| {
+        let json = run.out.json();
+        format!(
+            "{name}: {} 429s, {} requests served, {} tasks failed, {:.1}s, scheduler {}",
+            run.refused,
+            run.served,
+            failed_tasks(&json).len(),
+            run.out.elapsed.as_secs_f64(),
+            json["details"]["scheduler"]
+        )
+    };
+    // The figures BENCHMARKS.md quotes (scripts/bench --only scheduler runs this).
+    let line = format!(
+        "FLEET-BENCH {} | {}",
+        summary("adaptive", &adaptive),
+        summary("fixed", &fixed)
+    );
+    note(&line);
+    eprintln!("{line}");
+    assert_eq!(adaptive.out.status, 0, "stderr: {}", adaptive.out.stderr);
+    assert_eq!(failed_tasks(&adaptive.out.json()), vec![]);
+    assert!(
+        adaptive.refused < fixed.refused,
+        "adaptive {} 429s, fixed {}",
+        adaptive.refused,
+        fixed.refused
+    );
 }

@@ -84,6 +84,14 @@ pub const CLAUDE: Cli = Cli {
         ]
     },
     known_defects: &[],
+    // `system/api_retry` with `error_status: 429` and `retry_delay_ms`, the provider's
+    // retry-after (7068 ms for a 7 s retry-after).
+    rate_limit: Some(RateLimit {
+        retries_on: |sb| {
+            sb.env("CLAUDE_CODE_MAX_RETRIES", "10");
+        },
+        says_delay: true,
+    }),
 };
 
 fn shell(command: &str) -> ToolUse {

@@ -84,6 +84,19 @@ pub const CODEX: Cli = Cli {
         ]
     },
     known_defects: &[],
+    // `Reconnecting... 1/4 (exceeded retry limit, last status: 429 Too Many Requests)`;
+    // it waits for the retry-after without saying so.
+    rate_limit: Some(RateLimit {
+        retries_on: |sb| {
+            let path = sb.home.join(".codex").join("config.toml");
+            let config = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("request_max_retries = 0", "request_max_retries = 4")
+                .replace("stream_max_retries = 0", "stream_max_retries = 4");
+            std::fs::write(path, config).unwrap();
+        },
+        says_delay: false,
+    }),
 };
 
 /// codex reports the command it ran wrapped in its login shell.

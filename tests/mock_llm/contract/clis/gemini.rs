@@ -110,6 +110,11 @@ pub const GEMINI: Cli = Cli {
         ]
     },
     known_defects: &[],
+    // `Attempt 1 failed with status 429. Retrying with backoff...` on stderr.
+    rate_limit: Some(RateLimit {
+        retries_on: |_| {},
+        says_delay: false,
+    }),
 };
 
 fn call(name: &str, args: Value) -> ToolUse {

@@ -92,6 +92,8 @@ pub const OPENCODE: Cli = Cli {
         ]
     },
     known_defects: &[],
+    // It retries a 429 without a word, in its stream or on stderr.
+    rate_limit: None,
 };
 
 /// A `general` subagent first (it has write and bash, and without the agent's own

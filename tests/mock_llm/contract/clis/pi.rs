@@ -83,6 +83,15 @@ pub const PI: Cli = Cli {
         ]
     },
     known_defects: &[],
+    // `auto_retry_start` carries the 429; its delay is pi's own backoff (2 s, doubling),
+    // not the provider's retry-after, which only its provider-level retries (off by
+    // default) follow, silently.
+    rate_limit: Some(RateLimit {
+        retries_on: |sb| {
+            std::fs::write(sb.root.path().join("pi-agent").join("settings.json"), "{}").unwrap()
+        },
+        says_delay: false,
+    }),
 };
 
 fn shell(command: &str) -> ToolUse {
