@@ -4,8 +4,8 @@
 //! Removed: the variables that name an agent's socket or the user's session (ssh-agent,
 //! gpg-agent, D-Bus, Docker, the runtime directory, X11 and Wayland, tmux and screen,
 //! Kerberos, kubeconfig); every variable whose name looks like a secret (it contains
-//! `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL`, `AUTH`, `COOKIE` or
-//! `PRIVATE`, or ends in `_PWD`) and every URL with a password in it, unless the child's
+//! `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL`, `AUTH`, `COOKIE`,
+//! `PRIVATE` or `HEADERS`, or ends in `_PWD`) and every URL with a password in it, unless the child's
 //! own CLI reaches its provider with it (each backend declares its variables) or the user
 //! keeps it (`ORCHESTRATE_SANDBOX_KEEP_ENV=NAME,PREFIX_*`). orchestrate's own variables
 //! stay.
@@ -34,8 +34,9 @@ const SESSION_VARS: [&str; 16] = [
     "VAULT_ADDR",
 ];
 
-/// Parts of a name that say it holds a secret.
-const SECRET_WORDS: [&str; 9] = [
+/// Parts of a name that say it holds a secret. `HEADERS`: request headers carry API keys
+/// (`OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=…`, `Authorization=Basic …`).
+const SECRET_WORDS: [&str; 10] = [
     "KEY",
     "TOKEN",
     "SECRET",
@@ -45,6 +46,7 @@ const SECRET_WORDS: [&str; 9] = [
     "AUTH",
     "COOKIE",
     "PRIVATE",
+    "HEADERS",
 ];
 
 /// The user's own list of variables a confined child keeps.
@@ -123,6 +125,8 @@ mod tests {
             "GOOGLE_APPLICATION_CREDENTIALS",
             "NPM_AUTH",
             "SSH_PRIVATE",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
         ] {
             assert!(looks_secret(n), "{n}");
         }
