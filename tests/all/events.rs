@@ -266,7 +266,7 @@ fn a_secret_streamed_over_many_deltas_never_reaches_the_events_file_even_in_part
         .scenario("stream-text")
         .set("FAKE_AGENT_TEXT", &text)
         .set("FAKE_AGENT_DELTA_CHARS", "2")
-        .set("FAKE_AGENT_DELAY_MS", "3");
+        .set("FAKE_AGENT_DELAY_MS", "20");
     // The run in the background, its events.jsonl read while it streams, as --follow
     // and watch read it.
     let started = sb.run("report", &["--background"]);
