@@ -10,8 +10,21 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use support::Sandbox;
 
-/// The contract's bound on orchestrate's peak RSS, for any stream.
-const MAX_RSS_KIB: i64 = 32 * 1024;
+/// What a stream may add to orchestrate's peak RSS over a trivial run of the same binary.
+/// (The contract's 32 MiB bound is on the release build, which `scripts/bench` measures:
+/// 16 MiB at 256 MiB of stream. The debug build these tests run starts near 30 MiB, all of
+/// it the binary's own pages, and grows with every dependency; what a flood must not do
+/// is grow it.) A 7 MB escaped delta held twice, the regression this file guards, costs
+/// 14 MB more.
+const MAX_GROWTH_KIB: i64 = 12 * 1024;
+
+/// The peak RSS of a trivial run (a short answer), plus what a stream may add.
+fn max_rss_kib() -> i64 {
+    let trivial = Sandbox::new().scenario("replay").transcript("short.jsonl");
+    let (json, rss) = run_measured(&trivial, &[]);
+    assert_eq!(json["details"]["results"][0]["exitCode"], Value::from(0));
+    rss + MAX_GROWTH_KIB
+}
 /// Enough streamed text that keeping it whole would pass the bound twice over.
 const TEXT_FLOOD_BYTES: &str = "67108864";
 /// Each megabyte of tool arguments built as JSON values would take about 64 MiB.
@@ -87,7 +100,8 @@ fn a_flood_of_text_deltas_does_not_grow_memory() {
         marker.starts_with("[TRUNCATED: showing first ") && marker.contains(" - full output at "),
         "{marker}"
     );
-    assert!(rss <= MAX_RSS_KIB, "peak RSS {rss} KiB");
+    let max = max_rss_kib();
+    assert!(rss <= max, "peak RSS {rss} KiB, more than {max} KiB");
 }
 
 #[test]
@@ -104,7 +118,8 @@ fn deltas_near_the_maximum_line_are_not_unescaped_whole() {
     );
     let output = json["details"]["results"][0]["output"].as_str().unwrap();
     assert!(output.starts_with("word \"quoted\"\n word"), "{output:.80}");
-    assert!(rss <= MAX_RSS_KIB, "peak RSS {rss} KiB");
+    let max = max_rss_kib();
+    assert!(rss <= max, "peak RSS {rss} KiB, more than {max} KiB");
 }
 
 #[test]
@@ -115,5 +130,6 @@ fn a_flood_of_huge_tool_arguments_does_not_grow_memory() {
         json["details"]["error"]["code"],
         Value::from("SUBAGENT_OUTPUT_TRUNCATED")
     );
-    assert!(rss <= MAX_RSS_KIB, "peak RSS {rss} KiB");
+    let max = max_rss_kib();
+    assert!(rss <= max, "peak RSS {rss} KiB, more than {max} KiB");
 }
