@@ -14,49 +14,40 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Classifies a failed attempt from the child's error message and exit code. Failures that
 /// a retry cannot fix (bad key, bad request, a crash of the CLI itself) are `None`.
 pub(crate) fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<Transient> {
-    let e = error.to_ascii_lowercase();
-    const PERMANENT: &[&str] = &[
-        "401",
-        "403",
-        "invalid api key",
-        "invalid x-api-key",
-        "incorrect api key",
-        "authentication",
-        "unauthorized",
-        "permission denied",
-        "not found on path",
-    ];
-    if PERMANENT.iter().any(|p| e.contains(p)) {
+    let e = Words::of(error);
+    if e.status(&["401", "403"])
+        || e.any(&[
+            "invalid api key",
+            "invalid x-api-key",
+            "incorrect api key",
+            "authentication",
+            "unauthorized",
+            "permission denied",
+            "not found on path",
+        ])
+    {
         return None;
     }
-    let any = |words: &[&str]| words.iter().any(|w| e.contains(w));
-    if any(&[
-        "429",
-        "rate limit",
-        "rate_limit",
-        "ratelimit",
-        "too many requests",
-    ]) {
+    if e.status(&["429"]) || e.any(&["rate limit", "rate_limit", "ratelimit", "too many requests"])
+    {
         return Some(Transient::RateLimited);
     }
-    if any(&["529", "overloaded"]) {
+    if e.status(&["529"]) || e.any(&["overloaded"]) {
         return Some(Transient::Overloaded);
     }
-    if any(&[
-        "500 ",
-        "502",
-        "503",
-        "504",
-        "internal server error",
-        "bad gateway",
-        "service unavailable",
-        "gateway timeout",
-        "server_error",
-        "api_error_status\":5",
-    ]) {
+    if e.status(&["500", "502", "503", "504"])
+        || e.any(&[
+            "internal server error",
+            "bad gateway",
+            "service unavailable",
+            "gateway timeout",
+            "server_error",
+            "api_error_status\":5",
+        ])
+    {
         return Some(Transient::ServerError);
     }
-    if any(&[
+    if e.any(&[
         "econnreset",
         "econnrefused",
         "connection reset",
@@ -71,6 +62,39 @@ pub(crate) fn classify(backend: Backend, error: &str, exit_code: i32) -> Option<
         return Some(Transient::Connection);
     }
     (backend.spec().transient_exit)(exit_code)
+}
+
+/// An error message as the classifiers read it: lower case, with its URLs blanked, since
+/// a port or a path in them (codex's errors end with the request's URL) is not a status.
+struct Words(String);
+
+impl Words {
+    fn of(error: &str) -> Self {
+        static URL: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+            regex::Regex::new(r"(?i)\b[a-z][a-z0-9+.-]*://\S*").expect("a valid pattern")
+        });
+        Words(
+            URL.replace_all(&error.to_ascii_lowercase(), " ")
+                .into_owned(),
+        )
+    }
+
+    fn any(&self, words: &[&str]) -> bool {
+        words.iter().any(|w| self.0.contains(w))
+    }
+
+    /// Whether one of `codes` stands as a number of its own, not as digits of a longer one.
+    fn status(&self, codes: &[&str]) -> bool {
+        let bytes = self.0.as_bytes();
+        codes.iter().any(|code| {
+            self.0.match_indices(code).any(|(at, _)| {
+                let before = at.checked_sub(1).map(|i| bytes[i]);
+                let after = bytes.get(at + code.len()).copied();
+                !before.is_some_and(|b| b.is_ascii_digit())
+                    && !after.is_some_and(|b| b.is_ascii_digit())
+            })
+        })
+    }
 }
 
 /// Whether a CLI's retry notice says its provider pushed back (a rate limit or an
@@ -136,9 +160,8 @@ impl Unavailable {
 
 /// Whether a failed attempt says its model is unavailable (see [`Unavailable`]).
 pub(crate) fn unavailable(backend: Backend, error: &str, exit_code: i32) -> Option<Unavailable> {
-    let e = error.to_ascii_lowercase();
-    let any = |words: &[&str]| words.iter().any(|w| e.contains(w));
-    if any(&[
+    let e = Words::of(error);
+    if e.any(&[
         "insufficient_quota",
         "exceeded your current quota",
         "quota exceeded",
@@ -149,8 +172,8 @@ pub(crate) fn unavailable(backend: Backend, error: &str, exit_code: i32) -> Opti
     ]) {
         return Some(Unavailable::Quota);
     }
-    if e.contains("model")
-        && any(&[
+    if e.any(&["model"])
+        && e.any(&[
             "not found",
             "not_found",
             "does not exist",
@@ -229,6 +252,50 @@ mod tests {
         assert_eq!(
             classify(Backend::named("pi"), "pi exited with code 173", 173),
             None
+        );
+    }
+
+    /// A status code is a number of its own: the digits of a port or an id in the message
+    /// (codex's errors end with the request's URL) say nothing. CI saw an overloaded model
+    /// on port 40387 read as a 403 and never fall back.
+    #[test]
+    fn digits_inside_a_url_or_a_longer_number_are_not_a_status_code() {
+        let cases = [
+            (
+                "codex reported an error: unexpected status 503 Service Unavailable: The server is overloaded or not ready yet., url: http://127.0.0.1:40387/v1/responses",
+                Some(Transient::Overloaded),
+            ),
+            (
+                "codex reported an error: unexpected status 400 Bad Request, url: http://127.0.0.1:42913/v1/responses",
+                None,
+            ),
+            (
+                "codex reported an error: unexpected status 400 Bad Request, url: http://127.0.0.1:429/v1/responses",
+                None,
+            ),
+            (
+                "pi reported an error: request req_5291 failed: connection refused",
+                Some(Transient::Connection),
+            ),
+            ("pi reported an error: 400 invalid request id 15020", None),
+            ("pi reported an error: status 401 at http://127.0.0.1:5029/", None),
+            ("claude reported an error: API Error: 429", Some(Transient::RateLimited)),
+            ("pi reported an error: (500)", Some(Transient::ServerError)),
+        ];
+        for (message, want) in cases {
+            assert_eq!(
+                classify(Backend::named("pi"), message, 1),
+                want,
+                "{message}"
+            );
+        }
+        assert_eq!(
+            unavailable(
+                Backend::named("codex"),
+                "codex reported an error: unexpected status 503 Service Unavailable: The server is overloaded or not ready yet., url: http://127.0.0.1:40387/v1/responses",
+                1
+            ),
+            Some(Unavailable::Overloaded)
         );
     }
 
