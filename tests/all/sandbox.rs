@@ -106,14 +106,11 @@ fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(
     for p in [work.display().to_string(), home.display().to_string(), etc] {
         assert!(!std::path::Path::new(&p).exists(), "{p} was written");
     }
-    // The private TMPDIR is the run folder's `tmp`, gone after the run.
+    // The private TMPDIR is `child/tmp` in the run folder, gone after the run.
     let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    let run_dir = sb.state.join("runs").join(run_id);
-    assert!(run_dir.is_dir());
-    assert!(
-        !run_dir.join("tmp").exists(),
-        "the private TMPDIR is removed"
-    );
+    let child = sb.state.join("runs").join(run_id).join("child");
+    assert!(child.is_dir());
+    assert!(!child.join("tmp").exists(), "the private TMPDIR is removed");
 }
 
 #[test]
@@ -238,7 +235,9 @@ fn without_namespaces_the_sandbox_still_holds_as(user: Option<&'static Unprivile
         ["~/ro.txt: permission denied", "$TMPDIR/t.txt: ok"]
     );
     let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    assert!(!sb.state.join("runs").join(run_id).join("tmp").exists());
+    let child = sb.state.join("runs").join(run_id).join("child");
+    assert!(child.is_dir());
+    assert!(!child.join("tmp").exists(), "the private TMPDIR is removed");
 }
 
 #[test]
