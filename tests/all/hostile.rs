@@ -1032,3 +1032,52 @@ fn a_refreshed_login_is_written_back_and_a_forged_one_is_not_as(
         );
     }
 }
+
+/// orchestrate removes the child's private TMPDIR once the run ends: a child that put a
+/// link to a folder of the user's in its place (possible where no mount namespace made
+/// TMPDIR a tmpfs) loses only the link, never the user's folder.
+#[test]
+fn a_tmpdir_swapped_for_a_link_to_the_users_folder_is_removed_as_a_link() {
+    for user in support::users() {
+        for containment in ["auto", "subreaper"] {
+            a_tmpdir_swapped_for_a_link_is_removed_as_a_link_as(user, containment);
+        }
+    }
+}
+
+fn a_tmpdir_swapped_for_a_link_is_removed_as_a_link_as(
+    user: Option<&'static Unprivileged>,
+    containment: &str,
+) {
+    let sb = Sandbox::for_user(user);
+    let keep = sb.home.join("keep");
+    write(&keep.join("notes.txt"), "mine\n");
+    let script = format!(
+        "t=\"$TMPDIR\"; cd /\n\
+         (rm -rf \"$t\" && ln -s '{keep}' \"$t\") 2>/dev/null && echo 'swapped' || echo 'kept'\n",
+        keep = keep.display()
+    );
+    let sb = hostile(sb, &script).set("ORCHESTRATE_CONTAINMENT", containment);
+    let out = sb.run_probe("fake", &[]);
+    let text = said(&out);
+    // A tmpfs mount point cannot be removed; a plain folder can.
+    let swapped = if containment == "subreaper" {
+        "swapped"
+    } else {
+        "kept"
+    };
+    assert_eq!(text, [swapped], "{containment} as {}", sb.who());
+    assert_eq!(
+        std::fs::read_to_string(keep.join("notes.txt")).unwrap(),
+        "mine\n",
+        "{containment} as {}: {text:?}",
+        sb.who()
+    );
+    let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let tmp = sb.state.join("runs").join(run_id).join("child/tmp");
+    assert!(
+        tmp.symlink_metadata().is_err(),
+        "{containment} as {}: {tmp:?} is left ({text:?})",
+        sb.who()
+    );
+}
