@@ -1081,3 +1081,62 @@ fn a_tmpdir_swapped_for_a_link_is_removed_as_a_link_as(
         sb.who()
     );
 }
+
+/// A read-only child plants nothing the user's tools run later: shell and editor start-up
+/// files, direnv's, git's global hooks and the repository's own, whether they exist or not.
+#[test]
+fn a_read_only_child_plants_nothing_the_users_tools_run_later() {
+    for user in support::users() {
+        a_read_only_child_plants_nothing_the_users_tools_run_later_as(user);
+    }
+}
+
+fn a_read_only_child_plants_nothing_the_users_tools_run_later_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let (home, work) = (sb.home.clone(), sb.work.clone());
+    let existing = [
+        ("bashrc", home.join(".bashrc")),
+        ("envrc", work.join(".envrc")),
+        ("direnvrc", home.join(".config/direnv/direnvrc")),
+    ];
+    for (_, path) in &existing {
+        write(path, "# the user's\n");
+    }
+    let missing = [
+        ("zshenv", home.join(".zshenv")),
+        ("vimrc", home.join(".vimrc")),
+        ("nvim init", home.join(".config/nvim/init.lua")),
+        ("git hooks", home.join(".config/git/hooks/pre-commit")),
+        ("exrc", work.join(".exrc")),
+        ("nvim.lua", work.join(".nvim.lua")),
+        ("mise", work.join(".mise.toml")),
+        ("repo hook", work.join(".git/hooks/post-checkout")),
+    ];
+    let targets: Vec<(&str, String)> = existing
+        .iter()
+        .chain(&missing)
+        .map(|(n, p)| (*n, p.display().to_string()))
+        .collect();
+    let script = format!(
+        "mkdir -p '{h}/.config/nvim' '{h}/.config/git/hooks' '{w}/.git/hooks' 2>/dev/null\n{}",
+        try_writes(&targets),
+        h = home.display(),
+        w = work.display()
+    );
+    let sb = hostile(sb, &script);
+    let out = sb.run_probe("fake", &["--sandbox", "read-only"]);
+    let names: Vec<&str> = targets.iter().map(|(n, _)| *n).collect();
+    assert_eq!(said(&out), denied(&names), "as {}", sb.who());
+    for (name, path) in &existing {
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            "# the user's\n",
+            "{name}"
+        );
+    }
+    for (name, path) in &missing {
+        assert!(!path.exists(), "{name}: {path:?} as {}", sb.who());
+    }
+}
