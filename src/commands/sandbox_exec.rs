@@ -113,7 +113,6 @@ async fn run(plan_path: &Path) -> i32 {
     };
     // `network off`: the node's own network namespace, as here.
     confinement.no_network = plan.network == crate::result::Network::Off;
-    let viewed = confinement.view.is_some();
     let spawned = platform::spawn(SpawnSpec {
         // A child that talks (ACP) is refused for a node before its plan is written.
         stdin_pipe: false,
@@ -143,16 +142,8 @@ async fn run(plan_path: &Path) -> i32 {
     }
     let exit = relay(&mut group, signals).await;
     let _ = group.kill_and_reap();
-    // The tree is gone: the placeholders go, a refreshed login is written back, and the
-    // private TMPDIR (an ordinary folder where no mount namespace made it a tmpfs) goes.
+    // The tree is gone: what the sandbox held for it is let go.
     drop(held);
-    if viewed {
-        let _ = std::fs::remove_dir_all(
-            plan.run_dir
-                .join(sandbox::CHILD_DIR)
-                .join(sandbox::PRIVATE_TMP),
-        );
-    }
     match exit {
         Ok(LeaderExit::Exited(code)) => code,
         Ok(LeaderExit::Signaled(n)) => 128 + n,

@@ -164,13 +164,8 @@ impl Attempt<'_> {
         if let Some(reason) = outcome.as_ref().ok().and_then(|o| o.stop()) {
             sink.observers.emit(&RunEvent::Stopped(reason));
         }
-        // The child's tree is gone: the placeholders of protected paths go (when no other
-        // run holds them), a login its CLI refreshed is written back, and its TMPDIR (an
-        // ordinary folder where no mount namespace made it a tmpfs) goes.
+        // The child's tree is gone: what the sandbox held for it is let go.
         drop(held);
-        if spec.confinement.view.is_some() {
-            let _ = std::fs::remove_dir_all(self.run_dir.child_dir().join(sandbox::PRIVATE_TMP));
-        }
         let (verdict, structured) = check_answer(
             verdict(&outcome, &sink.collector),
             &sink.collector,

@@ -19,11 +19,15 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::Mode;
 
 use super::total::TotalBudget;
 use crate::result::Usage;
@@ -65,12 +69,25 @@ const SPENT_MARK: &str = "spent";
 /// Leaves the spent mark in `dir` (best effort: whatever a child put there in its place
 /// is not followed, and opening never blocks).
 pub(crate) fn mark_spent(dir: &Path) {
-    let _ = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(dir.join(SPENT_MARK));
+    let Ok(dir) = open_folder(dir) else {
+        return;
+    };
+    let _ = openat(
+        &dir,
+        SPENT_MARK,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    );
+}
+
+/// Opens the ledger folder itself, not a link the child put in its place (`child/` is
+/// the child's to write): what is read or written there goes through this descriptor.
+fn open_folder(dir: &Path) -> std::io::Result<OwnedFd> {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+        .map(OwnedFd::from)
 }
 
 /// Whether the orchestrate above marked the tree's budget spent in `dir`.
@@ -156,6 +173,11 @@ impl LedgerWriter {
 /// files of at most [`MAX_LEDGER_FILE_BYTES`], each a usage object with sane numbers
 /// (anything else is skipped).
 pub(crate) fn read(dir: &Path) -> Usage {
+    let Ok(folder) = open_folder(dir) else {
+        return Usage::default();
+    };
+    // The names may come from a folder swapped in since: each file is opened in the one
+    // held.
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Usage::default();
     };
@@ -167,17 +189,21 @@ pub(crate) fn read(dir: &Path) -> Usage {
             name.ends_with(".json") && !name.starts_with('.')
         })
         .take(MAX_LEDGER_FILES)
-        .filter_map(|e| read_report(&e.path()))
+        .filter_map(|e| read_report(&folder, &e.file_name()))
         .fold(Usage::default(), |acc, u| super::total::sum(&acc, &u))
 }
 
-fn read_report(path: &Path) -> Option<Usage> {
+fn read_report(folder: &OwnedFd, name: &std::ffi::OsStr) -> Option<Usage> {
     // O_NONBLOCK: a FIFO put there opens at once instead of waiting for a writer.
-    let f: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    let f = File::from(
+        openat(
+            folder,
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?,
+    );
     let meta = f.metadata().ok()?;
     if !meta.is_file() || meta.len() > MAX_LEDGER_FILE_BYTES {
         return None;
@@ -310,6 +336,29 @@ mod tests {
         nix::unistd::mkfifo(&fifo.join(SPENT_MARK), nix::sys::stat::Mode::S_IRWXU).unwrap();
         mark_spent(&fifo);
         assert!(is_spent(&fifo));
+    }
+
+    /// The child owns `child/`, so it can put a link where its ledger folder was: the
+    /// parent then neither writes its mark into the folder the link names (a file of the
+    /// user's) nor reads reports from there.
+    #[test]
+    fn a_ledger_folder_swapped_for_a_link_is_neither_written_nor_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let users = dir.path().join("users");
+        std::fs::create_dir(&users).unwrap();
+        std::fs::write(users.join("usage.json"), r#"{"input": 7}"#).unwrap();
+        let ledger = dir.path().join("ledger");
+        std::os::unix::fs::symlink(&users, &ledger).unwrap();
+        mark_spent(&ledger);
+        assert_eq!(
+            std::fs::read_dir(&users)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect::<Vec<_>>(),
+            vec!["usage.json".to_string()]
+        );
+        assert!(!is_spent(&ledger));
+        assert_eq!(read(&ledger), Usage::default());
     }
 
     #[test]

@@ -223,14 +223,26 @@ pub(crate) struct Prepared {
 }
 
 /// What the sandbox holds while the child lives, to be dropped once its tree is gone:
-/// the placeholders of protected paths that did not exist (removed), and its CLI's login
-/// as it was (a token refreshed in the private layer is written back, see `logins`).
+/// the placeholders of protected paths that did not exist (removed when no other run
+/// holds them), its CLI's login as it was (a token refreshed in the private layer is
+/// written back, see `logins`), and its private TMPDIR (removed: an ordinary folder
+/// where no mount namespace made it a tmpfs).
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     placeholders: Placeholders,
-    /// Held for its drop, which writes a refreshed login back.
-    #[allow(dead_code)]
     logins: Option<logins::Logins>,
+    tmp: Option<PathBuf>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(std::mem::take(&mut self.placeholders));
+        drop(self.logins.take());
+        if let Some(tmp) = self.tmp.take() {
+            // Not followed if the child made it a link.
+            let _ = std::fs::remove_dir_all(tmp);
+        }
+    }
 }
 
 impl Held {
@@ -303,6 +315,7 @@ pub(crate) fn confinement(
         held: Held {
             placeholders: built.placeholders,
             logins,
+            tmp: Some(tmp),
         },
     })
 }

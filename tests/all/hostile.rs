@@ -31,21 +31,6 @@ fn hostile(sb: Sandbox, script: &str) -> Sandbox {
         .set("FAKE_AGENT_SCRIPT", script)
 }
 
-fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
-    let agents = sb.agents.to_str().unwrap().to_string();
-    let mut args = vec![
-        "run",
-        agent,
-        "probe",
-        "--agents-dir",
-        &agents,
-        "--details",
-        "full",
-    ];
-    args.extend_from_slice(extra);
-    sb.run_args(&args)
-}
-
 /// What the script printed, line by line (the sanitizer shows the home directory as `~`).
 fn said(out: &support::RunOutput) -> Vec<String> {
     assert_eq!(
@@ -124,7 +109,7 @@ fn a_read_only_child_cannot_plant_code_in_any_clis_configuration() {
             &format!("ORCHESTRATE_{}_BIN", backend.to_uppercase()),
             fake.to_str().unwrap(),
         );
-        let out = run_agent(&sb, "fake", &["--backend", backend]);
+        let out = sb.run_probe("fake", &["--backend", backend]);
         // The fake agent speaks pi's dialect only; what matters is what it did.
         assert_eq!(
             std::fs::read_to_string(&existing).unwrap(),
@@ -262,7 +247,7 @@ fn a_child_cannot_forge_or_block_orchestrates_records_as(user: Option<&'static U
          (echo forged > \"$HOSTILE_STATE/runs/forged\") 2>/dev/null && echo 'wrote runs' || echo 'denied runs'\n",
     );
     let sb = hostile(Sandbox::for_user(user), &script);
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     let mut want = denied(&files);
     want.extend(denied(&["block", "index", "runs"]));
     assert_eq!(said(&out), want);
@@ -367,14 +352,14 @@ fn a_child_reaches_no_agent_socket_and_no_abstract_socket_outside_as(
         .set("DOCKER_HOST", &docker_host)
         .set("HOSTILE_ABSTRACT", &abstract_name);
     // Without the sandbox, each is there to connect to: the probes are real.
-    let out = run_agent(&sb, "fake", &["--sandbox", "off"]);
+    let out = sb.run_probe("fake", &["--sandbox", "off"]);
     let lines = said(&out);
     assert_eq!(lines.len(), sockets.len() + 2, "{lines:?}");
     for line in &lines[1..] {
         assert!(line.ends_with(": ok"), "as {}: {lines:?}", sb.who());
     }
     for network in ["on", "off"] {
-        let out = run_agent(&sb, "fake", &["--network", network]);
+        let out = sb.run_probe("fake", &["--network", network]);
         let lines = said(&out);
         assert_eq!(lines[0], "SSH_AUTH_SOCK=unset", "network {network}");
         for line in &lines[1..] {
@@ -406,7 +391,7 @@ fn a_read_only_child_changes_no_metadata_outside_as(user: Option<&'static Unpriv
         victim.display()
     );
     let sb = hostile(sb, &script);
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     for line in said(&out) {
         assert!(!line.ends_with(": ok"), "{line}");
     }
@@ -458,7 +443,7 @@ fn a_nested_orchestrate_keeps_its_state_out_of_the_parents_as(user: Option<&'sta
     // A worktree the user keeps, on record in the parent's state.
     let worktrees = sb.state.join("worktrees");
     write(&worktrees.join("keep/file.txt"), "the user's\n");
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     let lines = said(&out);
     assert_eq!(
         lines[..3],
@@ -526,7 +511,7 @@ fn a_child_reads_none_of_the_users_credentials_as(user: Option<&'static Unprivil
     }
     script.push_str("ls -a ~/.ssh 2>&1 | tr '\\n' ' '; echo");
     let sb = hostile(sb, &script);
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     let text = said(&out).join("\n");
     assert!(!text.contains("orchestrate-hostile-secret"), "{text}");
     assert!(!text.contains("id_ed25519"), "{text}");
@@ -549,7 +534,7 @@ fn a_hard_link_in_the_workspace_lets_a_writer_change_the_file_outside_as(
     write(&store, "original\n");
     std::fs::hard_link(&store, sb.work.join("pkg.js")).unwrap();
     let sb = hostile(sb, "echo changed > pkg.js && echo wrote");
-    let out = run_agent(&sb, "writer", &[]);
+    let out = sb.run_probe("writer", &[]);
     assert_eq!(said(&out), ["wrote"]);
     // The documented limit (README, "Hard links"): the write reaches the shared inode.
     assert_eq!(std::fs::read_to_string(&store).unwrap(), "changed\n");
@@ -606,7 +591,7 @@ fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths_as(
     );
     let before = std::fs::read_to_string(sb.work.join(".git/config")).unwrap();
     let sb = hostile(sb, &script);
-    let out = run_agent(&sb, "writer", &[]);
+    let out = sb.run_probe("writer", &[]);
     let mut want = denied(&[
         ".git/config",
         ".git/HEAD",
@@ -649,7 +634,7 @@ fn a_workspace_write_child_cannot_make_a_set_id_file_as(user: Option<&'static Un
                   mkdir d && chmod 2775 d 2>/dev/null && echo 'set-gid d' || echo 'denied set-gid d'\n\
                   \"$ORCHESTRATE_PI_BIN\" probe fchmod-setuid ./t";
     let sb = hostile(sb, script);
-    let out = run_agent(&sb, "writer", &[]);
+    let out = sb.run_probe("writer", &[]);
     assert_eq!(
         said(&out),
         [
@@ -720,7 +705,7 @@ fn a_symlinked_protected_path_stays_read_only_and_keeps_its_link_as(
         ])
     );
     let sb = hostile(sb, &script);
-    let out = run_agent(&sb, "writer", &[]);
+    let out = sb.run_probe("writer", &[]);
     let mut want = denied(&[".git/config", ".git/hooks", ".vscode", ".vscode (new)"]);
     want.extend(["kept .vscode", "kept .git", "kept the link"].map(String::from));
     assert_eq!(said(&out), want, "as {}", sb.who());
@@ -768,7 +753,7 @@ fn a_hard_link_made_during_the_run_to_a_file_outside_fails_as(user: Option<&'sta
         victim.display()
     );
     let sb = hostile(sb, &script);
-    let out = run_agent(&sb, "writer", &[]);
+    let out = sb.run_probe("writer", &[]);
     let mut want = Vec::new();
     for f in ["~/victim.txt", "/etc/hostname", ".git/config"] {
         want.push(format!("not linked {f}"));
@@ -817,7 +802,7 @@ fn proc_and_signals_reach_nothing_outside_the_childs_tree_as(user: Option<&'stat
          \"$ORCHESTRATE_PI_BIN\" probe signal \"$HOSTILE_OUTSIDE\" | sed 's/: ok$/: sent/'\n\
          echo still here";
     let sb = hostile(sb, script).set("HOSTILE_OUTSIDE", &pid);
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     let lines = said(&out);
     let alive = support::is_alive(outside.id() as i32);
     let _ = outside.kill();
@@ -1030,7 +1015,7 @@ fn a_refreshed_login_is_written_back_and_a_forged_one_is_not_as(
             format!("printf '%s' '{written}' > \"$HOME/.codex/auth.json\" && echo > wrote");
         let fake = sb.fake_agent_bin();
         let sb = hostile(sb, &script).set("ORCHESTRATE_CODEX_BIN", fake.to_str().unwrap());
-        let out = run_agent(&sb, "writer", &["--backend", "codex"]);
+        let out = sb.run_probe("writer", &["--backend", "codex"]);
         // Written, to the private layer.
         assert!(
             sb.work.join("wrote").exists(),
@@ -1045,5 +1030,113 @@ fn a_refreshed_login_is_written_back_and_a_forged_one_is_not_as(
             sb.who(),
             out.stdout
         );
+    }
+}
+
+/// orchestrate removes the child's private TMPDIR once the run ends: a child that put a
+/// link to a folder of the user's in its place (possible where no mount namespace made
+/// TMPDIR a tmpfs) loses only the link, never the user's folder.
+#[test]
+fn a_tmpdir_swapped_for_a_link_to_the_users_folder_is_removed_as_a_link() {
+    for user in support::users() {
+        for containment in ["auto", "subreaper"] {
+            a_tmpdir_swapped_for_a_link_is_removed_as_a_link_as(user, containment);
+        }
+    }
+}
+
+fn a_tmpdir_swapped_for_a_link_is_removed_as_a_link_as(
+    user: Option<&'static Unprivileged>,
+    containment: &str,
+) {
+    let sb = Sandbox::for_user(user);
+    let keep = sb.home.join("keep");
+    write(&keep.join("notes.txt"), "mine\n");
+    let script = format!(
+        "t=\"$TMPDIR\"; cd /\n\
+         (rm -rf \"$t\" && ln -s '{keep}' \"$t\") 2>/dev/null && echo 'swapped' || echo 'kept'\n",
+        keep = keep.display()
+    );
+    let sb = hostile(sb, &script).set("ORCHESTRATE_CONTAINMENT", containment);
+    let out = sb.run_probe("fake", &[]);
+    let text = said(&out);
+    // A tmpfs mount point cannot be removed; a plain folder can.
+    let swapped = if containment == "subreaper" {
+        "swapped"
+    } else {
+        "kept"
+    };
+    assert_eq!(text, [swapped], "{containment} as {}", sb.who());
+    assert_eq!(
+        std::fs::read_to_string(keep.join("notes.txt")).unwrap(),
+        "mine\n",
+        "{containment} as {}: {text:?}",
+        sb.who()
+    );
+    let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    let tmp = sb.state.join("runs").join(run_id).join("child/tmp");
+    assert!(
+        tmp.symlink_metadata().is_err(),
+        "{containment} as {}: {tmp:?} is left ({text:?})",
+        sb.who()
+    );
+}
+
+/// A read-only child plants nothing the user's tools run later: shell and editor start-up
+/// files, direnv's, git's global hooks and the repository's own, whether they exist or not.
+#[test]
+fn a_read_only_child_plants_nothing_the_users_tools_run_later() {
+    for user in support::users() {
+        a_read_only_child_plants_nothing_the_users_tools_run_later_as(user);
+    }
+}
+
+fn a_read_only_child_plants_nothing_the_users_tools_run_later_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let (home, work) = (sb.home.clone(), sb.work.clone());
+    let existing = [
+        ("bashrc", home.join(".bashrc")),
+        ("envrc", work.join(".envrc")),
+        ("direnvrc", home.join(".config/direnv/direnvrc")),
+    ];
+    for (_, path) in &existing {
+        write(path, "# the user's\n");
+    }
+    let missing = [
+        ("zshenv", home.join(".zshenv")),
+        ("vimrc", home.join(".vimrc")),
+        ("nvim init", home.join(".config/nvim/init.lua")),
+        ("git hooks", home.join(".config/git/hooks/pre-commit")),
+        ("exrc", work.join(".exrc")),
+        ("nvim.lua", work.join(".nvim.lua")),
+        ("mise", work.join(".mise.toml")),
+        ("repo hook", work.join(".git/hooks/post-checkout")),
+    ];
+    let targets: Vec<(&str, String)> = existing
+        .iter()
+        .chain(&missing)
+        .map(|(n, p)| (*n, p.display().to_string()))
+        .collect();
+    let script = format!(
+        "mkdir -p '{h}/.config/nvim' '{h}/.config/git/hooks' '{w}/.git/hooks' 2>/dev/null\n{}",
+        try_writes(&targets),
+        h = home.display(),
+        w = work.display()
+    );
+    let sb = hostile(sb, &script);
+    let out = sb.run_probe("fake", &["--sandbox", "read-only"]);
+    let names: Vec<&str> = targets.iter().map(|(n, _)| *n).collect();
+    assert_eq!(said(&out), denied(&names), "as {}", sb.who());
+    for (name, path) in &existing {
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            "# the user's\n",
+            "{name}"
+        );
+    }
+    for (name, path) in &missing {
+        assert!(!path.exists(), "{name}: {path:?} as {}", sb.who());
     }
 }

@@ -53,21 +53,6 @@ fn answer_lines(out: &support::RunOutput) -> Vec<String> {
         .collect()
 }
 
-fn run_agent(sb: &Sandbox, agent: &str, extra: &[&str]) -> support::RunOutput {
-    let agents = sb.agents.to_str().unwrap().to_string();
-    let mut args = vec![
-        "run",
-        agent,
-        "probe",
-        "--agents-dir",
-        &agents,
-        "--details",
-        "full",
-    ];
-    args.extend_from_slice(extra);
-    sb.run_args(&args)
-}
-
 #[test]
 fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir() {
     for user in support::users() {
@@ -87,7 +72,7 @@ fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(
         "$TMPDIR/t.txt".into(),
     ];
     let sb = probing(sb, &paths);
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let etc = etc_path(&sb);
     assert_eq!(
@@ -106,14 +91,11 @@ fn a_read_only_agent_writes_only_to_its_run_folder_and_private_tmpdir_as(
     for p in [work.display().to_string(), home.display().to_string(), etc] {
         assert!(!std::path::Path::new(&p).exists(), "{p} was written");
     }
-    // The private TMPDIR is the run folder's `tmp`, gone after the run.
+    // The private TMPDIR is `child/tmp` in the run folder, gone after the run.
     let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    let run_dir = sb.state.join("runs").join(run_id);
-    assert!(run_dir.is_dir());
-    assert!(
-        !run_dir.join("tmp").exists(),
-        "the private TMPDIR is removed"
-    );
+    let child = sb.state.join("runs").join(run_id).join("child");
+    assert!(child.is_dir());
+    assert!(!child.join("tmp").exists(), "the private TMPDIR is removed");
 }
 
 #[test]
@@ -136,7 +118,7 @@ fn a_workspace_write_agent_writes_its_working_directory_but_not_home_etc_or_a_si
         sibling.join("no.txt").display().to_string(),
     ];
     let sb = probing(sb, &paths);
-    let out = run_agent(&sb, "writer", &[]);
+    let out = sb.run_probe("writer", &[]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     assert_eq!(
         answer_lines(&out),
@@ -179,14 +161,14 @@ fn the_mode_can_be_asked_for_and_off_writes_wherever_the_user_can_as(
     let sb = Sandbox::for_user(user);
     let in_work = sb.work.join("x.txt").display().to_string();
     let sb = probing(sb, std::slice::from_ref(&in_work));
-    let out = run_agent(&sb, "writer", &["--sandbox", "read-only"]);
+    let out = sb.run_probe("writer", &["--sandbox", "read-only"]);
     assert_eq!(out.result()["sandbox"]["mode"], json!("read-only"));
     assert_eq!(answer_lines(&out), [format!("{in_work}: {EROFS}")]);
 
     let sb = Sandbox::for_user(user);
     let in_home = sb.home.join("h.txt").display().to_string();
     let sb = probing(sb, std::slice::from_ref(&in_home));
-    let out = run_agent(&sb, "fake", &["--sandbox", "off"]);
+    let out = sb.run_probe("fake", &["--sandbox", "off"]);
     assert_eq!(answer_lines(&out), ["~/h.txt: ok"]);
     assert_eq!(
         out.result()["sandbox"],
@@ -202,16 +184,16 @@ fn an_agent_key_sets_the_mode_and_a_flag_overrides_it() {
         "---\nname: boxed\ndescription: d\ntools: read, bash\nbackend: pi\nsandbox: read-only\n---\nP\n",
     )
     .unwrap();
-    let out = run_agent(&sb, "boxed", &[]);
+    let out = sb.run_probe("boxed", &[]);
     assert_eq!(out.result()["sandbox"]["mode"], json!("read-only"));
-    let out = run_agent(&sb, "boxed", &["--sandbox", "workspace-write"]);
+    let out = sb.run_probe("boxed", &["--sandbox", "workspace-write"]);
     assert_eq!(out.result()["sandbox"]["mode"], json!("workspace-write"));
 }
 
 #[test]
 fn a_bad_mode_is_invalid_input() {
     let sb = probing(Sandbox::new(), &[]);
-    let out = run_agent(&sb, "fake", &["--sandbox", "rw"]);
+    let out = sb.run_probe("fake", &["--sandbox", "rw"]);
     assert_eq!(out.status, 2);
     assert_eq!(out.error_code(), "INVALID_INPUT");
 }
@@ -232,13 +214,15 @@ fn without_namespaces_the_sandbox_still_holds_as(user: Option<&'static Unprivile
     let home = sb.home.join("ro.txt");
     let sb = probing(sb, &[home.display().to_string(), "$TMPDIR/t.txt".into()])
         .set("ORCHESTRATE_CONTAINMENT", "subreaper");
-    let out = run_agent(&sb, "fake", &[]);
+    let out = sb.run_probe("fake", &[]);
     assert_eq!(
         answer_lines(&out),
         ["~/ro.txt: permission denied", "$TMPDIR/t.txt: ok"]
     );
     let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    assert!(!sb.state.join("runs").join(run_id).join("tmp").exists());
+    let child = sb.state.join("runs").join(run_id).join("child");
+    assert!(child.is_dir());
+    assert!(!child.join("tmp").exists(), "the private TMPDIR is removed");
 }
 
 #[test]

@@ -271,6 +271,23 @@ impl Sandbox {
         self.run_args(&args)
     }
 
+    /// `orchestrate run AGENT probe --agents-dir … --details full EXTRA…`: the sandbox
+    /// tests' run, whose answer is what the child's probes printed.
+    pub fn run_probe(&self, agent: &str, extra: &[&str]) -> RunOutput {
+        let agents = self.agents.to_str().unwrap().to_string();
+        let mut args = vec![
+            "run",
+            agent,
+            "probe",
+            "--agents-dir",
+            &agents,
+            "--details",
+            "full",
+        ];
+        args.extend_from_slice(extra);
+        self.run_args(&args)
+    }
+
     pub fn run_args(&self, args: &[&str]) -> RunOutput {
         self.run_command(self.command(args))
     }
