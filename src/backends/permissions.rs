@@ -82,6 +82,8 @@ pub struct ToolRequest {
     pub name: String,
     /// What kind of operation the child says it is (ACP's `ToolKind`: `read`, `edit`,
     /// `delete`, `move`, `search`, `execute`, `think`, `fetch`, `switch_mode`, `other`).
+    /// None only where `name` is the tool's own name: a name taken from a title comes
+    /// with `other`, so that a title never decides what a request is.
     pub kind: Option<String>,
     /// The files it touches, as the child gave them.
     pub paths: Vec<PathBuf>,
@@ -106,8 +108,11 @@ impl ToolRequest {
             Some("execute") => Action::Execute,
             Some("fetch") => Action::Fetch,
             Some("switch_mode") => Action::SwitchMode,
-            // No kind, or `other`: the tool's name may still say.
-            _ => match Tool::parse(&self.name) {
+            // `other` (or a kind unknown here) is the child's word that it is none of the
+            // above: a name that reads like one of them does not make it one.
+            Some(_) => Action::Other,
+            // No kind: the tool's own name may say.
+            None => match Tool::parse(&self.name) {
                 Tool::Read | Tool::Grep | Tool::Find | Tool::Ls => Action::Read,
                 Tool::Edit | Tool::Write => Action::Edit,
                 Tool::Bash => Action::Execute,
@@ -177,8 +182,9 @@ impl PermissionPolicy {
     /// - `fetch`: allowed when the agent lists a web tool (a name with `web` or `fetch`) or
     ///   no tools;
     /// - `switch_mode`: rejected (a mode of the CLI's own could lift what is decided here);
-    /// - anything else: allowed when the agent lists that tool by name, or lists no tools
-    ///   and may write; else rejected.
+    /// - anything else (`other`): allowed when the agent lists that native tool by name,
+    ///   or lists no tools and may write; else rejected. A name of orchestrate's own tools
+    ///   under `other` is rejected: it may be only a title.
     pub fn decide(&self, req: &ToolRequest) -> (Decision, DecidedBy, Option<String>) {
         match self.mode {
             PermissionMode::Allow => return (Decision::Allowed, DecidedBy::Allow, None),
@@ -206,12 +212,17 @@ impl PermissionPolicy {
                     .to_string(),
             ),
             Action::Other => {
-                let listed = self
-                    .tools
-                    .iter()
-                    .any(|t| t.name().eq_ignore_ascii_case(&req.name));
-                if listed {
+                // A native tool is allowed by its name; orchestrate's own tools by what a
+                // request is, above, never by a name that may be only a title.
+                let native =
+                    |t: &Tool| matches!(t, Tool::Native(n) if n.eq_ignore_ascii_case(&req.name));
+                if self.tools.iter().any(native) {
                     Ok(())
+                } else if !matches!(Tool::parse(&req.name), Tool::Native(_)) {
+                    Err(format!(
+                        "{} is an `other` call, not one of the agent's own tools",
+                        req.name
+                    ))
                 } else if self.tools.is_empty() {
                     self.may_write()
                         .map_err(|why| format!("{why}, and {} is not a known tool", req.name))
@@ -312,6 +323,33 @@ mod tests {
         let (d, by, why) = p.decide(r);
         assert_eq!(by, DecidedBy::Policy);
         (d, why)
+    }
+
+    #[test]
+    fn an_other_call_is_judged_by_its_own_tool_name_never_by_one_of_orchestrates_tools() {
+        let reader = policy(&["read", "bash", "deploy"], true, SandboxMode::ReadOnly);
+        // A name from a title, as the ACP client passes it: with the kind `other`.
+        for name in ["Read", "read", "bash"] {
+            assert_eq!(
+                decided(&reader, &req(name, Some("other"), &["/etc/shadow"])),
+                (
+                    Decision::Rejected,
+                    Some(format!(
+                        "{name} is an `other` call, not one of the agent's own tools"
+                    ))
+                )
+            );
+        }
+        // A native tool the agent lists is allowed by name; a tool's own name without a
+        // kind says what it is.
+        assert_eq!(
+            decided(&reader, &req("deploy", Some("other"), &[])),
+            (Decision::Allowed, None)
+        );
+        assert_eq!(
+            decided(&reader, &req("Read", None, &["/etc/shadow"])),
+            (Decision::Allowed, None)
+        );
     }
 
     #[test]

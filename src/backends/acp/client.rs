@@ -564,7 +564,13 @@ impl AcpDialect {
         let tool = &req.tool_call;
         let request = ToolRequest {
             name: tool_name(tool),
-            kind: tool.kind.as_deref().map(str::to_string),
+            // ACP's default kind, where the name is not the tool's own (a title is free
+            // text: "Read" may be anything).
+            kind: tool
+                .kind
+                .as_deref()
+                .map(str::to_string)
+                .or_else(|| own_tool_name(tool).is_none().then(|| "other".to_string())),
             paths: tool
                 .locations
                 .iter()
@@ -637,21 +643,27 @@ impl AcpDialect {
 /// The tool's name for display and for the policy: its own name where the agent gives it,
 /// else its kind, else its title.
 fn tool_name(fields: &ToolCallFields<'_>) -> String {
-    let own = fields
+    own_tool_name(fields)
+        .or_else(|| {
+            fields
+                .kind
+                .as_deref()
+                .filter(|k| *k != "other")
+                .map(str::to_string)
+        })
+        .or_else(|| fields.title.as_deref().map(str::to_string))
+        .unwrap_or_else(|| "tool".to_string())
+}
+
+/// The tool's own name, where the agent tells it (claude-agent-acp's
+/// `_meta.claudeCode.toolName`).
+fn own_tool_name(fields: &ToolCallFields<'_>) -> Option<String> {
+    fields
         ._meta
         .and_then(|m| serde_json::from_str::<ToolMeta<'_>>(m.get()).ok())
         .and_then(|m| m.claude_code)
         .and_then(|c| c.tool_name)
-        .map(Cow::into_owned);
-    own.or_else(|| {
-        fields
-            .kind
-            .as_deref()
-            .filter(|k| *k != "other")
-            .map(str::to_string)
-    })
-    .or_else(|| fields.title.as_deref().map(str::to_string))
-    .unwrap_or_else(|| "tool".to_string())
+        .map(Cow::into_owned)
 }
 
 fn flatten_values(values: &[OptionValue<'_>]) -> Vec<String> {

@@ -140,7 +140,20 @@ const QWEN_PRESET: Preset = Preset {
     outer_sandbox_args: &[],
 };
 
+/// A preset's backend. `like NATIVE` takes the home and provider hosts of the CLI's own
+/// backend (the same CLI, the same files and keys); otherwise they are given.
 macro_rules! preset_spec {
+    ($name:literal, $program:literal, $hint:literal, $preset:ident, like $native:path) => {
+        preset_spec!(
+            $name,
+            $program,
+            $hint,
+            $preset,
+            $native.home,
+            $native.provider_hosts,
+            $native.provider
+        )
+    };
     ($name:literal, $program:literal, $hint:literal, $preset:ident, $dirs:expr, $hosts:expr, $provider:expr) => {
         BackendSpec {
             name: $name,
@@ -215,36 +228,28 @@ pub(crate) static GEMINI: BackendSpec = preset_spec!(
     "gemini",
     "install it with `npm install -g @google/gemini-cli` (ACP since 0.34)",
     GEMINI_PRESET,
-    super::gemini::BACKEND.home,
-    super::gemini::BACKEND.provider_hosts,
-    super::gemini::BACKEND.provider
+    like super::gemini::BACKEND
 );
 pub(crate) static OPENCODE: BackendSpec = preset_spec!(
     "opencode-acp",
     "opencode",
     "install it with `npm install -g opencode-ai`",
     OPENCODE_PRESET,
-    super::opencode::BACKEND.home,
-    super::opencode::BACKEND.provider_hosts,
-    super::opencode::BACKEND.provider
+    like super::opencode::BACKEND
 );
 pub(crate) static CLAUDE: BackendSpec = preset_spec!(
     "claude-acp",
     "claude-agent-acp",
     "install it with `npm install -g @agentclientprotocol/claude-agent-acp` (it bundles Claude Code; node 22 or newer)",
     CLAUDE_PRESET,
-    super::claude::BACKEND.home,
-    super::claude::BACKEND.provider_hosts,
-    super::claude::BACKEND.provider
+    like super::claude::BACKEND
 );
 pub(crate) static CODEX: BackendSpec = preset_spec!(
     "codex-acp",
     "codex-acp",
     "install it with `npm install -g @zed-industries/codex-acp`",
     CODEX_PRESET,
-    super::codex::BACKEND.home,
-    super::codex::BACKEND.provider_hosts,
-    super::codex::BACKEND.provider
+    like super::codex::BACKEND
 );
 pub(crate) static PI: BackendSpec = preset_spec!(
     "pi-acp",
