@@ -246,8 +246,11 @@ impl View {
                     Mode::Chain => "chain",
                     _ => "fan-out",
                 };
-                TableRow::new(vec![format!("{indent}{what} of {count}"), id.clone()])
-                    .style(Style::new().add_modifier(Modifier::DIM))
+                TableRow::new(vec![
+                    format!("{indent}{what} of {count}"),
+                    printable(id).into_owned(),
+                ])
+                .style(Style::new().add_modifier(Modifier::DIM))
             }
             Node::Run(i) => {
                 let r = &self.runs.runs[*i];

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::background;
 use crate::observe::events_file::pid_namespace;
-use crate::observe::line::{Event, Supervisor, Tail, EVENTS_FILE};
+use crate::observe::line::{Event, EventLine, Supervisor, EVENTS_FILE};
 use crate::sandbox::{CHILD_DIR, NESTED_STATE};
 use crate::session::{RunDir, RunId, StateDir};
 
@@ -98,12 +98,18 @@ impl Progress {
 }
 
 /// Whether the run in `run_dir`, which has not ended, is still supervised: its
-/// supervisor's liveness, or, where that cannot be checked (a nested run's), the run
-/// that started it.
+/// supervisor's liveness; for a nested run, the run that started it too.
 pub(crate) fn still_running(run_dir: &Path, supervisor: Option<&Supervisor>) -> bool {
-    match supervisor.map(Liveness::of) {
+    let liveness = supervisor.map(Liveness::of);
+    if let Some(parent) = parent_run_dir(run_dir) {
+        // A nested run's records are its parent's child's writing, and its supervisor is
+        // most often in the child's PID namespace: whatever they claim, the run lasts no
+        // longer than the run that started it, whose end ends its whole tree.
+        return liveness != Some(Liveness::Dead) && parent_still_running(&parent);
+    }
+    match liveness {
         Some(Liveness::Alive) => true,
-        Some(Liveness::Dead) => false,
+        Some(Liveness::Dead | Liveness::Unknown) => false,
         // A run that wrote no first line yet: as its folder says (a background run has
         // its supervisor's record from the start).
         None => matches!(
@@ -112,18 +118,24 @@ pub(crate) fn still_running(run_dir: &Path, supervisor: Option<&Supervisor>) -> 
             }),
             Ok(background::RunState::Running(_))
         ),
-        Some(Liveness::Unknown) => parent_run_dir(run_dir).is_some_and(|parent| {
-            let mut progress = Progress::default();
-            let mut tail = Tail::new(parent.join(EVENTS_FILE));
-            while let Ok(lines) = tail.read() {
-                if lines.is_empty() {
-                    break;
-                }
-                lines.iter().for_each(|l| progress.take(&l.event));
-            }
-            !progress.ended && still_running(&parent, progress.supervisor.as_ref())
-        }),
     }
+}
+
+/// Whether the run in `run_dir`, which started a nested run, runs still: its first line
+/// and its last (an end) say, without reading the rest of its events.
+fn parent_still_running(run_dir: &Path) -> bool {
+    let events = run_dir.join(EVENTS_FILE);
+    let Ok(meta) = std::fs::metadata(&events) else {
+        return still_running(run_dir, None);
+    };
+    let supervisor = match tree::read_first_line(&events) {
+        Some(EventLine {
+            event: Event::Run(info),
+            ..
+        }) => Some(info.supervisor),
+        _ => None,
+    };
+    !tree::has_ended(&events, meta.len()) && still_running(run_dir, supervisor.as_ref())
 }
 
 #[cfg(test)]

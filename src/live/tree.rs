@@ -65,11 +65,17 @@ pub(crate) struct RunView {
 }
 
 impl RunView {
+    /// The run in `dir`, a folder named for its run id.
     fn new(dir: PathBuf) -> RunView {
         RunView {
             tail: Tail::new(dir.join(EVENTS_FILE)),
+            // Its folder's name, not the id its first line claims: a nested run's lines
+            // are its parent's child's writing.
+            run_id: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             dir,
-            run_id: String::new(),
             agent: String::new(),
             backend: String::new(),
             model: None,
@@ -90,7 +96,6 @@ impl RunView {
     fn take(&mut self, line: EventLine) {
         match &line.event {
             Event::Run(info) => {
-                self.run_id = info.run_id.clone();
                 self.agent = info.agent.clone();
                 self.backend = info.backend.clone();
                 self.model = info.model.clone();
@@ -237,24 +242,31 @@ impl Runs {
     /// The tree: each fan-out or chain above its tasks (in their order), each nested run
     /// under the run whose child started it, the rest by start.
     pub(crate) fn tree(&self) -> Vec<Row> {
+        // A run that says it was started by another's child: found by id among the runs of
+        // the state directory. A nested run sits under the run whose folder holds it, which
+        // is where its records are, whatever they claim.
         let by_id: HashMap<&str, usize> = self
             .runs
             .iter()
             .enumerate()
-            .filter(|(_, r)| !r.run_id.is_empty())
+            .filter(|(_, r)| super::parent_run_dir(&r.dir).is_none())
             .map(|(i, r)| (r.run_id.as_str(), i))
             .collect();
         // Children of a run (or of the top, None): single runs and groups, by start.
         let mut singles: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
         let mut groups: BTreeMap<Option<usize>, BTreeMap<String, Vec<usize>>> = BTreeMap::new();
         for (i, r) in self.runs.iter().enumerate() {
-            if r.run_id.is_empty() {
+            if r.supervisor.is_none() {
+                // No first line yet.
                 continue;
             }
-            let parent = r
-                .parent_run_id
-                .as_deref()
-                .and_then(|p| by_id.get(p).copied());
+            let parent = match super::parent_run_dir(&r.dir) {
+                Some(holder) => self.known.get(&holder).copied(),
+                None => r
+                    .parent_run_id
+                    .as_deref()
+                    .and_then(|p| by_id.get(p).copied()),
+            };
             match &r.group {
                 Some(g) => groups
                     .entry(parent)
@@ -344,7 +356,7 @@ fn worth_following(events: &Path, now: SystemTime) -> bool {
     alive && !has_ended(events, meta.len())
 }
 
-fn read_first_line(path: &Path) -> Option<EventLine> {
+pub(super) fn read_first_line(path: &Path) -> Option<EventLine> {
     use std::io::Read;
     let mut head = Vec::new();
     std::fs::File::open(path)
@@ -358,7 +370,7 @@ fn read_first_line(path: &Path) -> Option<EventLine> {
         .and_then(EventLine::parse)
 }
 
-fn has_ended(path: &Path, len: u64) -> bool {
+pub(super) fn has_ended(path: &Path, len: u64) -> bool {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
@@ -490,8 +502,78 @@ mod tests {
                 "solo running - 0 false",
                 "ffff0000 x2",
                 "  first cancelled - 0 false",
-                "    inner running - 0 true",
+                "    inner gone - 0 true",
                 "  second running read 1020 false",
+            ]
+        );
+    }
+
+    /// A nested run's folder is in its parent's child's place, which the child writes: its
+    /// first line may claim any id, parent, group or supervisor.
+    #[test]
+    fn a_nested_run_sits_under_the_run_that_holds_it_whatever_its_record_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let now = unix_ms(SystemTime::now());
+        write_run(
+            root,
+            "aaaa0001",
+            &[run_line(
+                now - 50,
+                "aaaa0001",
+                "task0",
+                None,
+                Some(("ffff0000", 0)),
+            )],
+        );
+        write_run(
+            root,
+            "bbbb0002",
+            &[
+                run_line(now - 45, "bbbb0002", "solo", None, None),
+                format!(
+                    r#"{{"at":{},"type":"end","status":"ok","exitCode":0,"usage":{{}},"durationMs":5}}"#,
+                    now - 10
+                ),
+            ],
+        );
+        // Claims an id with an escape sequence, a task of the top fan-out, and a live
+        // supervisor (this process), though the run holding it has ended.
+        write_run(
+            &root.join("runs/bbbb0002/child/state"),
+            "dddd0004",
+            &[run_line(
+                now - 40,
+                "\u{1b}[2Jforged",
+                "inner",
+                None,
+                Some(("ffff0000", 1)),
+            )],
+        );
+        let mut runs = Runs::new(root.to_path_buf());
+        runs.refresh(SystemTime::now());
+        let label = |row: &Row| match &row.node {
+            Node::Run(i) => {
+                let r = &runs.runs[*i];
+                format!(
+                    "{}{} {} {}",
+                    "  ".repeat(row.depth),
+                    r.run_id,
+                    r.agent,
+                    r.state.word()
+                )
+            }
+            Node::Group { id, count, .. } => format!("{}{id} x{count}", "  ".repeat(row.depth)),
+        };
+        let tree: Vec<String> = runs.tree().iter().map(label).collect();
+        assert_eq!(
+            tree,
+            [
+                "ffff0000 x2",
+                "  aaaa0001 task0 running",
+                "bbbb0002 solo ok",
+                "  ffff0000 x2",
+                "    dddd0004 inner gone",
             ]
         );
     }

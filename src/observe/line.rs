@@ -189,12 +189,17 @@ pub(crate) struct Tail {
     path: std::path::PathBuf,
     offset: u64,
     partial: Vec<u8>,
-    /// Lines that were not JSON.
+    /// A line past [`MAX_EVENT_LINE_BYTES`] is being passed over until its end.
+    passing_over: bool,
+    /// Lines that were not JSON (or too long to be).
     pub skipped: u64,
 }
 
 /// The most one read takes in; the rest waits for the next.
 const TAIL_READ_BYTES: u64 = 1024 * 1024;
+/// The longest line a reader takes: what orchestrate writes is far shorter (a text line of
+/// 64 KiB is at most six times that escaped); a longer one is not its writing, and is skipped.
+pub(crate) const MAX_EVENT_LINE_BYTES: usize = 1024 * 1024;
 
 impl Tail {
     pub(crate) fn new(path: std::path::PathBuf) -> Tail {
@@ -202,6 +207,7 @@ impl Tail {
             path,
             offset: 0,
             partial: Vec::new(),
+            passing_over: false,
             skipped: 0,
         }
     }
@@ -228,6 +234,7 @@ impl Tail {
             // Written anew (a background run's folder reused): start over.
             self.offset = 0;
             self.partial.clear();
+            self.passing_over = false;
         }
         if len == self.offset {
             return Ok(Vec::new());
@@ -236,8 +243,22 @@ impl Tail {
         let mut bytes = std::mem::take(&mut self.partial);
         let read = f.take(TAIL_READ_BYTES).read_to_end(&mut bytes)?;
         self.offset += read as u64;
+        if self.passing_over {
+            match memchr::memchr(b'\n', &bytes) {
+                Some(i) => {
+                    bytes.drain(..=i);
+                    self.passing_over = false;
+                }
+                None => return Ok(Vec::new()),
+            }
+        }
         let complete = memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1);
         self.partial = bytes.split_off(complete);
+        if self.partial.len() > MAX_EVENT_LINE_BYTES {
+            self.partial = Vec::new();
+            self.passing_over = true;
+            self.skipped += 1;
+        }
         let mut lines = Vec::new();
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             match std::str::from_utf8(line).ok().and_then(EventLine::parse) {
@@ -317,5 +338,40 @@ mod tests {
         );
         assert_eq!(tail.skipped, 1);
         assert_eq!(tail.read().unwrap(), vec![]);
+    }
+
+    /// A nested run's events file is written by a child: a line that never ends costs a
+    /// reader a bounded amount of memory, and the lines after it still read.
+    #[test]
+    fn a_line_that_never_ends_is_skipped_in_bounded_memory() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(EVENTS_FILE);
+        let mut f = std::fs::File::create(&path).unwrap();
+        let mut tail = Tail::new(path.clone());
+        let chunk = vec![b'x'; 1024 * 1024];
+        for _ in 0..(MAX_EVENT_LINE_BYTES / chunk.len() + 3) {
+            f.write_all(&chunk).unwrap();
+            assert_eq!(tail.read().unwrap(), vec![]);
+            assert!(tail.partial.len() <= MAX_EVENT_LINE_BYTES);
+        }
+        f.write_all(b"xx\n{\"at\": 2, \"type\": \"recovered\"}\n")
+            .unwrap();
+        let mut lines = Vec::new();
+        loop {
+            let more = tail.read().unwrap();
+            if more.is_empty() {
+                break;
+            }
+            lines.extend(more);
+        }
+        assert_eq!(
+            lines,
+            vec![EventLine {
+                at: 2,
+                event: Event::Recovered
+            }]
+        );
+        assert_eq!(tail.skipped, 1);
     }
 }
