@@ -387,7 +387,10 @@ fn text_list(raw: Raw<'_>, what: &str) -> Result<Vec<String>, String> {
         items: impl IntoIterator<Item = &'v V>,
         as_str: impl Fn(&'v V) -> Option<&'v str>,
     ) -> Option<Vec<String>> {
-        items.into_iter().map(|v| as_str(v).map(str::to_string)).collect()
+        items
+            .into_iter()
+            .map(|v| as_str(v).map(str::to_string))
+            .collect()
     }
     let texts: Vec<String> = match raw {
         Raw::Toml(toml::Value::Array(items)) => {
