@@ -207,10 +207,9 @@ impl Attempt<'_> {
         }
     }
 
-    /// Whether the child may start orchestrate runs of its own (the depth limit allows
-    /// one more level).
+    /// Whether the child may start orchestrate runs of its own.
     fn nests(&self) -> bool {
-        self.env.depth + 1 < self.env.config.max_depth.value
+        self.env.nests()
     }
 
     fn ledger_dir(&self) -> std::path::PathBuf {
