@@ -128,15 +128,21 @@ pub struct Usd(f64);
 /// What an amount of dollars looks like, for messages.
 pub(crate) const USD_EXPECTED: &str = "an amount of US dollars greater than 0, such as 0.50";
 
+/// An amount of US dollars, zero included (what is left of a budget): `0.50`, `$0.50`,
+/// ` 2 `; finite and not negative.
+pub(crate) fn parse_dollars(text: &str) -> Option<f64> {
+    let text = text.trim();
+    text.strip_prefix('$')
+        .unwrap_or(text)
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)
+}
+
 impl Usd {
     /// `0.50`, `$0.50`, ` 2 `.
     pub(crate) fn parse(text: &str) -> Option<Usd> {
-        text.trim()
-            .strip_prefix('$')
-            .unwrap_or(text.trim())
-            .parse::<f64>()
-            .ok()
-            .and_then(Usd::new)
+        parse_dollars(text).and_then(Usd::new)
     }
 
     /// `dollars` when it is a budget (finite and greater than zero).
@@ -257,6 +263,11 @@ mod tests {
         assert_eq!(Usd::parse(" 2 ").map(Usd::dollars), Some(2.0));
         for bad in ["0", "-1", "free", "$", "inf", "NaN", ""] {
             assert_eq!(Usd::parse(bad), None, "{bad}");
+        }
+        // What is left of a budget may be nothing.
+        assert_eq!(parse_dollars(" $0 "), Some(0.0));
+        for bad in ["-1", "inf", "NaN", "free", ""] {
+            assert_eq!(parse_dollars(bad), None, "{bad}");
         }
     }
 

@@ -38,6 +38,26 @@ impl<'a> Raw<'a> {
         }
         Ok(Some(text))
     }
+
+    /// The text when it is a JSON value of type `expected` (see [`Raw::text`] for null);
+    /// anything else is reported as `field`'s problem and gives nothing.
+    fn typed(
+        self,
+        null_is_absent: bool,
+        expected: JsonType,
+        field: &'static str,
+        emit: &mut dyn FnMut(AgentEvent<'_>),
+    ) -> Option<&'a str> {
+        let text = match self.text(null_is_absent, expected) {
+            Ok(text) => text?,
+            Err(problem) => return report(field, problem, emit),
+        };
+        let found = JsonType::of(text);
+        if found != expected {
+            return report(field, Problem::WrongType { found, expected }, emit);
+        }
+        Some(text)
+    }
 }
 
 fn raw<'de, D: Deserializer<'de>>(d: D) -> Result<Raw<'de>, D::Error> {
@@ -105,21 +125,9 @@ impl Count<'_> {
         field: &'static str,
         emit: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Option<u64> {
-        let text = match self.0.text(null_is_absent, JsonType::Number) {
-            Ok(text) => text?,
-            Err(problem) => return report(field, problem, emit),
-        };
-        let found = JsonType::of(text);
-        if found != JsonType::Number {
-            return report(
-                field,
-                Problem::WrongType {
-                    found,
-                    expected: JsonType::Number,
-                },
-                emit,
-            );
-        }
+        let text = self
+            .0
+            .typed(null_is_absent, JsonType::Number, field, emit)?;
         match number(text) {
             Number::Whole(n) => Some(n),
             Number::Other(v) if v.is_nan() => report(field, Problem::NotFinite, emit),
@@ -157,21 +165,7 @@ impl Amount<'_> {
         field: &'static str,
         emit: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Option<f64> {
-        let text = match self.0.text(false, JsonType::Number) {
-            Ok(text) => text?,
-            Err(problem) => return report(field, problem, emit),
-        };
-        let found = JsonType::of(text);
-        if found != JsonType::Number {
-            return report(
-                field,
-                Problem::WrongType {
-                    found,
-                    expected: JsonType::Number,
-                },
-                emit,
-            );
-        }
+        let text = self.0.typed(false, JsonType::Number, field, emit)?;
         let v = match number(text) {
             Number::Whole(n) => n as f64,
             Number::Other(v) => v,
@@ -308,21 +302,9 @@ impl<'a, T: Deserialize<'a>> Object<'a, T> {
         field: &'static str,
         emit: &mut dyn FnMut(AgentEvent<'_>),
     ) -> Option<T> {
-        let text = match self.raw.text(null_is_absent, JsonType::Object) {
-            Ok(text) => text?,
-            Err(problem) => return report(field, problem, emit),
-        };
-        let found = JsonType::of(text);
-        if found != JsonType::Object {
-            return report(
-                field,
-                Problem::WrongType {
-                    found,
-                    expected: JsonType::Object,
-                },
-                emit,
-            );
-        }
+        let text = self
+            .raw
+            .typed(null_is_absent, JsonType::Object, field, emit)?;
         match serde_json::from_str(text) {
             Ok(v) => Some(v),
             Err(_) => report(field, Problem::Malformed, emit),

@@ -202,10 +202,9 @@ impl Attempt<'_> {
         }
     }
 
-    /// Whether the child may start orchestrate runs of its own (the depth limit allows
-    /// one more level).
+    /// Whether the child may start orchestrate runs of its own.
     fn nests(&self) -> bool {
-        self.env.depth + 1 < self.env.config.max_depth.value
+        self.env.nests()
     }
 
     fn ledger_dir(&self) -> std::path::PathBuf {
@@ -337,23 +336,16 @@ impl Attempt<'_> {
         env.push(("ORCHESTRATE_RUN_ID".into(), run.run_id.clone().into()));
         let (tree_env, tree_remove) = self.tree_channel()?;
         env.extend(tree_env);
-        let (cwd, workspace, git, mut env_remove): (_, _, _, Vec<std::ffi::OsString>) =
-            match self.worktree {
-                // git variables naming a repository would send the child's git to the
-                // parent's.
-                Some(wt) => (
-                    wt.cwd.clone(),
-                    vec![wt.path.clone()],
-                    wt.git_dirs(),
-                    GIT_LOCATION_VARS.iter().map(Into::into).collect(),
-                ),
-                None => (
-                    run.cwd.clone(),
-                    vec![run.cwd.clone()],
-                    Vec::new(),
-                    Vec::new(),
-                ),
-            };
+        let (cwd, workspace) = self.workspace();
+        let (git, mut env_remove): (_, Vec<OsString>) = match self.worktree {
+            // git variables naming a repository would send the child's git to the
+            // parent's.
+            Some(wt) => (
+                wt.git_dirs(),
+                GIT_LOCATION_VARS.iter().map(Into::into).collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
         env_remove.extend(tree_remove);
         // A child allowed to start runs of its own keeps their state in its own place.
         let nests = self.nests();

@@ -8,7 +8,7 @@ use tokio::sync::Semaphore;
 
 use super::progress::{FanoutObserver, FanoutStatus, TaskState, TaskStatus};
 use super::schedule::Scheduler;
-use super::total::{self, TotalBudget, TotalLimits};
+use super::total::TotalBudget;
 use super::{
     not_started, not_started_spent, refuse_if_not_allowed, run, truncate_limits, Observer, RunEnv,
     RunOutput, RunRequest,
@@ -84,7 +84,7 @@ fn total_budget(
     group_id: &str,
 ) -> Option<Arc<TotalBudget>> {
     let first = reqs.first();
-    let limits = TotalLimits::new(
+    super::shared_budget(
         first
             .and_then(|r| r.settings.max_total_cost)
             .map(Usd::dollars)
@@ -92,16 +92,10 @@ fn total_budget(
         first
             .and_then(|r| r.settings.max_total_tokens)
             .or(limits.max_total_tokens),
-        &env.inherited,
-    );
-    let nests = env.depth + 1 < env.config.max_depth.value;
-    if limits.is_empty() && !nests && env.inherited.ledger.is_none() {
-        return None;
-    }
-    Some(Arc::new(
-        TotalBudget::new(limits, reqs.len(), total::upward(&env.inherited, group_id))
-            .under(&controls.budget, &env.inherited),
-    ))
+        reqs.len(),
+        (env, controls),
+        group_id,
+    )
 }
 
 /// Task `i`'s environment and controls: its place in the fan-out, with the fan-out's

@@ -137,6 +137,12 @@ pub(crate) struct RunEnv {
 }
 
 impl RunEnv {
+    /// Whether this run's children may start orchestrate runs of their own (the depth
+    /// limit allows one more level).
+    pub(crate) fn nests(&self) -> bool {
+        self.depth + 1 < self.config.max_depth.value
+    }
+
     /// Loads the config as seen from `cwd` (the project file is the nearest ancestor's),
     /// `ORCHESTRATE_DEPTH` and the state directory. A malformed value is an error naming
     /// the file or variable, the key and why.
@@ -372,20 +378,35 @@ fn single_total(
         return None;
     }
     let cfg = &env.config;
-    let limits = TotalLimits::new(
+    shared_budget(
         req.settings
             .max_total_cost
             .or(cfg.max_total_cost.value)
             .map(Usd::dollars),
         req.settings.max_total_tokens.or(cfg.max_total_tokens.value),
-        &env.inherited,
-    );
-    let nests = env.depth + 1 < cfg.max_depth.value;
-    if limits.is_empty() && !nests && env.inherited.ledger.is_none() {
+        1,
+        (env, controls),
+        run_id,
+    )
+}
+
+/// The budget `tasks` tasks (a fan-out's, or a single run's as a fan-out of one, `id`)
+/// share: `max_cost` and `max_tokens` under what the tree has left, its spend reported up
+/// when an orchestrate above asked. None when there is nothing to hold or count: no
+/// limit, no child that may nest, no orchestrate above.
+pub(super) fn shared_budget(
+    max_cost: Option<f64>,
+    max_tokens: Option<u64>,
+    tasks: usize,
+    (env, controls): (&RunEnv, &Controls),
+    id: &str,
+) -> Option<Arc<TotalBudget>> {
+    let limits = TotalLimits::new(max_cost, max_tokens, &env.inherited);
+    if limits.is_empty() && !env.nests() && env.inherited.ledger.is_none() {
         return None;
     }
     Some(Arc::new(
-        TotalBudget::new(limits, 1, total::upward(&env.inherited, run_id))
+        TotalBudget::new(limits, tasks, total::upward(&env.inherited, id))
             .under(&controls.budget, &env.inherited),
     ))
 }

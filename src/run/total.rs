@@ -61,8 +61,7 @@ impl Inherited {
         let max_cost = get(TREE_MAX_COST_VAR)
             .map(|(name, v)| {
                 v.to_str()
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .filter(|n| n.is_finite() && *n >= 0.0)
+                    .and_then(crate::units::parse_dollars)
                     .ok_or_else(|| bad(name, &v, "an amount of US dollars (0 or more)"))
             })
             .transpose()?;

@@ -379,38 +379,48 @@ impl Kind<String> for Text {
 /// Model names: a list, or a comma-separated string of them.
 pub(crate) struct Names;
 
+/// A list of strings from a config file's array, or a comma-separated string from any
+/// surface; items are trimmed and empty ones dropped. `what` names the expected shape in
+/// the error.
+fn text_list(raw: Raw<'_>, what: &str) -> Result<Vec<String>, String> {
+    fn strings<'v, V: 'v>(
+        items: impl IntoIterator<Item = &'v V>,
+        as_str: impl Fn(&'v V) -> Option<&'v str>,
+    ) -> Option<Vec<String>> {
+        items
+            .into_iter()
+            .map(|v| as_str(v).map(str::to_string))
+            .collect()
+    }
+    let texts: Vec<String> = match raw {
+        Raw::Toml(toml::Value::Array(items)) => {
+            strings(items, toml::Value::as_str).ok_or_else(|| expected(what, raw))?
+        }
+        Raw::Yaml {
+            value: Yaml::Sequence(items),
+            ..
+        } => strings(items, Yaml::as_str).ok_or_else(|| expected(what, raw))?,
+        Raw::Json(Json::Array(items)) => {
+            strings(items, Json::as_str).ok_or_else(|| expected(what, raw))?
+        }
+        _ => match raw.text() {
+            Some(text) => text.split(',').map(str::to_string).collect(),
+            None => return Err(expected(what, raw)),
+        },
+    };
+    Ok(texts
+        .into_iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect())
+}
+
 impl Kind<Vec<String>> for Names {
     fn read(&self, raw: Raw<'_>) -> Result<Vec<String>, String> {
-        const WHAT: &str = "a list of model names, or a comma-separated string of them";
-        let names: Vec<String> = match raw {
-            Raw::Toml(toml::Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| expected(WHAT, raw))?,
-            Raw::Yaml {
-                value: Yaml::Sequence(items),
-                ..
-            } => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| expected(WHAT, raw))?,
-            Raw::Json(Json::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| expected(WHAT, raw))?,
-            _ => match raw.text() {
-                Some(text) => text.split(',').map(str::to_string).collect(),
-                None => return Err(expected(WHAT, raw)),
-            },
-        };
-        Ok(names
-            .into_iter()
-            .map(|m| m.trim().to_string())
-            .filter(|m| !m.is_empty())
-            .collect())
+        text_list(
+            raw,
+            "a list of model names, or a comma-separated string of them",
+        )
     }
 
     fn show(&self, value: &Vec<String>) -> Json {
@@ -536,37 +546,13 @@ pub(crate) struct Hosts;
 
 impl Kind<Vec<HostPattern>> for Hosts {
     fn read(&self, raw: Raw<'_>) -> Result<Vec<HostPattern>, String> {
-        const WHAT: &str = "a list of host names, or a comma-separated string of them";
-        let texts: Vec<String> = match raw {
-            Raw::Toml(toml::Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| expected(WHAT, raw))?,
-            Raw::Yaml {
-                value: Yaml::Sequence(items),
-                ..
-            } => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| expected(WHAT, raw))?,
-            Raw::Json(Json::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| expected(WHAT, raw))?,
-            _ => match raw.text() {
-                Some(text) => text.split(',').map(str::to_string).collect(),
-                None => return Err(expected(WHAT, raw)),
-            },
-        };
-        texts
-            .iter()
-            .map(|h| h.trim())
-            .filter(|h| !h.is_empty())
-            .map(HostPattern::parse)
-            .collect()
+        text_list(
+            raw,
+            "a list of host names, or a comma-separated string of them",
+        )?
+        .iter()
+        .map(|h| HostPattern::parse(h))
+        .collect()
     }
 
     fn show(&self, value: &Vec<HostPattern>) -> Json {

@@ -178,37 +178,40 @@ fn an_answer_wrong_twice_is_subagent_failed_with_the_error_and_the_raw_answer() 
     );
     assert_eq!(out.status, 1, "stderr: {}", out.stderr);
     let message = format!("Answer does not match the output schema: {WRONG_ERROR}");
-    assert_eq!(
-        normalized(out.json()),
-        json!({
-            "content": [{"type": "text", "text": format!("{message}\n\nAnswer:\n{WRONG}")}],
-            "details": {
-                "mode": "single",
-                "runId": "RUNID",
-                "error": {"code": "SUBAGENT_FAILED", "message": message},
-                "results": [{
-                    "agent": "fake",
-                    "task": "list the auth files",
-                    "exitCode": 0,
-                    "usage": usage(2),
-                    "error": message,
-                    "sessionFile": "SESSION",
-                    "output": WRONG,
-                    "backend": "pi",
-                    "durationMs": 0,
-                    "attempts": 2,
-                    // The repair turn is an attempt of its own.
-                    "attemptsDetail": [
-                        {"exitCode": 0, "error": message},
-                        {"exitCode": 0, "error": message}
-                    ],
-                    "childSessionId": SESSION_ID,
-                    "termination": {"kind": "exited", "code": 0},
-                    "sandbox": {"mode": "off", "mechanism": "none"}
-                }]
-            }
-        })
-    );
+    assert_eq!(normalized(out.json()), failed_twice(&message, WRONG));
+}
+
+/// The result of a run whose answer failed both its turn and the repair turn with
+/// `message`, `answer` being the last answer.
+fn failed_twice(message: &str, answer: &str) -> serde_json::Value {
+    json!({
+        "content": [{"type": "text", "text": format!("{message}\n\nAnswer:\n{answer}")}],
+        "details": {
+            "mode": "single",
+            "runId": "RUNID",
+            "error": {"code": "SUBAGENT_FAILED", "message": message},
+            "results": [{
+                "agent": "fake",
+                "task": "list the auth files",
+                "exitCode": 0,
+                "usage": usage(2),
+                "error": message,
+                "sessionFile": "SESSION",
+                "output": answer,
+                "backend": "pi",
+                "durationMs": 0,
+                "attempts": 2,
+                // The repair turn is an attempt of its own.
+                "attemptsDetail": [
+                    {"exitCode": 0, "error": message},
+                    {"exitCode": 0, "error": message}
+                ],
+                "childSessionId": SESSION_ID,
+                "termination": {"kind": "exited", "code": 0},
+                "sandbox": {"mode": "off", "mechanism": "none"}
+            }]
+        }
+    })
 }
 
 #[test]
@@ -350,36 +353,7 @@ fn an_answer_holding_two_values_that_disagree_is_ambiguous_never_a_pick() {
     );
     assert_eq!(out.status, 1, "stderr: {}", out.stderr);
     let message = format!("Answer is ambiguous: {AMBIGUITY}");
-    assert_eq!(
-        normalized(out.json()),
-        json!({
-            "content": [{"type": "text", "text": format!("{message}\n\nAnswer:\n{AMBIGUOUS}")}],
-            "details": {
-                "mode": "single",
-                "runId": "RUNID",
-                "error": {"code": "SUBAGENT_FAILED", "message": message},
-                "results": [{
-                    "agent": "fake",
-                    "task": "list the auth files",
-                    "exitCode": 0,
-                    "usage": usage(2),
-                    "error": message,
-                    "sessionFile": "SESSION",
-                    "output": AMBIGUOUS,
-                    "backend": "pi",
-                    "durationMs": 0,
-                    "attempts": 2,
-                    "attemptsDetail": [
-                        {"exitCode": 0, "error": message},
-                        {"exitCode": 0, "error": message}
-                    ],
-                    "childSessionId": SESSION_ID,
-                    "termination": {"kind": "exited", "code": 0},
-                    "sandbox": {"mode": "off", "mechanism": "none"}
-                }]
-            }
-        })
-    );
+    assert_eq!(normalized(out.json()), failed_twice(&message, AMBIGUOUS));
 }
 
 #[test]
