@@ -58,6 +58,10 @@ fn main() {
             kill_9_of_orchestrate_cancels_its_job_within_seconds,
         ),
         (
+            "a_child_cannot_kill_its_jobs_watchdog",
+            a_child_cannot_kill_its_jobs_watchdog,
+        ),
+        (
             "kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds",
             kill_9_of_orchestrates_process_group_cancels_its_job_within_seconds,
         ),
@@ -589,6 +593,56 @@ fn kill_9_of_orchestrate_cancels_its_job_within_seconds_with(sandbox: &str) {
         .set("ORCHESTRATE_SANDBOX", sandbox);
     let mut child = spawn_run(&sb, &[]);
     let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
+    child.wait().unwrap();
+    assert_eq!(job_state(id).as_deref().unwrap_or("CANCELLED"), "CANCELLED");
+}
+
+/// A hostile child on the node SIGKILLs every watchdog of this sandbox it can see (a
+/// process carrying the sandbox's marker, so that nothing else is touched), then sleeps:
+/// the sandbox keeps the watchdog out of its reach, so a kill -9 of orchestrate still
+/// cancels the job. (With the sandbox off nothing keeps it out: that mode is not tried.)
+fn a_child_cannot_kill_its_jobs_watchdog() {
+    let sb = Sandbox::new();
+    let script = format!(
+        // The command's name is put together at run time, so that the script's own
+        // command line (and its tools') never holds it.
+        r#"w=runner-; w="${{w}}watchdog"
+for d in /proc/[0-9]*; do
+  case "$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)" in
+    *" $w "*) if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF '{marker}'; then
+        kill -9 "${{d#/proc/}}" && echo "killed ${{d#/proc/}}"
+      fi ;;
+  esac
+done
+exec sleep 317"#,
+        marker = sb.marker()
+    );
+    let sb = sb
+        .scenario("shell")
+        .set("FAKE_AGENT_SHELL", &script)
+        .set("ORCHESTRATE_SANDBOX", "auto");
+    let mut child = spawn_run(&sb, &[]);
+    let id = wait_for_job(&sb, || only_run_id(&sb), "RUNNING");
+    // The child has had its go once it sleeps.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !support::processes_with_env(&sb.marker(), "ORCHESTRATE_RUN_ID=")
+        .into_iter()
+        .any(|p| support::cmdline(p) == "sleep 317")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the child's script never got to its sleep"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left = watchdogs(&sb).len();
+    if left != 1 {
+        // SAFETY: the orchestrate this test started, not yet waited for.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+    }
+    assert_eq!(left, 1, "the child killed its watchdog");
     kill_9_and_wait_for_the_end(&sb, child.id() as i32, id);
     child.wait().unwrap();
     assert_eq!(job_state(id).as_deref().unwrap_or("CANCELLED"), "CANCELLED");

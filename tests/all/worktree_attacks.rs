@@ -681,3 +681,63 @@ fn a_worktree_replaced_by_a_link_to_the_users_files_is_not_followed() {
     assert!(!sb.state.join("worktrees").join(id).exists());
     assert_eq!(orchestrate_branches(&sb.work), "");
 }
+
+/// The repository has a submodule, which a worktree does not check out: the child makes a
+/// repository of its own in the submodule's folder, with a tracked file it then changes,
+/// and names programs in that repository's config (which orchestrate's neutralizing never
+/// reads: it is not the worktree's) and a hostile url in `.gitmodules`. git would run them
+/// to see whether the submodule is dirty, or to fetch it. orchestrate's git runs none.
+#[test]
+fn a_repository_the_child_makes_in_a_submodules_folder_runs_nothing_outside() {
+    let (sb, marks_dir) = repository();
+    let lib = sb.root.path().join("lib-src");
+    std::fs::create_dir_all(&lib).unwrap();
+    support::git::commit_files(&lib, &[("lib.txt", "lib\n")]);
+    let as_user = |args: &[&str]| {
+        let mut all = vec![
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+        ];
+        all.extend_from_slice(args);
+        git(&sb.work, &all);
+    };
+    as_user(&["submodule", "add", "--quiet", lib.to_str().unwrap(), "sub"]);
+    as_user(&["commit", "--quiet", "-m", "sub"]);
+    let m = marks_dir.display();
+    let script = format!(
+        r#"cd sub && git init -q && echo one > f.txt && git add f.txt &&
+git -c user.name=x -c user.email=x@x -c core.hooksPath=/dev/null commit -q -m one &&
+printf '#!/bin/sh\ntouch "%s/$1"\ncat\n' "{m}" > prog.sh && chmod +x prog.sh &&
+for h in pre-commit post-commit post-index-change reference-transaction post-checkout; do
+  mkdir -p hooks; printf '#!/bin/sh\ntouch "%s/sub-hook-%s"\n' "{m}" "$h" > hooks/$h; chmod +x hooks/$h
+done &&
+git config core.hooksPath "$PWD/hooks" &&
+git config core.fsmonitor "$PWD/prog.sh sub-fsmonitor" &&
+git config filter.sub.clean "$PWD/prog.sh sub-clean" &&
+git config filter.sub.required true &&
+git config diff.sub.textconv "$PWD/prog.sh sub-textconv" &&
+printf '* filter=sub diff=sub\n' > .gitattributes &&
+echo two > f.txt && cd .. &&
+printf '[submodule "sub"]\n\tpath = sub\n\turl = ext::sh -c touch%% {m}/ext-url\n' > .gitmodules &&
+echo planted"#
+    );
+    let before = user_refs(&sb.work);
+    let v = run(&sb, &script);
+    let (wt, warnings) = worktree_and_warnings(&v);
+    assert_eq!(marks(&marks_dir), Vec::<String>::new(), "{v}");
+    assert_eq!(user_refs(&sb.work), before);
+    assert_eq!(
+        (&v["content"][0]["text"], &wt["kept"], &wt["changedFiles"], &warnings),
+        (
+            &json!("planted\nexit 0"),
+            &json!(true),
+            &json!([".gitmodules", "sub"]),
+            &vec!["submodule sub was checked out in the worktree during the run; orchestrate commits the superproject only, so changes inside it are not on the branch".to_string()]
+        ),
+        "{v}"
+    );
+}
