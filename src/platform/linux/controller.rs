@@ -705,8 +705,113 @@ unsafe fn controller_main(
             .as_ref()
             .filter(|_| logins >= 0)
             .map(|m| (m, logins));
+        // What the login files' copy reads at the child's exit stays; the rest goes.
+        let mut kept = [(0usize, 0usize); MAX_KEPT_RANGES];
+        let count = match logins {
+            None => Some(0),
+            Some((mounts, _)) => mounts.login_ranges(&mut kept),
+        };
+        if let Some(n) = count {
+            release_heap(&kept[..n]);
+        }
         control(in_namespace, child, status, logins)
     }
+}
+
+/// The most address ranges the controller keeps of orchestrate's heap (the login files'
+/// plan: one per file and two more); with more it keeps the whole heap.
+const MAX_KEPT_RANGES: usize = 16;
+
+/// Gives back this copy's pages of orchestrate's heap but those holding the address ranges
+/// `keep` (start, end). Each heap page orchestrate writes after the clone is copied for
+/// orchestrate and the old one stays the controller's, so a controller that lives as long
+/// as its child comes to own most of orchestrate's heap as it was (0.46 MiB of a
+/// controller's 0.6 MiB with 256 children alive). Past this point the controller reads
+/// only its stack and `keep`; the pages dropped would read as zeros.
+unsafe fn release_heap(keep: &[(usize, usize)]) {
+    // SAFETY: system calls on this copy's own heap, of which nothing but `keep` is read
+    // from here on.
+    unsafe {
+        let page = page_size();
+        let start = start_brk();
+        let end = libc::syscall(libc::SYS_brk, 0) as usize;
+        if start == 0 || end <= start || start % page != 0 {
+            return;
+        }
+        let mut run = start;
+        let mut at = start;
+        while at < end {
+            let next = at.saturating_add(page);
+            if keep.iter().any(|&(a, b)| a < next && b > at) {
+                if at > run {
+                    libc::madvise(run as *mut libc::c_void, at - run, libc::MADV_DONTNEED);
+                }
+                run = next;
+            }
+            at = next;
+        }
+        if end > run {
+            libc::madvise(run as *mut libc::c_void, end - run, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: a plain query.
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(1) as usize
+}
+
+/// Where this process's heap starts (`start_brk`, the 47th field of `/proc/self/stat`),
+/// or 0 when it cannot be read.
+unsafe fn start_brk() -> usize {
+    // SAFETY: system calls into our own buffer.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return 0;
+        }
+        let mut buf = [0u8; 1024];
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        if n <= 0 {
+            return 0;
+        }
+        parse_start_brk(&buf[..n as usize])
+    }
+}
+
+/// `start_brk` from the text of `/proc/<pid>/stat`, or 0. The command name, in
+/// parentheses, may itself hold spaces and parentheses: the fields start after the last
+/// `)`, the 3rd (the state) first. No allocation: it runs in the controller.
+fn parse_start_brk(stat: &[u8]) -> usize {
+    const START_BRK_AFTER_NAME: usize = 47 - 3;
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
+        return 0;
+    };
+    let Some(field) = stat[close + 1..]
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter(|f| !f.is_empty())
+        .nth(START_BRK_AFTER_NAME)
+    else {
+        return 0;
+    };
+    let mut value = 0usize;
+    for &b in field {
+        if !b.is_ascii_digit() {
+            return 0;
+        }
+        value = match value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(usize::from(b - b'0')))
+        {
+            Some(v) => v,
+            None => return 0,
+        };
+    }
+    value
 }
 
 /// Waits for signals: reaps, forwards, reports the child's exit (having copied out its
@@ -1016,5 +1121,41 @@ unsafe fn child_main(
         close_from(3, true);
         libc::execve(plan.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
         fail(fds.report, Stage::Exec, errno());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_brk_is_read_after_the_last_parenthesis_of_the_name() {
+        // A command name with spaces and parentheses, then fields 3 to 52.
+        let fields: Vec<String> = (3..=52)
+            .map(|i| match i {
+                3 => "S".to_string(),
+                47 => "94558713327616".to_string(),
+                _ => i.to_string(),
+            })
+            .collect();
+        let stat = format!("4242 (a) b (c)) {}\n", fields.join(" "));
+        assert_eq!(parse_start_brk(stat.as_bytes()), 94558713327616);
+        // Cut short, or no name at all: nothing to release.
+        assert_eq!(parse_start_brk(b"4242 (x) S 1 2 3\n"), 0);
+        assert_eq!(parse_start_brk(b"no name here"), 0);
+    }
+
+    #[test]
+    fn start_brk_of_this_process_is_where_its_heap_mapping_starts() {
+        // SAFETY: reads our own /proc/self/stat.
+        let start = unsafe { start_brk() };
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let heap = maps
+            .lines()
+            .find(|l| l.ends_with("[heap]"))
+            .expect("a [heap] mapping");
+        let first = usize::from_str_radix(heap.split('-').next().unwrap(), 16).unwrap();
+        assert_eq!(start, first, "{heap}");
+        assert_eq!(start % page_size(), 0);
     }
 }

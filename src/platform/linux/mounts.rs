@@ -361,6 +361,30 @@ impl MountPlan {
         self.login_fd.filter(|_| !self.logins.is_empty())
     }
 
+    /// The address ranges `copy_logins` reads (this plan, the list, each path), into `out`;
+    /// their count, or None when `out` is too short. No allocation: it runs in the
+    /// controller.
+    pub(super) fn login_ranges(&self, out: &mut [(usize, usize)]) -> Option<usize> {
+        fn range<T: ?Sized>(p: *const T, bytes: usize) -> (usize, usize) {
+            let a = p.cast::<u8>() as usize;
+            (a, a.saturating_add(bytes))
+        }
+        let list = self.logins.as_slice();
+        let ranges = [
+            range(self, std::mem::size_of::<Self>()),
+            range(list.as_ptr(), std::mem::size_of_val(list)),
+        ];
+        let paths = list
+            .iter()
+            .map(|(_, path)| range(path.as_ptr(), path.as_bytes_with_nul().len()));
+        let mut n = 0;
+        for r in ranges.into_iter().chain(paths) {
+            *out.get_mut(n)? = r;
+            n += 1;
+        }
+        Some(n)
+    }
+
     /// Copies the private layer's version of each login file that is there into `into`
     /// (see `LoginCopies`), at the child's exit.
     ///
@@ -752,5 +776,50 @@ unsafe fn read_only_bind(target: &CString) -> Result<(), libc::c_int> {
         let r = set_read_only(fd).and_then(|()| check(move_mount(fd, target.as_ptr())));
         libc::close(fd);
         r
+    }
+}
+
+#[cfg(test)]
+mod login_range_tests {
+    use super::*;
+
+    fn plan_with(logins: Vec<(u32, CString)>) -> MountPlan {
+        MountPlan {
+            clones: Vec::new(),
+            devices: Vec::new(),
+            carried: Vec::new(),
+            tmpfs_dirs: Vec::new(),
+            proc_covers: Vec::new(),
+            steps: Vec::new(),
+            step_paths: Vec::new(),
+            logins,
+            login_fd: Some(9),
+        }
+    }
+
+    #[test]
+    fn the_login_ranges_cover_the_plan_its_list_and_every_path() {
+        let plan = plan_with(vec![
+            (0, c"/run/o/0/upper/.credentials.json".into()),
+            (3, c"/run/o/3/upper/auth.json".into()),
+        ]);
+        let mut out = [(0usize, 0usize); 8];
+        let n = plan.login_ranges(&mut out).expect("room for 4");
+        assert_eq!(n, 4);
+        let covered = |p: usize, len: usize| out[..n].iter().any(|&(a, b)| a <= p && p + len <= b);
+        assert!(covered(
+            &plan as *const MountPlan as usize,
+            std::mem::size_of::<MountPlan>()
+        ));
+        let list = plan.logins.as_slice();
+        assert!(covered(list.as_ptr() as usize, std::mem::size_of_val(list)));
+        for (_, path) in list {
+            assert!(covered(
+                path.as_ptr() as usize,
+                path.as_bytes_with_nul().len()
+            ));
+        }
+        // No room for them all: None, and the controller keeps the whole heap.
+        assert_eq!(plan.login_ranges(&mut out[..3]), None);
     }
 }
