@@ -922,6 +922,72 @@ fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as
     }
 }
 
+/// Two runs in one workspace: the first makes the placeholders, the second finds them
+/// there. When the first ends while the second's child still runs, the second's child
+/// still cannot create a protected name, and none is left after both.
+#[test]
+fn a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going() {
+    for user in support::users() {
+        a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going_as(user);
+    }
+}
+
+fn a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let script = "echo > \"started-$HOSTILE_NAME\"\n\
+         while [ ! -e \"go-$HOSTILE_NAME\" ]; do sleep 0.02; done\n\
+         (echo evil > .bashrc) 2>/dev/null && echo 'wrote .bashrc' || echo 'denied .bashrc'\n\
+         (mkdir -p .vscode && echo '{}' > .vscode/tasks.json) 2>/dev/null && echo 'wrote .vscode' || echo 'denied .vscode'\n\
+         (echo evil > .mcp.json) 2>/dev/null && echo 'wrote .mcp.json' || echo 'denied .mcp.json'\n\
+         echo done";
+    let sb = hostile(sb, script);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let start = |name: &str| {
+        let child = sb
+            .command(&["run", "writer", "probe", "--agents-dir", &agents])
+            .env("HOSTILE_NAME", name)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = sb.work.join(format!("started-{name}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !started.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {name} never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    };
+    let finish = |name: &str, child: std::process::Child| {
+        std::fs::write(sb.work.join(format!("go-{name}")), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{name}: {stdout}");
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        v["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {v:#}"))
+            .to_string()
+    };
+    let first = start("first");
+    let second = start("second");
+    let denied = "denied .bashrc\ndenied .vscode\ndenied .mcp.json\ndone";
+    assert_eq!(finish("first", first), denied, "first, as {}", sb.who());
+    assert_eq!(finish("second", second), denied, "second, as {}", sb.who());
+    sb.assert_no_survivors();
+    for gone in [".bashrc", ".vscode", ".mcp.json", ".claude"] {
+        assert!(
+            !sb.work.join(gone).exists(),
+            "as {}: {gone} is left",
+            sb.who()
+        );
+    }
+}
+
 /// orchestrate itself killed with SIGKILL mid-run: nothing of the child's tree is left,
 /// and the placeholders it could not remove are removed by the next sandboxed run.
 #[test]
