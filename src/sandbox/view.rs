@@ -231,7 +231,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     let registry = places.state_root.join(REGISTRY_DIR);
     // What runs killed before they could clean up left behind.
     sweep(&registry);
-    let mut placeholders = Placeholders::recorded_in(registry);
+    let mut placeholders = Placeholders::recorded_in(registry.clone());
     let workspace: Vec<PathBuf> = if input.mode == SandboxMode::WorkspaceWrite {
         places.workspace.iter().filter_map(|p| real(p)).collect()
     } else {
@@ -246,6 +246,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .collect();
     let mut env = Vec::new();
     let mut wanted = Vec::new();
+    let mut found_empty = Vec::new();
     for root in &workspace {
         writable.push(root.clone());
         mounts.push((root.clone(), MountKind::Writable));
@@ -254,7 +255,14 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         if let (false, Some((k, v))) = (configured, input.home.project_off_env) {
             env.push((k.into(), v.into()));
         }
-        protect(root, &own_dirs, &mut mounts, &mut wanted);
+        protect(root, &own_dirs, &mut mounts, &mut wanted, &mut found_empty);
+    }
+    // An empty protected name may be another run's placeholder: held by this run too, so
+    // that the other's end does not remove it (and detach this run's mount over it). Its
+    // run recorded it before making it, so the records read after it was found list it.
+    if !found_empty.is_empty() {
+        let others = recorded_paths(&registry);
+        wanted.extend(found_empty.into_iter().filter(|(p, _)| others.contains(p)));
     }
     placeholders.hold_all(&wanted)?;
     // Read-only, the CLI still writes its own project folders where they exist, to its
@@ -403,7 +411,8 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
 
 /// The protected names at the top of `root`: read-only where they exist (for a `.git`
 /// file, the git folders it points to as well), held by a placeholder where they do not
-/// (added to `wanted`: `(path, is a folder)`).
+/// (added to `wanted`: `(path, is a folder)`); those that exist and are empty, which may
+/// be another run's placeholders, are added to `found_empty` the same way.
 /// The child's own CLI's project folders (`own`) are private instead: it reads them as
 /// they are and writes to a layer thrown away after the run.
 fn protect(
@@ -411,6 +420,7 @@ fn protect(
     own: &[&str],
     mounts: &mut Vec<(PathBuf, MountKind)>,
     wanted: &mut Vec<(PathBuf, bool)>,
+    found_empty: &mut Vec<(PathBuf, bool)>,
 ) {
     let names = PROTECTED_DIRS
         .iter()
@@ -435,6 +445,8 @@ fn protect(
                     for dir in git_pointer_dirs(root) {
                         mounts.push((dir, MountKind::ReadOnly));
                     }
+                } else if meta.is_dir() == is_dir && is_empty(&path) {
+                    found_empty.push((path, is_dir));
                 }
             }
             Err(_) => {
@@ -688,6 +700,26 @@ impl Drop for Placeholders {
             let _ = std::fs::remove_file(record);
         }
     }
+}
+
+/// The placeholders that the runs recorded in `registry` hold (a record under its
+/// temporary name lists nothing made yet).
+fn recorded_paths(registry: &Path) -> std::collections::HashSet<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(registry).into_iter().flatten().flatten() {
+        if entry.file_name().as_bytes().starts_with(b".") {
+            continue;
+        }
+        let list = std::fs::read(entry.path()).unwrap_or_default();
+        out.extend(
+            list.split(|b| *b == 0)
+                .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
+                .filter(|p| p.is_absolute())
+                .map(Path::to_path_buf),
+        );
+    }
+    out
 }
 
 /// Removes the placeholders that runs recorded in `registry` and left behind (their
