@@ -498,22 +498,138 @@ fn git_pointer_dirs(root: &Path) -> Vec<PathBuf> {
 /// SIGKILL) are removed by the next sandboxed run ([`sweep`]) once no run holds them, if
 /// still empty. One record per run, not per placeholder: each file made and removed
 /// costs a little on some disks.
+///
+/// A placeholder let go is kept, empty, in a pool in orchestrate's state
+/// ([`POOL_DIR`]) and the next run moves it into place instead of making a new one: a
+/// rename allocates no inode, and the two dozen inodes a sandboxed writer's run made and
+/// removed cost it milliseconds on an ext4 without a journal (which searches for an inode
+/// not recently freed). A workspace on another filesystem than the state gets new ones.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders {
     held: Vec<(PathBuf, File)>,
     registry: Option<PathBuf>,
     /// This run's record and its descriptor (holding the lock).
     record: Option<(PathBuf, File)>,
+    pool: Pool,
 }
 
 /// The folder of the placeholder records in a state directory.
 pub(crate) const REGISTRY_DIR: &str = "placeholders";
+/// The folder of the empty placeholders kept for the next runs, beside the records.
+pub(crate) const POOL_DIR: &str = "placeholder-pool";
+/// At most this many placeholders are kept; more are removed.
+const POOL_MAX_ENTRIES: usize = 512;
+
+/// Empty placeholders kept between runs (see [`Placeholders`]).
+#[derive(Debug, Default)]
+struct Pool {
+    dir: Option<PathBuf>,
+    /// Its entries as this run found them: `d-…` folders, `f-…` files.
+    entries: Vec<std::ffi::OsString>,
+    /// Whether it was full when this run looked.
+    full: bool,
+    /// A name for the next one this run puts back.
+    next: u32,
+}
+
+impl Pool {
+    fn at(dir: PathBuf) -> Pool {
+        Pool {
+            dir: Some(dir),
+            ..Pool::default()
+        }
+    }
+
+    fn look(&mut self) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        if create_private_dir(dir).is_err() {
+            self.dir = None;
+            return;
+        }
+        self.entries = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        self.full = self.entries.len() >= POOL_MAX_ENTRIES;
+    }
+
+    /// Moves a kept placeholder of the kind to `path` (where nothing is); false when none
+    /// could be (none left, `path` taken, another filesystem).
+    fn take(&mut self, path: &Path, is_dir: bool) -> bool {
+        let Some(dir) = &self.dir else {
+            return false;
+        };
+        let prefix: &[u8] = if is_dir { b"d-" } else { b"f-" };
+        while let Some(i) = self
+            .entries
+            .iter()
+            .position(|n| n.as_encoded_bytes().starts_with(prefix))
+        {
+            let name = self.entries.swap_remove(i);
+            match rename_no_replace(&dir.join(&name), path) {
+                Ok(()) => return true,
+                // Taken by another run meanwhile.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                    self.dir = None;
+                    return false;
+                }
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Where a placeholder let go goes: a new name in the pool, or None (no pool, or full).
+    fn place(&mut self, is_dir: bool) -> Option<PathBuf> {
+        let dir = self.dir.as_ref().filter(|_| !self.full)?;
+        self.next += 1;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let kind = if is_dir { 'd' } else { 'f' };
+        Some(dir.join(format!(
+            "{kind}-{}-{nanos:x}-{}",
+            std::process::id(),
+            self.next
+        )))
+    }
+}
+
+/// `rename(from, to)` that fails rather than replace what is at `to`.
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let (from, to) = (
+        std::ffi::CString::new(from.as_os_str().as_bytes()).map_err(io::Error::other)?,
+        std::ffi::CString::new(to.as_os_str().as_bytes()).map_err(io::Error::other)?,
+    );
+    // SAFETY: two valid C strings.
+    let done = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    } == 0;
+    if done {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 impl Placeholders {
     /// Placeholders recorded in `registry` (orchestrate's state `placeholders/`).
     pub(super) fn recorded_in(registry: PathBuf) -> Placeholders {
         Placeholders {
             held: Vec::new(),
+            pool: Pool::at(pool_dir(&registry)),
             registry: Some(registry),
             record: None,
         }
@@ -525,6 +641,7 @@ impl Placeholders {
             return Ok(());
         }
         self.record(wanted)?;
+        self.pool.look();
         for (path, is_dir) in wanted {
             self.hold(path, *is_dir)?;
         }
@@ -571,7 +688,9 @@ impl Placeholders {
     fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         for _ in 0..8 {
-            let made = if is_dir {
+            let made = if self.pool.take(path, is_dir) {
+                Ok(())
+            } else if is_dir {
                 std::fs::create_dir(path)
             } else {
                 std::fs::OpenOptions::new()
@@ -626,75 +745,109 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 }
 
 /// Removes the placeholder at `path`, whose descriptor `held` has the exclusive lock, if
-/// it is still the placeholder and still empty. A folder goes with `rmdir` (which fails
-/// when anything was put in it); a file is first moved aside, then removed only if what
-/// was moved is the placeholder itself and empty, else moved back: whoever writes the
-/// name meanwhile writes a new file, never into one about to go.
-fn remove_placeholder(path: &Path, held: &File) {
-    use std::os::unix::ffi::OsStrExt;
+/// it is still the placeholder and still empty: it is first moved aside (into the pool,
+/// where there is room), then kept or removed only if what was moved is the placeholder
+/// itself and empty, else moved back: whoever writes the name meanwhile writes a new
+/// file, never into one about to go.
+fn remove_placeholder(path: &Path, held: &File, pool: &mut Pool) {
     use std::os::unix::fs::MetadataExt;
     let Ok(ours) = held.metadata() else {
         return;
     };
-    if ours.is_dir() {
-        let _ = std::fs::remove_dir(path);
-        return;
-    }
-    let Some(name) = path.file_name() else {
-        return;
-    };
-    let mut aside_name = std::ffi::OsString::from(".");
-    aside_name.push(name);
-    aside_name.push(format!(".orchestrate-removing-{}", std::process::id()));
-    let aside = path.with_file_name(aside_name);
-    let (Ok(from), Ok(to)) = (
-        std::ffi::CString::new(path.as_os_str().as_bytes()),
-        std::ffi::CString::new(aside.as_os_str().as_bytes()),
-    ) else {
-        return;
-    };
-    let rename = |a: &std::ffi::CString, b: &std::ffi::CString| {
-        // SAFETY: two valid C strings.
-        unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            ) == 0
+    let is_dir = ours.is_dir();
+    let kept = pool
+        .place(is_dir)
+        .and_then(|to| match rename_no_replace(path, &to) {
+            Ok(()) => Some((to, true)),
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EXDEV) {
+                    pool.dir = None;
+                }
+                None
+            }
+        });
+    let aside = match kept {
+        Some(kept) => kept,
+        None if is_dir => {
+            // (Fails when anything was put in it.)
+            let _ = std::fs::remove_dir(path);
+            return;
+        }
+        None => {
+            let Some(name) = path.file_name() else {
+                return;
+            };
+            let mut aside_name = std::ffi::OsString::from(".");
+            aside_name.push(name);
+            aside_name.push(format!(".orchestrate-removing-{}", std::process::id()));
+            let aside = path.with_file_name(aside_name);
+            if rename_no_replace(path, &aside).is_err() {
+                return;
+            }
+            (aside, false)
         }
     };
-    if !rename(&from, &to) {
-        return;
-    }
+    let (aside, in_pool) = aside;
     let moved = std::fs::symlink_metadata(&aside);
     let still_ours = moved.is_ok_and(|m| {
-        m.is_file() && m.ino() == ours.ino() && m.dev() == ours.dev() && m.len() == 0
+        m.ino() == ours.ino()
+            && m.dev() == ours.dev()
+            && if is_dir {
+                m.is_dir() && is_empty(&aside)
+            } else {
+                m.is_file() && m.len() == 0
+            }
     });
     if still_ours {
-        let _ = std::fs::remove_file(&aside);
-    } else if !rename(&to, &from) {
-        tracing::warn!(
-            "{} was written while orchestrate removed its placeholder there; it is kept as {}",
-            path.display(),
-            aside.display()
-        );
+        if !in_pool {
+            let _ = std::fs::remove_file(&aside);
+        }
+        return;
     }
+    if rename_no_replace(&aside, path).is_ok() {
+        return;
+    }
+    // The name was taken again meanwhile: what was written is kept beside it, and never
+    // stays in the pool, which only ever hands out empty placeholders.
+    let mut kept = aside;
+    if in_pool {
+        let mut beside = std::ffi::OsString::from(".");
+        beside.push(path.file_name().unwrap_or_default());
+        beside.push(format!(".orchestrate-kept-{}", std::process::id()));
+        let beside = path.with_file_name(beside);
+        let mut out_of_use = std::ffi::OsString::from("kept-");
+        out_of_use.push(kept.file_name().unwrap_or_default());
+        let out_of_use = kept.with_file_name(out_of_use);
+        if rename_no_replace(&kept, &beside).is_ok() {
+            kept = beside;
+        } else if rename_no_replace(&kept, &out_of_use).is_ok() {
+            kept = out_of_use;
+        }
+    }
+    tracing::warn!(
+        "{} was written while orchestrate removed its placeholder there; it is kept as {}",
+        path.display(),
+        kept.display()
+    );
 }
 
 /// Removes `path`'s placeholder if no run holds it (the last one out removes it).
-fn release(path: &Path, file: &File) {
+fn release(path: &Path, file: &File, pool: &mut Pool) {
     // SAFETY: flock on our own descriptor.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        remove_placeholder(path, file);
+        remove_placeholder(path, file, pool);
     }
+}
+
+/// The pool of kept placeholders beside the records in `registry`.
+fn pool_dir(registry: &Path) -> PathBuf {
+    registry.with_file_name(POOL_DIR)
 }
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
         for (path, file) in self.held.drain(..) {
-            release(&path, &file);
+            release(&path, &file, &mut self.pool);
         }
         if let Some((record, _lock)) = self.record.take() {
             let _ = std::fs::remove_file(record);
@@ -730,7 +883,13 @@ pub(crate) fn sweep(registry: &Path) {
     let Ok(entries) = std::fs::read_dir(registry) else {
         return;
     };
+    let mut pool = Pool::at(pool_dir(registry));
+    let mut looked = false;
     for entry in entries.flatten() {
+        if !looked {
+            pool.look();
+            looked = true;
+        }
         let record = entry.path();
         let Ok(file) = File::open(&record) else {
             continue;
@@ -749,7 +908,7 @@ pub(crate) fn sweep(registry: &Path) {
                     continue;
                 }
                 if let Ok(placeholder) = open_no_follow(path) {
-                    release(path, &placeholder);
+                    release(path, &placeholder, &mut pool);
                 }
             }
         }

@@ -911,6 +911,8 @@ fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as
         std::fs::read_to_string(sb.work.join(".mcp.json")).unwrap(),
         "{\"mcpServers\": {}}\n"
     );
+    // What the user wrote never went into the pool of kept placeholders.
+    assert_eq!(pool(&sb).iter().filter(|(_, empty)| !empty).count(), 0);
     for gone in [
         ".claude",
         ".git",
@@ -920,6 +922,73 @@ fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as
     ] {
         assert!(!sb.work.join(gone).exists(), "{gone} is left");
     }
+}
+
+/// The kept placeholders in orchestrate's state: `(inode, empty)` of each.
+fn pool(sb: &Sandbox) -> Vec<(u64, bool)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(sb.state.join("placeholder-pool"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    let m = std::fs::symlink_metadata(e.path()).unwrap();
+                    let empty = if m.is_dir() {
+                        std::fs::read_dir(e.path()).unwrap().next().is_none()
+                    } else {
+                        m.len() == 0
+                    };
+                    (m.ino(), empty)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A run's placeholders are kept, empty, in orchestrate's state when it ends, and the
+/// next run in the workspace puts those same ones in place rather than making new ones;
+/// the workspace is clean between and after.
+#[test]
+fn the_next_run_reuses_the_placeholders_the_last_one_let_go() {
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    let sb = hostile(sb, "stat -c %i .bashrc .vscode\necho done");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let run = || {
+        let out = sb.run_command(sb.command(&[
+            "run",
+            "writer",
+            "probe",
+            "--agents-dir",
+            &agents,
+            "--details",
+            "full",
+        ]));
+        let lines = said(&out);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        let inodes: Vec<u64> = lines[..2].iter().map(|l| l.parse().unwrap()).collect();
+        for gone in [".bashrc", ".vscode", ".mcp.json", ".git"] {
+            assert!(!sb.work.join(gone).exists(), "{gone} is left");
+        }
+        inodes
+    };
+    let first = run();
+    let kept = pool(&sb);
+    assert!(kept.iter().all(|(_, empty)| *empty), "{kept:?}");
+    for ino in &first {
+        assert!(
+            kept.iter().any(|(i, _)| i == ino),
+            "{ino} not kept: {kept:?}"
+        );
+    }
+    let second = run();
+    for ino in &second {
+        assert!(
+            kept.iter().any(|(i, _)| i == ino),
+            "the second run made a new placeholder ({ino}; kept: {kept:?})"
+        );
+    }
+    // (The workspace's own inode says the bind mount showed the placeholder itself.)
+    assert_ne!(std::fs::metadata(&sb.work).unwrap().ino(), first[1]);
 }
 
 /// Two runs in one workspace: the first makes the placeholders, the second finds them
