@@ -789,7 +789,7 @@ fn remove_placeholder(path: &Path, held: &File, pool: &mut Pool) {
     };
     let (aside, in_pool) = aside;
     let moved = std::fs::symlink_metadata(&aside);
-    let still_ours = moved.is_ok_and(|m| {
+    let still_ours = moved.as_ref().is_ok_and(|m| {
         m.ino() == ours.ino()
             && m.dev() == ours.dev()
             && if is_dir {
@@ -799,8 +799,20 @@ fn remove_placeholder(path: &Path, held: &File, pool: &mut Pool) {
             }
     });
     if still_ours {
+        // Only a placeholder with no other name (a child without a mount namespace could
+        // link it into its workspace, and write there into another workspace's placeholder
+        // later) and no permission beyond what it was made with is handed out again.
+        let reusable = moved.is_ok_and(|m| {
+            (m.is_dir() || m.nlink() == 1) && m.mode() & 0o7022 == 0 && m.uid() == ours.uid()
+        });
         if !in_pool {
             let _ = std::fs::remove_file(&aside);
+        } else if !reusable {
+            let _ = if is_dir {
+                std::fs::remove_dir(&aside)
+            } else {
+                std::fs::remove_file(&aside)
+            };
         }
         return;
     }

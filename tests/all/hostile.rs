@@ -991,6 +991,43 @@ fn the_next_run_reuses_the_placeholders_the_last_one_let_go() {
     assert_ne!(std::fs::metadata(&sb.work).unwrap().ino(), first[1]);
 }
 
+/// A child that links a placeholder into its workspace under another name (possible
+/// where no mount namespace covers it) keeps its own file, and that inode is never kept
+/// for another workspace's placeholder, where the child could write through its link.
+#[test]
+fn a_placeholder_the_child_linked_elsewhere_is_not_kept_for_another_run() {
+    use std::os::unix::fs::MetadataExt;
+    for containment in ["auto", "subreaper"] {
+        let sb = Sandbox::new();
+        let sb = hostile(
+            sb,
+            "ln .bashrc linked 2>/dev/null && echo linked || echo 'not linked'\n\
+             ln .mcp.json linked2 2>/dev/null && echo linked || echo 'not linked'",
+        )
+        .set("ORCHESTRATE_CONTAINMENT", containment);
+        let out = sb.run_probe("writer", &[]);
+        let text = said(&out);
+        let linked: Vec<u64> = ["linked", "linked2"]
+            .iter()
+            .filter_map(|n| std::fs::symlink_metadata(sb.work.join(n)).ok())
+            .map(|m| m.ino())
+            .collect();
+        if containment == "subreaper" {
+            assert_eq!(text, ["linked", "linked"], "{containment}");
+            assert_eq!(linked.len(), 2);
+        }
+        let kept = pool(&sb);
+        assert!(!kept.is_empty(), "{containment}: nothing kept");
+        for ino in &linked {
+            assert!(
+                kept.iter().all(|(i, _)| i != ino),
+                "{containment}: a linked placeholder was kept ({ino}; {kept:?})"
+            );
+        }
+        assert!(!sb.work.join(".bashrc").exists(), "{containment}");
+    }
+}
+
 /// Two runs in one workspace: the first makes the placeholders, the second finds them
 /// there. When the first ends while the second's child still runs, the second's child
 /// still cannot create a protected name, and none is left after both.
