@@ -66,6 +66,21 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
+    /// Send a message to a run still running (a background run, a task of a fan-out): its
+    /// child gets it as a new turn of its own session once its current turn ends, and the
+    /// run's result lists it under `messages`. Refused for a run that has ended, and for
+    /// CLIs that cannot continue a session (gemini, opencode: use their ACP presets).
+    Send {
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
+        /// The message, as the child will read it.
+        message: String,
+        /// json: one line saying it is queued; text: that line's text.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: OutputFormat,
+    },
     /// The runs in progress and just ended, live, as a tree (fan-outs, chains, nested
     /// runs): agent, backend, state, turn, tool, time, tokens, cost, and the selected
     /// run's latest events; `s` stops the selected run. Needs a terminal.

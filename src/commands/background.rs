@@ -1,4 +1,5 @@
-//! `run --background`, `wait` and `stop`: start a detached run, wait for its result, stop it.
+//! `run --background`, `wait`, `stop` and `send`: start a detached run, wait for its result,
+//! stop it, send it a message.
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
@@ -275,6 +276,41 @@ pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
             print_result(format, &result, exit_status::FAILURE)
         }
         Err(status) => status,
+    }
+}
+
+/// Queues `message` for the run `prefix` names (see `live::inbox`), and says so.
+pub fn send(prefix: &RunIdPrefix, message: &str, format: OutputFormat) -> i32 {
+    let state = match state_dir(format) {
+        Ok(s) => s,
+        Err(status) => return status,
+    };
+    let run_id = match find_run(&state, prefix, format) {
+        Ok(id) => id,
+        Err(status) => return status,
+    };
+    match crate::live::inbox::send(&state, &run_id, message) {
+        Ok(_) => print_result(format, &queued(&run_id), exit_status::SUCCESS),
+        Err(e) => refuse(format, RunError::invalid(e.to_string())),
+    }
+}
+
+/// What `send` answers once the message is queued.
+pub(crate) fn queued(run_id: &RunId) -> RunResult {
+    RunResult {
+        content: vec![TextContent::text(format!(
+            "Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`."
+        ))],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: None,
+            background: None,
+            scheduler: Default::default(),
+            tree_usage: None,
+        },
     }
 }
 

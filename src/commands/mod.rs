@@ -35,6 +35,11 @@ fn command(cli: Cli) -> i32 {
             output,
         } => background::wait(&run_id, timeout, output),
         Command::Stop { run_id, output } => background::stop(&run_id, output),
+        Command::Send {
+            run_id,
+            message,
+            output,
+        } => background::send(&run_id, &message, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
         Command::Watch => watch::watch(),
         Command::Show {

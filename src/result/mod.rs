@@ -371,6 +371,10 @@ pub struct SingleResult {
     /// result has only the counts: `{"allowed": 2, "rejected": 1}`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub permissions: Vec<PermissionRecord>,
+    /// The messages sent to the run (`orchestrate send`), in order, and how each reached
+    /// the child; only when there were some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<crate::live::inbox::Message>,
 }
 
 fn is_zero(n: &u64) -> bool {
