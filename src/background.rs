@@ -25,6 +25,8 @@ use crate::session::{self, RunDir, RunId, StateDir};
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
 pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
 pub(crate) const EXIT_STATUS_FILE: &str = "exit-status";
+/// The arguments of an MCP `subagent` call run in the background, for its supervisor.
+pub(crate) const MCP_REQUEST_FILE: &str = "mcp-request.json";
 /// Bytes of the end of `supervisor.log` read for its last line.
 const LOG_TAIL_BYTES: u64 = 4096;
 /// Characters of that line quoted in a dead supervisor's result.
@@ -65,10 +67,18 @@ pub(crate) enum RunState {
 }
 
 /// Starts `orchestrate <run_args> --run-id <id>` detached, and returns the new run's id and
-/// folder and the supervisor's pid.
-pub(crate) fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, RunDir, u32)> {
+/// folder and the supervisor's pid. `mcp_request`, when given, is written to the run folder
+/// first ([`MCP_REQUEST_FILE`]).
+pub(crate) fn start(
+    run_args: &[OsString],
+    state: &StateDir,
+    mcp_request: Option<&[u8]>,
+) -> io::Result<(String, RunDir, u32)> {
     let run_id = RunId::new();
     let run_dir = state.create_run(&run_id)?;
+    if let Some(bytes) = mcp_request {
+        write_atomic(&run_dir, MCP_REQUEST_FILE, bytes)?;
+    }
     let log = run_dir.create_file(SUPERVISOR_LOG)?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(run_args)

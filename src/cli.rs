@@ -127,6 +127,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Started by orchestrate's MCP server for a `subagent` call with `background: true`:
+    /// runs the call's arguments, which the server wrote in the run folder, as that
+    /// background run.
+    #[command(name = "mcp-run", hide = true)]
+    McpRun {
+        #[arg(long, value_parser = agents_dir)]
+        agents_dir: Option<PathBuf>,
+        #[arg(long, value_parser = run_id)]
+        run_id: RunId,
+    },
     /// Started by orchestrate itself on a cluster's node, in front of the agent's command:
     /// builds the child's sandbox there from the plan orchestrate wrote in the run folder.
     #[command(name = "sandbox-exec", hide = true)]

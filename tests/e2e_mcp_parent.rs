@@ -139,7 +139,7 @@ fn mcp_inspector_strict_accepts_the_tool_definitions(bin: &Path) {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["list_agents", "subagent"]);
+    assert_eq!(names, ["list_agents", "send", "stop", "subagent", "wait"]);
 }
 
 fn mcp_inspector_calls_subagent(bin: &Path) {

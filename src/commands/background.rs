@@ -32,7 +32,7 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
         Ok(s) => s,
         Err(status) => return status,
     };
-    match background::start(&run_args, &state) {
+    match background::start(&run_args, &state, None) {
         Ok((run_id, run_dir, pid)) => {
             let session = run_dir.session_file().to_string_lossy().into_owned();
             let result = RunResult {
@@ -106,6 +106,38 @@ enum Waited {
     StillRunning(Box<RunResult>),
 }
 
+/// How a run stands at one look.
+pub(crate) enum Look {
+    /// Its result and the exit status it maps to.
+    Ended(Box<RunResult>, i32),
+    /// A background run still running: a result that says so.
+    Running(Box<RunResult>),
+    /// Not a background run (or not one of this state directory), and no result yet.
+    Unknown,
+}
+
+/// Looks once at the run `run_id`: its result when it has ended (a supervisor that died
+/// is recorded as the run's failure; a result kept outside the state directory goes into
+/// the run folder as soon as that can take it).
+pub(crate) fn look(state: &StateDir, run_id: &RunId) -> std::io::Result<Look> {
+    let run_dir = state.run_dir(run_id);
+    Ok(match background::state(&run_dir)? {
+        RunState::Finished(result, status) => {
+            background::adopt_kept(&run_dir);
+            Look::Ended(result, status)
+        }
+        RunState::Dead(record) => {
+            let (result, status) = background::mark_dead(&run_dir, run_id, &record);
+            Look::Ended(Box::new(result), status)
+        }
+        RunState::Unknown => Look::Unknown,
+        RunState::Running(record) => {
+            let session = run_dir.session_file().to_string_lossy().into_owned();
+            Look::Running(Box::new(running(run_id, &record, session)))
+        }
+    })
+}
+
 /// Waits for a background run to end, at most `timeout`. A supervisor that died is
 /// recorded as the run's failure.
 fn wait_for_end(
@@ -114,27 +146,14 @@ fn wait_for_end(
     timeout: Option<Duration>,
     format: OutputFormat,
 ) -> Result<Waited, i32> {
-    let run_dir = state.run_dir(run_id);
     let started = Instant::now();
     loop {
-        match background::state(&run_dir) {
-            Ok(RunState::Finished(result, status)) => {
-                // A result kept outside the state directory goes into the run folder as
-                // soon as that can take it.
-                background::adopt_kept(&run_dir);
-                return Ok(Waited::Ended(result, status));
-            }
-            Ok(RunState::Dead(record)) => {
-                let (result, status) = background::mark_dead(&run_dir, run_id, &record);
-                return Ok(Waited::Ended(Box::new(result), status));
-            }
-            Ok(RunState::Unknown) => return Err(unknown_run(run_id, format)),
-            Ok(RunState::Running(record)) => {
+        match look(state, run_id) {
+            Ok(Look::Ended(result, status)) => return Ok(Waited::Ended(result, status)),
+            Ok(Look::Unknown) => return Err(unknown_run(run_id, format)),
+            Ok(Look::Running(result)) => {
                 if timeout.is_some_and(|t| started.elapsed() >= t) {
-                    let session = run_dir.session_file().to_string_lossy().into_owned();
-                    return Ok(Waited::StillRunning(Box::new(running(
-                        run_id, &record, session,
-                    ))));
+                    return Ok(Waited::StillRunning(result));
                 }
             }
             Err(e) => {

@@ -67,6 +67,7 @@ fn command(cli: Cli) -> i32 {
         },
         Command::Config { json } => config::config(json),
         Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
+        Command::McpRun { agents_dir, run_id } => run::mcp_background(agents_dir, &run_id),
         Command::SandboxExec { plan } => sandbox_exec::sandbox_exec(&plan),
         Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),

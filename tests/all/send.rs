@@ -132,7 +132,11 @@ fn a_run_sent_nothing_has_no_messages_and_one_turn() {
     let (status, v) = cli(&sb, &["wait", &run_id, "--timeout", "60s"]);
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["details"]["results"][0].get("messages"), None);
-    assert_eq!(v["details"]["results"][0].get("attempts"), None, "one attempt");
+    assert_eq!(
+        v["details"]["results"][0].get("attempts"),
+        None,
+        "one attempt"
+    );
     assert_eq!(turns(&sb, &run_id), vec!["Task: find the file"]);
 }
 
