@@ -38,6 +38,10 @@ pub(crate) struct Queued {
 pub enum Delivery {
     /// As a new turn of the child's own session, once its turn ended.
     AfterTurn,
+    /// In a new turn of the child's session that failed before it answered (its CLI could
+    /// not load the session, a limit stopped it): the run's answer is the one before, and
+    /// its warnings say why.
+    Failed,
     /// Never: the run ended (failed, stopped) before it could be delivered.
     NotDelivered,
 }

@@ -586,9 +586,25 @@ async fn attempts(
             &mut details,
         )
         .await;
+        n = last;
+        let unanswered = after.output.exit_status != exit_status::SUCCESS
+            && after
+                .output
+                .result
+                .details
+                .results
+                .first()
+                .is_none_or(|r| r.output.is_empty());
+        if unanswered {
+            // The turn failed before it answered (its CLI could not load the session, a
+            // limit stopped it): the run's answer stays the one it had, and no more turns.
+            messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::Failed)));
+            output = kept(run, output, after.output);
+            messages.extend(not_delivered(inbox::take(attempt.run_dir, false)));
+            break;
+        }
         messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::AfterTurn)));
         output = continued(run, output, after.output);
-        n = last;
     }
     let mut output = with_attempts(output, n, details);
     if let Some(single) = output.result.details.results.first_mut() {
@@ -679,6 +695,41 @@ async fn answered<'m>(
     )
     .await;
     (continued(run, output, second.output), last, model)
+}
+
+/// `before`, the answer a run keeps when the turn that continued its session (`after`)
+/// failed without one: with both turns' usage, duration and display items, and the
+/// failure in its warnings.
+fn kept(run: &ResolvedRun, mut before: RunOutput, after: RunOutput) -> RunOutput {
+    let why = after
+        .result
+        .details
+        .results
+        .first()
+        .and_then(|r| r.error.clone())
+        .or_else(|| {
+            after
+                .result
+                .details
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+        })
+        .unwrap_or_else(|| format!("exit status {}", after.exit_status));
+    let joined = continued(run, before.clone(), after);
+    if let (Some(single), Some(joined)) = (
+        before.result.details.results.first_mut(),
+        joined.result.details.results.first(),
+    ) {
+        single.usage = joined.usage;
+        single.duration_ms = joined.duration_ms;
+        single.display_items = joined.display_items.clone();
+        single.warnings = joined.warnings.clone();
+        single.warnings.push(format!(
+            "the turn with the messages sent to the run failed, so the answer is the one before them: {why}"
+        ));
+    }
+    before
 }
 
 /// A turn that continued the child's session after `before`: its output, with the usage,
