@@ -192,3 +192,111 @@ fn a_message_to_no_run_or_an_empty_one_is_refused() {
     assert_eq!(status, 0);
     sb.assert_no_survivors();
 }
+
+/// The turn with the message fails before it answers: the run keeps the answer it had,
+/// exits as that answer did, and says what became of the message.
+#[test]
+fn a_message_turn_that_fails_keeps_the_answer_before_it() {
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_START_DELAY_MS", "1500")
+        .set("FAKE_AGENT_ANSWER_1", "The red file.")
+        .set("FAKE_AGENT_STDERR", "fatal: the session is gone");
+    let run_id = start(&sb, "fake", "find the file");
+    wait_for_child(&sb);
+    // The fake picks its scenario from a `@scenario:` word of its prompt.
+    let (status, v) = cli(&sb, &["send", &run_id, "@scenario:fail now"]);
+    assert_eq!(status, 0, "{v}");
+    let (status, mut v) = cli(&sb, &["wait", &run_id, "--timeout", "60s"]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["content"][0]["text"], json!("The red file."));
+    let single = &mut v["details"]["results"][0];
+    assert_eq!(single.get("error"), None, "{single}");
+    single["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        single["messages"],
+        json!([{"at": "AT", "text": "@scenario:fail now", "delivery": "failed"}])
+    );
+    let warnings = single["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().starts_with(
+            "the turn with the messages sent to the run failed, so the answer is the one before them: "
+        ) && w.as_str().unwrap().contains("fatal: the session is gone")),
+        "{warnings:?}"
+    );
+    sb.assert_no_survivors();
+}
+
+/// A task of a fan-out takes a message by its own run id; its sibling is not touched.
+#[test]
+fn a_fan_out_task_takes_a_message_by_its_own_run_id() {
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_START_DELAY_MS", "1500")
+        .set("FAKE_AGENT_ANSWER_1", "First answer.")
+        .set("FAKE_AGENT_ANSWER_2", "Answer after the message.");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let child = sb
+        .command(&[
+            "run",
+            "--task",
+            "fake=task one",
+            "--task",
+            "fake=task two",
+            "--agents-dir",
+            &agents,
+        ])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sb.pids().len() < 2 {
+        assert!(Instant::now() < deadline, "the children never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The task whose child runs `task one`, by its session file.
+    let runs = sb.state.join("runs");
+    let one = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|id| {
+            std::fs::read_to_string(runs.join(id).join("child/pi-session.jsonl"))
+                .is_ok_and(|s| s.contains("task one"))
+        })
+        .expect("task one's folder");
+    let (status, v) = cli(&sb, &["send", &one, "also check the tests"]);
+    assert_eq!(status, 0, "{v}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = v["details"]["results"].as_array().unwrap();
+    let by_task = |task: &str| {
+        results
+            .iter()
+            .find(|r| r["runId"] == json!(task_id(&runs, task)))
+            .unwrap()
+            .clone()
+    };
+    let mut first = by_task("task one");
+    first["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        first["messages"],
+        json!([{"at": "AT", "text": "also check the tests", "delivery": "afterTurn"}])
+    );
+    assert_eq!(by_task("task two").get("messages"), None);
+    assert_eq!(
+        turns(&sb, &one),
+        vec!["Task: task one", "Task: also check the tests"]
+    );
+    sb.assert_no_survivors();
+}
+
+fn task_id(runs: &std::path::Path, task: &str) -> String {
+    std::fs::read_dir(runs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|id| {
+            std::fs::read_to_string(runs.join(id).join("child/pi-session.jsonl"))
+                .is_ok_and(|s| s.lines().next().is_some_and(|l| l.contains(task)))
+        })
+        .unwrap()
+}
