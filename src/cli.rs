@@ -34,7 +34,8 @@ pub struct Cli {
 pub enum Command {
     /// Run AGENT on TASK and print the result.
     Run(Box<RunArgs>),
-    /// Serve MCP on stdio: tools `subagent` and `list_agents`.
+    /// Serve MCP on stdio: tools `subagent`, `list_agents`, and `send`, `wait`, `stop` for
+    /// background runs.
     Mcp {
         /// A folder of agent files that takes precedence over every other scope.
         #[arg(long, value_parser = agents_dir)]
