@@ -541,70 +541,76 @@ async fn attempts(
         &mut details,
     )
     .await;
-    // Each turn that ends takes what was sent meanwhile.
-    while resumes {
-        let deliverable = output.exit_status == exit_status::SUCCESS
-            && !controls.cancel.is_cancelled()
-            && !controls.budget.is_cancelled();
-        let from = deliverable
-            .then(|| repair_from(attempt, &output).ok())
-            .flatten();
-        let queued = inbox::take(attempt.run_dir, from.is_some());
-        if queued.is_empty() {
-            break;
+    // Each turn that ends takes what was sent meanwhile, where the CLI can continue.
+    if resumes {
+        loop {
+            let deliverable = output.exit_status == exit_status::SUCCESS
+                && !controls.cancel.is_cancelled()
+                && !controls.budget.is_cancelled();
+            let from = deliverable
+                .then(|| repair_from(attempt, &output).ok())
+                .flatten();
+            let queued = inbox::take(attempt.run_dir, from.is_some());
+            if queued.is_empty() {
+                break;
+            }
+            let slot = match from {
+                Some(_) => place(attempt, model, controls).await,
+                None => Err(()),
+            };
+            let (Some(from), Ok(slot)) = (from, slot) else {
+                messages.extend(not_delivered(queued));
+                messages.extend(not_delivered(inbox::take(attempt.run_dir, false)));
+                break;
+            };
+            let text = queued
+                .iter()
+                .map(|q| q.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            let turn = ResolvedRun {
+                resume: Some(from),
+                ..run.clone()
+            };
+            let next = Attempt {
+                run: &turn,
+                message: Some(&text),
+                ..*attempt
+            };
+            let watching = Watching {
+                streaming: &mut observer,
+                observers,
+            };
+            let (after, last, _) = tried(
+                &next,
+                &[model],
+                (n + 1, AttemptKind::Message),
+                slot,
+                controls,
+                watching,
+                &mut details,
+            )
+            .await;
+            n = last;
+            let unanswered = after.output.exit_status != exit_status::SUCCESS
+                && after
+                    .output
+                    .result
+                    .details
+                    .results
+                    .first()
+                    .is_none_or(|r| r.output.is_empty());
+            if unanswered {
+                // The turn failed before it answered (its CLI could not load the session, a
+                // limit stopped it): the run's answer stays the one it had, and no more turns.
+                messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::Failed)));
+                output = kept(run, output, after.output);
+                messages.extend(not_delivered(inbox::take(attempt.run_dir, false)));
+                break;
+            }
+            messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::AfterTurn)));
+            output = continued(run, output, after.output);
         }
-        let (Some(from), Ok(slot)) = (from, place(attempt, model, controls).await) else {
-            messages.extend(not_delivered(queued));
-            inbox::take(attempt.run_dir, false);
-            break;
-        };
-        let text = queued
-            .iter()
-            .map(|q| q.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        let turn = ResolvedRun {
-            resume: Some(from),
-            ..run.clone()
-        };
-        let next = Attempt {
-            run: &turn,
-            message: Some(&text),
-            ..*attempt
-        };
-        let watching = Watching {
-            streaming: &mut observer,
-            observers,
-        };
-        let (after, last, _) = tried(
-            &next,
-            &[model],
-            (n + 1, AttemptKind::Message),
-            slot,
-            controls,
-            watching,
-            &mut details,
-        )
-        .await;
-        n = last;
-        let unanswered = after.output.exit_status != exit_status::SUCCESS
-            && after
-                .output
-                .result
-                .details
-                .results
-                .first()
-                .is_none_or(|r| r.output.is_empty());
-        if unanswered {
-            // The turn failed before it answered (its CLI could not load the session, a
-            // limit stopped it): the run's answer stays the one it had, and no more turns.
-            messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::Failed)));
-            output = kept(run, output, after.output);
-            messages.extend(not_delivered(inbox::take(attempt.run_dir, false)));
-            break;
-        }
-        messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::AfterTurn)));
-        output = continued(run, output, after.output);
     }
     let mut output = with_attempts(output, n, details);
     if let Some(single) = output.result.details.results.first_mut() {
