@@ -23,6 +23,11 @@ pub(crate) const CLOSED_FILE: &str = "inbox.closed";
 const LOCK_FILE: &str = "inbox.lock";
 /// The longest message taken, in bytes: a correction, not a document.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// How long either side waits for the inbox's lock. The child can read the run folder,
+/// and a lock needs no more than reading: a hostile child holding it must not hang
+/// `send`, nor the run, which then closes its inbox without it.
+const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A message sent to a run, as queued.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -240,12 +245,34 @@ pub(crate) fn refuse_all(run_dir: &RunDir) -> Vec<Queued> {
     take(run_dir, false)
 }
 
+/// The inbox's lock, waited for at most [`MAX_LOCK_WAIT`].
 fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
-    let f = session::open_private(
-        &run_dir.path.join(LOCK_FILE),
+    let path = run_dir.path.join(LOCK_FILE);
+    let mut f = session::open_private(
+        &path,
         OpenOptions::new().read(true).write(true).create(true),
     )?;
-    Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))
+    let started = std::time::Instant::now();
+    loop {
+        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => return Ok(locked),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < MAX_LOCK_WAIT => {
+                f = back;
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "{} is held by another process for over {}s",
+                        path.display(),
+                        MAX_LOCK_WAIT.as_secs()
+                    ),
+                ))
+            }
+            Err((_, e)) => return Err(io::Error::from(e)),
+        }
+    }
 }
 
 #[cfg(test)]

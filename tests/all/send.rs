@@ -300,3 +300,40 @@ fn task_id(runs: &std::path::Path, task: &str) -> String {
         })
         .unwrap()
 }
+
+/// The child can read the run folder, and a lock needs no more: whoever holds the inbox's
+/// lock (here the test, as a hostile child would) makes `send` give up with an error
+/// after a few seconds, never hang; the run still ends with its answer.
+#[test]
+fn a_held_inbox_lock_makes_send_fail_not_hang() {
+    use std::os::fd::AsRawFd;
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_START_DELAY_MS", "1000")
+        .set("FAKE_AGENT_ANSWER_1", "The red file.");
+    let run_id = start(&sb, "fake", "find the file");
+    wait_for_child(&sb);
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(sb.state.join("runs").join(&run_id).join("inbox.lock"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let started = Instant::now();
+    let (status, v) = cli(&sb, &["send", &run_id, "too busy"]);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(status, 2, "{v}");
+    let message = v["details"]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("inbox.lock is held by another process for over 5s"),
+        "{message}"
+    );
+    drop(lock);
+    let (status, v) = cli(&sb, &["wait", &run_id, "--timeout", "60s"]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["content"][0]["text"], json!("The red file."));
+    assert_eq!(v["details"]["results"][0].get("messages"), None);
+}
