@@ -438,7 +438,11 @@ impl OrchestrateServer {
         input_schema = schema::input_schema::<runs::SendArgs>()
     )]
     async fn send(&self, args: JsonObject) -> Result<CallToolResult, ErrorData> {
-        Ok(match runs::parse(args).and_then(runs::send) {
+        // Off the runtime's threads: the inbox's lock may take seconds.
+        let sent = tokio::task::spawn_blocking(move || runs::parse(args).and_then(runs::send))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(match sent {
             Ok(result) => to_call_result(&result, false, DetailLevel::Lean),
             Err(e) => to_call_result(&e.to_result(None), true, DetailLevel::Lean),
         })
