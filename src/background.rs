@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{self, StartTime};
-use crate::result::{ErrorCode, RunResult};
+use crate::result::{Background, Details, ErrorCode, Mode, RunResult, TextContent};
 use crate::session::{self, RunDir, RunId, StateDir};
 
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
@@ -389,6 +389,58 @@ pub(crate) fn signal_supervisor(record: &SupervisorRecord, signal: Signal) -> io
 
 fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
     run_dir.write_atomic(name, bytes)
+}
+
+/// How a run stands at one look.
+pub(crate) enum Look {
+    /// Its result and the exit status it maps to.
+    Ended(Box<RunResult>, i32),
+    /// A background run still running: a result that says so.
+    Running(Box<RunResult>),
+    /// Not a background run (or not one of this state directory), and no result yet.
+    Unknown,
+}
+
+/// Looks once at the run `run_id`: its result when it has ended (a supervisor that died
+/// is recorded as the run's failure; a result kept outside the state directory goes into
+/// the run folder as soon as that can take it).
+pub(crate) fn look(state: &StateDir, run_id: &RunId) -> std::io::Result<Look> {
+    let run_dir = state.run_dir(run_id);
+    Ok(match self::state(&run_dir)? {
+        RunState::Finished(result, status) => {
+            adopt_kept(&run_dir);
+            Look::Ended(result, status)
+        }
+        RunState::Dead(record) => {
+            let (result, status) = mark_dead(&run_dir, run_id, &record);
+            Look::Ended(Box::new(result), status)
+        }
+        RunState::Unknown => Look::Unknown,
+        RunState::Running(record) => {
+            let session = run_dir.session_file().to_string_lossy().into_owned();
+            Look::Running(Box::new(running(run_id, &record, session)))
+        }
+    })
+}
+
+pub(crate) fn running(run_id: &RunId, record: &SupervisorRecord, session: String) -> RunResult {
+    RunResult {
+        content: vec![TextContent::text(format!("Run {run_id} is still running."))],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: None,
+            background: Some(Background {
+                status: "running".into(),
+                session_file: session,
+                supervisor_pid: record.pid,
+            }),
+            scheduler: Default::default(),
+            tree_usage: None,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -7,11 +7,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::run::{print_result, OutputFormat};
-use crate::background::{self, RunState};
+use crate::background::{self, look, Look, RunState};
 use crate::error::RunError;
-use crate::observe::line::{Tail, EVENTS_FILE};
 use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
-use crate::session::{FindRunError, RunDir, RunId, RunIdPrefix, StateDir};
+use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// How often `wait` looks for the result.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -80,62 +79,10 @@ fn unknown_run(run_id: &dyn std::fmt::Display, format: OutputFormat) -> i32 {
     )
 }
 
-fn running(run_id: &RunId, record: &background::SupervisorRecord, session: String) -> RunResult {
-    RunResult {
-        content: vec![TextContent::text(format!("Run {run_id} is still running."))],
-        details: Details {
-            mode: Mode::Single,
-            run_id: Some(run_id.to_string()),
-            results: Vec::new(),
-            error: None,
-            streaming: None,
-            background: Some(Background {
-                status: "running".into(),
-                session_file: session,
-                supervisor_pid: record.pid,
-            }),
-            scheduler: Default::default(),
-            tree_usage: None,
-        },
-    }
-}
-
 /// How a background run ended, or that it still runs after `timeout`.
 enum Waited {
     Ended(Box<RunResult>, i32),
     StillRunning(Box<RunResult>),
-}
-
-/// How a run stands at one look.
-pub(crate) enum Look {
-    /// Its result and the exit status it maps to.
-    Ended(Box<RunResult>, i32),
-    /// A background run still running: a result that says so.
-    Running(Box<RunResult>),
-    /// Not a background run (or not one of this state directory), and no result yet.
-    Unknown,
-}
-
-/// Looks once at the run `run_id`: its result when it has ended (a supervisor that died
-/// is recorded as the run's failure; a result kept outside the state directory goes into
-/// the run folder as soon as that can take it).
-pub(crate) fn look(state: &StateDir, run_id: &RunId) -> std::io::Result<Look> {
-    let run_dir = state.run_dir(run_id);
-    Ok(match background::state(&run_dir)? {
-        RunState::Finished(result, status) => {
-            background::adopt_kept(&run_dir);
-            Look::Ended(result, status)
-        }
-        RunState::Dead(record) => {
-            let (result, status) = background::mark_dead(&run_dir, run_id, &record);
-            Look::Ended(Box::new(result), status)
-        }
-        RunState::Unknown => Look::Unknown,
-        RunState::Running(record) => {
-            let session = run_dir.session_file().to_string_lossy().into_owned();
-            Look::Running(Box::new(running(run_id, &record, session)))
-        }
-    })
 }
 
 /// Waits for a background run to end, at most `timeout`. A supervisor that died is
@@ -185,41 +132,7 @@ pub fn wait(prefix: &RunIdPrefix, timeout: Option<Duration>, format: OutputForma
     }
 }
 
-/// Asks the orchestrate that runs `run_id` (found by its `events.jsonl`, in the state
-/// directory or a nested run's) to stop that run alone. The run's own result says how it
-/// ended once it has.
-pub(crate) fn request_stop(state: &StateDir, run_id: &RunId) -> Result<RunDir, String> {
-    let dir = crate::live::find_run_dir(state, run_id)
-        .ok_or_else(|| format!("no run {run_id} (see `orchestrate runs`)"))?;
-    if let Some(parent) = crate::live::parent_run_dir(&dir.path) {
-        // A nested run's records are its parent's child's data: the pid they name may be
-        // any process's, so no signal goes to it. Stopping the parent stops its tree.
-        let parent = parent.file_name().unwrap_or_default().to_string_lossy();
-        return Err(format!(
-            "run {run_id} was started by the child of run {parent}: stop run {parent}"
-        ));
-    }
-    let mut tail = Tail::new(dir.path.join(EVENTS_FILE));
-    let mut progress = crate::live::Progress::default();
-    loop {
-        let lines = tail
-            .read()
-            .map_err(|e| format!("cannot read {}: {e}", tail.path().display()))?;
-        if lines.is_empty() {
-            break;
-        }
-        lines.iter().for_each(|l| progress.take(&l.event));
-    }
-    if progress.ended || dir.result_file().exists() {
-        return Err(format!("run {run_id} has already ended"));
-    }
-    let supervisor = progress.supervisor.ok_or_else(|| {
-        format!("run {run_id} has no events yet (or was recorded by an older orchestrate)")
-    })?;
-    crate::live::stop::request(&dir.path, &supervisor)
-        .map_err(|e| format!("cannot stop run {run_id}: {e}"))?;
-    Ok(dir)
-}
+pub(crate) use crate::live::stop::request_run as request_stop;
 
 /// `orchestrate stop` of a run that is not a background one: a stop request, then its
 /// result once written.
@@ -309,33 +222,19 @@ pub fn send(prefix: &RunIdPrefix, message: &str, format: OutputFormat) -> i32 {
         Err(status) => return status,
     };
     match crate::live::inbox::send(&state, &run_id, message) {
-        Ok(_) => print_result(format, &queued(&run_id), exit_status::SUCCESS),
+        Ok(_) => print_result(
+            format,
+            &crate::live::inbox::sent(&run_id),
+            exit_status::SUCCESS,
+        ),
         Err(e) => refuse(format, RunError::invalid(e.to_string())),
-    }
-}
-
-/// What `send` answers once the message is queued.
-pub(crate) fn queued(run_id: &RunId) -> RunResult {
-    RunResult {
-        content: vec![TextContent::text(format!(
-            "Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`."
-        ))],
-        details: Details {
-            mode: Mode::Single,
-            run_id: Some(run_id.to_string()),
-            results: Vec::new(),
-            error: None,
-            streaming: None,
-            background: None,
-            scheduler: Default::default(),
-            tree_usage: None,
-        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::line::EVENTS_FILE;
 
     /// A nested run's `events.jsonl` is written in the child's place, where a hostile
     /// child can write anything: here it names this very process as its supervisor,

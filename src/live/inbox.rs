@@ -11,11 +11,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 
 use nix::fcntl::{Flock, FlockArg};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::backends::Backend;
 use crate::observe::line::{Tail, EVENTS_FILE};
+pub(crate) use crate::result::{Delivery, Message};
+use crate::result::{Details, Mode, RunResult, TextContent};
 use crate::session::{self, RunDir, RunId, StateDir};
 
 pub(crate) const QUEUE_FILE: &str = "inbox.jsonl";
@@ -35,29 +36,6 @@ pub(crate) struct Queued {
     /// When it was sent, in milliseconds since the Unix epoch.
     pub at: u64,
     pub text: String,
-}
-
-/// How a message reached the child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum Delivery {
-    /// As a new turn of the child's own session, once its turn ended.
-    AfterTurn,
-    /// In a new turn of the child's session that failed before it answered (its CLI could
-    /// not load the session, a limit stopped it): the run's answer is the one before, and
-    /// its warnings say why.
-    Failed,
-    /// Never: the run ended (failed, stopped) before it could be delivered.
-    NotDelivered,
-}
-
-/// A message sent to a run, in its result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Message {
-    /// When it was sent, in milliseconds since the Unix epoch.
-    pub at: u64,
-    pub text: String,
-    pub delivery: Delivery,
 }
 
 impl Queued {
@@ -180,6 +158,25 @@ pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, S
     .and_then(|mut f| f.write_all(line.as_bytes()))
     .map_err(write_err)?;
     Ok(queued)
+}
+
+/// What `send` answers once the message is queued.
+pub(crate) fn sent(run_id: &RunId) -> RunResult {
+    RunResult {
+        content: vec![TextContent::text(format!(
+            "Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`."
+        ))],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: None,
+            background: None,
+            scheduler: Default::default(),
+            tree_usage: None,
+        },
+    }
 }
 
 /// What can take messages where `backend` cannot.

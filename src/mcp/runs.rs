@@ -12,9 +12,10 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::background::{self, RunState};
-use crate::commands::background::{look, queued, request_stop, Look};
+use crate::background::{self, look, Look, RunState};
 use crate::error::RunError;
+use crate::live::inbox::sent;
+use crate::live::stop::request_run;
 use crate::result::RunResult;
 use crate::session::{RunId, RunIdPrefix, StateDir};
 
@@ -73,7 +74,7 @@ pub(crate) fn send(args: SendArgs) -> Result<RunResult, RunError> {
     let (state, id) = find(&args.run_id)?;
     crate::live::inbox::send(&state, &id, &args.message)
         .map_err(|e| RunError::invalid(e.to_string()))?;
-    Ok(queued(&id))
+    Ok(sent(&id))
 }
 
 pub(crate) async fn wait(args: WaitArgs, cancel: &CancellationToken) -> Result<Waited, RunError> {
@@ -94,7 +95,7 @@ pub(crate) async fn stop(args: StopArgs, cancel: &CancellationToken) -> Result<W
             false
         }
         RunState::Unknown => {
-            request_stop(&state, &id).map_err(RunError::invalid)?;
+            request_run(&state, &id).map_err(RunError::invalid)?;
             true
         }
         RunState::Finished(..) | RunState::Dead(_) => false,

@@ -3,6 +3,7 @@
 //! and the process exit status each outcome maps to.
 
 mod isolation;
+mod message;
 mod network;
 mod permissions;
 mod termination;
@@ -12,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use isolation::{DiffStat, JobId, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use message::{Delivery, Message};
 pub use network::{DeniedHost, Network, NetworkInfo};
 pub(crate) use permissions::counts as permission_counts;
 pub use permissions::{DecidedBy, Decision, PermissionRecord};
@@ -374,7 +376,7 @@ pub struct SingleResult {
     /// The messages sent to the run (`orchestrate send`), in order, and how each reached
     /// the child; only when there were some.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub messages: Vec<crate::live::inbox::Message>,
+    pub messages: Vec<Message>,
 }
 
 fn is_zero(n: &u64) -> bool {
