@@ -231,7 +231,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     let registry = places.state_root.join(REGISTRY_DIR);
     // What runs killed before they could clean up left behind.
     sweep(&registry);
-    let mut placeholders = Placeholders::recorded_in(registry);
+    let mut placeholders = Placeholders::recorded_in(registry.clone());
     let workspace: Vec<PathBuf> = if input.mode == SandboxMode::WorkspaceWrite {
         places.workspace.iter().filter_map(|p| real(p)).collect()
     } else {
@@ -246,6 +246,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .collect();
     let mut env = Vec::new();
     let mut wanted = Vec::new();
+    let mut found_empty = Vec::new();
     for root in &workspace {
         writable.push(root.clone());
         mounts.push((root.clone(), MountKind::Writable));
@@ -254,7 +255,14 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         if let (false, Some((k, v))) = (configured, input.home.project_off_env) {
             env.push((k.into(), v.into()));
         }
-        protect(root, &own_dirs, &mut mounts, &mut wanted);
+        protect(root, &own_dirs, &mut mounts, &mut wanted, &mut found_empty);
+    }
+    // An empty protected name may be another run's placeholder: held by this run too, so
+    // that the other's end does not remove it (and detach this run's mount over it). Its
+    // run recorded it before making it, so the records read after it was found list it.
+    if !found_empty.is_empty() {
+        let others = recorded_paths(&registry);
+        wanted.extend(found_empty.into_iter().filter(|(p, _)| others.contains(p)));
     }
     placeholders.hold_all(&wanted)?;
     // Read-only, the CLI still writes its own project folders where they exist, to its
@@ -403,7 +411,8 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
 
 /// The protected names at the top of `root`: read-only where they exist (for a `.git`
 /// file, the git folders it points to as well), held by a placeholder where they do not
-/// (added to `wanted`: `(path, is a folder)`).
+/// (added to `wanted`: `(path, is a folder)`); those that exist and are empty, which may
+/// be another run's placeholders, are added to `found_empty` the same way.
 /// The child's own CLI's project folders (`own`) are private instead: it reads them as
 /// they are and writes to a layer thrown away after the run.
 fn protect(
@@ -411,6 +420,7 @@ fn protect(
     own: &[&str],
     mounts: &mut Vec<(PathBuf, MountKind)>,
     wanted: &mut Vec<(PathBuf, bool)>,
+    found_empty: &mut Vec<(PathBuf, bool)>,
 ) {
     let names = PROTECTED_DIRS
         .iter()
@@ -435,6 +445,8 @@ fn protect(
                     for dir in git_pointer_dirs(root) {
                         mounts.push((dir, MountKind::ReadOnly));
                     }
+                } else if meta.is_dir() == is_dir && is_empty(&path) {
+                    found_empty.push((path, is_dir));
                 }
             }
             Err(_) => {
@@ -486,22 +498,138 @@ fn git_pointer_dirs(root: &Path) -> Vec<PathBuf> {
 /// SIGKILL) are removed by the next sandboxed run ([`sweep`]) once no run holds them, if
 /// still empty. One record per run, not per placeholder: each file made and removed
 /// costs a little on some disks.
+///
+/// A placeholder let go is kept, empty, in a pool in orchestrate's state
+/// ([`POOL_DIR`]) and the next run moves it into place instead of making a new one: a
+/// rename allocates no inode, and the two dozen inodes a sandboxed writer's run made and
+/// removed cost it milliseconds on an ext4 without a journal (which searches for an inode
+/// not recently freed). A workspace on another filesystem than the state gets new ones.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders {
     held: Vec<(PathBuf, File)>,
     registry: Option<PathBuf>,
     /// This run's record and its descriptor (holding the lock).
     record: Option<(PathBuf, File)>,
+    pool: Pool,
 }
 
 /// The folder of the placeholder records in a state directory.
 pub(crate) const REGISTRY_DIR: &str = "placeholders";
+/// The folder of the empty placeholders kept for the next runs, beside the records.
+pub(crate) const POOL_DIR: &str = "placeholder-pool";
+/// At most this many placeholders are kept; more are removed.
+const POOL_MAX_ENTRIES: usize = 512;
+
+/// Empty placeholders kept between runs (see [`Placeholders`]).
+#[derive(Debug, Default)]
+struct Pool {
+    dir: Option<PathBuf>,
+    /// Its entries as this run found them: `d-…` folders, `f-…` files.
+    entries: Vec<std::ffi::OsString>,
+    /// Whether it was full when this run looked.
+    full: bool,
+    /// A name for the next one this run puts back.
+    next: u32,
+}
+
+impl Pool {
+    fn at(dir: PathBuf) -> Pool {
+        Pool {
+            dir: Some(dir),
+            ..Pool::default()
+        }
+    }
+
+    fn look(&mut self) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        if create_private_dir(dir).is_err() {
+            self.dir = None;
+            return;
+        }
+        self.entries = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        self.full = self.entries.len() >= POOL_MAX_ENTRIES;
+    }
+
+    /// Moves a kept placeholder of the kind to `path` (where nothing is); false when none
+    /// could be (none left, `path` taken, another filesystem).
+    fn take(&mut self, path: &Path, is_dir: bool) -> bool {
+        let Some(dir) = &self.dir else {
+            return false;
+        };
+        let prefix: &[u8] = if is_dir { b"d-" } else { b"f-" };
+        while let Some(i) = self
+            .entries
+            .iter()
+            .position(|n| n.as_encoded_bytes().starts_with(prefix))
+        {
+            let name = self.entries.swap_remove(i);
+            match rename_no_replace(&dir.join(&name), path) {
+                Ok(()) => return true,
+                // Taken by another run meanwhile.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                    self.dir = None;
+                    return false;
+                }
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Where a placeholder let go goes: a new name in the pool, or None (no pool, or full).
+    fn place(&mut self, is_dir: bool) -> Option<PathBuf> {
+        let dir = self.dir.as_ref().filter(|_| !self.full)?;
+        self.next += 1;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let kind = if is_dir { 'd' } else { 'f' };
+        Some(dir.join(format!(
+            "{kind}-{}-{nanos:x}-{}",
+            std::process::id(),
+            self.next
+        )))
+    }
+}
+
+/// `rename(from, to)` that fails rather than replace what is at `to`.
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let (from, to) = (
+        std::ffi::CString::new(from.as_os_str().as_bytes()).map_err(io::Error::other)?,
+        std::ffi::CString::new(to.as_os_str().as_bytes()).map_err(io::Error::other)?,
+    );
+    // SAFETY: two valid C strings.
+    let done = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    } == 0;
+    if done {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 impl Placeholders {
     /// Placeholders recorded in `registry` (orchestrate's state `placeholders/`).
     pub(super) fn recorded_in(registry: PathBuf) -> Placeholders {
         Placeholders {
             held: Vec::new(),
+            pool: Pool::at(pool_dir(&registry)),
             registry: Some(registry),
             record: None,
         }
@@ -513,6 +641,7 @@ impl Placeholders {
             return Ok(());
         }
         self.record(wanted)?;
+        self.pool.look();
         for (path, is_dir) in wanted {
             self.hold(path, *is_dir)?;
         }
@@ -559,7 +688,9 @@ impl Placeholders {
     fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         for _ in 0..8 {
-            let made = if is_dir {
+            let made = if self.pool.take(path, is_dir) {
+                Ok(())
+            } else if is_dir {
                 std::fs::create_dir(path)
             } else {
                 std::fs::OpenOptions::new()
@@ -614,80 +745,146 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 }
 
 /// Removes the placeholder at `path`, whose descriptor `held` has the exclusive lock, if
-/// it is still the placeholder and still empty. A folder goes with `rmdir` (which fails
-/// when anything was put in it); a file is first moved aside, then removed only if what
-/// was moved is the placeholder itself and empty, else moved back: whoever writes the
-/// name meanwhile writes a new file, never into one about to go.
-fn remove_placeholder(path: &Path, held: &File) {
-    use std::os::unix::ffi::OsStrExt;
+/// it is still the placeholder and still empty: it is first moved aside (into the pool,
+/// where there is room), then kept or removed only if what was moved is the placeholder
+/// itself and empty, else moved back: whoever writes the name meanwhile writes a new
+/// file, never into one about to go.
+fn remove_placeholder(path: &Path, held: &File, pool: &mut Pool) {
     use std::os::unix::fs::MetadataExt;
     let Ok(ours) = held.metadata() else {
         return;
     };
-    if ours.is_dir() {
-        let _ = std::fs::remove_dir(path);
-        return;
-    }
-    let Some(name) = path.file_name() else {
-        return;
-    };
-    let mut aside_name = std::ffi::OsString::from(".");
-    aside_name.push(name);
-    aside_name.push(format!(".orchestrate-removing-{}", std::process::id()));
-    let aside = path.with_file_name(aside_name);
-    let (Ok(from), Ok(to)) = (
-        std::ffi::CString::new(path.as_os_str().as_bytes()),
-        std::ffi::CString::new(aside.as_os_str().as_bytes()),
-    ) else {
-        return;
-    };
-    let rename = |a: &std::ffi::CString, b: &std::ffi::CString| {
-        // SAFETY: two valid C strings.
-        unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            ) == 0
+    let is_dir = ours.is_dir();
+    let kept = pool
+        .place(is_dir)
+        .and_then(|to| match rename_no_replace(path, &to) {
+            Ok(()) => Some((to, true)),
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EXDEV) {
+                    pool.dir = None;
+                }
+                None
+            }
+        });
+    let aside = match kept {
+        Some(kept) => kept,
+        None if is_dir => {
+            // (Fails when anything was put in it.)
+            let _ = std::fs::remove_dir(path);
+            return;
+        }
+        None => {
+            let Some(name) = path.file_name() else {
+                return;
+            };
+            let mut aside_name = std::ffi::OsString::from(".");
+            aside_name.push(name);
+            aside_name.push(format!(".orchestrate-removing-{}", std::process::id()));
+            let aside = path.with_file_name(aside_name);
+            if rename_no_replace(path, &aside).is_err() {
+                return;
+            }
+            (aside, false)
         }
     };
-    if !rename(&from, &to) {
-        return;
-    }
+    let (aside, in_pool) = aside;
     let moved = std::fs::symlink_metadata(&aside);
-    let still_ours = moved.is_ok_and(|m| {
-        m.is_file() && m.ino() == ours.ino() && m.dev() == ours.dev() && m.len() == 0
+    let still_ours = moved.as_ref().is_ok_and(|m| {
+        m.ino() == ours.ino()
+            && m.dev() == ours.dev()
+            && if is_dir {
+                m.is_dir() && is_empty(&aside)
+            } else {
+                m.is_file() && m.len() == 0
+            }
     });
     if still_ours {
-        let _ = std::fs::remove_file(&aside);
-    } else if !rename(&to, &from) {
-        tracing::warn!(
-            "{} was written while orchestrate removed its placeholder there; it is kept as {}",
-            path.display(),
-            aside.display()
-        );
+        // Only a placeholder with no other name (a child without a mount namespace could
+        // link it into its workspace, and write there into another workspace's placeholder
+        // later) and no permission beyond what it was made with is handed out again.
+        let reusable = moved.is_ok_and(|m| {
+            (m.is_dir() || m.nlink() == 1) && m.mode() & 0o7022 == 0 && m.uid() == ours.uid()
+        });
+        if !in_pool {
+            let _ = std::fs::remove_file(&aside);
+        } else if !reusable {
+            let _ = if is_dir {
+                std::fs::remove_dir(&aside)
+            } else {
+                std::fs::remove_file(&aside)
+            };
+        }
+        return;
     }
+    if rename_no_replace(&aside, path).is_ok() {
+        return;
+    }
+    // The name was taken again meanwhile: what was written is kept beside it, and never
+    // stays in the pool, which only ever hands out empty placeholders.
+    let mut kept = aside;
+    if in_pool {
+        let mut beside = std::ffi::OsString::from(".");
+        beside.push(path.file_name().unwrap_or_default());
+        beside.push(format!(".orchestrate-kept-{}", std::process::id()));
+        let beside = path.with_file_name(beside);
+        let mut out_of_use = std::ffi::OsString::from("kept-");
+        out_of_use.push(kept.file_name().unwrap_or_default());
+        let out_of_use = kept.with_file_name(out_of_use);
+        if rename_no_replace(&kept, &beside).is_ok() {
+            kept = beside;
+        } else if rename_no_replace(&kept, &out_of_use).is_ok() {
+            kept = out_of_use;
+        }
+    }
+    tracing::warn!(
+        "{} was written while orchestrate removed its placeholder there; it is kept as {}",
+        path.display(),
+        kept.display()
+    );
 }
 
 /// Removes `path`'s placeholder if no run holds it (the last one out removes it).
-fn release(path: &Path, file: &File) {
+fn release(path: &Path, file: &File, pool: &mut Pool) {
     // SAFETY: flock on our own descriptor.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        remove_placeholder(path, file);
+        remove_placeholder(path, file, pool);
     }
+}
+
+/// The pool of kept placeholders beside the records in `registry`.
+fn pool_dir(registry: &Path) -> PathBuf {
+    registry.with_file_name(POOL_DIR)
 }
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
         for (path, file) in self.held.drain(..) {
-            release(&path, &file);
+            release(&path, &file, &mut self.pool);
         }
         if let Some((record, _lock)) = self.record.take() {
             let _ = std::fs::remove_file(record);
         }
     }
+}
+
+/// The placeholders that the runs recorded in `registry` hold (a record under its
+/// temporary name lists nothing made yet).
+fn recorded_paths(registry: &Path) -> std::collections::HashSet<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(registry).into_iter().flatten().flatten() {
+        if entry.file_name().as_bytes().starts_with(b".") {
+            continue;
+        }
+        let list = std::fs::read(entry.path()).unwrap_or_default();
+        out.extend(
+            list.split(|b| *b == 0)
+                .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
+                .filter(|p| p.is_absolute())
+                .map(Path::to_path_buf),
+        );
+    }
+    out
 }
 
 /// Removes the placeholders that runs recorded in `registry` and left behind (their
@@ -698,7 +895,13 @@ pub(crate) fn sweep(registry: &Path) {
     let Ok(entries) = std::fs::read_dir(registry) else {
         return;
     };
+    let mut pool = Pool::at(pool_dir(registry));
+    let mut looked = false;
     for entry in entries.flatten() {
+        if !looked {
+            pool.look();
+            looked = true;
+        }
         let record = entry.path();
         let Ok(file) = File::open(&record) else {
             continue;
@@ -717,7 +920,7 @@ pub(crate) fn sweep(registry: &Path) {
                     continue;
                 }
                 if let Ok(placeholder) = open_no_follow(path) {
-                    release(path, &placeholder);
+                    release(path, &placeholder, &mut pool);
                 }
             }
         }

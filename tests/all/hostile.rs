@@ -911,6 +911,8 @@ fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as
         std::fs::read_to_string(sb.work.join(".mcp.json")).unwrap(),
         "{\"mcpServers\": {}}\n"
     );
+    // What the user wrote never went into the pool of kept placeholders.
+    assert_eq!(pool(&sb).iter().filter(|(_, empty)| !empty).count(), 0);
     for gone in [
         ".claude",
         ".git",
@@ -919,6 +921,176 @@ fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as
         "elsewhere.json",
     ] {
         assert!(!sb.work.join(gone).exists(), "{gone} is left");
+    }
+}
+
+/// The kept placeholders in orchestrate's state: `(inode, empty)` of each.
+fn pool(sb: &Sandbox) -> Vec<(u64, bool)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(sb.state.join("placeholder-pool"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    let m = std::fs::symlink_metadata(e.path()).unwrap();
+                    let empty = if m.is_dir() {
+                        std::fs::read_dir(e.path()).unwrap().next().is_none()
+                    } else {
+                        m.len() == 0
+                    };
+                    (m.ino(), empty)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A run's placeholders are kept, empty, in orchestrate's state when it ends, and the
+/// next run in the workspace puts those same ones in place rather than making new ones;
+/// the workspace is clean between and after.
+#[test]
+fn the_next_run_reuses_the_placeholders_the_last_one_let_go() {
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    let sb = hostile(sb, "stat -c %i .bashrc .vscode\necho done");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let run = || {
+        let out = sb.run_command(sb.command(&[
+            "run",
+            "writer",
+            "probe",
+            "--agents-dir",
+            &agents,
+            "--details",
+            "full",
+        ]));
+        let lines = said(&out);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        let inodes: Vec<u64> = lines[..2].iter().map(|l| l.parse().unwrap()).collect();
+        for gone in [".bashrc", ".vscode", ".mcp.json", ".git"] {
+            assert!(!sb.work.join(gone).exists(), "{gone} is left");
+        }
+        inodes
+    };
+    let first = run();
+    let kept = pool(&sb);
+    assert!(kept.iter().all(|(_, empty)| *empty), "{kept:?}");
+    for ino in &first {
+        assert!(
+            kept.iter().any(|(i, _)| i == ino),
+            "{ino} not kept: {kept:?}"
+        );
+    }
+    let second = run();
+    for ino in &second {
+        assert!(
+            kept.iter().any(|(i, _)| i == ino),
+            "the second run made a new placeholder ({ino}; kept: {kept:?})"
+        );
+    }
+    // (The workspace's own inode says the bind mount showed the placeholder itself.)
+    assert_ne!(std::fs::metadata(&sb.work).unwrap().ino(), first[1]);
+}
+
+/// A child that links a placeholder into its workspace under another name (possible
+/// where no mount namespace covers it) keeps its own file, and that inode is never kept
+/// for another workspace's placeholder, where the child could write through its link.
+#[test]
+fn a_placeholder_the_child_linked_elsewhere_is_not_kept_for_another_run() {
+    use std::os::unix::fs::MetadataExt;
+    for containment in ["auto", "subreaper"] {
+        let sb = Sandbox::new();
+        let sb = hostile(
+            sb,
+            "ln .bashrc linked 2>/dev/null && echo linked || echo 'not linked'\n\
+             ln .mcp.json linked2 2>/dev/null && echo linked || echo 'not linked'",
+        )
+        .set("ORCHESTRATE_CONTAINMENT", containment);
+        let out = sb.run_probe("writer", &[]);
+        let text = said(&out);
+        let linked: Vec<u64> = ["linked", "linked2"]
+            .iter()
+            .filter_map(|n| std::fs::symlink_metadata(sb.work.join(n)).ok())
+            .map(|m| m.ino())
+            .collect();
+        if containment == "subreaper" {
+            assert_eq!(text, ["linked", "linked"], "{containment}");
+            assert_eq!(linked.len(), 2);
+        }
+        let kept = pool(&sb);
+        assert!(!kept.is_empty(), "{containment}: nothing kept");
+        for ino in &linked {
+            assert!(
+                kept.iter().all(|(i, _)| i != ino),
+                "{containment}: a linked placeholder was kept ({ino}; {kept:?})"
+            );
+        }
+        assert!(!sb.work.join(".bashrc").exists(), "{containment}");
+    }
+}
+
+/// Two runs in one workspace: the first makes the placeholders, the second finds them
+/// there. When the first ends while the second's child still runs, the second's child
+/// still cannot create a protected name, and none is left after both.
+#[test]
+fn a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going() {
+    for user in support::users() {
+        a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going_as(user);
+    }
+}
+
+fn a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let script = "echo > \"started-$HOSTILE_NAME\"\n\
+         while [ ! -e \"go-$HOSTILE_NAME\" ]; do sleep 0.02; done\n\
+         (echo evil > .bashrc) 2>/dev/null && echo 'wrote .bashrc' || echo 'denied .bashrc'\n\
+         (mkdir -p .vscode && echo '{}' > .vscode/tasks.json) 2>/dev/null && echo 'wrote .vscode' || echo 'denied .vscode'\n\
+         (echo evil > .mcp.json) 2>/dev/null && echo 'wrote .mcp.json' || echo 'denied .mcp.json'\n\
+         echo done";
+    let sb = hostile(sb, script);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let start = |name: &str| {
+        let child = sb
+            .command(&["run", "writer", "probe", "--agents-dir", &agents])
+            .env("HOSTILE_NAME", name)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = sb.work.join(format!("started-{name}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !started.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {name} never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    };
+    let finish = |name: &str, child: std::process::Child| {
+        std::fs::write(sb.work.join(format!("go-{name}")), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{name}: {stdout}");
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        v["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {v:#}"))
+            .to_string()
+    };
+    let first = start("first");
+    let second = start("second");
+    let denied = "denied .bashrc\ndenied .vscode\ndenied .mcp.json\ndone";
+    assert_eq!(finish("first", first), denied, "first, as {}", sb.who());
+    assert_eq!(finish("second", second), denied, "second, as {}", sb.who());
+    sb.assert_no_survivors();
+    for gone in [".bashrc", ".vscode", ".mcp.json", ".claude"] {
+        assert!(
+            !sb.work.join(gone).exists(),
+            "as {}: {gone} is left",
+            sb.who()
+        );
     }
 }
 
