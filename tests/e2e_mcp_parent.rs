@@ -546,7 +546,17 @@ fn assert_connected(run: &ParentRun) {
         .filter_map(Value::as_str)
         .filter(|t| t.starts_with("mcp__"))
         .collect();
-    assert_eq!(tools, [LIST_AGENTS_TOOL, SUBAGENT_TOOL], "{init}");
+    assert_eq!(
+        tools,
+        [
+            LIST_AGENTS_TOOL,
+            "mcp__orchestrate__send",
+            "mcp__orchestrate__stop",
+            SUBAGENT_TOOL,
+            "mcp__orchestrate__wait"
+        ],
+        "{init}"
+    );
 }
 
 /// Checks claude's side of the exchange ([`parent_script`]) and returns the run id
