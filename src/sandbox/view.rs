@@ -506,11 +506,49 @@ fn git_pointer_dirs(root: &Path) -> Vec<PathBuf> {
 /// not recently freed). A workspace on another filesystem than the state gets new ones.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders {
-    held: Vec<(PathBuf, File)>,
+    held: Vec<std::sync::Arc<Held>>,
     registry: Option<PathBuf>,
     /// This run's record and its descriptor (holding the lock).
     record: Option<(PathBuf, File)>,
     pool: Pool,
+}
+
+/// A placeholder this process holds, shared by all its runs that rely on it (a fan-out
+/// of writers in one workspace holds one descriptor per name, not one per task); let go
+/// when the last of them ends.
+#[derive(Debug)]
+struct Held {
+    path: PathBuf,
+    file: File,
+    /// The pool it goes to, and whether that was full.
+    pool: (Option<PathBuf>, bool),
+}
+
+/// The placeholders this process holds, by path.
+static HELD: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Weak<Held>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn held_table(
+) -> std::sync::MutexGuard<'static, std::collections::HashMap<PathBuf, std::sync::Weak<Held>>> {
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let (dir, full) = self.pool.clone();
+        let mut pool = Pool {
+            dir,
+            full,
+            ..Pool::default()
+        };
+        release(&self.path, &self.file, &mut pool);
+        let mut table = held_table();
+        if table.get(&self.path).is_some_and(|w| w.strong_count() == 0) {
+            table.remove(&self.path);
+        }
+    }
 }
 
 /// The folder of the placeholder records in a state directory.
@@ -687,6 +725,11 @@ impl Placeholders {
 
     fn hold(&mut self, path: &Path, is_dir: bool) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
+        // Held already by another run of this process: its lock keeps it in place.
+        if let Some(held) = held_table().get(path).and_then(std::sync::Weak::upgrade) {
+            self.held.push(held);
+            return Ok(());
+        }
         for _ in 0..8 {
             let made = if self.pool.take(path, is_dir) {
                 Ok(())
@@ -716,7 +759,13 @@ impl Placeholders {
             }
             let (held, now) = (file.metadata()?, std::fs::symlink_metadata(path));
             if now.is_ok_and(|n| n.ino() == held.ino() && n.dev() == held.dev()) {
-                self.held.push((path.to_path_buf(), file));
+                let held = std::sync::Arc::new(Held {
+                    path: path.to_path_buf(),
+                    file,
+                    pool: (self.pool.dir.clone(), self.pool.full),
+                });
+                held_table().insert(path.to_path_buf(), std::sync::Arc::downgrade(&held));
+                self.held.push(held);
                 return Ok(());
             }
             // Removed by the last run that used it between our look and our lock.
@@ -730,7 +779,7 @@ impl Placeholders {
     /// The paths held, for tests and messages.
     #[allow(dead_code)]
     pub(crate) fn paths(&self) -> Vec<&Path> {
-        self.held.iter().map(|(p, _)| p.as_path()).collect()
+        self.held.iter().map(|h| h.path.as_path()).collect()
     }
 }
 
@@ -858,9 +907,8 @@ fn pool_dir(registry: &Path) -> PathBuf {
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
-        for (path, file) in self.held.drain(..) {
-            release(&path, &file, &mut self.pool);
-        }
+        // The last run of this process to hold one lets it go.
+        self.held.clear();
         if let Some((record, _lock)) = self.record.take() {
             let _ = std::fs::remove_file(record);
         }

@@ -991,6 +991,66 @@ fn the_next_run_reuses_the_placeholders_the_last_one_let_go() {
     assert_ne!(std::fs::metadata(&sb.work).unwrap().ino(), first[1]);
 }
 
+/// A fan-out of writers in one workspace holds each placeholder once, not once per task
+/// (a wide fan-out would run out of descriptors), keeps it while any task runs, and
+/// leaves none.
+#[test]
+fn a_fan_out_of_writers_in_one_workspace_holds_each_placeholder_once() {
+    // (A lane of the fan-out scheduler starts at four.)
+    const TASKS: usize = 4;
+    let sb = Sandbox::new();
+    let sb = hostile(
+        sb,
+        "mktemp started.XXXXXX >/dev/null\n\
+         while [ ! -e go ]; do sleep 0.02; done\n\
+         (echo evil > .bashrc) 2>/dev/null && echo 'wrote .bashrc' || echo 'denied .bashrc'",
+    );
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec!["run", "--agents-dir", &agents, "--concurrency", "4"];
+    for _ in 0..TASKS {
+        args.extend(["--task", "writer=probe"]);
+    }
+    let mut child = sb
+        .command(&args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let started = || {
+        std::fs::read_dir(&sb.work)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("started."))
+            .count()
+    };
+    while started() < TASKS {
+        if child.try_wait().unwrap().is_some() || std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{} of the tasks started: {}",
+                started(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let bashrc = sb.work.canonicalize().unwrap().join(".bashrc");
+    let held = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == bashrc))
+        .count();
+    std::fs::write(sb.work.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(held, 1, "descriptors of orchestrate's on .bashrc");
+    assert_eq!(stdout.matches("denied .bashrc").count(), TASKS, "{stdout}");
+    sb.assert_no_survivors();
+    assert!(!sb.work.join(".bashrc").exists(), ".bashrc is left");
+}
+
 /// A child that links a placeholder into its workspace under another name (possible
 /// where no mount namespace covers it) keeps its own file, and that inode is never kept
 /// for another workspace's placeholder, where the child could write through its link.
