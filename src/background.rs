@@ -19,12 +19,14 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{self, StartTime};
-use crate::result::{ErrorCode, RunResult};
+use crate::result::{Background, Details, ErrorCode, Mode, RunResult, TextContent};
 use crate::session::{self, RunDir, RunId, StateDir};
 
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
 pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
 pub(crate) const EXIT_STATUS_FILE: &str = "exit-status";
+/// The arguments of an MCP `subagent` call run in the background, for its supervisor.
+pub(crate) const MCP_REQUEST_FILE: &str = "mcp-request.json";
 /// Bytes of the end of `supervisor.log` read for its last line.
 const LOG_TAIL_BYTES: u64 = 4096;
 /// Characters of that line quoted in a dead supervisor's result.
@@ -65,10 +67,18 @@ pub(crate) enum RunState {
 }
 
 /// Starts `orchestrate <run_args> --run-id <id>` detached, and returns the new run's id and
-/// folder and the supervisor's pid.
-pub(crate) fn start(run_args: &[OsString], state: &StateDir) -> io::Result<(String, RunDir, u32)> {
+/// folder and the supervisor's pid. `mcp_request`, when given, is written to the run folder
+/// first ([`MCP_REQUEST_FILE`]).
+pub(crate) fn start(
+    run_args: &[OsString],
+    state: &StateDir,
+    mcp_request: Option<&[u8]>,
+) -> io::Result<(String, RunDir, u32)> {
     let run_id = RunId::new();
     let run_dir = state.create_run(&run_id)?;
+    if let Some(bytes) = mcp_request {
+        write_atomic(&run_dir, MCP_REQUEST_FILE, bytes)?;
+    }
     let log = run_dir.create_file(SUPERVISOR_LOG)?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(run_args)
@@ -379,6 +389,58 @@ pub(crate) fn signal_supervisor(record: &SupervisorRecord, signal: Signal) -> io
 
 fn write_atomic(run_dir: &RunDir, name: &str, bytes: &[u8]) -> io::Result<()> {
     run_dir.write_atomic(name, bytes)
+}
+
+/// How a run stands at one look.
+pub(crate) enum Look {
+    /// Its result and the exit status it maps to.
+    Ended(Box<RunResult>, i32),
+    /// A background run still running: a result that says so.
+    Running(Box<RunResult>),
+    /// Not a background run (or not one of this state directory), and no result yet.
+    Unknown,
+}
+
+/// Looks once at the run `run_id`: its result when it has ended (a supervisor that died
+/// is recorded as the run's failure; a result kept outside the state directory goes into
+/// the run folder as soon as that can take it).
+pub(crate) fn look(state: &StateDir, run_id: &RunId) -> std::io::Result<Look> {
+    let run_dir = state.run_dir(run_id);
+    Ok(match self::state(&run_dir)? {
+        RunState::Finished(result, status) => {
+            adopt_kept(&run_dir);
+            Look::Ended(result, status)
+        }
+        RunState::Dead(record) => {
+            let (result, status) = mark_dead(&run_dir, run_id, &record);
+            Look::Ended(Box::new(result), status)
+        }
+        RunState::Unknown => Look::Unknown,
+        RunState::Running(record) => {
+            let session = run_dir.session_file().to_string_lossy().into_owned();
+            Look::Running(Box::new(running(run_id, &record, session)))
+        }
+    })
+}
+
+pub(crate) fn running(run_id: &RunId, record: &SupervisorRecord, session: String) -> RunResult {
+    RunResult {
+        content: vec![TextContent::text(format!("Run {run_id} is still running."))],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: None,
+            background: Some(Background {
+                status: "running".into(),
+                session_file: session,
+                supervisor_pid: record.pid,
+            }),
+            scheduler: Default::default(),
+            tree_usage: None,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,8 @@ pub struct Cli {
 pub enum Command {
     /// Run AGENT on TASK and print the result.
     Run(Box<RunArgs>),
-    /// Serve MCP on stdio: tools `subagent` and `list_agents`.
+    /// Serve MCP on stdio: tools `subagent`, `list_agents`, and `send`, `wait`, `stop` for
+    /// background runs.
     Mcp {
         /// A folder of agent files that takes precedence over every other scope.
         #[arg(long, value_parser = agents_dir)]
@@ -63,6 +64,21 @@ pub enum Command {
         run_id: RunIdPrefix,
         /// json: the stopped run's result as one line; text: its answer on stdout and a
         /// summary on stderr; stream-json: as json.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
+        output: OutputFormat,
+    },
+    /// Send a message to a run still running (a background run, a task of a fan-out): its
+    /// child gets it as a new turn of its own session once its current turn ends, and the
+    /// run's result lists it under `messages`. Refused for a run that has ended, and for
+    /// CLIs that cannot continue a session (gemini, opencode: use their ACP presets).
+    Send {
+        /// The run's id as `run --background` or `orchestrate runs` printed it, or its
+        /// first digits (a unique prefix).
+        #[arg(value_parser = run_id_prefix)]
+        run_id: RunIdPrefix,
+        /// The message, as the child will read it.
+        message: String,
+        /// json: one line saying it is queued; text: that line's text.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
@@ -111,6 +127,16 @@ pub enum Command {
         /// One JSON object: {key: {value, source}}.
         #[arg(long)]
         json: bool,
+    },
+    /// Started by orchestrate's MCP server for a `subagent` call with `background: true`:
+    /// runs the call's arguments, which the server wrote in the run folder, as that
+    /// background run.
+    #[command(name = "mcp-run", hide = true)]
+    McpRun {
+        #[arg(long, value_parser = agents_dir)]
+        agents_dir: Option<PathBuf>,
+        #[arg(long, value_parser = run_id)]
+        run_id: RunId,
     },
     /// Started by orchestrate itself on a cluster's node, in front of the agent's command:
     /// builds the child's sandbox there from the plan orchestrate wrote in the run folder.

@@ -1,7 +1,10 @@
 //! `orchestrate mcp`: the same run, served as MCP tools over stdio with `rmcp`.
 //!
 //! Tools: `subagent` (one run or several; `content` is the answer, `structuredContent` the
-//! lean details with `output`, `isError` when it failed) and `list_agents`. Their
+//! lean details with `output`, `isError` when it failed; with `background: true`, a
+//! detached run whose id comes back at once), `list_agents`, and `send`, `wait` and `stop`
+//! for runs already started ([`runs`]). Background runs still running when the server
+//! stops are stopped with it. Their
 //! definitions stay small and strict ([`schema`]). Progress notifications go out while
 //! children run (per task for a fan-out) when the client sent a progress token;
 //! `notifications/cancelled` stops that call's children; calls run concurrently. When
@@ -11,6 +14,7 @@
 
 mod input;
 mod output;
+mod runs;
 pub(crate) mod schema;
 
 use std::path::PathBuf;
@@ -41,7 +45,7 @@ use crate::supervisor::Controls;
 /// The `subagent` tool's own arguments: what to run and how to answer. The settings it
 /// takes besides (`timeoutMs`, `maxCostUsd`, `sandbox`, …) come from the settings table
 /// (`crate::settings`). Its doc comments are the schema's descriptions, loaded into every
-/// parent session (both tool definitions in 2,000 bytes): an argument whose name and type
+/// parent session (every tool definition together in 2,800 bytes): an argument whose name and type
 /// say it all has `//` comments only.
 #[derive(Debug, Default, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -63,6 +67,9 @@ pub(crate) struct SubagentArgs {
     /// full adds every step (large).
     #[serde(default)]
     pub details: Option<DetailLevel>,
+    /// Return the runId at once.
+    #[serde(default)]
+    pub background: bool,
     /// The settings given as arguments.
     #[serde(skip)]
     pub settings: Values,
@@ -99,7 +106,15 @@ fn string_arg(name: &str, v: &serde_json::Value) -> Result<String, RunError> {
 }
 
 /// The tool's own argument names, in the schema's order.
-const OWN_ARGUMENTS: [&str; 6] = ["agent", "task", "tasks", "chain", "cwd", "details"];
+const OWN_ARGUMENTS: [&str; 7] = [
+    "agent",
+    "task",
+    "tasks",
+    "chain",
+    "cwd",
+    "details",
+    "background",
+];
 
 impl SubagentArgs {
     /// The arguments as the client sent them. A wrong type, a bad value or an unknown
@@ -115,6 +130,11 @@ impl SubagentArgs {
                 "agent" => out.agent = Some(string_arg(name, value)?),
                 "task" => out.task = Some(string_arg(name, value)?),
                 "cwd" => out.cwd = Some(string_arg(name, value)?),
+                "background" => {
+                    out.background = value
+                        .as_bool()
+                        .ok_or_else(|| expected(name, "true or false", value))?
+                }
                 "chain" => {
                     out.chain = value
                         .as_bool()
@@ -166,6 +186,17 @@ impl SubagentArgs {
         Ok(out)
     }
 
+    /// The one run a background call asks for: refused for several tasks, which run in the
+    /// foreground only.
+    fn into_background(self, agents_dir: Option<PathBuf>) -> Result<RunRequest, RunError> {
+        match self.into_plan(agents_dir)? {
+            Plan::Single(req) => Ok(*req),
+            _ => Err(RunError::invalid(
+                "background: runs one agent and task, not tasks",
+            )),
+        }
+    }
+
     fn into_plan(self, agents_dir: Option<PathBuf>) -> Result<Plan, RunError> {
         let base = RunRequest {
             cwd: self.cwd.map(PathBuf::from),
@@ -203,6 +234,20 @@ impl SubagentArgs {
             Plan::Parallel(reqs)
         })
     }
+}
+
+/// The run an MCP `subagent` call with `background: true` asks for (its arguments as the
+/// client sent them), as the background run `run_id`.
+pub(crate) fn background_request(
+    args: JsonObject,
+    agents_dir: Option<PathBuf>,
+    run_id: &crate::session::RunId,
+) -> Result<RunRequest, RunError> {
+    let req = SubagentArgs::parse(args)?.into_background(agents_dir)?;
+    Ok(RunRequest {
+        run_id: Some(run_id.to_string()),
+        ..req
+    })
 }
 
 /// `name: not an argument of subagent`, with the argument it probably meant, or else the
@@ -290,6 +335,8 @@ pub(crate) struct OrchestrateServer {
     stop: Stop,
     in_flight: Arc<InFlight>,
     agents_dir: Option<PathBuf>,
+    /// The background runs this server started, stopped with it.
+    background: Arc<std::sync::Mutex<Vec<crate::session::RunDir>>>,
 }
 
 /// `subagent`'s description: when to delegate, and which built-in agent fits what.
@@ -303,6 +350,7 @@ impl OrchestrateServer {
             stop: Stop::default(),
             in_flight: Arc::new(InFlight::default()),
             agents_dir,
+            background: Arc::default(),
         }
     }
 
@@ -319,10 +367,17 @@ impl OrchestrateServer {
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlightGuard(self.in_flight.clone());
         let refused = |e: RunError| Ok(to_call_result(&e.to_result(None), true, DetailLevel::Lean));
+        let request = args.clone();
         let args = match SubagentArgs::parse(args) {
             Ok(args) => args,
             Err(e) => return refused(e),
         };
+        if args.background {
+            return Ok(match self.start_background(request, args) {
+                Ok(result) => to_call_result(&result, false, DetailLevel::Lean),
+                Err(e) => to_call_result(&e.to_result(None), true, DetailLevel::Lean),
+            });
+        }
         let detail = args.details.unwrap_or_default();
         let plan = match args.into_plan(self.agents_dir.clone()) {
             Ok(plan) => plan,
@@ -379,6 +434,59 @@ impl OrchestrateServer {
     }
 
     #[tool(
+        description = "Message a running run.",
+        input_schema = schema::input_schema::<runs::SendArgs>()
+    )]
+    async fn send(&self, args: JsonObject) -> Result<CallToolResult, ErrorData> {
+        // Off the runtime's threads: the inbox's lock may take seconds.
+        let sent = tokio::task::spawn_blocking(move || runs::parse(args).and_then(runs::send))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(match sent {
+            Ok(result) => to_call_result(&result, false, DetailLevel::Lean),
+            Err(e) => to_call_result(&e.to_result(None), true, DetailLevel::Lean),
+        })
+    }
+
+    #[tool(
+        description = "Wait for a run's result.",
+        input_schema = schema::input_schema::<runs::WaitArgs>()
+    )]
+    async fn wait(
+        &self,
+        args: JsonObject,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args = match runs::parse(args) {
+            Ok(args) => args,
+            Err(e) => return Ok(to_call_result(&e.to_result(None), true, DetailLevel::Lean)),
+        };
+        let (cancel, link) = self.call_cancel(&ctx);
+        let waited = runs::wait(args, &cancel).await;
+        link.abort();
+        Ok(waited_result(waited, false))
+    }
+
+    #[tool(
+        description = "Stop a run.",
+        input_schema = schema::input_schema::<runs::StopArgs>()
+    )]
+    async fn stop(
+        &self,
+        args: JsonObject,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args = match runs::parse(args) {
+            Ok(args) => args,
+            Err(e) => return Ok(to_call_result(&e.to_result(None), true, DetailLevel::Lean)),
+        };
+        let (cancel, link) = self.call_cancel(&ctx);
+        let stopped = runs::stop(args, &cancel).await;
+        link.abort();
+        Ok(waited_result(stopped, true))
+    }
+
+    #[tool(
         description = "The agents subagent can run, and what each is for.",
         input_schema = schema::no_input()
     )]
@@ -398,6 +506,108 @@ impl OrchestrateServer {
             "problems": catalog.problems().iter().map(agents::problem_json).collect::<Vec<_>>(),
         }));
         Ok(r)
+    }
+}
+
+impl OrchestrateServer {
+    /// Starts the one run `args` ask for as a background run (`orchestrate mcp-run`, which
+    /// reads `request`, the call's arguments, from the run folder) and says so at once.
+    fn start_background(
+        &self,
+        mut request: JsonObject,
+        args: SubagentArgs,
+    ) -> Result<RunResult, RunError> {
+        let req = args.into_background(self.agents_dir.clone())?;
+        let state =
+            crate::session::StateDir::from_env().map_err(|e| RunError::invalid(e.to_string()))?;
+        request.remove("background");
+        let bytes = serde_json::to_vec(&request).map_err(|e| RunError::invalid(e.to_string()))?;
+        let mut run_args: Vec<std::ffi::OsString> = vec!["mcp-run".into()];
+        if let Some(dir) = &self.agents_dir {
+            run_args.push("--agents-dir".into());
+            run_args.push(dir.into());
+        }
+        let (run_id, run_dir, pid) = crate::background::start(&run_args, &state, Some(&bytes))
+            .map_err(|e| RunError::Io {
+                action: "start the background run",
+                path: state.runs_dir(),
+                source: e,
+            })?;
+        let session = run_dir.session_file().to_string_lossy().into_owned();
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(run_dir);
+        Ok(RunResult {
+            content: vec![crate::result::TextContent::text(format!(
+                "Started {} in the background as run {run_id}: wait returns its result, send messages it, stop stops it.",
+                req.agent
+            ))],
+            details: crate::result::Details {
+                mode: crate::result::Mode::Single,
+                run_id: Some(run_id),
+                results: Vec::new(),
+                error: None,
+                streaming: None,
+                background: Some(crate::result::Background {
+                    status: "running".into(),
+                    session_file: session,
+                    supervisor_pid: pid,
+                }),
+                scheduler: Default::default(),
+                tree_usage: None,
+            },
+        })
+    }
+
+    /// A token cancelled when the client cancels the call or the server stops; the task
+    /// that links them, to abort once the call is answered.
+    fn call_cancel(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let cancel = CancellationToken::new();
+        let (client, stop, linked) = (ctx.ct.clone(), self.stop.graceful.clone(), cancel.clone());
+        let link = tokio::spawn(async move {
+            tokio::select! {
+                _ = client.cancelled() => {}
+                _ = stop.cancelled() => {}
+            }
+            linked.cancel();
+        });
+        (cancel, link)
+    }
+}
+
+/// A `wait` or `stop` answer: the run's result, or that it still runs. A `wait` whose run
+/// failed is an error; a `stop` that ended its run did what it was asked, as the command
+/// does (the result says how the run ended).
+fn waited_result(waited: Result<runs::Waited, RunError>, stopping: bool) -> CallToolResult {
+    match waited {
+        Ok(runs::Waited::Ended(result, status)) => {
+            to_call_result(&result, status != 0 && !stopping, DetailLevel::Lean)
+        }
+        Ok(runs::Waited::StillRunning(result)) => to_call_result(&result, false, DetailLevel::Lean),
+        Err(e) => to_call_result(&e.to_result(None), true, DetailLevel::Lean),
+    }
+}
+
+/// Stops the background runs a server started that still run: SIGTERM to each one's
+/// supervisor, which stops its child's whole tree and records the result.
+fn stop_background(runs: &std::sync::Mutex<Vec<crate::session::RunDir>>) {
+    let runs = std::mem::take(&mut *runs.lock().unwrap_or_else(|p| p.into_inner()));
+    for dir in runs {
+        if let Ok(crate::background::RunState::Running(record)) = crate::background::state(&dir) {
+            tracing::info!("stopping the background run in {}", dir.path.display());
+            if let Err(e) =
+                crate::background::signal_supervisor(&record, nix::sys::signal::Signal::SIGTERM)
+            {
+                tracing::warn!(
+                    "cannot stop the background run in {}: {e}",
+                    dir.path.display()
+                );
+            }
+        }
     }
 }
 
@@ -590,6 +800,7 @@ pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     let server = OrchestrateServer::new(agents_dir);
     let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
+    let background = server.background.clone();
     let signals = watch_signals(stop.clone())?;
     // `orchestrate stop` and `watch` stop one call's run without the others.
     if let Err(e) = crate::live::stop::listen() {
@@ -616,6 +827,7 @@ pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
     };
     // However it ended, nothing is left running.
     stop.graceful.cancel();
+    stop_background(&background);
     if tokio::time::timeout(SHUTDOWN_WAIT, in_flight.drained())
         .await
         .is_err()

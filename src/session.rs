@@ -400,7 +400,7 @@ pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
 /// Opens `path` with `options` as a private file of the state directory: created 0600; a
 /// symbolic link is never followed, and anything but a regular file (a FIFO that would
 /// block) is refused; an existing file that others may read is made 0600.
-fn open_private(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+pub(crate) fn open_private(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
     let failed = |e: io::Error| {
         let why = if e.raw_os_error() == Some(libc::ELOOP) {
             "it is a symbolic link, and orchestrate follows none in its state directory".to_string()

@@ -139,7 +139,7 @@ fn mcp_inspector_strict_accepts_the_tool_definitions(bin: &Path) {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["list_agents", "subagent"]);
+    assert_eq!(names, ["list_agents", "send", "stop", "subagent", "wait"]);
 }
 
 fn mcp_inspector_calls_subagent(bin: &Path) {
@@ -546,7 +546,17 @@ fn assert_connected(run: &ParentRun) {
         .filter_map(Value::as_str)
         .filter(|t| t.starts_with("mcp__"))
         .collect();
-    assert_eq!(tools, [LIST_AGENTS_TOOL, SUBAGENT_TOOL], "{init}");
+    assert_eq!(
+        tools,
+        [
+            LIST_AGENTS_TOOL,
+            "mcp__orchestrate__send",
+            "mcp__orchestrate__stop",
+            SUBAGENT_TOOL,
+            "mcp__orchestrate__wait"
+        ],
+        "{init}"
+    );
 }
 
 /// Checks claude's side of the exchange ([`parent_script`]) and returns the run id

@@ -1,4 +1,5 @@
-//! `run --background`, `wait` and `stop`: start a detached run, wait for its result, stop it.
+//! `run --background`, `wait`, `stop` and `send`: start a detached run, wait for its result,
+//! stop it, send it a message.
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
@@ -6,11 +7,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::run::{print_result, OutputFormat};
-use crate::background::{self, RunState};
+use crate::background::{self, look, Look, RunState};
 use crate::error::RunError;
-use crate::observe::line::{Tail, EVENTS_FILE};
 use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
-use crate::session::{FindRunError, RunDir, RunId, RunIdPrefix, StateDir};
+use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// How often `wait` looks for the result.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -31,7 +31,7 @@ pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 
         Ok(s) => s,
         Err(status) => return status,
     };
-    match background::start(&run_args, &state) {
+    match background::start(&run_args, &state, None) {
         Ok((run_id, run_dir, pid)) => {
             let session = run_dir.session_file().to_string_lossy().into_owned();
             let result = RunResult {
@@ -79,26 +79,6 @@ fn unknown_run(run_id: &dyn std::fmt::Display, format: OutputFormat) -> i32 {
     )
 }
 
-fn running(run_id: &RunId, record: &background::SupervisorRecord, session: String) -> RunResult {
-    RunResult {
-        content: vec![TextContent::text(format!("Run {run_id} is still running."))],
-        details: Details {
-            mode: Mode::Single,
-            run_id: Some(run_id.to_string()),
-            results: Vec::new(),
-            error: None,
-            streaming: None,
-            background: Some(Background {
-                status: "running".into(),
-                session_file: session,
-                supervisor_pid: record.pid,
-            }),
-            scheduler: Default::default(),
-            tree_usage: None,
-        },
-    }
-}
-
 /// How a background run ended, or that it still runs after `timeout`.
 enum Waited {
     Ended(Box<RunResult>, i32),
@@ -113,27 +93,14 @@ fn wait_for_end(
     timeout: Option<Duration>,
     format: OutputFormat,
 ) -> Result<Waited, i32> {
-    let run_dir = state.run_dir(run_id);
     let started = Instant::now();
     loop {
-        match background::state(&run_dir) {
-            Ok(RunState::Finished(result, status)) => {
-                // A result kept outside the state directory goes into the run folder as
-                // soon as that can take it.
-                background::adopt_kept(&run_dir);
-                return Ok(Waited::Ended(result, status));
-            }
-            Ok(RunState::Dead(record)) => {
-                let (result, status) = background::mark_dead(&run_dir, run_id, &record);
-                return Ok(Waited::Ended(Box::new(result), status));
-            }
-            Ok(RunState::Unknown) => return Err(unknown_run(run_id, format)),
-            Ok(RunState::Running(record)) => {
+        match look(state, run_id) {
+            Ok(Look::Ended(result, status)) => return Ok(Waited::Ended(result, status)),
+            Ok(Look::Unknown) => return Err(unknown_run(run_id, format)),
+            Ok(Look::Running(result)) => {
                 if timeout.is_some_and(|t| started.elapsed() >= t) {
-                    let session = run_dir.session_file().to_string_lossy().into_owned();
-                    return Ok(Waited::StillRunning(Box::new(running(
-                        run_id, &record, session,
-                    ))));
+                    return Ok(Waited::StillRunning(result));
                 }
             }
             Err(e) => {
@@ -165,41 +132,7 @@ pub fn wait(prefix: &RunIdPrefix, timeout: Option<Duration>, format: OutputForma
     }
 }
 
-/// Asks the orchestrate that runs `run_id` (found by its `events.jsonl`, in the state
-/// directory or a nested run's) to stop that run alone. The run's own result says how it
-/// ended once it has.
-pub(crate) fn request_stop(state: &StateDir, run_id: &RunId) -> Result<RunDir, String> {
-    let dir = crate::live::find_run_dir(state, run_id)
-        .ok_or_else(|| format!("no run {run_id} (see `orchestrate runs`)"))?;
-    if let Some(parent) = crate::live::parent_run_dir(&dir.path) {
-        // A nested run's records are its parent's child's data: the pid they name may be
-        // any process's, so no signal goes to it. Stopping the parent stops its tree.
-        let parent = parent.file_name().unwrap_or_default().to_string_lossy();
-        return Err(format!(
-            "run {run_id} was started by the child of run {parent}: stop run {parent}"
-        ));
-    }
-    let mut tail = Tail::new(dir.path.join(EVENTS_FILE));
-    let mut progress = crate::live::Progress::default();
-    loop {
-        let lines = tail
-            .read()
-            .map_err(|e| format!("cannot read {}: {e}", tail.path().display()))?;
-        if lines.is_empty() {
-            break;
-        }
-        lines.iter().for_each(|l| progress.take(&l.event));
-    }
-    if progress.ended || dir.result_file().exists() {
-        return Err(format!("run {run_id} has already ended"));
-    }
-    let supervisor = progress.supervisor.ok_or_else(|| {
-        format!("run {run_id} has no events yet (or was recorded by an older orchestrate)")
-    })?;
-    crate::live::stop::request(&dir.path, &supervisor)
-        .map_err(|e| format!("cannot stop run {run_id}: {e}"))?;
-    Ok(dir)
-}
+pub(crate) use crate::live::stop::request_run as request_stop;
 
 /// `orchestrate stop` of a run that is not a background one: a stop request, then its
 /// result once written.
@@ -278,9 +211,30 @@ pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
     }
 }
 
+/// Queues `message` for the run `prefix` names (see `live::inbox`), and says so.
+pub fn send(prefix: &RunIdPrefix, message: &str, format: OutputFormat) -> i32 {
+    let state = match state_dir(format) {
+        Ok(s) => s,
+        Err(status) => return status,
+    };
+    let run_id = match find_run(&state, prefix, format) {
+        Ok(id) => id,
+        Err(status) => return status,
+    };
+    match crate::live::inbox::send(&state, &run_id, message) {
+        Ok(_) => print_result(
+            format,
+            &crate::live::inbox::sent(&run_id),
+            exit_status::SUCCESS,
+        ),
+        Err(e) => refuse(format, RunError::invalid(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::line::EVENTS_FILE;
 
     /// A nested run's `events.jsonl` is written in the child's place, where a hostile
     /// child can write anything: here it names this very process as its supervisor,

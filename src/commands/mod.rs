@@ -35,6 +35,11 @@ fn command(cli: Cli) -> i32 {
             output,
         } => background::wait(&run_id, timeout, output),
         Command::Stop { run_id, output } => background::stop(&run_id, output),
+        Command::Send {
+            run_id,
+            message,
+            output,
+        } => background::send(&run_id, &message, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
         Command::Watch => watch::watch(),
         Command::Show {
@@ -62,6 +67,7 @@ fn command(cli: Cli) -> i32 {
         },
         Command::Config { json } => config::config(json),
         Command::RunnerWatchdog { kind, handle } => crate::runner::serve_watchdog(&kind, &handle),
+        Command::McpRun { agents_dir, run_id } => run::mcp_background(agents_dir, &run_id),
         Command::SandboxExec { plan } => sandbox_exec::sandbox_exec(&plan),
         Command::Completions { shell, standalone } => completions::completions(shell, standalone),
         Command::Run(args) => run::run(*args),

@@ -70,6 +70,39 @@ pub fn run(args: RunArgs) -> i32 {
     }
 }
 
+/// `orchestrate mcp-run`: the arguments of an MCP `subagent` call (written in the run
+/// folder by the MCP server), run as the background run `run_id`. A refusal is recorded as
+/// the run's result, for `wait`.
+pub fn mcp_background(agents_dir: Option<std::path::PathBuf>, run_id: &RunId) -> i32 {
+    let print = Print {
+        format: OutputFormat::Json,
+        detail: DetailLevel::Lean,
+    };
+    let state = match crate::session::StateDir::from_env() {
+        Ok(state) => state,
+        Err(e) => return print_internal_error(print.format, &e.to_string()),
+    };
+    let dir = state.run_dir(run_id);
+    let file = dir.path.join(crate::background::MCP_REQUEST_FILE);
+    let req = std::fs::read(&file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))
+        .and_then(|bytes| {
+            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", file.display()))
+        })
+        .map_err(RunError::invalid)
+        .and_then(|args| crate::mcp::background_request(args, agents_dir, run_id));
+    match req {
+        Ok(req) => block_on_run(Plan::Single(Box::new(req)), print),
+        Err(e) => {
+            let mut result = e.to_result(Some(run_id.as_str()));
+            if let Err(why) = crate::background::record_result(&dir, &mut result, e.exit_status()) {
+                tracing::error!("{why}");
+            }
+            print_result(print.format, &result, e.exit_status())
+        }
+    }
+}
+
 /// How the result is printed: the format, and how much of it a JSON format carries.
 #[derive(Debug, Clone, Copy)]
 pub struct Print {

@@ -4,6 +4,7 @@
 //! keeps its runs in `runs/<id>/child/state` of the run that started it, when the
 //! sandbox gives it one), and stop requests (`stop`).
 
+pub(crate) mod inbox;
 pub(crate) mod stop;
 pub(crate) mod tree;
 

@@ -18,7 +18,8 @@ use nix::sys::signal::Signal;
 use tokio_util::sync::CancellationToken;
 
 use super::Liveness;
-use crate::observe::line::Supervisor;
+use crate::observe::line::{Supervisor, Tail, EVENTS_FILE};
+use crate::session::{RunDir, RunId, StateDir};
 use crate::supervisor::Controls;
 
 pub(crate) const STOP_REQUEST_FILE: &str = "stop-request";
@@ -139,6 +140,41 @@ pub(crate) fn request(run_dir: &Path, supervisor: &Supervisor) -> Result<(), Sto
         .map_err(|source| StopError::Write { path, source })?;
     crate::background::signal_supervisor(&supervisor.process, STOP_SIGNAL)
         .map_err(|source| StopError::Signal { pid, source })
+}
+
+/// Asks the orchestrate that runs `run_id` (found by its `events.jsonl`, in the state
+/// directory or a nested run's) to stop that run alone. The run's own result says how it
+/// ended once it has.
+pub(crate) fn request_run(state: &StateDir, run_id: &RunId) -> Result<RunDir, String> {
+    let dir = super::find_run_dir(state, run_id)
+        .ok_or_else(|| format!("no run {run_id} (see `orchestrate runs`)"))?;
+    if let Some(parent) = super::parent_run_dir(&dir.path) {
+        // A nested run's records are its parent's child's data: the pid they name may be
+        // any process's, so no signal goes to it. Stopping the parent stops its tree.
+        let parent = parent.file_name().unwrap_or_default().to_string_lossy();
+        return Err(format!(
+            "run {run_id} was started by the child of run {parent}: stop run {parent}"
+        ));
+    }
+    let mut tail = Tail::new(dir.path.join(EVENTS_FILE));
+    let mut progress = super::Progress::default();
+    loop {
+        let lines = tail
+            .read()
+            .map_err(|e| format!("cannot read {}: {e}", tail.path().display()))?;
+        if lines.is_empty() {
+            break;
+        }
+        lines.iter().for_each(|l| progress.take(&l.event));
+    }
+    if progress.ended || dir.result_file().exists() {
+        return Err(format!("run {run_id} has already ended"));
+    }
+    let supervisor = progress.supervisor.ok_or_else(|| {
+        format!("run {run_id} has no events yet (or was recorded by an older orchestrate)")
+    })?;
+    request(&dir.path, &supervisor).map_err(|e| format!("cannot stop run {run_id}: {e}"))?;
+    Ok(dir)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The tools' schemas as `tools/list` gives them. Every parent session that registers the
-//! server loads them, so they stay small (both tools together under 2,000 bytes;
+//! server loads them, so they stay small (every tool together under 2,800 bytes;
 //! `tests/all/mcp_server.rs` measures it), and they are plain JSON Schema 2020-12 that strict
 //! validators accept: no `format` outside the standard vocabulary (schemars writes `uint64`,
 //! which clients log as unknown), no boolean schemas, no `$ref` to resolve.

@@ -199,6 +199,8 @@ pub(crate) enum AttemptKind {
     /// A turn continuing the child's session because the answer did not match the
     /// output schema.
     Repair,
+    /// A turn continuing the child's session with messages sent to the run.
+    Message,
 }
 
 impl AttemptKind {
@@ -208,6 +210,7 @@ impl AttemptKind {
             AttemptKind::Retry => "retry",
             AttemptKind::Fallback => "fallback",
             AttemptKind::Repair => "repair",
+            AttemptKind::Message => "message",
         }
     }
 }

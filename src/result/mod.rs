@@ -3,6 +3,7 @@
 //! and the process exit status each outcome maps to.
 
 mod isolation;
+mod message;
 mod network;
 mod permissions;
 mod termination;
@@ -12,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use isolation::{DiffStat, JobId, RunnerInfo, SandboxInfo, SandboxMode, WorktreeInfo};
+pub use message::{Delivery, Message};
 pub use network::{DeniedHost, Network, NetworkInfo};
 pub(crate) use permissions::counts as permission_counts;
 pub use permissions::{DecidedBy, Decision, PermissionRecord};
@@ -371,6 +373,10 @@ pub struct SingleResult {
     /// result has only the counts: `{"allowed": 2, "rejected": 1}`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub permissions: Vec<PermissionRecord>,
+    /// The messages sent to the run (`orchestrate send`), in order, and how each reached
+    /// the child; only when there were some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -506,6 +506,119 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
     })
 }
 
+/// The task's turns (see [`answered`]), then one turn for what was sent to the run
+/// (`orchestrate send`) each time a turn ends with messages queued, continuing the child's
+/// own session with them, as long as its turns succeed; messages that arrive when the run
+/// can deliver no more are listed as not delivered. `attempts` counts every run of the
+/// child, `usage` and `durationMs` are summed over every turn, and `messages` lists what
+/// was sent and how it was delivered.
+async fn attempts(
+    attempt: &Attempt<'_>,
+    slot: Option<Slot>,
+    controls: &Controls,
+    mut observer: Option<Observer<'_>>,
+    observers: &mut Observers,
+) -> RunOutput {
+    use crate::live::inbox::{self, Delivery};
+    let run = attempt.run;
+    let resumes = run.backend.backend.spec().resumes;
+    let mut details = Vec::new();
+    let mut messages = Vec::new();
+    let not_delivered = |queued: Vec<inbox::Queued>| {
+        queued
+            .into_iter()
+            .map(|q| q.delivered(Delivery::NotDelivered))
+    };
+    if !resumes {
+        messages.extend(not_delivered(inbox::refuse_all(attempt.run_dir)));
+    }
+    let (mut output, mut n, model) = answered(
+        attempt,
+        slot,
+        controls,
+        &mut observer,
+        observers,
+        &mut details,
+    )
+    .await;
+    // Each turn that ends takes what was sent meanwhile, where the CLI can continue.
+    if resumes {
+        loop {
+            let deliverable = output.exit_status == exit_status::SUCCESS
+                && !controls.cancel.is_cancelled()
+                && !controls.budget.is_cancelled();
+            let from = deliverable
+                .then(|| repair_from(attempt, &output).ok())
+                .flatten();
+            let queued = inbox::take(attempt.run_dir, from.is_some());
+            if queued.is_empty() {
+                break;
+            }
+            let slot = match from {
+                Some(_) => place(attempt, model, controls).await,
+                None => Err(()),
+            };
+            let (Some(from), Ok(slot)) = (from, slot) else {
+                messages.extend(not_delivered(queued));
+                messages.extend(not_delivered(inbox::take(attempt.run_dir, false)));
+                break;
+            };
+            let text = queued
+                .iter()
+                .map(|q| q.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            let turn = ResolvedRun {
+                resume: Some(from),
+                ..run.clone()
+            };
+            let next = Attempt {
+                run: &turn,
+                message: Some(&text),
+                ..*attempt
+            };
+            let watching = Watching {
+                streaming: &mut observer,
+                observers,
+            };
+            let (after, last, _) = tried(
+                &next,
+                &[model],
+                (n + 1, AttemptKind::Message),
+                slot,
+                controls,
+                watching,
+                &mut details,
+            )
+            .await;
+            n = last;
+            let unanswered = after.output.exit_status != exit_status::SUCCESS
+                && after
+                    .output
+                    .result
+                    .details
+                    .results
+                    .first()
+                    .is_none_or(|r| r.output.is_empty());
+            if unanswered {
+                // The turn failed before it answered (its CLI could not load the session, a
+                // limit stopped it): the run's answer stays the one it had, and no more turns.
+                messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::Failed)));
+                output = kept(run, output, after.output);
+                messages.extend(not_delivered(inbox::take(attempt.run_dir, false)));
+                break;
+            }
+            messages.extend(queued.into_iter().map(|q| q.delivered(Delivery::AfterTurn)));
+            output = continued(run, output, after.output);
+        }
+    }
+    let mut output = with_attempts(output, n, details);
+    if let Some(single) = output.result.details.results.first_mut() {
+        single.messages = messages;
+    }
+    output
+}
+
 /// The task's turn, with the run's model and then each fallback model while one is
 /// unavailable, each retried while its failures are transient (see [`tried`]); then, when
 /// its answer does not match the output schema, one repair turn continuing the child's own
@@ -514,20 +627,21 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
 /// `attemptsDetail` lists them when there was more than one), `usage` and `durationMs` are
 /// summed over both turns, and the full record's `displayItems` hold both. In a fan-out,
 /// `slot` is the first attempt's place in its lane; every later one waits for its own.
-async fn attempts(
-    attempt: &Attempt<'_>,
+/// Returns the last turn's output, the number of its last attempt and its model.
+async fn answered<'m>(
+    attempt: &Attempt<'m>,
     slot: Option<Slot>,
     controls: &Controls,
-    mut observer: Option<Observer<'_>>,
+    observer: &mut Option<Observer<'_>>,
     observers: &mut Observers,
-) -> RunOutput {
+    details: &mut Vec<AttemptDetail>,
+) -> (RunOutput, u32, Option<&'m str>) {
     let run = attempt.run;
     let models: Vec<Option<&str>> = std::iter::once(run.model.as_deref())
         .chain(run.fallback_models.iter().map(|m| Some(m.as_str())))
         .collect();
-    let mut details = Vec::new();
     let watching = Watching {
-        streaming: &mut observer,
+        streaming: observer,
         observers,
     };
     let (first, n, model) = tried(
@@ -537,11 +651,11 @@ async fn attempts(
         slot,
         controls,
         watching,
-        &mut details,
+        details,
     )
     .await;
     let (Some(mismatch), Some(schema)) = (first.mismatch, &run.output_schema) else {
-        return with_attempts(first.output, n, details);
+        return (first.output, n, model);
     };
     let mut output = first.output;
     let from = match repair_from(attempt, &output) {
@@ -553,14 +667,14 @@ async fn attempts(
                     mismatch.what()
                 ));
             }
-            return with_attempts(output, n, details);
+            return (output, n, model);
         }
     };
     if controls.cancel.is_cancelled() {
-        return with_attempts(output, n, details);
+        return (output, n, model);
     }
     let Ok(slot) = place(attempt, model, controls).await else {
-        return with_attempts(output, n, details);
+        return (output, n, model);
     };
     let repaired = ResolvedRun {
         resume: Some(from),
@@ -573,7 +687,7 @@ async fn attempts(
         ..*attempt
     };
     let watching = Watching {
-        streaming: &mut observer,
+        streaming: observer,
         observers,
     };
     let (second, last, _) = tried(
@@ -583,13 +697,53 @@ async fn attempts(
         slot,
         controls,
         watching,
-        &mut details,
+        details,
     )
     .await;
-    let mut second = second.output;
+    (continued(run, output, second.output), last, model)
+}
+
+/// `before`, the answer a run keeps when the turn that continued its session (`after`)
+/// failed without one: with both turns' usage, duration and display items, and the
+/// failure in its warnings.
+fn kept(run: &ResolvedRun, mut before: RunOutput, after: RunOutput) -> RunOutput {
+    let why = after
+        .result
+        .details
+        .results
+        .first()
+        .and_then(|r| r.error.clone())
+        .or_else(|| {
+            after
+                .result
+                .details
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+        })
+        .unwrap_or_else(|| format!("exit status {}", after.exit_status));
+    let joined = continued(run, before.clone(), after);
+    if let (Some(single), Some(joined)) = (
+        before.result.details.results.first_mut(),
+        joined.result.details.results.first(),
+    ) {
+        single.usage = joined.usage;
+        single.duration_ms = joined.duration_ms;
+        single.display_items = joined.display_items.clone();
+        single.warnings = joined.warnings.clone();
+        single.warnings.push(format!(
+            "the turn with the messages sent to the run failed, so the answer is the one before them: {why}"
+        ));
+    }
+    before
+}
+
+/// A turn that continued the child's session after `before`: its output, with the usage,
+/// duration, display items and warnings of both.
+fn continued(run: &ResolvedRun, mut before: RunOutput, mut after: RunOutput) -> RunOutput {
     if let (Some(before), Some(after)) = (
-        output.result.details.results.first_mut(),
-        second.result.details.results.first_mut(),
+        before.result.details.results.first_mut(),
+        after.result.details.results.first_mut(),
     ) {
         let totals = run.backend.backend.spec().resumed_totals;
         after.usage = totals.combine(&before.usage, &after.usage);
@@ -603,7 +757,7 @@ async fn attempts(
             }
         }
     }
-    with_attempts(second, last, details)
+    after
 }
 
 /// In a fan-out, a place in `model`'s lane for the next attempt (None elsewhere);

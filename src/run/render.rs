@@ -172,6 +172,7 @@ fn facts(
         runner: runner_info(o, ctx),
         nested_usage: None,
         permissions: collected.permissions().0.to_vec(),
+        messages: Vec::new(),
     }
 }
 

@@ -37,6 +37,7 @@ mod retries;
 mod run_success;
 mod sandbox;
 mod sanitizing;
+mod send;
 mod settings_precedence;
 mod signals;
 mod state_dir;

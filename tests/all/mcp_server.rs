@@ -81,7 +81,7 @@ async fn lists_tools_and_runs_a_subagent_with_progress() {
 
     let tools = server.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["list_agents", "subagent"]);
+    assert_eq!(names, ["list_agents", "send", "stop", "subagent", "wait"]);
     let subagent = tools.iter().find(|t| t.name == "subagent").unwrap();
     let schema = serde_json::to_value(&*subagent.input_schema).unwrap();
     // agent+task or tasks: neither is required on its own.
@@ -477,7 +477,7 @@ async fn bad_arguments_are_invalid_input_results() {
         ),
         (
             json!({"agent": "fake", "task": "x", "bogus": true}),
-            "bogus: not an argument of subagent (it takes agent, task, tasks, chain, cwd, details, model, timeoutMs, idleTimeoutMs, maxTurns, maxTokens, maxCostUsd, fallbackModels, sandbox, network, allowHosts, permissions, runner, isolation, outputSchema)",
+            "bogus: not an argument of subagent (it takes agent, task, tasks, chain, cwd, details, background, model, timeoutMs, idleTimeoutMs, maxTurns, maxTokens, maxCostUsd, fallbackModels, sandbox, network, allowHosts, permissions, runner, isolation, outputSchema)",
         ),
         (
             json!({"agent": "fake", "task": "x", "timeoutMs": "soon"}),
@@ -698,9 +698,10 @@ fn strictness_problems(schema: &Value, path: &str, problems: &mut Vec<String>) {
     }
 }
 
-/// Both tool definitions together: every parent session that registers the server loads
-/// them. (With `allowHosts`, the argument of `network: provider`, and `permissions`.)
-const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_200;
+/// Every tool definition together: every parent session that registers the server loads
+/// them. (With `allowHosts`, the argument of `network: provider`, `permissions`,
+/// `background`, and the `send`, `wait` and `stop` tools.)
+const MAX_TOOL_DEFINITIONS_BYTES: usize = 2_800;
 
 #[test]
 fn the_tool_definitions_are_small_and_strict() {
@@ -722,7 +723,7 @@ fn the_tool_definitions_are_small_and_strict() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["list_agents", "subagent"]);
+    assert_eq!(names, ["list_agents", "send", "stop", "subagent", "wait"]);
     let mut problems = Vec::new();
     for t in tools.as_array().unwrap() {
         let name = t["name"].as_str().unwrap();
@@ -736,6 +737,35 @@ fn the_tool_definitions_are_small_and_strict() {
         }
     }
     assert_eq!(problems, Vec::<String>::new());
+    // The tools that reach a run take its id, and nothing they do not know.
+    let by_name = |name: &str| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let run_id = json!({"type": "string"});
+    assert_eq!(
+        by_name("send")["inputSchema"],
+        json!({"type": "object", "additionalProperties": false,
+               "properties": {"runId": run_id, "message": {"type": "string"}},
+               "required": ["runId", "message"]})
+    );
+    assert_eq!(
+        by_name("wait")["inputSchema"],
+        json!({"type": "object", "additionalProperties": false,
+               "properties": {"runId": run_id, "timeoutMs": {"type": "integer", "minimum": 0}},
+               "required": ["runId"]})
+    );
+    assert_eq!(
+        by_name("stop")["inputSchema"],
+        json!({"type": "object", "additionalProperties": false,
+               "properties": {"runId": run_id}, "required": ["runId"]})
+    );
+    let tools = json!([by_name("list_agents"), by_name("subagent")]);
     // Still says when to delegate and which agent fits what.
     let description = tools[1]["description"].as_str().unwrap();
     for word in [
@@ -761,6 +791,7 @@ fn the_tool_definitions_are_small_and_strict() {
         "idleTimeoutMs",
         "details",
         "outputSchema",
+        "background",
     ] {
         assert!(props.contains_key(key), "{key}");
     }
@@ -1085,7 +1116,7 @@ async fn garbage_between_a_real_clients_messages_is_answered_and_the_session_goe
         .serve((from_server, to_server))
         .await
         .expect("MCP handshake");
-    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 2);
+    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 5);
 
     let errors_before = |seen: &[String]| {
         seen.iter()
@@ -1110,7 +1141,7 @@ async fn garbage_between_a_real_clients_messages_is_answered_and_the_session_goe
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The session goes on: tools, and a run.
-    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 2);
+    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 5);
     let r = client
         .call_tool(call("fake", "say hello"))
         .await
@@ -1119,4 +1150,183 @@ async fn garbage_between_a_real_clients_messages_is_answered_and_the_session_goe
     assert_eq!(text(&r), "Hello from pi.");
     client.cancel().await.unwrap();
     let _ = process.wait().await;
+}
+
+fn tool(name: &str, args: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
+}
+
+async fn until_child_started(sb: &Sandbox) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sb.pids().is_empty() {
+        assert!(Instant::now() < deadline, "the child never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// As Codex's subagent tools do it: start in the background, send a message while the
+/// child works, wait for the answer that the message changed.
+#[tokio::test]
+async fn a_background_subagent_takes_a_message_and_wait_returns_its_answer() {
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_START_DELAY_MS", "1500")
+        .set("FAKE_AGENT_ANSWER_1", "The red file.")
+        .set("FAKE_AGENT_ANSWER_2", "The blue file, as asked.");
+    let server = start(&sb).await;
+    let started = Instant::now();
+    let r = server
+        .client
+        .call_tool(tool(
+            "subagent",
+            json!({"agent": "fake", "task": "find the file", "background": true}),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answers at once"
+    );
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let details = structured(&r);
+    let run_id = details["runId"].as_str().unwrap().to_string();
+    assert_eq!(
+        text(&r),
+        format!("Started fake in the background as run {run_id}: wait returns its result, send messages it, stop stops it.")
+    );
+    assert_eq!(details["background"]["status"], json!("running"));
+    until_child_started(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool(
+            "send",
+            json!({"runId": run_id, "message": "look for the blue file instead"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let r = server
+        .client
+        .call_tool(tool("wait", json!({"runId": run_id, "timeoutMs": 60000})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(text(&r), "The blue file, as asked.");
+    let mut single = structured(&r)["results"][0].clone();
+    single["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        single["messages"],
+        json!([{"at": "AT", "text": "look for the blue file instead", "delivery": "afterTurn"}])
+    );
+    assert_eq!(single["attempts"], json!(2));
+    // Once it has ended, a message is refused and says why.
+    let r = server
+        .client
+        .call_tool(tool("send", json!({"runId": run_id, "message": "more"})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        text(&r),
+        format!("Invalid input: run {run_id} has ended: a message can only reach a run that is still running")
+    );
+    drop(server);
+    sb.assert_no_survivors();
+}
+
+#[tokio::test]
+async fn wait_says_a_background_subagent_still_runs_and_stop_ends_it() {
+    let sb = Sandbox::new().scenario("silent");
+    let server = start(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool(
+            "subagent",
+            json!({"agent": "fake", "task": "hang", "background": true}),
+        ))
+        .await
+        .unwrap();
+    let run_id = structured(&r)["runId"].as_str().unwrap().to_string();
+    until_child_started(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool("wait", json!({"runId": run_id, "timeoutMs": 300})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(text(&r), format!("Run {run_id} is still running."));
+    assert_eq!(structured(&r)["background"]["status"], json!("running"));
+    let r = server
+        .client
+        .call_tool(tool("stop", json!({"runId": run_id})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let stopped = structured(&r);
+    assert_eq!(stopped["runId"], json!(run_id));
+    assert_eq!(stopped["error"]["code"], json!("SUBAGENT_FAILED"));
+    sb.assert_no_survivors();
+    // Unknown runs and wrong arguments are refused, naming what is wrong.
+    let r = server
+        .client
+        .call_tool(tool("wait", json!({"runId": "abcd1234"})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        text(&r),
+        "Invalid input: no background run abcd1234 (see `orchestrate runs`)"
+    );
+    let r = server
+        .client
+        .call_tool(tool("stop", json!({"runId": run_id, "now": true})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("unknown field `now`"), "{}", text(&r));
+    let r = server
+        .client
+        .call_tool(tool(
+            "subagent",
+            json!({"tasks": [{"agent": "fake", "task": "a"}, {"agent": "fake", "task": "b"}], "background": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        text(&r),
+        "Invalid input: background: runs one agent and task, not tasks"
+    );
+}
+
+/// A background run is the server's: when its client goes away, the run stops too.
+#[tokio::test]
+async fn a_background_subagent_stops_with_the_server() {
+    let sb = Sandbox::new().scenario("silent");
+    let mut server = start(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool(
+            "subagent",
+            json!({"agent": "fake", "task": "hang", "background": true}),
+        ))
+        .await
+        .unwrap();
+    let run_id = structured(&r)["runId"].as_str().unwrap().to_string();
+    until_child_started(&sb).await;
+    server.client.cancel().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), server.process.wait())
+        .await
+        .expect("server exits")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let result = sb.state.join("runs").join(&run_id).join("result.json");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !result.exists() {
+        assert!(Instant::now() < deadline, "the run never recorded its end");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    assert_eq!(v["details"]["error"]["code"], json!("SUBAGENT_FAILED"));
+    sb.assert_no_survivors();
 }

@@ -11,7 +11,10 @@
 //!   never ask are left out, with the reason);
 //! - a runtime timeout on a hung stream: `session/cancel` is the first thing sent, and
 //!   nothing of the run is left;
-//! - a turn budget, stopped the same way.
+//! - a turn budget, stopped the same way;
+//! - a message sent while the agent works (`orchestrate send`), which the run gives the
+//!   agent's own session (loaded again) once the turn ends: the model sees it after the
+//!   first exchange, and its answer is the run's.
 
 use std::path::Path;
 use std::time::Duration;
@@ -52,6 +55,19 @@ pub struct AcpAgent {
     pub answers_after_reject: bool,
     /// What it reports of a turn's usage.
     pub reports: Reports,
+    /// Whether a later process of the agent continues a run's session (`session/load`),
+    /// as a message sent to the run needs.
+    pub continues: Continues,
+}
+
+#[derive(Clone, Copy)]
+pub enum Continues {
+    Yes,
+    /// `session/load` fails, and why: the run keeps the answer it had and says so.
+    LoadFails(&'static str),
+    /// `session/load` answers, but the model gets none of the earlier exchange, and why
+    /// (the scenario is not listed for it).
+    Forgets(&'static str),
 }
 
 #[derive(Clone, Copy)]
@@ -75,6 +91,9 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: true,
             cost: false,
         },
+        continues: Continues::LoadFails(
+            "gemini answers session/load of its own earlier session with \"No previous sessions found for this project\", with the sandbox or without",
+        ),
     },
     AcpAgent {
         name: "opencode-acp",
@@ -87,6 +106,9 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: true,
             cost: false,
         },
+        continues: Continues::LoadFails(
+            "opencode keeps its sessions in its data folder, which the sandbox gives each child process anew (without the sandbox it loads them)",
+        ),
     },
     AcpAgent {
         name: "claude-acp",
@@ -99,6 +121,7 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: true,
             cost: true,
         },
+        continues: Continues::Yes,
     },
     AcpAgent {
         name: "codex-acp",
@@ -113,6 +136,7 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: false,
             cost: false,
         },
+        continues: Continues::Yes,
     },
     AcpAgent {
         name: "pi-acp",
@@ -128,6 +152,9 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: false,
             cost: false,
         },
+        continues: Continues::Forgets(
+            "pi-acp's session folder is given each child process anew by the sandbox: the loaded session is empty (without the sandbox it holds the earlier exchange)",
+        ),
     },
 ];
 
@@ -156,7 +183,7 @@ type Scenario = fn(&'static AcpAgent, &Path);
 pub fn all() -> Vec<Needing> {
     let mut out = Vec::new();
     for agent in &AGENTS {
-        let scenarios: [(&str, Scenario); 4] = [
+        let scenarios: [(&str, Scenario); 5] = [
             ("a_text_answer_has_the_usage_the_agent_reports", text_answer),
             (
                 "a_command_is_allowed_for_an_agent_with_bash_and_rejected_for_one_without",
@@ -170,9 +197,16 @@ pub fn all() -> Vec<Needing> {
                 "a_turn_budget_stops_the_agent_with_session_cancel",
                 turn_budget,
             ),
+            (
+                "a_message_sent_mid_run_is_the_next_turn_of_the_agents_session",
+                message_mid_run,
+            ),
         ];
         for (name, run) in scenarios {
             if name.starts_with("a_command_") && agent.asks.is_err() {
+                continue;
+            }
+            if name.starts_with("a_message_") && matches!(agent.continues, Continues::Forgets(_)) {
                 continue;
             }
             out.push(Needing {
@@ -271,6 +305,81 @@ fn text_answer(agent: &'static AcpAgent, bin: &Path) {
         first.body.to_string().contains("You are terse."),
         "the agent's prompt reached the model: {}",
         first.body
+    );
+}
+
+fn message_mid_run(agent: &'static AcpAgent, bin: &Path) {
+    use std::time::Instant;
+    const MESSAGE: &str = "Look for the blue file instead.";
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let shell = (agent.native.shell)("sleep 3");
+    let (mock, sb) = setup(agent, bin, |_| {
+        Script::sequence(vec![
+            shell.reply.clone(),
+            Reply::text("The red file.", usage),
+            Reply::text("The blue file, as asked.", usage),
+        ])
+    });
+    let start = Instant::now();
+    let child = sb
+        .command("worker", "Find the file.", &[])
+        .spawn()
+        .expect("spawn orchestrate");
+    assert!(
+        mock.wait_for_conversation(1, WALL_CLOCK),
+        "the agent never asked the model"
+    );
+    let runs: Vec<_> = std::fs::read_dir(sb.state.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let sent = sb
+        .in_sandbox(super::orchestrate_command(&["send", &runs[0], MESSAGE]))
+        .output()
+        .unwrap();
+    assert_eq!(
+        sent.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&sent.stdout),
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let out = super::wait_bounded(child, start, WALL_CLOCK);
+    report("message mid-run", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let mut r = out.result();
+    r["messages"][0]["at"] = json!("AT");
+    if let Continues::LoadFails(why) = agent.continues {
+        note(&format!("{}: {why}", agent.name));
+        // The run keeps the answer it had, and says the message's turn failed.
+        assert_eq!(r["output"], json!("The red file."));
+        assert_eq!(
+            r["messages"],
+            json!([{"at": "AT", "text": MESSAGE, "delivery": "failed"}])
+        );
+        let warnings = r["warnings"].to_string();
+        assert!(
+            warnings.contains("the turn with the messages sent to the run failed, so the answer is the one before them")
+                && warnings.contains("session/load"),
+            "{warnings}"
+        );
+        return;
+    }
+    assert_eq!(r["output"], json!("The blue file, as asked."));
+    assert_eq!(
+        r["messages"],
+        json!([{"at": "AT", "text": MESSAGE, "delivery": "afterTurn"}])
+    );
+    let reqs = mock.conversation();
+    let asked = reqs.last().expect("a request").body.to_string();
+    assert!(
+        asked.contains(MESSAGE) && asked.contains("The red file."),
+        "{asked}"
     );
 }
 

@@ -191,6 +191,10 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             "a_resumed_run_continues_the_clis_own_session".into(),
             Box::new(move |bin| resumed_run(cli, bin)),
         ));
+        out.push((
+            "a_message_sent_mid_run_reaches_the_next_request_and_changes_the_answer".into(),
+            Box::new(move |bin| message_mid_run(cli, bin)),
+        ));
     }
     out.push((
         "a_structured_answer_is_validated_and_returned_as_structured".into(),
@@ -1041,6 +1045,80 @@ fn resumed_run(cli: &Cli, bin: &Path) {
             && asked.contains("What was the word?"),
         "{asked}"
     );
+}
+
+/// `orchestrate send` while the child works (its shell tool sleeps): once its turn ends, the
+/// run continues the CLI's own session with the message, which the model sees with the
+/// first exchange, and the answer it gives then is the run's.
+fn message_mid_run(cli: &Cli, bin: &Path) {
+    use std::time::Instant;
+    const MESSAGE: &str = "Look for the blue file instead.";
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let shell = (cli.shell)("sleep 3");
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::sequence(vec![
+            shell.reply.clone(),
+            Reply::text("The red file.", usage),
+            Reply::text("The blue file, as asked.", usage),
+        ])
+    });
+    let start = Instant::now();
+    let child = sb
+        .command("worker", "Find the file.", &[])
+        .spawn()
+        .expect("spawn orchestrate");
+    // The model asked for the command: the child's turn goes on for seconds yet.
+    assert!(
+        mock.wait_for_conversation(1, WALL_CLOCK),
+        "the CLI never asked the model"
+    );
+    let runs: Vec<_> = std::fs::read_dir(sb.state.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let sent = sb
+        .in_sandbox(super::orchestrate_command(&["send", &runs[0], MESSAGE]))
+        .output()
+        .unwrap();
+    assert_eq!(
+        sent.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&sent.stdout),
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let out = super::wait_bounded(child, start, WALL_CLOCK);
+    report("message mid-run", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let json = out.json();
+    assert_eq!(
+        json["content"],
+        json!([text_item("The blue file, as asked.")])
+    );
+    let mut r = out.result();
+    r["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        r["messages"],
+        json!([{"at": "AT", "text": MESSAGE, "delivery": "afterTurn"}])
+    );
+    assert_eq!(r["attempts"], json!(2));
+    // Three requests: the command, the first answer, and the turn with the message, which
+    // carries the first exchange too (the CLI continued its session).
+    let reqs = conversation(cli, &mock, 3);
+    let asked = reqs[2].body.to_string();
+    assert!(
+        asked.contains(MESSAGE)
+            && asked.contains("The red file.")
+            && asked.contains("Find the file."),
+        "{asked}"
+    );
+    let before = reqs[1].body.to_string();
+    assert!(!before.contains(MESSAGE), "{before}");
 }
 
 fn implementer_writes(cli: &Cli, bin: &Path) {

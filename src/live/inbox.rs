@@ -1,0 +1,330 @@
+//! Messages into a running run (`orchestrate send`, the MCP `send` tool), with no server:
+//! the sender appends the message to [`QUEUE_FILE`] in the run's folder, which is
+//! orchestrate's record and read-only to the child (the sandbox gives the child only its
+//! own place, `child/`, to write); the run takes what is queued each time its child's turn
+//! ends and continues the child's session with it as a new turn. When a turn ends with
+//! nothing queued, or a run cannot deliver any more, the run closes its inbox
+//! ([`CLOSED_FILE`]) and a later message is refused. Both sides hold [`LOCK_FILE`] while
+//! they look, so that a message is either taken by the run or refused, never left behind.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+use crate::backends::Backend;
+use crate::observe::line::{Tail, EVENTS_FILE};
+pub(crate) use crate::result::{Delivery, Message};
+use crate::result::{Details, Mode, RunResult, TextContent};
+use crate::session::{self, RunDir, RunId, StateDir};
+
+pub(crate) const QUEUE_FILE: &str = "inbox.jsonl";
+pub(crate) const CLOSED_FILE: &str = "inbox.closed";
+const LOCK_FILE: &str = "inbox.lock";
+/// The longest message taken, in bytes: a correction, not a document.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// How long either side waits for the inbox's lock. The child can read the run folder,
+/// and a lock needs no more than reading: a hostile child holding it must not hang
+/// `send`, nor the run, which then closes its inbox without it.
+const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A message sent to a run, as queued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Queued {
+    /// When it was sent, in milliseconds since the Unix epoch.
+    pub at: u64,
+    pub text: String,
+}
+
+impl Queued {
+    pub(crate) fn delivered(self, delivery: Delivery) -> Message {
+        Message {
+            at: self.at,
+            text: self.text,
+            delivery,
+        }
+    }
+}
+
+/// Why a message was not queued.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SendError {
+    #[error("no run {0} (see `orchestrate runs`)")]
+    NoRun(RunId),
+    #[error("run {id} was started by the child of run {parent}: its messages go through run {parent}'s child")]
+    Nested { id: RunId, parent: String },
+    #[error("run {0} has ended: a message can only reach a run that is still running")]
+    Ended(RunId),
+    #[error("run {id} runs {backend}, which cannot continue a session, so no message can reach it; {instead}")]
+    CannotContinue {
+        id: RunId,
+        backend: String,
+        instead: String,
+    },
+    #[error("the message is empty")]
+    Empty,
+    #[error("the message is {0} bytes; at most {MAX_MESSAGE_BYTES} are taken")]
+    TooLong(usize),
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot queue the message in {}: {source}", path.display())]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Queues `text` for the run `id`, once it is known to be running and able to take it.
+pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, SendError> {
+    if text.trim().is_empty() {
+        return Err(SendError::Empty);
+    }
+    if text.len() > MAX_MESSAGE_BYTES {
+        return Err(SendError::TooLong(text.len()));
+    }
+    let dir = super::find_run_dir(state, id).ok_or_else(|| SendError::NoRun(id.clone()))?;
+    if let Some(parent) = super::parent_run_dir(&dir.path) {
+        // A nested run's folder is in its parent's child's place, which the child writes:
+        // nothing is written through it.
+        return Err(SendError::Nested {
+            id: id.clone(),
+            parent: parent
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        });
+    }
+    let mut tail = Tail::new(dir.path.join(EVENTS_FILE));
+    let mut progress = super::Progress::default();
+    let mut backend = None;
+    loop {
+        let lines = tail.read().map_err(|source| SendError::Read {
+            path: tail.path().to_path_buf(),
+            source,
+        })?;
+        if lines.is_empty() {
+            break;
+        }
+        for l in &lines {
+            if let crate::observe::line::Event::Run(info) = &l.event {
+                backend = Some(info.backend.clone());
+            }
+            progress.take(&l.event);
+        }
+    }
+    if let Some(name) = &backend {
+        if let Ok(b) = Backend::parse(name) {
+            if !b.spec().resumes {
+                return Err(SendError::CannotContinue {
+                    id: id.clone(),
+                    backend: name.clone(),
+                    instead: instead(name),
+                });
+            }
+        }
+    }
+    if progress.ended
+        || dir.result_file().exists()
+        || !super::still_running(&dir.path, progress.supervisor.as_ref())
+    {
+        return Err(SendError::Ended(id.clone()));
+    }
+    let queued = Queued {
+        at: session::now_unix_ms(),
+        text: text.to_string(),
+    };
+    let write_err = |source| SendError::Write {
+        path: dir.path.join(QUEUE_FILE),
+        source,
+    };
+    let _lock = lock(&dir).map_err(write_err)?;
+    if dir.path.join(CLOSED_FILE).exists() {
+        return Err(SendError::Ended(id.clone()));
+    }
+    let mut line = serde_json::to_string(&queued).map_err(|e| write_err(io::Error::other(e)))?;
+    line.push('\n');
+    session::open_private(
+        &dir.path.join(QUEUE_FILE),
+        OpenOptions::new().append(true).create(true),
+    )
+    .and_then(|mut f| f.write_all(line.as_bytes()))
+    .map_err(write_err)?;
+    Ok(queued)
+}
+
+/// What `send` answers once the message is queued.
+pub(crate) fn sent(run_id: &RunId) -> RunResult {
+    RunResult {
+        content: vec![TextContent::text(format!(
+            "Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`."
+        ))],
+        details: Details {
+            mode: Mode::Single,
+            run_id: Some(run_id.to_string()),
+            results: Vec::new(),
+            error: None,
+            streaming: None,
+            background: None,
+            scheduler: Default::default(),
+            tree_usage: None,
+        },
+    }
+}
+
+/// What can take messages where `backend` cannot.
+fn instead(backend: &str) -> String {
+    let preset = format!("{backend}-acp");
+    match Backend::parse(&preset) {
+        Ok(b) if b.spec().resumes => {
+            format!("its ACP preset can: run the agent with `backend: {preset}`")
+        }
+        _ => "an ACP agent can: run it with `backend: acp` and its `acp_command:`".to_string(),
+    }
+}
+
+/// The run's side: takes what is queued, and closes the inbox when nothing was (the
+/// child's work is over) or when the run cannot deliver (`deliverable` false; what was
+/// queued is returned, to be reported as not delivered). Errors reading the queue are
+/// logged: a message lost that way was never acknowledged as delivered.
+pub(crate) fn take(run_dir: &RunDir, deliverable: bool) -> Vec<Queued> {
+    let taken = (|| -> io::Result<Vec<Queued>> {
+        let _lock = lock(run_dir)?;
+        let path = run_dir.path.join(QUEUE_FILE);
+        let mut text = String::new();
+        match session::open_private(&path, OpenOptions::new().read(true)) {
+            Ok(mut f) => {
+                f.read_to_string(&mut text)?;
+                std::fs::remove_file(&path)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let queued: Vec<Queued> = text
+            .lines()
+            .filter_map(|l| match serde_json::from_str(l) {
+                Ok(q) => Some(q),
+                Err(e) => {
+                    tracing::warn!("a line of {} is no message: {e}", path.display());
+                    None
+                }
+            })
+            .collect();
+        if queued.is_empty() || !deliverable {
+            close(run_dir)?;
+        }
+        Ok(queued)
+    })();
+    taken.unwrap_or_else(|e| {
+        tracing::warn!(
+            "the messages for the run in {} could not be read: {e}",
+            run_dir.path.display()
+        );
+        let _ = close(run_dir);
+        Vec::new()
+    })
+}
+
+fn close(run_dir: &RunDir) -> io::Result<()> {
+    session::create_private_file(&run_dir.path.join(CLOSED_FILE)).map(drop)
+}
+
+/// Closes a run's inbox for good before its child starts, when its CLI cannot continue a
+/// session; returns what was queued already (a background run that had not started).
+pub(crate) fn refuse_all(run_dir: &RunDir) -> Vec<Queued> {
+    take(run_dir, false)
+}
+
+/// The inbox's lock, waited for at most [`MAX_LOCK_WAIT`].
+fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
+    let path = run_dir.path.join(LOCK_FILE);
+    let mut f = session::open_private(
+        &path,
+        OpenOptions::new().read(true).write(true).create(true),
+    )?;
+    let started = std::time::Instant::now();
+    loop {
+        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => return Ok(locked),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < MAX_LOCK_WAIT => {
+                f = back;
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "{} is held by another process for over {}s",
+                        path.display(),
+                        MAX_LOCK_WAIT.as_secs()
+                    ),
+                ))
+            }
+            Err((_, e)) => return Err(io::Error::from(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn what_is_queued_is_taken_once_and_an_empty_take_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let q = |t: &str| Queued {
+            at: 1,
+            text: t.into(),
+        };
+        let mut f = File::create(dir.path().join(QUEUE_FILE)).unwrap();
+        writeln!(f, "{}", serde_json::to_string(&q("one")).unwrap()).unwrap();
+        writeln!(f, "garbage").unwrap();
+        writeln!(f, "{}", serde_json::to_string(&q("two")).unwrap()).unwrap();
+        assert_eq!(take(&run, true), vec![q("one"), q("two")]);
+        assert!(!dir.path().join(CLOSED_FILE).exists(), "still open");
+        assert_eq!(take(&run, true), vec![]);
+        assert!(dir.path().join(CLOSED_FILE).exists(), "closed");
+    }
+
+    #[test]
+    fn an_undeliverable_take_closes_and_returns_what_was_queued() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let q = Queued {
+            at: 7,
+            text: "late".into(),
+        };
+        std::fs::write(
+            dir.path().join(QUEUE_FILE),
+            format!("{}\n", serde_json::to_string(&q).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(refuse_all(&run), vec![q]);
+        assert!(dir.path().join(CLOSED_FILE).exists());
+    }
+
+    #[test]
+    fn a_cli_that_cannot_continue_is_pointed_at_its_acp_preset() {
+        assert_eq!(
+            instead("gemini"),
+            "its ACP preset can: run the agent with `backend: gemini-acp`"
+        );
+        assert_eq!(
+            instead("cursor"),
+            "an ACP agent can: run it with `backend: acp` and its `acp_command:`"
+        );
+    }
+}
