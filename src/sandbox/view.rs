@@ -608,7 +608,13 @@ impl Pool {
             .position(|n| n.as_encoded_bytes().starts_with(prefix))
         {
             let name = self.entries.swap_remove(i);
-            match rename_no_replace(&dir.join(&name), path) {
+            let entry = dir.join(&name);
+            // Only ever an empty one: a kill -9 between a placeholder's move into the pool
+            // and its check can leave something written there.
+            if !std::fs::symlink_metadata(&entry).is_ok_and(|m| reusable(&m, &entry, is_dir)) {
+                continue;
+            }
+            match rename_no_replace(&entry, path) {
                 Ok(()) => return true,
                 // Taken by another run meanwhile.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -636,6 +642,20 @@ impl Pool {
             self.next
         )))
     }
+}
+
+/// Whether `m`, the metadata of `path`, is a placeholder to hand out again: empty, of the
+/// kind wanted, with no other name (a child without a mount namespace could link it into
+/// its workspace, and write there into another workspace's placeholder later) and no
+/// permission beyond what it was made with.
+fn reusable(m: &std::fs::Metadata, path: &Path, is_dir: bool) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let empty = if is_dir {
+        m.is_dir() && is_empty(path)
+    } else {
+        m.is_file() && m.len() == 0 && m.nlink() == 1
+    };
+    empty && m.mode() & 0o7022 == 0
 }
 
 /// `rename(from, to)` that fails rather than replace what is at `to`.
@@ -848,15 +868,10 @@ fn remove_placeholder(path: &Path, held: &File, pool: &mut Pool) {
             }
     });
     if still_ours {
-        // Only a placeholder with no other name (a child without a mount namespace could
-        // link it into its workspace, and write there into another workspace's placeholder
-        // later) and no permission beyond what it was made with is handed out again.
-        let reusable = moved.is_ok_and(|m| {
-            (m.is_dir() || m.nlink() == 1) && m.mode() & 0o7022 == 0 && m.uid() == ours.uid()
-        });
+        let keep = moved.is_ok_and(|m| m.uid() == ours.uid() && reusable(&m, &aside, is_dir));
         if !in_pool {
             let _ = std::fs::remove_file(&aside);
-        } else if !reusable {
+        } else if !keep {
             let _ = if is_dir {
                 std::fs::remove_dir(&aside)
             } else {
@@ -919,20 +934,24 @@ impl Drop for Placeholders {
 /// temporary name lists nothing made yet).
 fn recorded_paths(registry: &Path) -> std::collections::HashSet<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    let mut out = std::collections::HashSet::new();
-    for entry in std::fs::read_dir(registry).into_iter().flatten().flatten() {
-        if entry.file_name().as_bytes().starts_with(b".") {
-            continue;
-        }
-        let list = std::fs::read(entry.path()).unwrap_or_default();
-        out.extend(
-            list.split(|b| *b == 0)
-                .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
-                .filter(|p| p.is_absolute())
-                .map(Path::to_path_buf),
-        );
-    }
-    out
+    std::fs::read_dir(registry)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| !e.file_name().as_bytes().starts_with(b"."))
+        .flat_map(|e| record_paths(&e.path()))
+        .collect()
+}
+
+/// The placeholders a run's record lists (absolute paths, each ended by a NUL).
+fn record_paths(record: &Path) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let list = std::fs::read(record).unwrap_or_default();
+    list.split(|b| *b == 0)
+        .map(|p| Path::new(std::ffi::OsStr::from_bytes(p)))
+        .filter(|p| p.is_absolute())
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 /// Removes the placeholders that runs recorded in `registry` and left behind (their
@@ -961,14 +980,9 @@ pub(crate) fn sweep(registry: &Path) {
         }
         // A record still under its temporary name lists nothing made yet.
         if !entry.file_name().as_bytes().starts_with(b".") {
-            let list = std::fs::read(&record).unwrap_or_default();
-            for p in list.split(|b| *b == 0).filter(|p| !p.is_empty()) {
-                let path = Path::new(std::ffi::OsStr::from_bytes(p));
-                if !path.is_absolute() {
-                    continue;
-                }
-                if let Ok(placeholder) = open_no_follow(path) {
-                    release(path, &placeholder, &mut pool);
+            for path in record_paths(&record) {
+                if let Ok(placeholder) = open_no_follow(&path) {
+                    release(&path, &placeholder, &mut pool);
                 }
             }
         }

@@ -991,6 +991,53 @@ fn the_next_run_reuses_the_placeholders_the_last_one_let_go() {
     assert_ne!(std::fs::metadata(&sb.work).unwrap().ino(), first[1]);
 }
 
+/// orchestrate killed with SIGKILL just after it moved a placeholder into the pool and
+/// before it looked at it: what someone wrote there stays in the pool, and is never put in
+/// place as another run's placeholder (where it would become that workspace's file).
+#[test]
+fn a_written_file_left_in_the_pool_by_a_kill_9_is_never_handed_out() {
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    let pool = sb.state.join("placeholder-pool");
+    std::fs::create_dir_all(pool.join("d-0-0-1")).unwrap();
+    write(
+        &pool.join("d-0-0-1/settings.json"),
+        "{\"the\": \"user's\"}\n",
+    );
+    write(&pool.join("f-0-0-1"), "alias ls='the user'\n");
+    let (dir_ino, file_ino) = (
+        std::fs::metadata(pool.join("d-0-0-1")).unwrap().ino(),
+        std::fs::metadata(pool.join("f-0-0-1")).unwrap().ino(),
+    );
+    let sb = hostile(
+        sb,
+        "find .vscode .claude .idea -mindepth 1 | wc -l\nwc -c < .bashrc\nwc -c < .mcp.json\necho done",
+    );
+    let out = sb.run_probe("writer", &[]);
+    let text = said(&out);
+    assert_eq!(text, ["0", "0", "0", "done"], "{text:?}");
+    for left in [".bashrc", ".vscode", ".mcp.json"] {
+        assert!(!sb.work.join(left).exists(), "{left} is left");
+    }
+    // Still where they were, whole.
+    assert_eq!(
+        std::fs::metadata(pool.join("d-0-0-1"))
+            .map(|m| m.ino())
+            .ok(),
+        Some(dir_ino)
+    );
+    assert_eq!(
+        std::fs::metadata(pool.join("f-0-0-1"))
+            .map(|m| m.ino())
+            .ok(),
+        Some(file_ino)
+    );
+    assert_eq!(
+        std::fs::read_to_string(pool.join("f-0-0-1")).unwrap(),
+        "alias ls='the user'\n"
+    );
+}
+
 /// A fan-out of writers in one workspace holds each placeholder once, not once per task
 /// (a wide fan-out would run out of descriptors), keeps it while any task runs, and
 /// leaves none.
