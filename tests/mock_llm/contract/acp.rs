@@ -309,7 +309,6 @@ fn text_answer(agent: &'static AcpAgent, bin: &Path) {
 }
 
 fn message_mid_run(agent: &'static AcpAgent, bin: &Path) {
-    use std::time::Instant;
     const MESSAGE: &str = "Look for the blue file instead.";
     let usage = MockUsage {
         input: 50,
@@ -324,34 +323,7 @@ fn message_mid_run(agent: &'static AcpAgent, bin: &Path) {
             Reply::text("The blue file, as asked.", usage),
         ])
     });
-    let start = Instant::now();
-    let child = sb
-        .command("worker", "Find the file.", &[])
-        .spawn()
-        .expect("spawn orchestrate");
-    assert!(
-        mock.wait_for_conversation(1, WALL_CLOCK),
-        "the agent never asked the model"
-    );
-    let runs: Vec<_> = std::fs::read_dir(sb.state.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    let sent = sb
-        .in_sandbox(super::orchestrate_command(&["send", &runs[0], MESSAGE]))
-        .output()
-        .unwrap();
-    assert_eq!(
-        sent.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&sent.stdout),
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let out = super::wait_bounded(child, start, WALL_CLOCK);
-    report("message mid-run", &mock, &out, REPORT_LINE_CHARS);
-    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = super::scenarios::send_mid_run(&mock, &sb, MESSAGE);
     let mut r = out.result();
     r["messages"][0]["at"] = json!("AT");
     if let Continues::LoadFails(why) = agent.continues {

@@ -1051,7 +1051,6 @@ fn resumed_run(cli: &Cli, bin: &Path) {
 /// run continues the CLI's own session with the message, which the model sees with the
 /// first exchange, and the answer it gives then is the run's.
 fn message_mid_run(cli: &Cli, bin: &Path) {
-    use std::time::Instant;
     const MESSAGE: &str = "Look for the blue file instead.";
     let usage = MockUsage {
         input: 50,
@@ -1066,35 +1065,7 @@ fn message_mid_run(cli: &Cli, bin: &Path) {
             Reply::text("The blue file, as asked.", usage),
         ])
     });
-    let start = Instant::now();
-    let child = sb
-        .command("worker", "Find the file.", &[])
-        .spawn()
-        .expect("spawn orchestrate");
-    // The model asked for the command: the child's turn goes on for seconds yet.
-    assert!(
-        mock.wait_for_conversation(1, WALL_CLOCK),
-        "the CLI never asked the model"
-    );
-    let runs: Vec<_> = std::fs::read_dir(sb.state.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    let sent = sb
-        .in_sandbox(super::orchestrate_command(&["send", &runs[0], MESSAGE]))
-        .output()
-        .unwrap();
-    assert_eq!(
-        sent.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&sent.stdout),
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let out = super::wait_bounded(child, start, WALL_CLOCK);
-    report("message mid-run", &mock, &out, REPORT_LINE_CHARS);
-    assert_eq!(out.status, 0, "{}", out.stderr);
+    let out = send_mid_run(&mock, &sb, MESSAGE);
     let json = out.json();
     assert_eq!(
         json["content"],
@@ -2218,4 +2189,39 @@ fn forty_against_a_rate_limit(cli: &Cli, bin: &Path) {
         adaptive.refused,
         fixed.refused
     );
+}
+
+/// Starts the run of "Find the file." and, once the child has asked the model and its
+/// turn goes on (the model's first reply is a command of seconds), sends it `message`
+/// with `orchestrate send`; the run's end, which must be a success.
+pub fn send_mid_run(mock: &MockLlm, sb: &Sandbox, message: &str) -> Finished {
+    let start = std::time::Instant::now();
+    let child = sb
+        .command("worker", "Find the file.", &[])
+        .spawn()
+        .expect("spawn orchestrate");
+    assert!(
+        mock.wait_for_conversation(1, WALL_CLOCK),
+        "the child never asked the model"
+    );
+    let runs: Vec<_> = std::fs::read_dir(sb.state.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let sent = sb
+        .in_sandbox(super::orchestrate_command(&["send", &runs[0], message]))
+        .output()
+        .unwrap();
+    assert_eq!(
+        sent.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&sent.stdout),
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let out = super::wait_bounded(child, start, WALL_CLOCK);
+    report("message mid-run", mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    out
 }
