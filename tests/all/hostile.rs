@@ -46,6 +46,15 @@ fn said(out: &support::RunOutput) -> Vec<String> {
         .collect()
 }
 
+/// Waits (at most 30 s) for the file a child's script makes once it has started.
+fn wait_for_file(path: &Path, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -864,15 +873,7 @@ fn placeholders_cannot_be_moved_by_the_child_and_keep_what_the_user_put_there_as
         ])
         .spawn()
         .unwrap();
-    let started = sb.work.join("started");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_file(&sb.work.join("started"), "the child never started");
     // The user, outside, while the run goes on: a setting in the placeholder folder, and
     // the placeholder file filled in.
     write(
@@ -1164,15 +1165,10 @@ fn a_run_that_ends_first_does_not_lift_the_placeholders_of_a_run_still_going_as(
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let started = sb.work.join(format!("started-{name}"));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !started.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "run {name} never started"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_for_file(
+            &sb.work.join(format!("started-{name}")),
+            &format!("run {name} never started"),
+        );
         child
     };
     let finish = |name: &str, child: std::process::Child| {
@@ -1226,15 +1222,7 @@ fn after_a_kill_9_of_orchestrate_nothing_runs_and_the_next_run_removes_its_place
         .env("HOSTILE_WAIT", "1")
         .spawn()
         .unwrap();
-    let started = sb.work.join("started");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_file(&sb.work.join("started"), "the child never started");
     // SAFETY: our own child (orchestrate, or setpriv that became it).
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
