@@ -8,6 +8,7 @@
 //! (`\n`), or, inside a JSON string that holds a whole trace, its `\n` escapes.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use memchr::{memchr, memmem};
 
@@ -347,13 +348,20 @@ fn fold_plain(text: &str) -> Cow<'_, str> {
 /// Traces inside JSON strings: only lines with enough `\n` escapes and a frame's mark are
 /// split at their escapes.
 fn fold_escaped(text: &str) -> Option<String> {
-    let escape = memmem::Finder::new(b"\\n");
-    let marks = [
-        memmem::Finder::new(b"at "),
-        memmem::Finder::new(b"File \\\""),
-        memmem::Finder::new(b".go:"),
-        memmem::Finder::new(b"::"),
-    ];
+    // Built once: this runs on every read of a child's text.
+    static FINDERS: LazyLock<(memmem::Finder<'static>, [memmem::Finder<'static>; 4])> =
+        LazyLock::new(|| {
+            (
+                memmem::Finder::new(b"\\n"),
+                [
+                    memmem::Finder::new(b"at "),
+                    memmem::Finder::new(b"File \\\""),
+                    memmem::Finder::new(b".go:"),
+                    memmem::Finder::new(b"::"),
+                ],
+            )
+        });
+    let (escape, marks) = &*FINDERS;
     let mut out = String::new();
     let mut copied = 0;
     let mut start = 0;

@@ -257,6 +257,20 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The capacity asked for the child's stdout pipe: with the default 64 KiB a child that
+/// streams fast waits each time the pipe is full and orchestrate wakes for every 64 KiB.
+/// Four times that, not the system's 1 MiB maximum: an unprivileged user's pipes share a
+/// quota of pages (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default), past which
+/// every new pipe of that user gets the smallest capacity: a fleet must not use it up.
+const STDOUT_PIPE_BYTES: libc::c_int = 256 * 1024;
+
+/// Grows the pipe of `fd` to [`STDOUT_PIPE_BYTES`] where the system allows it (a user
+/// past its quota keeps the capacity it has: only speed depends on it).
+fn widen(fd: &OwnedFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe we own; a refusal changes nothing.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, STDOUT_PIPE_BYTES) };
+}
+
 /// The descriptors the controller and the child use, as raw numbers (copied by the clone).
 #[derive(Clone, Copy)]
 struct ChildFds {
@@ -288,6 +302,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     let (report_r, report_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
     let (stdout_r, stdout_w) = pipe()?;
+    widen(&stdout_w);
     let (stderr_r, stderr_w) = pipe()?;
     let stdin = if plan.stdin_pipe { Some(pipe()?) } else { None };
     let channel = match plan.listen.is_empty() {
