@@ -225,8 +225,8 @@ pub(crate) struct Prepared {
 /// What the sandbox holds while the child lives, to be dropped once its tree is gone:
 /// the placeholders of protected paths that did not exist (removed when no other run
 /// holds them), its CLI's login as it was (a token refreshed in the private layer is
-/// written back, see `logins`), and its private TMPDIR (removed: an ordinary folder
-/// where no mount namespace made it a tmpfs).
+/// written back, see `logins`), and its private TMPDIR (emptied: an ordinary folder where
+/// no mount namespace made it a tmpfs).
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     placeholders: Placeholders,
@@ -239,10 +239,21 @@ impl Drop for Held {
         drop(std::mem::take(&mut self.placeholders));
         drop(self.logins.take());
         if let Some(tmp) = self.tmp.take() {
-            // Not followed if the child made it a link.
-            let _ = std::fs::remove_dir_all(tmp);
+            if !is_empty_dir(&tmp) {
+                // Not followed if the child made it a link.
+                let _ = std::fs::remove_dir_all(tmp);
+            }
         }
     }
+}
+
+/// Whether `path` is a folder (not a link to one) with nothing in it. An empty TMPDIR
+/// stays in the run folder: where a tmpfs was mounted on it, the folder under it is
+/// always empty, and removing a folder frees its block, which a disk mounted with
+/// `discard` trims there and then (0.3 to 1.2 ms, every run, on such a machine).
+fn is_empty_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
 }
 
 impl Held {
