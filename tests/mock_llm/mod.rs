@@ -102,7 +102,20 @@ pub enum Reply {
     /// `prefix` when there is none). Served as [`Reply::Text`]; for end-to-end tests where
     /// the final answer must really have come through the tool.
     QuoteToolResult { prefix: String, usage: MockUsage },
+    /// One tool call whose arguments take a word of the request's latest tool result:
+    /// every [`QUOTED`] in `args`' strings becomes the letters and digits that follow
+    /// `after` in that result's text (`"runId":"` picks a run id out of JSON). Served as [`Reply::ToolCall`];
+    /// for a model that must pass on what a tool returned (a run id) to its next call.
+    ToolCallQuoting {
+        name: String,
+        args: Value,
+        after: String,
+        usage: MockUsage,
+    },
 }
+
+/// What [`Reply::ToolCallQuoting`] replaces with the quoted word.
+pub const QUOTED: &str = "{quoted}";
 
 impl Reply {
     pub fn text(text: &str, usage: MockUsage) -> Reply {
@@ -162,10 +175,42 @@ impl Reply {
         }
     }
 
+    pub fn tool_quoting(name: &str, args: Value, after: &str, usage: MockUsage) -> Reply {
+        Reply::ToolCallQuoting {
+            name: name.to_string(),
+            args,
+            after: after.to_string(),
+            usage,
+        }
+    }
+
     /// The reply as served for this request body: [`Reply::QuoteToolResult`] becomes
-    /// [`Reply::Text`]; every other reply is unchanged.
+    /// [`Reply::Text`], [`Reply::ToolCallQuoting`] [`Reply::ToolCall`]; every other reply
+    /// is unchanged.
     fn resolve(self, body: &Value) -> Reply {
         match self {
+            Reply::ToolCallQuoting {
+                name,
+                args,
+                after,
+                usage,
+            } => {
+                let latest = tool_result_texts(body).pop().unwrap_or_default();
+                let word: String = latest
+                    .split_once(after.as_str())
+                    .map(|(_, rest)| {
+                        rest.trim_start()
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Reply::ToolCall {
+                    name,
+                    args: replace_quoted(args, &word),
+                    usage,
+                }
+            }
             Reply::QuoteToolResult { prefix, usage } => Reply::Text {
                 text: format!(
                     "{prefix}{}",
@@ -191,9 +236,25 @@ impl Reply {
             Reply::Overloaded => "overloaded".into(),
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
             Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
+            Reply::ToolCallQuoting {
+                name, args, after, ..
+            } => format!("tool_call {name} {args} quoting the word after {after:?}"),
             Reply::ResponsesItem { item, .. } => format!("responses item {item}"),
             Reply::WithUsage { reply, usage } => format!("{} with usage {usage}", reply.describe()),
         }
+    }
+}
+
+/// `v` with every [`QUOTED`] in its strings replaced by `word`.
+fn replace_quoted(v: Value, word: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace(QUOTED, word)),
+        Value::Array(items) => items.into_iter().map(|i| replace_quoted(i, word)).collect(),
+        Value::Object(map) => map
+            .into_iter()
+            .map(|(k, v)| (k, replace_quoted(v, word)))
+            .collect(),
+        other => other,
     }
 }
 
@@ -1026,6 +1087,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             Ok(())
         }
         Reply::QuoteToolResult { .. } => unreachable!("resolved to Text when recorded"),
+        Reply::ToolCallQuoting { .. } => unreachable!("resolved to ToolCall when recorded"),
     }
 }
 
