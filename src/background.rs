@@ -77,6 +77,9 @@ pub(crate) struct FanoutRecord {
     pub tasks: Vec<BackgroundTask>,
 }
 
+/// A fan-out about to start in the background: its mode and each task's agent, in order.
+pub(crate) type FanoutPlan = (Mode, Vec<String>);
+
 /// A background run just started.
 pub(crate) struct Started {
     pub run_id: String,
@@ -109,7 +112,7 @@ pub(crate) fn start(
     run_args: &[OsString],
     state: &StateDir,
     mcp_request: Option<&[u8]>,
-    fanout: Option<(Mode, Vec<String>)>,
+    fanout: Option<FanoutPlan>,
 ) -> io::Result<Started> {
     let run_id = RunId::new();
     let run_dir = state.create_run(&run_id)?;

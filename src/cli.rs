@@ -426,7 +426,9 @@ impl RunArgs {
     /// What a background run of these arguments runs, refused as the foreground run
     /// would refuse it: one `AGENT TASK` (or a resume) as the agent's name; a fan-out
     /// (`--task`, `--chain`) as its description, its mode and each task's agent.
-    pub fn background_plan(&self) -> Result<(String, Option<(Mode, Vec<String>)>), RunError> {
+    pub(crate) fn background_plan(
+        &self,
+    ) -> Result<(String, Option<crate::background::FanoutPlan>), RunError> {
         if self.tasks.is_empty() {
             let one_task = (self.agent.is_some() && self.task.is_some())
                 || (self.resume.is_some() && self.agent.is_some());

@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use super::run::{print_result, OutputFormat};
 use crate::background::{self, look, Look, RunState};
 use crate::error::RunError;
-use crate::result::{exit_status, ErrorCode, Mode, RunResult, TextContent};
+use crate::result::{exit_status, ErrorCode, RunResult, TextContent};
 use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// How often `wait` looks for the result.
@@ -31,7 +31,7 @@ fn state_dir(format: OutputFormat) -> Result<StateDir, i32> {
 pub fn start(
     run_args: Vec<OsString>,
     what: &str,
-    fanout: Option<(Mode, Vec<String>)>,
+    fanout: Option<background::FanoutPlan>,
     format: OutputFormat,
 ) -> i32 {
     let state = match state_dir(format) {
