@@ -57,6 +57,7 @@ const WALL_CLOCK: Duration = Duration::from_secs(120);
 /// A model id in claude's price table.
 const MODEL: &str = CLAUDE.model;
 const NEEDS_CLAUDE: &[(&str, &str)] = &[(CLAUDE.var, "claude")];
+const NEEDS_CODEX: &[(&str, &str)] = &[(mock_llm::contract::clis::codex::CODEX.var, "codex")];
 const NEEDS_CLAUDE_AND_PI: &[(&str, &str)] =
     &[(CLAUDE.var, "claude"), ("ORCHESTRATE_CONTRACT_PI", "pi")];
 
@@ -78,6 +79,12 @@ fn main() {
             name: "claude_starts_a_background_subagent_messages_it_and_waits".into(),
             clis: NEEDS_CLAUDE,
             run: Box::new(claude_starts_a_background_subagent_messages_it_and_waits),
+            on_request: false,
+        },
+        Needing {
+            name: "codex_starts_a_background_subagent_messages_it_and_waits".into(),
+            clis: NEEDS_CODEX,
+            run: Box::new(codex_starts_a_background_subagent_messages_it_and_waits),
             on_request: false,
         },
     ];
@@ -881,7 +888,7 @@ const STEERED_ANSWER: &str = "The blue file, as asked.";
 
 /// claude's model starts a subagent in the background, messages it while its child is
 /// still in its first turn, waits for it, and answers quoting what `wait` returned: the
-/// run id goes tool result → model → next call ([`Reply::tool_quoting`]), the message
+/// run id goes tool result → model → next call ([`Reply::quoting`]), the message
 /// reaches the child (its next turn is the message, and its answer changes), and nothing
 /// of the background run outlives claude.
 fn claude_starts_a_background_subagent_messages_it_and_waits(claude: &Path) {
@@ -902,8 +909,8 @@ fn claude_starts_a_background_subagent_messages_it_and_waits(claude: &Path) {
         Reply::tool(SUBAGENT_TOOL, start_args.clone(), usage),
         // claude shows its model a result's structuredContent (orchestrate's details, as
         // JSON) when there is one: the run id is read from there, as a model would.
-        Reply::tool_quoting(SEND_TOOL, send_args, RUN_ID_KEY, usage),
-        Reply::tool_quoting(WAIT_TOOL, wait_args, RUN_ID_KEY, usage),
+        Reply::quoting(Reply::tool(SEND_TOOL, send_args, usage), RUN_ID_KEY),
+        Reply::quoting(Reply::tool(WAIT_TOOL, wait_args, usage), RUN_ID_KEY),
         Reply::quote_tool_result(QUOTE, usage),
     ]));
     let sb = claude_sandbox(claude, &mock);
@@ -1074,4 +1081,165 @@ fn claude_starts_a_background_subagent_messages_it_and_waits(claude: &Path) {
     assert!(turns[1].contains(STEER), "{turns:?}");
     let pids = std::fs::read_to_string(&pidfile).expect("the fake child ran");
     assert_eq!(pids.lines().count(), 2, "{pids}");
+}
+
+/// The same with the real Codex as the parent (`codex exec`, orchestrate in its
+/// `[mcp_servers]`), whose model finds orchestrate's tools with its client-run
+/// `tool_search` and calls them in the server's namespace.
+fn codex_starts_a_background_subagent_messages_it_and_waits(codex: &Path) {
+    use mock_llm::contract::clis::codex::CODEX;
+    use parent_bench::CODEX_NAMESPACE;
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let call = |name: &str, args: Value| {
+        Reply::responses_item(
+            json!({"type": "function_call", "status": "completed",
+                   "namespace": CODEX_NAMESPACE, "name": name, "arguments": args.to_string()}),
+            usage,
+        )
+    };
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::responses_item(
+            json!({"type": "tool_search_call", "execution": "client", "status": "completed",
+                   "arguments": {"query": "orchestrate subagent send wait"}}),
+            usage,
+        ),
+        call(
+            "subagent",
+            json!({"agent": "fake", "task": "find the file", "background": true}),
+        ),
+        Reply::quoting(
+            call("send", json!({"runId": mock_llm::QUOTED, "message": STEER})),
+            RUN_ID_KEY,
+        ),
+        Reply::quoting(
+            call(
+                "wait",
+                json!({"runId": mock_llm::QUOTED, "timeoutMs": 60000}),
+            ),
+            RUN_ID_KEY,
+        ),
+        Reply::quote_tool_result(QUOTE, usage),
+    ]));
+    let mut sb = Sandbox::with_bin(codex.to_path_buf(), "codex", CODEX.model);
+    sb.catch_outbound(&mock);
+    (CODEX.configure)(&mut sb, &mock);
+    std::fs::write(sb.agents.join("fake.md"), support::TEST_AGENT).unwrap();
+    let pidfile = sb.root.path().join("fake-pids");
+    let hold = sb.root.path().join("release-the-child");
+    let fake = support::fake_agent_bin();
+    parent_bench::add_codex_mcp_server(
+        &sb,
+        &[
+            ("ORCHESTRATE_STATE_DIR", sb.state.display().to_string()),
+            ("ORCHESTRATE_PI_BIN", fake.to_str().unwrap().to_string()),
+            ("FAKE_AGENT_SCENARIO", "answers".into()),
+            ("FAKE_AGENT_ANSWER_1", FIRST_ANSWER.into()),
+            ("FAKE_AGENT_ANSWER_2", STEERED_ANSWER.into()),
+            ("FAKE_AGENT_HOLD_FILE", hold.to_str().unwrap().into()),
+            ("FAKE_AGENT_PIDFILE", pidfile.to_str().unwrap().into()),
+            ("FAKE_AGENT_FOREVER_MS", "60000".into()),
+            ("ORCHESTRATE_SANDBOX", "off".into()),
+        ],
+    );
+    let done = AtomicBool::new(false);
+    let marker = sb.marker();
+    let (out, started_when_released) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if mock.conversation().len() >= 4 {
+                    let started = std::fs::read_to_string(&pidfile)
+                        .unwrap_or_default()
+                        .lines()
+                        .count();
+                    std::fs::write(&hold, "").unwrap();
+                    return Some(started);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        });
+        let args = [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-m",
+            CODEX.model,
+            "Start the fake subagent in the background, tell it to look for the blue file, then give me its answer.",
+        ];
+        let start = Instant::now();
+        let child = sb.program(&sb.bin, &args).spawn().expect("spawn codex");
+        let out = contract::wait_bounded(child, start, WALL_CLOCK);
+        done.store(true, Ordering::SeqCst);
+        (out, releaser.join().unwrap())
+    });
+    let reqs = mock.conversation();
+    harness::note(&format!(
+        "=== codex: exit {} in {:?}\nstdout: {}\nstderr (tail): {}\nrequests: {:#?}",
+        out.status,
+        out.elapsed,
+        cut(&out.stdout, 6000),
+        cut(&out.stderr, 3000),
+        reqs.iter()
+            .map(|r| (r.served.clone(), mock_llm::tool_result_texts(&r.body)))
+            .collect::<Vec<_>>()
+    ));
+    // Nothing of codex's tree outlives it by more than a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let survivors = loop {
+        let left = contract::pids_with_env(&[&marker]);
+        if left.is_empty() || Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(survivors, Vec::<i32>::new(), "processes outlived codex");
+    assert_eq!(out.status, 0, "codex failed: {}", out.stderr);
+    assert_eq!(
+        started_when_released,
+        Some(1),
+        "child processes when released"
+    );
+    let run_ids = contract::run_ids(&sb.state);
+    assert_eq!(run_ids.len(), 1, "one run folder: {run_ids:?}");
+    let run_id = &run_ids[0];
+    assert_eq!(
+        reqs.len(),
+        5,
+        "{:#?}",
+        reqs.iter().map(|r| &r.served).collect::<Vec<_>>()
+    );
+    // The model passed the run id on, and the message changed the subagent's answer.
+    assert!(
+        reqs[3].served.contains(run_id.as_str()),
+        "{}",
+        reqs[3].served
+    );
+    assert!(
+        reqs[4].served.contains(run_id.as_str()),
+        "{}",
+        reqs[4].served
+    );
+    let seen = mock_llm::tool_result_texts(&reqs[4].body);
+    let last = seen.last().expect("the wait result");
+    assert!(last.contains(STEERED_ANSWER), "{seen:?}");
+    assert!(last.contains("afterTurn"), "{seen:?}");
+    let session = sb
+        .state
+        .join("runs")
+        .join(run_id)
+        .join("child/pi-session.jsonl");
+    let turns = std::fs::read_to_string(&session).expect("the child's session");
+    let turns: Vec<&str> = turns.lines().collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert!(turns[1].contains(STEER), "{turns:?}");
+    assert!(
+        out.stdout.contains(STEERED_ANSWER),
+        "codex's answer: {}",
+        out.stdout
+    );
 }

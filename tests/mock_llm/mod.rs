@@ -102,19 +102,15 @@ pub enum Reply {
     /// `prefix` when there is none). Served as [`Reply::Text`]; for end-to-end tests where
     /// the final answer must really have come through the tool.
     QuoteToolResult { prefix: String, usage: MockUsage },
-    /// One tool call whose arguments take a word of the request's latest tool result:
-    /// every [`QUOTED`] in `args`' strings becomes the letters and digits that follow
-    /// `after` in that result's text (`"runId":"` picks a run id out of JSON). Served as [`Reply::ToolCall`];
-    /// for a model that must pass on what a tool returned (a run id) to its next call.
-    ToolCallQuoting {
-        name: String,
-        args: Value,
-        after: String,
-        usage: MockUsage,
-    },
+    /// `reply` (a tool call, a Responses item, …) taking a word of the request's latest
+    /// tool result: every [`QUOTED`] in its strings becomes the letters and digits that
+    /// follow `after` in that result's text (`"runId":"` picks a run id out of JSON).
+    /// Served as `reply` so filled in; for a model that must pass on what a tool returned
+    /// (a run id) to its next call.
+    Quoting { reply: Box<Reply>, after: String },
 }
 
-/// What [`Reply::ToolCallQuoting`] replaces with the quoted word.
+/// What [`Reply::Quoting`] replaces with the quoted word.
 pub const QUOTED: &str = "{quoted}";
 
 impl Reply {
@@ -175,26 +171,20 @@ impl Reply {
         }
     }
 
-    pub fn tool_quoting(name: &str, args: Value, after: &str, usage: MockUsage) -> Reply {
-        Reply::ToolCallQuoting {
-            name: name.to_string(),
-            args,
+    /// [`Reply::Quoting`]: `reply` with the word after `after` in the latest tool result.
+    pub fn quoting(reply: Reply, after: &str) -> Reply {
+        Reply::Quoting {
+            reply: Box::new(reply),
             after: after.to_string(),
-            usage,
         }
     }
 
     /// The reply as served for this request body: [`Reply::QuoteToolResult`] becomes
-    /// [`Reply::Text`], [`Reply::ToolCallQuoting`] [`Reply::ToolCall`]; every other reply
-    /// is unchanged.
+    /// [`Reply::Text`], [`Reply::Quoting`] its reply filled in; every other reply is
+    /// unchanged.
     fn resolve(self, body: &Value) -> Reply {
         match self {
-            Reply::ToolCallQuoting {
-                name,
-                args,
-                after,
-                usage,
-            } => {
+            Reply::Quoting { reply, after } => {
                 let latest = tool_result_texts(body).pop().unwrap_or_default();
                 let word: String = latest
                     .split_once(after.as_str())
@@ -205,17 +195,45 @@ impl Reply {
                             .collect()
                     })
                     .unwrap_or_default();
-                Reply::ToolCall {
-                    name,
-                    args: replace_quoted(args, &word),
-                    usage,
-                }
+                reply.with_quoted(&word).resolve(body)
             }
             Reply::QuoteToolResult { prefix, usage } => Reply::Text {
                 text: format!(
                     "{prefix}{}",
                     tool_result_texts(body).pop().unwrap_or_default()
                 ),
+                usage,
+            },
+            other => other,
+        }
+    }
+
+    /// The reply with every [`QUOTED`] in its arguments, texts and items replaced by `word`.
+    fn with_quoted(self, word: &str) -> Reply {
+        let text = |t: String| t.replace(QUOTED, word);
+        match self {
+            Reply::ToolCall { name, args, usage } => Reply::ToolCall {
+                name,
+                args: replace_quoted(args, word),
+                usage,
+            },
+            Reply::TextThenTool {
+                text: t,
+                name,
+                args,
+                usage,
+            } => Reply::TextThenTool {
+                text: text(t),
+                name,
+                args: replace_quoted(args, word),
+                usage,
+            },
+            Reply::Text { text: t, usage } => Reply::Text {
+                text: text(t),
+                usage,
+            },
+            Reply::ResponsesItem { item, usage } => Reply::ResponsesItem {
+                item: replace_quoted(item, word),
                 usage,
             },
             other => other,
@@ -236,9 +254,9 @@ impl Reply {
             Reply::Overloaded => "overloaded".into(),
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
             Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
-            Reply::ToolCallQuoting {
-                name, args, after, ..
-            } => format!("tool_call {name} {args} quoting the word after {after:?}"),
+            Reply::Quoting { reply, after } => {
+                format!("{} quoting the word after {after:?}", reply.describe())
+            }
             Reply::ResponsesItem { item, .. } => format!("responses item {item}"),
             Reply::WithUsage { reply, usage } => format!("{} with usage {usage}", reply.describe()),
         }
@@ -1087,7 +1105,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             Ok(())
         }
         Reply::QuoteToolResult { .. } => unreachable!("resolved to Text when recorded"),
-        Reply::ToolCallQuoting { .. } => unreachable!("resolved to ToolCall when recorded"),
+        Reply::Quoting { .. } => unreachable!("resolved when recorded"),
     }
 }
 
