@@ -82,6 +82,12 @@ fn main() {
             on_request: false,
         },
         Needing {
+            name: "claude_messages_a_background_real_pi_whose_model_sees_it".into(),
+            clis: NEEDS_CLAUDE_AND_PI,
+            run: Box::new(claude_messages_a_background_real_pi_whose_model_sees_it),
+            on_request: false,
+        },
+        Needing {
             name: "codex_starts_a_background_subagent_messages_it_and_waits".into(),
             clis: NEEDS_CODEX,
             run: Box::new(codex_starts_a_background_subagent_messages_it_and_waits),
@@ -1242,4 +1248,134 @@ fn codex_starts_a_background_subagent_messages_it_and_waits(codex: &Path) {
         "codex's answer: {}",
         out.stdout
     );
+}
+
+/// The same with the real pi as the subagent, on a mock of its own that holds pi's first
+/// answer until claude's model has had the `send` result: pi's model sees the message in
+/// its next request, and its answer to it is what claude's model quotes.
+fn claude_messages_a_background_real_pi_whose_model_sees_it(claude: &Path) {
+    let pi = contract::cli_binary("ORCHESTRATE_CONTRACT_PI", "pi")
+        .expect("the harness runs this only with pi installed");
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let start_args = json!({"agent": "pimock", "task": "find the file", "background": true});
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::tool(
+            "ToolSearch",
+            json!({"query": format!("select:{SUBAGENT_TOOL},{SEND_TOOL},{WAIT_TOOL}")}),
+            usage,
+        ),
+        Reply::tool(SUBAGENT_TOOL, start_args, usage),
+        Reply::quoting(
+            Reply::tool(
+                SEND_TOOL,
+                json!({"runId": mock_llm::QUOTED, "message": STEER}),
+                usage,
+            ),
+            RUN_ID_KEY,
+        ),
+        Reply::quoting(
+            Reply::tool(
+                WAIT_TOOL,
+                json!({"runId": mock_llm::QUOTED, "timeoutMs": 60000}),
+                usage,
+            ),
+            RUN_ID_KEY,
+        ),
+        Reply::quote_tool_result(QUOTE, usage),
+    ]));
+    let sb = claude_sandbox(claude, &mock);
+    let hold = sb.root.path().join("release-pi");
+    let pi_mock = MockLlm::start(Script::sequence(vec![
+        Reply::after_file(&hold, Reply::text(FIRST_ANSWER, usage)),
+        Reply::text(STEERED_ANSWER, usage),
+    ]));
+    std::fs::write(sb.agents.join("pimock.md"), PI_AGENT).unwrap();
+    let agent_dir = pi_agent_dir(sb.root.path(), &pi_mock);
+    let config = write_mcp_config(
+        &sb,
+        &[
+            ("ORCHESTRATE_PI_BIN", pi.to_str().unwrap().to_string()),
+            ("PI_CODING_AGENT_DIR", agent_dir.to_str().unwrap().into()),
+            ("PI_OFFLINE", "1".into()),
+            ("PI_SKIP_VERSION_CHECK", "1".into()),
+            ("PI_TELEMETRY", "0".into()),
+        ],
+    );
+    // pi's first answer goes out once claude's model has had the `send` result and pi
+    // has asked its model.
+    let done = AtomicBool::new(false);
+    let (run, released) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if mock.conversation().len() >= 4 && !pi_mock.conversation().is_empty() {
+                    std::fs::write(&hold, "").unwrap();
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        });
+        let run = run_parent_with(
+            &sb,
+            &config,
+            "Start the pimock subagent in the background, tell it to look for the blue file, then give me its answer.",
+            &[SUBAGENT_TOOL, SEND_TOOL, WAIT_TOOL],
+        );
+        done.store(true, Ordering::SeqCst);
+        (run, releaser.join().unwrap())
+    });
+    report("background real pi, send, wait", &sb, &mock, &run);
+    let pi_requests: Vec<String> = pi_mock
+        .requests()
+        .iter()
+        .map(|r| format!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served))
+        .collect();
+    harness::note(&format!(
+        "=== background real pi: requests to pi's mock\n{}",
+        pi_requests.join("\n")
+    ));
+    assert_eq!(run.out.status, 0, "claude failed: {}", run.out.stderr);
+    assert!(released, "pi's first answer was held until the send");
+    let names: Vec<String> = run
+        .blocks("assistant")
+        .into_iter()
+        .filter(|b| b["type"] == "tool_use")
+        .filter_map(|b| b["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names, ["ToolSearch", SUBAGENT_TOOL, SEND_TOOL, WAIT_TOOL]);
+    // pi's model: the task, then a request that carries the message, answered anew.
+    let pi_reqs = pi_mock.conversation();
+    assert_eq!(pi_reqs.len(), 2, "{pi_reqs:#?}");
+    let asked =
+        |r: &mock_llm::RecordedRequest| mock_llm::user_texts(r.api.unwrap(), &r.body).join("\n");
+    assert!(
+        asked(&pi_reqs[0]).contains("find the file"),
+        "{}",
+        asked(&pi_reqs[0])
+    );
+    assert!(
+        !asked(&pi_reqs[0]).contains(STEER),
+        "{}",
+        asked(&pi_reqs[0])
+    );
+    assert!(asked(&pi_reqs[1]).contains(STEER), "{}", asked(&pi_reqs[1]));
+    // What wait returned, and claude's final answer quoting it, hold the new answer.
+    let reqs = mock.conversation();
+    assert_eq!(reqs.len(), 5);
+    let seen = mock_llm::tool_result_texts(&reqs[4].body);
+    let last = seen.last().expect("the wait result").clone();
+    assert!(last.contains(STEERED_ANSWER), "{seen:?}");
+    assert!(last.contains(STEER), "the result lists the message: {last}");
+    let result = run.result_line();
+    assert_eq!(
+        result["result"],
+        json!(format!("{QUOTE}{last}")),
+        "{result}"
+    );
+    let run_ids = contract::run_ids(&sb.state);
+    assert_eq!(run_ids.len(), 1, "one run folder: {run_ids:?}");
 }

@@ -108,7 +108,17 @@ pub enum Reply {
     /// Served as `reply` so filled in; for a model that must pass on what a tool returned
     /// (a run id) to its next call.
     Quoting { reply: Box<Reply>, after: String },
+    /// `reply`, served once `file` exists (looked for every 20 ms, for at most
+    /// [`AFTER_FILE_LIMIT`], then served anyway): a model whose answer a test holds back
+    /// until something else has happened.
+    AfterFile {
+        file: std::path::PathBuf,
+        reply: Box<Reply>,
+    },
 }
+
+/// How long [`Reply::AfterFile`] waits for its file at most.
+pub const AFTER_FILE_LIMIT: Duration = Duration::from_secs(120);
 
 /// What [`Reply::Quoting`] replaces with the quoted word.
 pub const QUOTED: &str = "{quoted}";
@@ -171,6 +181,13 @@ impl Reply {
         }
     }
 
+    pub fn after_file(file: &std::path::Path, reply: Reply) -> Reply {
+        Reply::AfterFile {
+            file: file.to_path_buf(),
+            reply: Box::new(reply),
+        }
+    }
+
     /// [`Reply::Quoting`]: `reply` with the word after `after` in the latest tool result.
     pub fn quoting(reply: Reply, after: &str) -> Reply {
         Reply::Quoting {
@@ -184,6 +201,10 @@ impl Reply {
     /// unchanged.
     fn resolve(self, body: &Value) -> Reply {
         match self {
+            Reply::AfterFile { file, reply } => Reply::AfterFile {
+                file,
+                reply: Box::new(reply.resolve(body)),
+            },
             Reply::Quoting { reply, after } => {
                 let latest = tool_result_texts(body).pop().unwrap_or_default();
                 let word: String = latest
@@ -256,6 +277,9 @@ impl Reply {
             Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
             Reply::Quoting { reply, after } => {
                 format!("{} quoting the word after {after:?}", reply.describe())
+            }
+            Reply::AfterFile { file, reply } => {
+                format!("{} once {} exists", reply.describe(), file.display())
             }
             Reply::ResponsesItem { item, .. } => format!("responses item {item}"),
             Reply::WithUsage { reply, usage } => format!("{} with usage {usage}", reply.describe()),
@@ -980,6 +1004,16 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         n,
         include_usage,
     };
+    let reply = match reply {
+        Reply::AfterFile { file, reply } => {
+            let since = Instant::now();
+            while !file.exists() && since.elapsed() < AFTER_FILE_LIMIT {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            *reply
+        }
+        other => other,
+    };
     match reply {
         Reply::Text { text, usage } => {
             send(
@@ -1106,6 +1140,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         }
         Reply::QuoteToolResult { .. } => unreachable!("resolved to Text when recorded"),
         Reply::Quoting { .. } => unreachable!("resolved when recorded"),
+        Reply::AfterFile { .. } => unreachable!("unwrapped above"),
     }
 }
 
