@@ -17,6 +17,8 @@
 //!   exit code 99, so a broken supervisor cannot leak processes for ever.
 //! - `FAKE_AGENT_TERM_STAMP`: on SIGTERM, append `term <CLOCK_MONOTONIC ns>` to this file
 //!   and exit 143 (for measuring how late a stop came; see `FAKE_AGENT_STAMP_TURN`).
+//! - `FAKE_AGENT_HOLD_FILE`: before answering, wait until this file exists (at most
+//!   `FAKE_AGENT_FOREVER_MS`, then exit 99): a child whose turn lasts until a test says.
 //! - `FAKE_AGENT_SCENARIO` (default `replay`): see `main`.
 
 use std::ffi::OsString;
@@ -65,6 +67,18 @@ fn main() {
     let think = env_num("FAKE_AGENT_START_DELAY_MS", 0);
     if think > 0 {
         sleep_ms(think);
+    }
+    // A child whose turn lasts until the test releases it.
+    if let Some(hold) = env_str("FAKE_AGENT_HOLD_FILE") {
+        let forever = env_num("FAKE_AGENT_FOREVER_MS", 600_000);
+        let mut waited = 0;
+        while !std::path::Path::new(&hold).exists() {
+            if waited >= forever {
+                process::exit(99);
+            }
+            sleep_ms(20);
+            waited += 20;
+        }
     }
 
     // A task may pick its own scenario with a `@scenario:NAME` word, so that the tasks of

@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{self, StartTime};
-use crate::result::{Background, Details, ErrorCode, Mode, RunResult, TextContent};
+use crate::result::{Background, BackgroundTask, Details, ErrorCode, Mode, RunResult, TextContent};
 use crate::session::{self, RunDir, RunId, StateDir};
 
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
@@ -27,6 +27,9 @@ pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
 pub(crate) const EXIT_STATUS_FILE: &str = "exit-status";
 /// The arguments of an MCP `subagent` call run in the background, for its supervisor.
 pub(crate) const MCP_REQUEST_FILE: &str = "mcp-request.json";
+/// A background fan-out's mode and tasks, each with the run id chosen for it at the start
+/// ([`FanoutRecord`]): its supervisor runs each task under that id.
+pub(crate) const TASKS_FILE: &str = "tasks.json";
 /// Bytes of the end of `supervisor.log` read for its last line.
 const LOG_TAIL_BYTES: u64 = 4096;
 /// Characters of that line quoted in a dead supervisor's result.
@@ -66,19 +69,79 @@ pub(crate) enum RunState {
     Unknown,
 }
 
-/// Starts `orchestrate <run_args> --run-id <id>` detached, and returns the new run's id and
-/// folder and the supervisor's pid. `mcp_request`, when given, is written to the run folder
-/// first ([`MCP_REQUEST_FILE`]).
+/// A background fan-out as its starter planned it ([`TASKS_FILE`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FanoutRecord {
+    pub mode: Mode,
+    pub tasks: Vec<BackgroundTask>,
+}
+
+/// A fan-out about to start in the background: its mode and each task's agent, in order.
+pub(crate) type FanoutPlan = (Mode, Vec<String>);
+
+/// A background run just started.
+pub(crate) struct Started {
+    pub run_id: String,
+    pub run_dir: RunDir,
+    pub pid: u32,
+    /// A fan-out's plan, with each task's run id (its folder made already).
+    pub fanout: Option<FanoutRecord>,
+}
+
+impl Started {
+    /// The result that says so: `text`, and the run's id, supervisor, session file (a
+    /// single run's) and tasks (a fan-out's).
+    pub(crate) fn result(&self, text: String) -> RunResult {
+        running_result(
+            text,
+            &self.run_id,
+            self.pid,
+            &self.run_dir,
+            self.fanout.as_ref(),
+        )
+    }
+}
+
+/// Starts `orchestrate <run_args> --run-id <id>` detached. `mcp_request`, when given, is
+/// written to the run folder first ([`MCP_REQUEST_FILE`]); so is a fan-out's plan
+/// (`fanout`: its mode and each task's agent), once each task has a run id and a folder
+/// ([`TASKS_FILE`]), so that the caller can name the tasks (to `send` them messages)
+/// before they start.
 pub(crate) fn start(
     run_args: &[OsString],
     state: &StateDir,
     mcp_request: Option<&[u8]>,
-) -> io::Result<(String, RunDir, u32)> {
+    fanout: Option<FanoutPlan>,
+) -> io::Result<Started> {
     let run_id = RunId::new();
     let run_dir = state.create_run(&run_id)?;
     if let Some(bytes) = mcp_request {
         write_atomic(&run_dir, MCP_REQUEST_FILE, bytes)?;
     }
+    let fanout = match fanout {
+        Some((mode, agents)) => {
+            let tasks = agents
+                .into_iter()
+                .map(|agent| {
+                    let id = RunId::new();
+                    state.create_run(&id)?;
+                    Ok(BackgroundTask {
+                        agent,
+                        run_id: id.to_string(),
+                    })
+                })
+                .collect::<io::Result<Vec<_>>>()?;
+            let record = FanoutRecord { mode, tasks };
+            write_atomic(
+                &run_dir,
+                TASKS_FILE,
+                &serde_json::to_vec(&record).map_err(io::Error::other)?,
+            )?;
+            Some(record)
+        }
+        None => None,
+    };
     let log = run_dir.create_file(SUPERVISOR_LOG)?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(run_args)
@@ -112,7 +175,25 @@ pub(crate) fn start(
         SUPERVISOR_FILE,
         &serde_json::to_vec(&record).map_err(io::Error::other)?,
     )?;
-    Ok((run_id.to_string(), run_dir, pid))
+    Ok(Started {
+        run_id: run_id.to_string(),
+        run_dir,
+        pid,
+        fanout,
+    })
+}
+
+/// The plan of the background fan-out whose folder is `run_dir`; None for a single run.
+/// A plan that cannot be read is an error naming the file.
+pub(crate) fn fanout_record(run_dir: &RunDir) -> Result<Option<FanoutRecord>, String> {
+    let file = run_dir.path.join(TASKS_FILE);
+    match std::fs::read(&file) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", file.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", file.display())),
+    }
 }
 
 /// Written by the supervisor after `result.json`: the exit status the run maps to (130
@@ -416,18 +497,40 @@ pub(crate) fn look(state: &StateDir, run_id: &RunId) -> std::io::Result<Look> {
             Look::Ended(Box::new(result), status)
         }
         RunState::Unknown => Look::Unknown,
-        RunState::Running(record) => {
-            let session = run_dir.session_file().to_string_lossy().into_owned();
-            Look::Running(Box::new(running(run_id, &record, session)))
-        }
+        RunState::Running(record) => Look::Running(Box::new(running(run_id, &record, &run_dir))),
     })
 }
 
-pub(crate) fn running(run_id: &RunId, record: &SupervisorRecord, session: String) -> RunResult {
+/// The result of a background run still running: what it is (a fan-out's mode and tasks
+/// from its plan), who supervises it.
+pub(crate) fn running(run_id: &RunId, record: &SupervisorRecord, run_dir: &RunDir) -> RunResult {
+    // A plan that cannot be read leaves out the tasks: `wait` still says it runs.
+    let fanout = fanout_record(run_dir).ok().flatten();
+    running_result(
+        format!("Run {run_id} is still running."),
+        run_id.as_str(),
+        record.pid,
+        run_dir,
+        fanout.as_ref(),
+    )
+}
+
+fn running_result(
+    text: String,
+    run_id: &str,
+    pid: u32,
+    run_dir: &RunDir,
+    fanout: Option<&FanoutRecord>,
+) -> RunResult {
+    // A fan-out has no session of its own: each task has one.
+    let session = match fanout {
+        Some(_) => String::new(),
+        None => run_dir.session_file().to_string_lossy().into_owned(),
+    };
     RunResult {
-        content: vec![TextContent::text(format!("Run {run_id} is still running."))],
+        content: vec![TextContent::text(text)],
         details: Details {
-            mode: Mode::Single,
+            mode: fanout.map_or(Mode::Single, |f| f.mode),
             run_id: Some(run_id.to_string()),
             results: Vec::new(),
             error: None,
@@ -435,7 +538,8 @@ pub(crate) fn running(run_id: &RunId, record: &SupervisorRecord, session: String
             background: Some(Background {
                 status: "running".into(),
                 session_file: session,
-                supervisor_pid: record.pid,
+                supervisor_pid: pid,
+                tasks: fanout.map(|f| f.tasks.clone()).unwrap_or_default(),
             }),
             scheduler: Default::default(),
             tree_usage: None,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::error::RunError;
-use crate::result::{exit_status, DetailLevel};
+use crate::result::{exit_status, DetailLevel, Mode};
 use crate::run::{Plan, RunRequest};
 use crate::session::{RunId, RunIdPrefix};
 use crate::settings::Values;
@@ -232,8 +232,8 @@ pub struct RunArgs {
     /// `orchestrate run --resume RUN_ID "follow-up"`.
     #[arg(long, value_name = "RUN_ID")]
     pub resume: Option<String>,
-    /// Start the run detached and return at once with its run id; `orchestrate wait ID`
-    /// prints the result.
+    /// Start the run (or the --task fan-out) detached and return at once with its run id
+    /// (and each task's); `orchestrate wait ID` prints the result, `stop ID` stops it.
     #[arg(long)]
     pub background: bool,
     /// The run id of a background run (set by `--background` for the detached supervisor).
@@ -390,17 +390,15 @@ impl RunArgs {
         let base = self.into_request();
         let reqs = tasks
             .iter()
-            .map(|t| match t.split_once('=') {
-                Some((agent, task)) if !agent.trim().is_empty() => Ok(RunRequest {
-                    agent: agent.trim().to_string(),
-                    task: task.to_string(),
+            .map(|t| {
+                let (agent, task) = parse_task(t)?;
+                Ok(RunRequest {
+                    agent,
+                    task,
                     ..base.clone()
-                }),
-                _ => Err(RunError::invalid(format!(
-                    "--task {t:?}: expected AGENT=TASK"
-                ))),
+                })
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, RunError>>()?;
         Ok(if chain {
             Plan::Chain(reqs)
         } else {
@@ -425,11 +423,56 @@ impl RunArgs {
         }
     }
 
-    /// Whether this is one `AGENT TASK` (or a resume) that can run in the background.
-    pub fn is_single_task(&self) -> bool {
-        let one_task = (self.agent.is_some() && self.task.is_some())
-            || (self.resume.is_some() && self.agent.is_some());
-        self.tasks.is_empty() && one_task
+    /// What a background run of these arguments runs, refused as the foreground run
+    /// would refuse it: one `AGENT TASK` (or a resume) as the agent's name; a fan-out
+    /// (`--task`, `--chain`) as its description, its mode and each task's agent.
+    pub(crate) fn background_plan(
+        &self,
+    ) -> Result<(String, Option<crate::background::FanoutPlan>), RunError> {
+        if self.tasks.is_empty() {
+            let one_task = (self.agent.is_some() && self.task.is_some())
+                || (self.resume.is_some() && self.agent.is_some());
+            if self.chain {
+                return Err(RunError::invalid("--chain needs --task AGENT=TASK steps"));
+            }
+            if !one_task {
+                return Err(RunError::invalid(
+                    "--background runs AGENT TASK, or --task AGENT=TASK (repeated)",
+                ));
+            }
+            return Ok((self.agent.clone().unwrap_or_default(), None));
+        }
+        if self.agent.is_some() || self.task.is_some() {
+            return Err(RunError::invalid(
+                "give either AGENT TASK or --task AGENT=TASK, not both",
+            ));
+        }
+        let agents = self
+            .tasks
+            .iter()
+            .map(|t| parse_task(t).map(|(agent, _)| agent))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = agents.len();
+        Ok(if self.chain {
+            (format!("a chain of {n} steps"), Some((Mode::Chain, agents)))
+        } else {
+            (
+                format!("{n} tasks in parallel"),
+                Some((Mode::Parallel, agents)),
+            )
+        })
+    }
+}
+
+/// `--task AGENT=TASK` as its agent and task.
+fn parse_task(t: &str) -> Result<(String, String), RunError> {
+    match t.split_once('=') {
+        Some((agent, task)) if !agent.trim().is_empty() => {
+            Ok((agent.trim().to_string(), task.to_string()))
+        }
+        _ => Err(RunError::invalid(format!(
+            "--task {t:?}: expected AGENT=TASK"
+        ))),
     }
 }
 

@@ -186,15 +186,21 @@ impl SubagentArgs {
         Ok(out)
     }
 
-    /// The one run a background call asks for: refused for several tasks, which run in the
-    /// foreground only.
-    fn into_background(self, agents_dir: Option<PathBuf>) -> Result<RunRequest, RunError> {
-        match self.into_plan(agents_dir)? {
-            Plan::Single(req) => Ok(*req),
-            _ => Err(RunError::invalid(
-                "background: runs one agent and task, not tasks",
-            )),
+    /// What a background call runs, refused at once for what the run would refuse before
+    /// it starts a child: a task of a fan-out without its agent or task.
+    fn into_background(self, agents_dir: Option<PathBuf>) -> Result<Plan, RunError> {
+        let plan = self.into_plan(agents_dir)?;
+        if let Plan::Parallel(reqs) | Plan::Chain(reqs) = &plan {
+            if let Some(i) = reqs
+                .iter()
+                .position(|r| r.agent.trim().is_empty() || r.task.trim().is_empty())
+            {
+                return Err(RunError::invalid(format!(
+                    "tasks[{i}]: needs both an agent and a task"
+                )));
+            }
         }
+        Ok(plan)
     }
 
     fn into_plan(self, agents_dir: Option<PathBuf>) -> Result<Plan, RunError> {
@@ -242,12 +248,26 @@ pub(crate) fn background_request(
     args: JsonObject,
     agents_dir: Option<PathBuf>,
     run_id: &crate::session::RunId,
-) -> Result<RunRequest, RunError> {
-    let req = SubagentArgs::parse(args)?.into_background(agents_dir)?;
-    Ok(RunRequest {
-        run_id: Some(run_id.to_string()),
-        ..req
-    })
+) -> Result<Plan, RunError> {
+    let id = Some(run_id.to_string());
+    Ok(
+        match SubagentArgs::parse(args)?.into_background(agents_dir)? {
+            Plan::Single(req) => Plan::Single(Box::new(RunRequest { run_id: id, ..*req })),
+            Plan::Parallel(reqs) => Plan::Parallel(with_run_id(reqs, &id)),
+            Plan::Chain(reqs) => Plan::Chain(with_run_id(reqs, &id)),
+        },
+    )
+}
+
+/// Every request of a fan-out with the background run's id (each task gets its own as
+/// the supervisor starts it).
+fn with_run_id(reqs: Vec<RunRequest>, id: &Option<String>) -> Vec<RunRequest> {
+    reqs.into_iter()
+        .map(|r| RunRequest {
+            run_id: id.clone(),
+            ..r
+        })
+        .collect()
 }
 
 /// `name: not an argument of subagent`, with the argument it probably meant, or else the
@@ -510,14 +530,26 @@ impl OrchestrateServer {
 }
 
 impl OrchestrateServer {
-    /// Starts the one run `args` ask for as a background run (`orchestrate mcp-run`, which
-    /// reads `request`, the call's arguments, from the run folder) and says so at once.
+    /// Starts the run or fan-out `args` ask for as a background run (`orchestrate
+    /// mcp-run`, which reads `request`, the call's arguments, from the run folder) and says
+    /// so at once, with each task's run id for a fan-out.
     fn start_background(
         &self,
         mut request: JsonObject,
         args: SubagentArgs,
     ) -> Result<RunResult, RunError> {
-        let req = args.into_background(self.agents_dir.clone())?;
+        let (what, fanout) = match args.into_background(self.agents_dir.clone())? {
+            Plan::Single(req) => (req.agent, None),
+            Plan::Parallel(reqs) => (
+                format!("{} tasks in parallel", reqs.len()),
+                Some((crate::result::Mode::Parallel, reqs)),
+            ),
+            Plan::Chain(reqs) => (
+                format!("a chain of {} steps", reqs.len()),
+                Some((crate::result::Mode::Chain, reqs)),
+            ),
+        };
+        let fanout = fanout.map(|(mode, reqs)| (mode, reqs.into_iter().map(|r| r.agent).collect()));
         let state =
             crate::session::StateDir::from_env().map_err(|e| RunError::invalid(e.to_string()))?;
         request.remove("background");
@@ -527,37 +559,29 @@ impl OrchestrateServer {
             run_args.push("--agents-dir".into());
             run_args.push(dir.into());
         }
-        let (run_id, run_dir, pid) = crate::background::start(&run_args, &state, Some(&bytes))
-            .map_err(|e| RunError::Io {
-                action: "start the background run",
-                path: state.runs_dir(),
-                source: e,
+        let started =
+            crate::background::start(&run_args, &state, Some(&bytes), fanout).map_err(|e| {
+                RunError::Io {
+                    action: "start the background run",
+                    path: state.runs_dir(),
+                    source: e,
+                }
             })?;
-        let session = run_dir.session_file().to_string_lossy().into_owned();
+        let run_id = &started.run_id;
+        let text = match &started.fanout {
+            None => format!(
+                "Started {what} in the background as run {run_id}: wait returns its result, send messages it, stop stops it."
+            ),
+            Some(_) => format!(
+                "Started {what} in the background as run {run_id}: wait returns the results, stop stops every task, send messages a task by its runId (background.tasks)."
+            ),
+        };
+        let result = started.result(text);
         self.background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(run_dir);
-        Ok(RunResult {
-            content: vec![crate::result::TextContent::text(format!(
-                "Started {} in the background as run {run_id}: wait returns its result, send messages it, stop stops it.",
-                req.agent
-            ))],
-            details: crate::result::Details {
-                mode: crate::result::Mode::Single,
-                run_id: Some(run_id),
-                results: Vec::new(),
-                error: None,
-                streaming: None,
-                background: Some(crate::result::Background {
-                    status: "running".into(),
-                    session_file: session,
-                    supervisor_pid: pid,
-                }),
-                scheduler: Default::default(),
-                tree_usage: None,
-            },
-        })
+            .push(started.run_dir);
+        Ok(result)
     }
 
     /// A token cancelled when the client cancels the call or the server stops; the task

@@ -57,6 +57,7 @@ const WALL_CLOCK: Duration = Duration::from_secs(120);
 /// A model id in claude's price table.
 const MODEL: &str = CLAUDE.model;
 const NEEDS_CLAUDE: &[(&str, &str)] = &[(CLAUDE.var, "claude")];
+const NEEDS_CODEX: &[(&str, &str)] = &[(mock_llm::contract::clis::codex::CODEX.var, "codex")];
 const NEEDS_CLAUDE_AND_PI: &[(&str, &str)] =
     &[(CLAUDE.var, "claude"), ("ORCHESTRATE_CONTRACT_PI", "pi")];
 
@@ -72,6 +73,24 @@ fn main() {
             name: "claude_calls_orchestrate_mcp_which_runs_the_real_pi".into(),
             clis: NEEDS_CLAUDE_AND_PI,
             run: Box::new(claude_calls_orchestrate_mcp_which_runs_the_real_pi),
+            on_request: false,
+        },
+        Needing {
+            name: "claude_starts_a_background_subagent_messages_it_and_waits".into(),
+            clis: NEEDS_CLAUDE,
+            run: Box::new(claude_starts_a_background_subagent_messages_it_and_waits),
+            on_request: false,
+        },
+        Needing {
+            name: "claude_messages_a_background_real_pi_whose_model_sees_it".into(),
+            clis: NEEDS_CLAUDE_AND_PI,
+            run: Box::new(claude_messages_a_background_real_pi_whose_model_sees_it),
+            on_request: false,
+        },
+        Needing {
+            name: "codex_starts_a_background_subagent_messages_it_and_waits".into(),
+            clis: NEEDS_CODEX,
+            run: Box::new(codex_starts_a_background_subagent_messages_it_and_waits),
             on_request: false,
         },
     ];
@@ -325,10 +344,16 @@ impl ParentRun {
 /// it runs. Then waits (at most 10 s) until no process with the sandbox marker is left,
 /// and fails naming any survivor.
 fn run_parent(sb: &Sandbox, config: &Path) -> ParentRun {
+    run_parent_with(sb, config, PROMPT, &[SUBAGENT_TOOL])
+}
+
+/// [`run_parent`] with this prompt, allowing these tools.
+fn run_parent_with(sb: &Sandbox, config: &Path, prompt: &str, allowed: &[&str]) -> ParentRun {
     let debug_log = sb.root.path().join("claude-debug.log");
+    let allowed = allowed.join(",");
     let args = [
         "-p",
-        PROMPT,
+        prompt,
         "--output-format",
         "stream-json",
         "--verbose",
@@ -336,7 +361,7 @@ fn run_parent(sb: &Sandbox, config: &Path) -> ParentRun {
         config.to_str().unwrap(),
         "--strict-mcp-config",
         "--allowedTools",
-        SUBAGENT_TOOL,
+        &allowed,
         "--model",
         MODEL,
         "--debug-file",
@@ -855,4 +880,502 @@ fn claude_calls_orchestrate_mcp_which_runs_the_real_pi(claude: &Path) {
         "pi ran under orchestrate: {:?}",
         run.server_side
     );
+}
+
+const SEND_TOOL: &str = "mcp__orchestrate__send";
+const WAIT_TOOL: &str = "mcp__orchestrate__wait";
+/// The message the parent sends its background subagent, and the answers the subagent
+/// gives without it and with it.
+const STEER: &str = "look for the blue file instead";
+const FIRST_ANSWER: &str = "The red file.";
+/// Where a run id stands in orchestrate's details as JSON.
+const RUN_ID_KEY: &str = r#""runId":""#;
+const STEERED_ANSWER: &str = "The blue file, as asked.";
+
+/// claude's model starts a subagent in the background, messages it while its child is
+/// still in its first turn, waits for it, and answers quoting what `wait` returned: the
+/// run id goes tool result → model → next call ([`Reply::quoting`]), the message
+/// reaches the child (its next turn is the message, and its answer changes), and nothing
+/// of the background run outlives claude.
+fn claude_starts_a_background_subagent_messages_it_and_waits(claude: &Path) {
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let start_args = json!({"agent": "fake", "task": "find the file", "background": true});
+    let send_args = json!({"runId": mock_llm::QUOTED, "message": STEER});
+    let wait_args = json!({"runId": mock_llm::QUOTED, "timeoutMs": 60000});
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::tool(
+            "ToolSearch",
+            json!({"query": format!("select:{SUBAGENT_TOOL},{SEND_TOOL},{WAIT_TOOL}")}),
+            usage,
+        ),
+        Reply::tool(SUBAGENT_TOOL, start_args.clone(), usage),
+        // claude shows its model a result's structuredContent (orchestrate's details, as
+        // JSON) when there is one: the run id is read from there, as a model would.
+        Reply::quoting(Reply::tool(SEND_TOOL, send_args, usage), RUN_ID_KEY),
+        Reply::quoting(Reply::tool(WAIT_TOOL, wait_args, usage), RUN_ID_KEY),
+        Reply::quote_tool_result(QUOTE, usage),
+    ]));
+    let sb = claude_sandbox(claude, &mock);
+    std::fs::write(sb.agents.join("fake.md"), support::TEST_AGENT).unwrap();
+    let pidfile = sb.root.path().join("fake-pids");
+    // The child's first turn lasts until the model has had the answer to its `send`.
+    let hold = sb.root.path().join("release-the-child");
+    let fake = support::fake_agent_bin();
+    let config = write_mcp_config(
+        &sb,
+        &[
+            ("ORCHESTRATE_PI_BIN", fake.to_str().unwrap().to_string()),
+            ("FAKE_AGENT_SCENARIO", "answers".into()),
+            ("FAKE_AGENT_ANSWER_1", FIRST_ANSWER.into()),
+            ("FAKE_AGENT_ANSWER_2", STEERED_ANSWER.into()),
+            ("FAKE_AGENT_HOLD_FILE", hold.to_str().unwrap().into()),
+            ("FAKE_AGENT_PIDFILE", pidfile.to_str().unwrap().into()),
+            ("FAKE_AGENT_FOREVER_MS", "60000".into()),
+            // The fake child reads the hold file and writes its pid beside the sandbox,
+            // outside its working directory: only with orchestrate's own sandbox off.
+            ("ORCHESTRATE_SANDBOX", "off".into()),
+        ],
+    );
+    // Releases the child once the model has been sent the `send` result (its 4th
+    // request: after ToolSearch, subagent and send), and notes how many child processes
+    // had started by then.
+    let done = AtomicBool::new(false);
+    let sent = || mock.conversation().len() >= 4;
+    let (run, started_when_released) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if sent() {
+                    let started = std::fs::read_to_string(&pidfile)
+                        .unwrap_or_default()
+                        .lines()
+                        .count();
+                    std::fs::write(&hold, "").unwrap();
+                    return Some(started);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        });
+        let run = run_parent_with(
+            &sb,
+            &config,
+            "Start the fake subagent in the background, tell it to look for the blue file, then give me its answer.",
+            &[SUBAGENT_TOOL, SEND_TOOL, WAIT_TOOL],
+        );
+        done.store(true, Ordering::SeqCst);
+        (run, releaser.join().unwrap())
+    });
+    report("background, send, wait", &sb, &mock, &run);
+    note_connection_errors(&run);
+    assert_eq!(run.out.status, 0, "claude failed: {}", run.out.stderr);
+    assert_connected(&run);
+    assert_server_seen(&run);
+    // The send came while the child's first (and only) turn was running.
+    assert_eq!(
+        started_when_released,
+        Some(1),
+        "child processes when released"
+    );
+
+    // The model's calls, as claude ran them, with the run id passed on.
+    let calls: Vec<Value> = run
+        .blocks("assistant")
+        .into_iter()
+        .filter(|b| b["type"] == "tool_use")
+        .collect();
+    let names: Vec<&str> = calls.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["ToolSearch", SUBAGENT_TOOL, SEND_TOOL, WAIT_TOOL],
+        "{calls:?}"
+    );
+    let run_ids = contract::run_ids(&sb.state);
+    assert_eq!(run_ids.len(), 1, "one run folder: {run_ids:?}");
+    let run_id = &run_ids[0];
+    assert_eq!(calls[1]["input"], start_args);
+    assert_eq!(
+        calls[2]["input"],
+        json!({"runId": run_id, "message": STEER})
+    );
+    assert_eq!(
+        calls[3]["input"],
+        json!({"runId": run_id, "timeoutMs": 60000})
+    );
+    let results: Vec<Value> = run
+        .blocks("user")
+        .into_iter()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    for (call, result) in calls.iter().zip(&results) {
+        assert_eq!(result["tool_use_id"], call["id"]);
+        assert_ne!(result["is_error"], json!(true), "{result}");
+    }
+    let structured = |i: usize| {
+        run.lines
+            .iter()
+            .filter(|l| l["type"] == "user")
+            .nth(i)
+            .map(|l| l["tool_use_result"]["structuredContent"].clone())
+            .unwrap_or_default()
+    };
+    // The start: the run id at once, the run still going.
+    let started = structured(1);
+    assert_eq!(started["runId"], json!(run_id), "{started}");
+    assert_eq!(
+        started["background"]["status"],
+        json!("running"),
+        "{started}"
+    );
+    // The wait: the run's result, whose answer is the one the message asked for.
+    let waited = structured(3);
+    let mut single = waited["results"][0].clone();
+    single["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        (&single["output"], &single["exitCode"], &single["messages"]),
+        (
+            &json!(STEERED_ANSWER),
+            &json!(0),
+            &json!([{"at": "AT", "text": STEER, "delivery": "afterTurn"}])
+        ),
+        "{waited}"
+    );
+
+    // The model got that answer, and claude's final answer quotes it.
+    let reqs = mock.conversation();
+    assert_eq!(
+        reqs.len(),
+        5,
+        "{:#?}",
+        reqs.iter().map(|r| &r.served).collect::<Vec<_>>()
+    );
+    let seen = mock_llm::tool_result_texts(&reqs[4].body);
+    let last = seen.last().expect("the wait result");
+    assert!(last.contains(STEERED_ANSWER), "{seen:?}");
+    assert!(!last.contains(FIRST_ANSWER), "{seen:?}");
+    let result = run.result_line();
+    assert_eq!(result["is_error"], json!(false), "{result}");
+    assert_eq!(
+        result["result"],
+        json!(format!("{QUOTE}{last}")),
+        "{result}"
+    );
+
+    // The child's own side: its second turn was the message (its session has a line per
+    // turn, with the turn's prompt), and it ran twice.
+    let session = sb
+        .state
+        .join("runs")
+        .join(run_id)
+        .join("child/pi-session.jsonl");
+    let turns: Vec<String> = std::fs::read_to_string(&session)
+        .expect("the child's session")
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["task"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert!(turns[0].contains("find the file"), "{turns:?}");
+    assert!(turns[1].contains(STEER), "{turns:?}");
+    let pids = std::fs::read_to_string(&pidfile).expect("the fake child ran");
+    assert_eq!(pids.lines().count(), 2, "{pids}");
+}
+
+/// The same with the real Codex as the parent (`codex exec`, orchestrate in its
+/// `[mcp_servers]`), whose model finds orchestrate's tools with its client-run
+/// `tool_search` and calls them in the server's namespace.
+fn codex_starts_a_background_subagent_messages_it_and_waits(codex: &Path) {
+    use mock_llm::contract::clis::codex::CODEX;
+    use parent_bench::CODEX_NAMESPACE;
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let call = |name: &str, args: Value| {
+        Reply::responses_item(
+            json!({"type": "function_call", "status": "completed",
+                   "namespace": CODEX_NAMESPACE, "name": name, "arguments": args.to_string()}),
+            usage,
+        )
+    };
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::responses_item(
+            json!({"type": "tool_search_call", "execution": "client", "status": "completed",
+                   "arguments": {"query": "orchestrate subagent send wait"}}),
+            usage,
+        ),
+        call(
+            "subagent",
+            json!({"agent": "fake", "task": "find the file", "background": true}),
+        ),
+        Reply::quoting(
+            call("send", json!({"runId": mock_llm::QUOTED, "message": STEER})),
+            RUN_ID_KEY,
+        ),
+        Reply::quoting(
+            call(
+                "wait",
+                json!({"runId": mock_llm::QUOTED, "timeoutMs": 60000}),
+            ),
+            RUN_ID_KEY,
+        ),
+        Reply::quote_tool_result(QUOTE, usage),
+    ]));
+    let mut sb = Sandbox::with_bin(codex.to_path_buf(), "codex", CODEX.model);
+    sb.catch_outbound(&mock);
+    (CODEX.configure)(&mut sb, &mock);
+    std::fs::write(sb.agents.join("fake.md"), support::TEST_AGENT).unwrap();
+    let pidfile = sb.root.path().join("fake-pids");
+    let hold = sb.root.path().join("release-the-child");
+    let fake = support::fake_agent_bin();
+    parent_bench::add_codex_mcp_server(
+        &sb,
+        &[
+            ("ORCHESTRATE_STATE_DIR", sb.state.display().to_string()),
+            ("ORCHESTRATE_PI_BIN", fake.to_str().unwrap().to_string()),
+            ("FAKE_AGENT_SCENARIO", "answers".into()),
+            ("FAKE_AGENT_ANSWER_1", FIRST_ANSWER.into()),
+            ("FAKE_AGENT_ANSWER_2", STEERED_ANSWER.into()),
+            ("FAKE_AGENT_HOLD_FILE", hold.to_str().unwrap().into()),
+            ("FAKE_AGENT_PIDFILE", pidfile.to_str().unwrap().into()),
+            ("FAKE_AGENT_FOREVER_MS", "60000".into()),
+            ("ORCHESTRATE_SANDBOX", "off".into()),
+        ],
+    );
+    let done = AtomicBool::new(false);
+    let marker = sb.marker();
+    let (out, started_when_released) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if mock.conversation().len() >= 4 {
+                    let started = std::fs::read_to_string(&pidfile)
+                        .unwrap_or_default()
+                        .lines()
+                        .count();
+                    std::fs::write(&hold, "").unwrap();
+                    return Some(started);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        });
+        let args = [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-m",
+            CODEX.model,
+            "Start the fake subagent in the background, tell it to look for the blue file, then give me its answer.",
+        ];
+        let start = Instant::now();
+        let child = sb.program(&sb.bin, &args).spawn().expect("spawn codex");
+        let out = contract::wait_bounded(child, start, WALL_CLOCK);
+        done.store(true, Ordering::SeqCst);
+        (out, releaser.join().unwrap())
+    });
+    let reqs = mock.conversation();
+    harness::note(&format!(
+        "=== codex: exit {} in {:?}\nstdout: {}\nstderr (tail): {}\nrequests: {:#?}",
+        out.status,
+        out.elapsed,
+        cut(&out.stdout, 6000),
+        cut(&out.stderr, 3000),
+        reqs.iter()
+            .map(|r| (r.served.clone(), mock_llm::tool_result_texts(&r.body)))
+            .collect::<Vec<_>>()
+    ));
+    // Nothing of codex's tree outlives it by more than a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let survivors = loop {
+        let left = contract::pids_with_env(&[&marker]);
+        if left.is_empty() || Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(survivors, Vec::<i32>::new(), "processes outlived codex");
+    assert_eq!(out.status, 0, "codex failed: {}", out.stderr);
+    assert_eq!(
+        started_when_released,
+        Some(1),
+        "child processes when released"
+    );
+    let run_ids = contract::run_ids(&sb.state);
+    assert_eq!(run_ids.len(), 1, "one run folder: {run_ids:?}");
+    let run_id = &run_ids[0];
+    assert_eq!(
+        reqs.len(),
+        5,
+        "{:#?}",
+        reqs.iter().map(|r| &r.served).collect::<Vec<_>>()
+    );
+    // The model passed the run id on, and the message changed the subagent's answer.
+    assert!(
+        reqs[3].served.contains(run_id.as_str()),
+        "{}",
+        reqs[3].served
+    );
+    assert!(
+        reqs[4].served.contains(run_id.as_str()),
+        "{}",
+        reqs[4].served
+    );
+    let seen = mock_llm::tool_result_texts(&reqs[4].body);
+    let last = seen.last().expect("the wait result");
+    assert!(last.contains(STEERED_ANSWER), "{seen:?}");
+    assert!(last.contains("afterTurn"), "{seen:?}");
+    let session = sb
+        .state
+        .join("runs")
+        .join(run_id)
+        .join("child/pi-session.jsonl");
+    let turns = std::fs::read_to_string(&session).expect("the child's session");
+    let turns: Vec<&str> = turns.lines().collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert!(turns[1].contains(STEER), "{turns:?}");
+    assert!(
+        out.stdout.contains(STEERED_ANSWER),
+        "codex's answer: {}",
+        out.stdout
+    );
+}
+
+/// The same with the real pi as the subagent, on a mock of its own that holds pi's first
+/// answer until claude's model has had the `send` result: pi's model sees the message in
+/// its next request, and its answer to it is what claude's model quotes.
+fn claude_messages_a_background_real_pi_whose_model_sees_it(claude: &Path) {
+    let pi = contract::cli_binary("ORCHESTRATE_CONTRACT_PI", "pi")
+        .expect("the harness runs this only with pi installed");
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let start_args = json!({"agent": "pimock", "task": "find the file", "background": true});
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::tool(
+            "ToolSearch",
+            json!({"query": format!("select:{SUBAGENT_TOOL},{SEND_TOOL},{WAIT_TOOL}")}),
+            usage,
+        ),
+        Reply::tool(SUBAGENT_TOOL, start_args, usage),
+        Reply::quoting(
+            Reply::tool(
+                SEND_TOOL,
+                json!({"runId": mock_llm::QUOTED, "message": STEER}),
+                usage,
+            ),
+            RUN_ID_KEY,
+        ),
+        Reply::quoting(
+            Reply::tool(
+                WAIT_TOOL,
+                json!({"runId": mock_llm::QUOTED, "timeoutMs": 60000}),
+                usage,
+            ),
+            RUN_ID_KEY,
+        ),
+        Reply::quote_tool_result(QUOTE, usage),
+    ]));
+    let sb = claude_sandbox(claude, &mock);
+    let hold = sb.root.path().join("release-pi");
+    let pi_mock = MockLlm::start(Script::sequence(vec![
+        Reply::after_file(&hold, Reply::text(FIRST_ANSWER, usage)),
+        Reply::text(STEERED_ANSWER, usage),
+    ]));
+    std::fs::write(sb.agents.join("pimock.md"), PI_AGENT).unwrap();
+    let agent_dir = pi_agent_dir(sb.root.path(), &pi_mock);
+    let config = write_mcp_config(
+        &sb,
+        &[
+            ("ORCHESTRATE_PI_BIN", pi.to_str().unwrap().to_string()),
+            ("PI_CODING_AGENT_DIR", agent_dir.to_str().unwrap().into()),
+            ("PI_OFFLINE", "1".into()),
+            ("PI_SKIP_VERSION_CHECK", "1".into()),
+            ("PI_TELEMETRY", "0".into()),
+        ],
+    );
+    // pi's first answer goes out once claude's model has had the `send` result and pi
+    // has asked its model.
+    let done = AtomicBool::new(false);
+    let (run, released) = std::thread::scope(|scope| {
+        let releaser = scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if mock.conversation().len() >= 4 && !pi_mock.conversation().is_empty() {
+                    std::fs::write(&hold, "").unwrap();
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        });
+        let run = run_parent_with(
+            &sb,
+            &config,
+            "Start the pimock subagent in the background, tell it to look for the blue file, then give me its answer.",
+            &[SUBAGENT_TOOL, SEND_TOOL, WAIT_TOOL],
+        );
+        done.store(true, Ordering::SeqCst);
+        (run, releaser.join().unwrap())
+    });
+    report("background real pi, send, wait", &sb, &mock, &run);
+    let pi_requests: Vec<String> = pi_mock
+        .requests()
+        .iter()
+        .map(|r| format!("  {} {} side={} -> {}", r.method, r.path, r.side, r.served))
+        .collect();
+    harness::note(&format!(
+        "=== background real pi: requests to pi's mock\n{}",
+        pi_requests.join("\n")
+    ));
+    assert_eq!(run.out.status, 0, "claude failed: {}", run.out.stderr);
+    assert!(released, "pi's first answer was held until the send");
+    let names: Vec<String> = run
+        .blocks("assistant")
+        .into_iter()
+        .filter(|b| b["type"] == "tool_use")
+        .filter_map(|b| b["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names, ["ToolSearch", SUBAGENT_TOOL, SEND_TOOL, WAIT_TOOL]);
+    // pi's model: the task, then a request that carries the message, answered anew.
+    let pi_reqs = pi_mock.conversation();
+    assert_eq!(pi_reqs.len(), 2, "{pi_reqs:#?}");
+    let asked =
+        |r: &mock_llm::RecordedRequest| mock_llm::user_texts(r.api.unwrap(), &r.body).join("\n");
+    assert!(
+        asked(&pi_reqs[0]).contains("find the file"),
+        "{}",
+        asked(&pi_reqs[0])
+    );
+    assert!(
+        !asked(&pi_reqs[0]).contains(STEER),
+        "{}",
+        asked(&pi_reqs[0])
+    );
+    assert!(asked(&pi_reqs[1]).contains(STEER), "{}", asked(&pi_reqs[1]));
+    // What wait returned, and claude's final answer quoting it, hold the new answer.
+    let reqs = mock.conversation();
+    assert_eq!(reqs.len(), 5);
+    let seen = mock_llm::tool_result_texts(&reqs[4].body);
+    let last = seen.last().expect("the wait result").clone();
+    assert!(last.contains(STEERED_ANSWER), "{seen:?}");
+    assert!(last.contains(STEER), "the result lists the message: {last}");
+    let result = run.result_line();
+    assert_eq!(
+        result["result"],
+        json!(format!("{QUOTE}{last}")),
+        "{result}"
+    );
+    let run_ids = contract::run_ids(&sb.state);
+    assert_eq!(run_ids.len(), 1, "one run folder: {run_ids:?}");
 }

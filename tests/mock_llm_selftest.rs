@@ -961,3 +961,58 @@ fn the_playground_lists_the_directory_then_quotes_the_result_in_every_api_for_an
         );
     }
 }
+
+/// `Reply::quoting` fills a tool call's arguments with the word after a marker in the
+/// latest tool result (or nothing when there is none); `Reply::after_file` holds its
+/// answer until the file exists.
+#[test]
+fn a_quoting_reply_takes_a_word_of_the_latest_tool_result_and_after_file_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    let mock = MockLlm::start(Script::sequence(vec![
+        Reply::quoting(
+            Reply::tool("wait", json!({"runId": mock_llm::QUOTED, "n": 1}), USAGE),
+            r#""runId":""#,
+        ),
+        Reply::after_file(&gate, Reply::text("released", USAGE)),
+    ]));
+    let args_of = |r: Response| -> Value {
+        let args: String = r
+            .sse_json()
+            .iter()
+            .filter_map(|(_, d)| {
+                d["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
+            })
+            .collect();
+        serde_json::from_str(&args).unwrap()
+    };
+    let with_result = |text: &str| {
+        json!({"model": "m", "stream": true, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "subagent", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": text}]})
+    };
+    assert_eq!(
+        args_of(call(
+            &mock,
+            "/v1/chat/completions",
+            with_result(r#"{"mode":"single","runId":"ab12cd34","results":[]}"#)
+        )),
+        json!({"runId": "ab12cd34", "n": 1})
+    );
+    let held = std::thread::spawn({
+        let addr = mock.addr();
+        move || call_at(addr, "/v1/chat/completions", with_result("x"))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!held.is_finished(), "answered before the file existed");
+    std::fs::write(&gate, "").unwrap();
+    let text: String = held
+        .join()
+        .unwrap()
+        .sse_json()
+        .iter()
+        .filter_map(|(_, d)| d["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "released");
+}

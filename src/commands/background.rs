@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use super::run::{print_result, OutputFormat};
 use crate::background::{self, look, Look, RunState};
 use crate::error::RunError;
-use crate::result::{exit_status, Background, Details, ErrorCode, Mode, RunResult, TextContent};
+use crate::result::{exit_status, ErrorCode, RunResult, TextContent};
 use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// How often `wait` looks for the result.
@@ -25,31 +25,37 @@ fn state_dir(format: OutputFormat) -> Result<StateDir, i32> {
     StateDir::from_env().map_err(|e| refuse(format, RunError::invalid(e.to_string())))
 }
 
-/// Starts the run described by `run_args` (the `run …` arguments without `--background`).
-pub fn start(run_args: Vec<OsString>, agent: &str, format: OutputFormat) -> i32 {
+/// Starts the run described by `run_args` (the `run …` arguments without `--background`):
+/// `what` runs (an agent's name, or a fan-out's description), and for a fan-out its mode
+/// and each task's agent.
+pub fn start(
+    run_args: Vec<OsString>,
+    what: &str,
+    fanout: Option<background::FanoutPlan>,
+    format: OutputFormat,
+) -> i32 {
     let state = match state_dir(format) {
         Ok(s) => s,
         Err(status) => return status,
     };
-    match background::start(&run_args, &state, None) {
-        Ok((run_id, run_dir, pid)) => {
-            let session = run_dir.session_file().to_string_lossy().into_owned();
-            let result = RunResult {
-                content: vec![TextContent::text(format!(
-                    "Started {agent} in the background as run {run_id}. `orchestrate wait {run_id}` prints its result; `orchestrate stop {run_id}` stops it."
-                ))],
-                details: Details {
-                    mode: Mode::Single,
-                    run_id: Some(run_id),
-                    results: Vec::new(),
-                    error: None,
-                    streaming: None,
-                    background: Some(Background { status: "running".into(), session_file: session, supervisor_pid: pid }),
-                    scheduler: Default::default(),
-                    tree_usage: None,
-                },
-            };
-            print_result(format, &result, exit_status::SUCCESS)
+    match background::start(&run_args, &state, None, fanout) {
+        Ok(started) => {
+            let run_id = &started.run_id;
+            let mut text = format!(
+                "Started {what} in the background as run {run_id}. `orchestrate wait {run_id}` prints its result; `orchestrate stop {run_id}` stops it."
+            );
+            if let Some(f) = &started.fanout {
+                let tasks: Vec<String> = f
+                    .tasks
+                    .iter()
+                    .map(|t| format!("{} {}", t.agent, t.run_id))
+                    .collect();
+                text.push_str(&format!(
+                    " Its tasks' runs (`orchestrate send` takes these): {}.",
+                    tasks.join(", ")
+                ));
+            }
+            print_result(format, &started.result(text), exit_status::SUCCESS)
         }
         Err(e) => {
             let r = RunResult::refusal(

@@ -8,6 +8,7 @@ use tokio::signal::unix::{signal, SignalKind};
 pub use crate::cli::OutputFormat;
 use crate::cli::RunArgs;
 use crate::error::RunError;
+use crate::result::RunOutput;
 use crate::result::{internal_error_json, DetailLevel, RunResult};
 use crate::run::{self as pipeline, Observer, Plan, RunEnv};
 use crate::session::RunId;
@@ -92,7 +93,7 @@ pub fn mcp_background(agents_dir: Option<std::path::PathBuf>, run_id: &RunId) ->
         .map_err(RunError::invalid)
         .and_then(|args| crate::mcp::background_request(args, agents_dir, run_id));
     match req {
-        Ok(req) => block_on_run(Plan::Single(Box::new(req)), print),
+        Ok(plan) => block_on_run(plan, print),
         Err(e) => {
             let mut result = e.to_result(Some(run_id.as_str()));
             if let Err(why) = crate::background::record_result(&dir, &mut result, e.exit_status()) {
@@ -112,15 +113,15 @@ pub struct Print {
 
 /// `run … --background`: the same arguments, minus the flag, run by a detached supervisor.
 fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
-    if !args.is_single_task() {
-        let e = RunError::invalid("--background runs one AGENT TASK");
-        return print_result(format, &e.to_result(None), e.exit_status());
-    }
+    let (what, fanout) = match args.background_plan() {
+        Ok(plan) => plan,
+        Err(e) => return print_result(format, &e.to_result(None), e.exit_status()),
+    };
     let run_args: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
         .filter(|a| a != "--background")
         .collect();
-    super::background::start(run_args, args.agent.as_deref().unwrap_or_default(), format)
+    super::background::start(run_args, &what, fanout, format)
 }
 
 /// Runs on a current-thread runtime: the work is I/O-bound, and one thread keeps the
@@ -166,14 +167,31 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
     let _stop_requests = crate::live::stop::listen()
         .inspect_err(|e| tracing::warn!("stop requests are not taken: {e}"))
         .ok();
-    let env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
+    let mut env = match RunEnv::load(&RunEnv::cwd_of(plan.cwd())) {
         Ok(env) => env,
         Err(e) => return print_result(format, &e.to_result(None), e.exit_status()),
     };
+    // A background run (its id was checked as `--run-id` was parsed, or chosen by the MCP
+    // server): whoever waits for it reads its result from its folder, even for a refusal
+    // that never reached the child.
+    let background = plan.run_id().and_then(|id| RunId::parse(id).ok());
     let req = match plan {
         Plan::Single(req) => *req,
         fanout => {
-            let output = fanout.run(&env, &controls, None, None).await;
+            let mut output = match &background {
+                Some(id) => match as_background_fanout(fanout, &mut env, id) {
+                    Ok(fanout) => {
+                        let output = fanout.run(&env, &controls, None, None).await;
+                        remove_unrun_task_folders(&env, id);
+                        output
+                    }
+                    Err(e) => RunOutput::from_result(e.to_result(Some(id.as_str()))),
+                },
+                None => fanout.run(&env, &controls, None, None).await,
+            };
+            if let Some(id) = &background {
+                record_background(&env, id, &mut output);
+            }
             watcher.abort();
             return print_result_at(print, &output.result, output.exit_status);
         }
@@ -199,19 +217,71 @@ async fn run_command(plan: Plan, print: Print) -> i32 {
         None
     };
     let mut output = pipeline::run(&req, &env, &controls, observer).await;
-    // A background run (its id was checked as `--run-id` was parsed): whoever waits for it
-    // reads these, even for a refusal that never reached the child.
-    if let Some(id) = req.run_id.as_deref().and_then(|id| RunId::parse(id).ok()) {
-        let dir = env.state.run_dir(&id);
-        if let Err(e) =
-            crate::background::record_result(&dir, &mut output.result, output.exit_status)
-        {
-            tracing::error!("{e}");
-        }
+    if let Some(id) = &background {
+        record_background(&env, id, &mut output);
     }
     progress.lock().expect("progress lock").clear();
     watcher.abort();
     print_result_at(print, &output.result, output.exit_status)
+}
+
+/// Records a background run's result in its folder, for `wait`.
+fn record_background(env: &RunEnv, id: &RunId, output: &mut RunOutput) {
+    let dir = env.state.run_dir(id);
+    if let Err(e) = crate::background::record_result(&dir, &mut output.result, output.exit_status) {
+        tracing::error!("{e}");
+    }
+}
+
+/// The fan-out of background run `id` as its starter planned it: each task under the run
+/// id chosen for it (whose folder exists), the fan-out under `id`.
+fn as_background_fanout(plan: Plan, env: &mut RunEnv, id: &RunId) -> Result<Plan, RunError> {
+    let record = crate::background::fanout_record(&env.state.run_dir(id))
+        .map_err(RunError::invalid)?
+        .ok_or_else(|| {
+            RunError::invalid(format!(
+                "run {id} has no plan of its tasks ({}): a fan-out runs in the background only as `run --background` starts it",
+                crate::background::TASKS_FILE
+            ))
+        })?;
+    let assign = |mut reqs: Vec<crate::run::RunRequest>| {
+        if reqs.len() != record.tasks.len() {
+            return Err(RunError::invalid(format!(
+                "run {id} planned {} tasks, the command line has {}",
+                record.tasks.len(),
+                reqs.len()
+            )));
+        }
+        for (req, task) in reqs.iter_mut().zip(&record.tasks) {
+            req.run_id = Some(task.run_id.clone());
+        }
+        Ok(reqs)
+    };
+    let plan = match plan {
+        Plan::Parallel(reqs) => Plan::Parallel(assign(reqs)?),
+        Plan::Chain(reqs) => Plan::Chain(assign(reqs)?),
+        single => single,
+    };
+    env.fanout_id = Some(id.to_string());
+    Ok(plan)
+}
+
+/// Removes the folders made at the start for tasks of background fan-out `id` that never
+/// ran (stopped before their turn, a chain stopped early): empty but for the child's
+/// empty place. A folder with anything in it stays.
+fn remove_unrun_task_folders(env: &RunEnv, id: &RunId) {
+    let Ok(Some(record)) = crate::background::fanout_record(&env.state.run_dir(id)) else {
+        return;
+    };
+    for task in &record.tasks {
+        let Ok(task_id) = RunId::parse(&task.run_id) else {
+            continue;
+        };
+        let dir = env.state.run_dir(&task_id);
+        // Each fails, changing nothing, unless the folder is empty by then.
+        let _ = std::fs::remove_dir(dir.child_dir());
+        let _ = std::fs::remove_dir(&dir.path);
+    }
 }
 
 /// First INT/TERM/HUP: stop the child's group gracefully. Second: kill it at once.

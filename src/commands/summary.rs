@@ -227,6 +227,7 @@ mod tests {
             status: "running".into(),
             session_file: "/s/x.jsonl".into(),
             supervisor_pid: 42,
+            tasks: Vec::new(),
         });
         assert_eq!(
             summary(&r, 0),

@@ -134,6 +134,17 @@ pub struct Background {
     pub status: String,
     pub session_file: String,
     pub supervisor_pid: u32,
+    /// A fan-out's tasks in order, each with its own run id (what `send` takes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<BackgroundTask>,
+}
+
+/// A task of a background fan-out: its agent and its own run id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTask {
+    pub agent: String,
+    pub run_id: String,
 }
 
 /// What a streaming update says about the run so far: counters and the tool running now.

@@ -108,6 +108,8 @@ fn task_env(
     (group, i): (&Group, usize),
 ) -> (RunEnv, Controls) {
     let mut env = env.clone();
+    // The fan-out's own id is not its tasks'.
+    env.fanout_id = None;
     env.group = Some(GroupSlot {
         id: group.id.clone(),
         mode: group.mode,
@@ -198,7 +200,7 @@ pub(crate) async fn run_parallel(
     limits: FanoutLimits,
     observer: Option<FanoutObserver>,
 ) -> RunOutput {
-    let group_id = new_run_id();
+    let group_id = env.fanout_id.clone().unwrap_or_else(new_run_id);
     if let Err(e) = check_tasks(&reqs, limits, env) {
         return refuse_tasks(e, &group_id);
     }
@@ -282,7 +284,7 @@ pub(crate) async fn run_chain(
     limits: FanoutLimits,
     observer: Option<FanoutObserver>,
 ) -> RunOutput {
-    let group_id = new_run_id();
+    let group_id = env.fanout_id.clone().unwrap_or_else(new_run_id);
     if let Err(e) = check_tasks(&reqs, limits, env) {
         return refuse_tasks(e, &group_id);
     }

@@ -87,6 +87,14 @@ impl Plan {
         }
     }
 
+    /// The run id its requests carry: a background run's, chosen by whoever started it.
+    pub(crate) fn run_id(&self) -> Option<&str> {
+        match self {
+            Plan::Single(r) => r.run_id.as_deref(),
+            Plan::Parallel(rs) | Plan::Chain(rs) => rs.first().and_then(|r| r.run_id.as_deref()),
+        }
+    }
+
     /// Runs it to the end. A single run's `observer` hears its streaming updates; a
     /// fan-out's `fanout` hears each task's state. The fan-out's limits are the config's,
     /// under the tasks' own `concurrency` (every task carries the request's settings).
@@ -134,6 +142,9 @@ pub(crate) struct RunEnv {
     pub parent_run_id: Option<String>,
     /// The fan-out or chain this run is a task of.
     pub group: Option<GroupSlot>,
+    /// The id a fan-out or chain run in this environment takes: a background fan-out's,
+    /// chosen by whoever started it (else each takes a new one).
+    pub fanout_id: Option<String>,
 }
 
 impl RunEnv {
@@ -166,6 +177,7 @@ impl RunEnv {
             observe: Hub::standard(),
             parent_run_id: parent_run_id(),
             group: None,
+            fanout_id: None,
         })
     }
 
@@ -182,6 +194,7 @@ impl RunEnv {
             observe: Hub::none(),
             parent_run_id: None,
             group: None,
+            fanout_id: None,
         }
     }
 

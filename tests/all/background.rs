@@ -290,3 +290,250 @@ fn wait_and_stop_take_a_unique_prefix_of_the_run_id() {
     assert_eq!(status, 2, "{v}");
     assert_eq!(v["details"]["error"]["code"], json!("INVALID_INPUT"));
 }
+
+/// `run --background` with `--task`s: the start names the fan-out's id and each task's.
+fn start_fanout(sb: &Sandbox, extra: &[&str]) -> (String, Vec<String>, Value) {
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        "--task",
+        "fake=task one",
+        "--task",
+        "fake=task two",
+        "--agents-dir",
+        &agents,
+        "--background",
+    ];
+    args.extend_from_slice(extra);
+    let started = Instant::now();
+    let (status, v) = cli(sb, &args);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "returns at once"
+    );
+    assert_eq!(status, 0, "{v}");
+    let run_id = v["details"]["runId"].as_str().unwrap().to_string();
+    let tasks: Vec<String> = v["details"]["background"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["runId"].as_str().unwrap().to_string())
+        .collect();
+    (run_id, tasks, v)
+}
+
+#[test]
+fn a_background_fan_out_returns_its_id_and_its_tasks_and_wait_prints_its_result() {
+    let sb = Sandbox::new();
+    let (run_id, tasks, started) = start_fanout(&sb, &[]);
+    let pid = started["details"]["background"]["supervisorPid"].clone();
+    assert_eq!(tasks.len(), 2);
+    assert!(tasks.iter().all(|t| *t != run_id), "{started}");
+    assert_ne!(tasks[0], tasks[1]);
+    assert_eq!(
+        started,
+        json!({
+            "content": [{"type": "text", "text": format!(
+                "Started 2 tasks in parallel in the background as run {run_id}. `orchestrate wait {run_id}` prints its result; `orchestrate stop {run_id}` stops it. Its tasks' runs (`orchestrate send` takes these): fake {}, fake {}.",
+                tasks[0], tasks[1]
+            )}],
+            "details": {
+                "mode": "parallel",
+                "runId": run_id,
+                "results": [],
+                "background": {
+                    "status": "running",
+                    "sessionFile": "",
+                    "supervisorPid": pid,
+                    "tasks": [
+                        {"agent": "fake", "runId": tasks[0]},
+                        {"agent": "fake", "runId": tasks[1]},
+                    ],
+                },
+            },
+        })
+    );
+    let (status, v) = cli(&sb, &["wait", &run_id]);
+    assert_eq!(status, 0, "{v}");
+    // The fan-out's result, as a foreground fan-out's: its id, each task's under the id
+    // the start named, in order.
+    assert_eq!(v["details"]["mode"], json!("parallel"), "{v}");
+    assert_eq!(v["details"]["runId"], json!(run_id));
+    let ids: Vec<&Value> = v["details"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["runId"])
+        .collect();
+    assert_eq!(ids, [&json!(tasks[0]), &json!(tasks[1])], "{v}");
+    assert_eq!(
+        v["content"][0]["text"],
+        json!("## 1. fake: task one\n\nHello from pi.\n\n## 2. fake: task two\n\nHello from pi.")
+    );
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let (status, foreground) = cli(
+        &sb,
+        &[
+            "run",
+            "--task",
+            "fake=task one",
+            "--task",
+            "fake=task two",
+            "--agents-dir",
+            &agents,
+        ],
+    );
+    assert_eq!(status, 0, "{foreground}");
+    let shape = |v: &Value| {
+        let mut v = v.clone();
+        v["details"]["runId"] = json!("ID");
+        for r in v["details"]["results"].as_array_mut().unwrap() {
+            for key in ["runId", "durationMs", "sessionFile"] {
+                r[key] = json!(key);
+            }
+        }
+        v
+    };
+    assert_eq!(shape(&v), shape(&foreground));
+    // Each task ran in its own folder, the fan-out's holds its result.
+    for id in &tasks {
+        assert!(sb.state.join("runs").join(id).join("result.json").is_file());
+    }
+    let (status, shown) = cli(&sb, &["show", &run_id, "--json"]);
+    assert_eq!(status, 0, "{shown}");
+    assert_eq!(shown["result"]["details"]["mode"], json!("parallel"));
+    sb.assert_no_survivors();
+}
+
+#[test]
+fn stop_stops_every_task_of_a_background_fan_out() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, tasks, _) = start_fanout(&sb, &["--chain"]);
+    wait_for_pids(&sb, 1);
+    // While it runs, `wait` says so, naming the tasks.
+    let (status, v) = cli(&sb, &["wait", &run_id, "--timeout", "300ms"]);
+    assert_eq!(status, 124, "{v}");
+    assert_eq!(v["details"]["mode"], json!("chain"), "{v}");
+    let listed: Vec<&Value> = v["details"]["background"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["runId"])
+        .collect();
+    assert_eq!(listed, [&json!(tasks[0]), &json!(tasks[1])]);
+    let (status, v) = cli(&sb, &["stop", &run_id]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["details"]["mode"], json!("chain"), "{v}");
+    assert_eq!(v["details"]["runId"], json!(run_id));
+    // The chain stopped at its first step, which was cancelled; the second never ran.
+    let results = v["details"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{v}");
+    assert_eq!(results[0]["runId"], json!(tasks[0]));
+    assert_eq!(results[0]["exitCode"], json!(143), "{v}");
+    assert_eq!(
+        results[0]["termination"],
+        json!({"kind": "terminated", "reason": "cancelled"})
+    );
+    // The folder made at the start for the step that never ran is gone.
+    let runs = sb.state.join("runs");
+    assert!(runs.join(&tasks[0]).join("result.json").is_file());
+    assert!(!runs.join(&tasks[1]).exists());
+    sb.assert_no_survivors();
+    assert_eq!(cli(&sb, &["wait", &run_id]).0, 130);
+}
+
+#[test]
+fn stop_stops_both_running_tasks_of_a_background_parallel_fan_out() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, tasks, _) = start_fanout(&sb, &[]);
+    wait_for_pids(&sb, 2);
+    let (status, v) = cli(&sb, &["stop", &run_id]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["details"]["runId"], json!(run_id));
+    let ended: Vec<(&Value, &Value)> = v["details"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (&r["runId"], &r["exitCode"]))
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            (&json!(tasks[0]), &json!(143)),
+            (&json!(tasks[1]), &json!(143))
+        ],
+        "{v}"
+    );
+    sb.assert_no_survivors();
+    assert_eq!(cli(&sb, &["wait", &run_id]).0, 130);
+}
+
+#[test]
+fn a_task_of_a_background_fan_out_takes_a_message_by_the_id_the_start_named() {
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_START_DELAY_MS", "1500")
+        .set("FAKE_AGENT_ANSWER_1", "First answer.")
+        .set("FAKE_AGENT_ANSWER_2", "Answer after the message.");
+    let (run_id, tasks, _) = start_fanout(&sb, &[]);
+    wait_for_pids(&sb, 2);
+    let (status, sent) = cli(&sb, &["send", &tasks[0], "also check the tests"]);
+    assert_eq!(status, 0, "{sent}");
+    let (status, v) = cli(&sb, &["wait", &run_id]);
+    assert_eq!(status, 0, "{v}");
+    let (_, shown) = cli(&sb, &["show", &run_id, "--json"]);
+    let results = shown["result"]["details"]["results"].as_array().unwrap();
+    let mut first = results[0].clone();
+    first["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        (&first["runId"], &first["output"], &first["messages"]),
+        (
+            &json!(tasks[0]),
+            &json!("Answer after the message."),
+            &json!([{"at": "AT", "text": "also check the tests", "delivery": "afterTurn"}])
+        )
+    );
+    assert_eq!(
+        (&results[1]["output"], results[1].get("messages")),
+        (&json!("First answer."), None)
+    );
+    sb.assert_no_survivors();
+}
+
+#[test]
+fn a_background_run_with_bad_arguments_is_refused_at_once() {
+    let sb = Sandbox::new();
+    let agents = sb.agents.to_str().unwrap().to_string();
+    for (args, message) in [
+        (
+            vec!["run", "--task", "fake", "--background"],
+            "Invalid input: --task \"fake\": expected AGENT=TASK",
+        ),
+        (
+            vec!["run", "--background"],
+            "Invalid input: --background runs AGENT TASK, or --task AGENT=TASK (repeated)",
+        ),
+        (
+            vec!["run", "--chain", "fake", "x", "--background"],
+            "Invalid input: --chain needs --task AGENT=TASK steps",
+        ),
+        (
+            vec!["run", "fake", "x", "--task", "fake=y", "--background"],
+            "Invalid input: give either AGENT TASK or --task AGENT=TASK, not both",
+        ),
+    ] {
+        let mut args = args.clone();
+        args.extend(["--agents-dir", &agents]);
+        let (status, v) = cli(&sb, &args);
+        assert_eq!(
+            (status, &v["content"][0]["text"]),
+            (2, &json!(message)),
+            "{args:?}: {v}"
+        );
+    }
+    // Nothing started: no run folder.
+    assert_eq!(
+        std::fs::read_dir(sb.state.join("runs")).map_or(0, |d| d.count()),
+        0
+    );
+}

@@ -1288,15 +1288,152 @@ async fn wait_says_a_background_subagent_still_runs_and_stop_ends_it() {
         .client
         .call_tool(tool(
             "subagent",
-            json!({"tasks": [{"agent": "fake", "task": "a"}, {"agent": "fake", "task": "b"}], "background": true}),
+            json!({"tasks": [{"agent": "fake", "task": "a"}, {"agent": "fake", "task": " "}], "background": true}),
         ))
         .await
         .unwrap();
     assert_eq!(r.is_error, Some(true));
     assert_eq!(
         text(&r),
-        "Invalid input: background: runs one agent and task, not tasks"
+        "Invalid input: tasks[1]: needs both an agent and a task"
     );
+}
+
+/// A fan-out in the background: one run id for the whole, one per task (for `send`);
+/// `wait` returns the fan-out's result, `stop` stops every task.
+#[tokio::test]
+async fn a_background_fan_out_takes_messages_per_task_and_wait_returns_every_result() {
+    let sb = Sandbox::new()
+        .scenario("answers")
+        .set("FAKE_AGENT_START_DELAY_MS", "1500")
+        .set("FAKE_AGENT_ANSWER_1", "First answer.")
+        .set("FAKE_AGENT_ANSWER_2", "Answer after the message.");
+    let server = start(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool(
+            "subagent",
+            json!({"tasks": [{"agent": "fake", "task": "task one"}, {"agent": "fake", "task": "task two"}], "background": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let started = structured(&r);
+    let run_id = started["runId"].as_str().unwrap().to_string();
+    let tasks: Vec<String> = started["background"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["runId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        started,
+        json!({
+            "mode": "parallel",
+            "runId": run_id,
+            "results": [],
+            "background": {
+                "status": "running",
+                "sessionFile": "",
+                "supervisorPid": started["background"]["supervisorPid"],
+                "tasks": [
+                    {"agent": "fake", "runId": tasks[0]},
+                    {"agent": "fake", "runId": tasks[1]},
+                ],
+            },
+        })
+    );
+    assert_eq!(
+        text(&r),
+        format!("Started 2 tasks in parallel in the background as run {run_id}: wait returns the results, stop stops every task, send messages a task by its runId (background.tasks).")
+    );
+    until_child_started(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool(
+            "send",
+            json!({"runId": tasks[1], "message": "also check the tests"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let r = server
+        .client
+        .call_tool(tool("wait", json!({"runId": run_id, "timeoutMs": 60000})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(
+        text(&r),
+        "## 1. fake: task one\n\nFirst answer.\n\n## 2. fake: task two\n\nAnswer after the message."
+    );
+    let done = structured(&r);
+    assert_eq!(
+        (&done["mode"], &done["runId"]),
+        (&json!("parallel"), &json!(run_id))
+    );
+    let results = done["results"].as_array().unwrap();
+    let mut second = results[1].clone();
+    second["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        (
+            &results[0]["runId"],
+            results[0].get("messages"),
+            &second["runId"],
+            &second["messages"]
+        ),
+        (
+            &json!(tasks[0]),
+            None,
+            &json!(tasks[1]),
+            &json!([{"at": "AT", "text": "also check the tests", "delivery": "afterTurn"}])
+        )
+    );
+    drop(server);
+    sb.assert_no_survivors();
+}
+
+#[tokio::test]
+async fn stop_stops_every_task_of_a_background_fan_out() {
+    let sb = Sandbox::new().scenario("silent");
+    let server = start(&sb).await;
+    let r = server
+        .client
+        .call_tool(tool(
+            "subagent",
+            json!({"tasks": [{"agent": "fake", "task": "a"}, {"agent": "fake", "task": "b"}], "background": true}),
+        ))
+        .await
+        .unwrap();
+    let run_id = structured(&r)["runId"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sb.pids().len() < 2 {
+        assert!(Instant::now() < deadline, "the children never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = server
+        .client
+        .call_tool(tool("stop", json!({"runId": run_id})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let stopped = structured(&r);
+    let ended: Vec<(&Value, &Value)> = stopped["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (&t["exitCode"], &t["termination"]))
+        .collect();
+    let cancelled = json!({"kind": "terminated", "reason": "cancelled"});
+    assert_eq!(
+        (&stopped["runId"], ended),
+        (
+            &json!(run_id),
+            vec![(&json!(143), &cancelled), (&json!(143), &cancelled)]
+        ),
+        "{stopped}"
+    );
+    sb.assert_no_survivors();
 }
 
 /// A background run is the server's: when its client goes away, the run stops too.

@@ -102,7 +102,26 @@ pub enum Reply {
     /// `prefix` when there is none). Served as [`Reply::Text`]; for end-to-end tests where
     /// the final answer must really have come through the tool.
     QuoteToolResult { prefix: String, usage: MockUsage },
+    /// `reply` (a tool call, a Responses item, …) taking a word of the request's latest
+    /// tool result: every [`QUOTED`] in its strings becomes the letters and digits that
+    /// follow `after` in that result's text (`"runId":"` picks a run id out of JSON).
+    /// Served as `reply` so filled in; for a model that must pass on what a tool returned
+    /// (a run id) to its next call.
+    Quoting { reply: Box<Reply>, after: String },
+    /// `reply`, served once `file` exists (looked for every 20 ms, for at most
+    /// [`AFTER_FILE_LIMIT`], then served anyway): a model whose answer a test holds back
+    /// until something else has happened.
+    AfterFile {
+        file: std::path::PathBuf,
+        reply: Box<Reply>,
+    },
 }
+
+/// How long [`Reply::AfterFile`] waits for its file at most.
+pub const AFTER_FILE_LIMIT: Duration = Duration::from_secs(120);
+
+/// What [`Reply::Quoting`] replaces with the quoted word.
+pub const QUOTED: &str = "{quoted}";
 
 impl Reply {
     pub fn text(text: &str, usage: MockUsage) -> Reply {
@@ -162,15 +181,80 @@ impl Reply {
         }
     }
 
+    pub fn after_file(file: &std::path::Path, reply: Reply) -> Reply {
+        Reply::AfterFile {
+            file: file.to_path_buf(),
+            reply: Box::new(reply),
+        }
+    }
+
+    /// [`Reply::Quoting`]: `reply` with the word after `after` in the latest tool result.
+    pub fn quoting(reply: Reply, after: &str) -> Reply {
+        Reply::Quoting {
+            reply: Box::new(reply),
+            after: after.to_string(),
+        }
+    }
+
     /// The reply as served for this request body: [`Reply::QuoteToolResult`] becomes
-    /// [`Reply::Text`]; every other reply is unchanged.
+    /// [`Reply::Text`], [`Reply::Quoting`] its reply filled in; every other reply is
+    /// unchanged.
     fn resolve(self, body: &Value) -> Reply {
         match self {
+            Reply::AfterFile { file, reply } => Reply::AfterFile {
+                file,
+                reply: Box::new(reply.resolve(body)),
+            },
+            Reply::Quoting { reply, after } => {
+                let latest = tool_result_texts(body).pop().unwrap_or_default();
+                let word: String = latest
+                    .split_once(after.as_str())
+                    .map(|(_, rest)| {
+                        rest.trim_start()
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                reply.with_quoted(&word).resolve(body)
+            }
             Reply::QuoteToolResult { prefix, usage } => Reply::Text {
                 text: format!(
                     "{prefix}{}",
                     tool_result_texts(body).pop().unwrap_or_default()
                 ),
+                usage,
+            },
+            other => other,
+        }
+    }
+
+    /// The reply with every [`QUOTED`] in its arguments, texts and items replaced by `word`.
+    fn with_quoted(self, word: &str) -> Reply {
+        let text = |t: String| t.replace(QUOTED, word);
+        match self {
+            Reply::ToolCall { name, args, usage } => Reply::ToolCall {
+                name,
+                args: replace_quoted(args, word),
+                usage,
+            },
+            Reply::TextThenTool {
+                text: t,
+                name,
+                args,
+                usage,
+            } => Reply::TextThenTool {
+                text: text(t),
+                name,
+                args: replace_quoted(args, word),
+                usage,
+            },
+            Reply::Text { text: t, usage } => Reply::Text {
+                text: text(t),
+                usage,
+            },
+            Reply::ResponsesItem { item, usage } => Reply::ResponsesItem {
+                item: replace_quoted(item, word),
                 usage,
             },
             other => other,
@@ -191,9 +275,28 @@ impl Reply {
             Reply::Overloaded => "overloaded".into(),
             Reply::Hang { text_before } => format!("hang after {text_before:?}"),
             Reply::QuoteToolResult { prefix, .. } => format!("quote tool results after {prefix:?}"),
+            Reply::Quoting { reply, after } => {
+                format!("{} quoting the word after {after:?}", reply.describe())
+            }
+            Reply::AfterFile { file, reply } => {
+                format!("{} once {} exists", reply.describe(), file.display())
+            }
             Reply::ResponsesItem { item, .. } => format!("responses item {item}"),
             Reply::WithUsage { reply, usage } => format!("{} with usage {usage}", reply.describe()),
         }
+    }
+}
+
+/// `v` with every [`QUOTED`] in its strings replaced by `word`.
+fn replace_quoted(v: Value, word: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace(QUOTED, word)),
+        Value::Array(items) => items.into_iter().map(|i| replace_quoted(i, word)).collect(),
+        Value::Object(map) => map
+            .into_iter()
+            .map(|(k, v)| (k, replace_quoted(v, word)))
+            .collect(),
+        other => other,
     }
 }
 
@@ -901,6 +1004,16 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         n,
         include_usage,
     };
+    let reply = match reply {
+        Reply::AfterFile { file, reply } => {
+            let since = Instant::now();
+            while !file.exists() && since.elapsed() < AFTER_FILE_LIMIT {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            *reply
+        }
+        other => other,
+    };
     match reply {
         Reply::Text { text, usage } => {
             send(
@@ -1026,6 +1139,8 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             Ok(())
         }
         Reply::QuoteToolResult { .. } => unreachable!("resolved to Text when recorded"),
+        Reply::Quoting { .. } => unreachable!("resolved when recorded"),
+        Reply::AfterFile { .. } => unreachable!("unwrapped above"),
     }
 }
 

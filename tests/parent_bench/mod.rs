@@ -172,7 +172,7 @@ fn shell_command() -> String {
 }
 
 /// Where codex puts orchestrate's tools: the namespace `mcp__<server>`.
-const CODEX_NAMESPACE: &str = "mcp__orchestrate";
+pub(super) const CODEX_NAMESPACE: &str = "mcp__orchestrate";
 
 /// What the parent's model does: delegate once, then answer in a word.
 fn script(parent: Parent, via: Via) -> Script {
@@ -289,7 +289,7 @@ fn sandbox(parent: Parent, via: Via, bin: &Path, mock: &MockLlm) -> Sandbox {
 }
 
 /// `[mcp_servers.orchestrate]` in the sandbox's codex config: `orchestrate mcp` with `env`.
-fn add_codex_mcp_server(sb: &Sandbox, env: &[(&str, String)]) {
+pub(super) fn add_codex_mcp_server(sb: &Sandbox, env: &[(&str, String)]) {
     let config = sb.home.join(".codex/config.toml");
     let mut text = std::fs::read_to_string(&config).expect("codex config");
     let toml_str = |s: &str| serde_json::to_string(s).unwrap();
