@@ -7,11 +7,14 @@
 //! stops are stopped with it. Their
 //! definitions stay small and strict ([`schema`]). Progress notifications go out while
 //! children run (per task for a fan-out) when the client sent a progress token;
-//! `notifications/cancelled` stops that call's children; calls run concurrently. When
+//! `notifications/cancelled` stops that call's children; calls run concurrently. A child's
+//! permission request under `permissions: ask` goes to the calling client as an
+//! elicitation ([`elicit`]). When
 //! stdin closes ([`input`] notices it at once) or on SIGINT/SIGTERM/SIGHUP, every running
 //! child is stopped (a second signal kills at once) before the server exits. stdout
 //! carries protocol only: logs go to stderr.
 
+mod elicit;
 mod input;
 mod output;
 mod runs;
@@ -395,6 +398,8 @@ impl OrchestrateServer {
         {
             env.observe = crate::observe::Hub::standard_within(Some(given));
         }
+        // `permissions: ask` asks this call's client, where it can be asked.
+        env.parent = elicit::parent_of(&ctx);
         // A cancel from the client, the client going away or a signal stops this call's
         // children; a second stop request kills them at once.
         let controls = Controls::default();

@@ -134,6 +134,8 @@ pub(crate) struct RunEnv {
     pub parent_run_id: Option<String>,
     /// The fan-out or chain this run is a task of.
     pub group: Option<GroupSlot>,
+    /// Whom `permissions: ask` asks: the MCP client of a foreground `subagent` call.
+    pub parent: crate::backends::ask_parent::ParentAsk,
 }
 
 impl RunEnv {
@@ -166,6 +168,7 @@ impl RunEnv {
             observe: Hub::standard(),
             parent_run_id: parent_run_id(),
             group: None,
+            parent: Default::default(),
         })
     }
 
@@ -182,6 +185,7 @@ impl RunEnv {
             observe: Hub::none(),
             parent_run_id: None,
             group: None,
+            parent: Default::default(),
         }
     }
 

@@ -502,6 +502,7 @@ mod tests {
             observe: crate::observe::Hub::none(),
             parent_run_id: None,
             group: None,
+            parent: Default::default(),
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -634,6 +635,7 @@ mod tests {
             observe: crate::observe::Hub::none(),
             parent_run_id: None,
             group: None,
+            parent: Default::default(),
         };
         resolve(&req, &env, "ab12cd34")
     }
@@ -762,6 +764,7 @@ mod tests {
             observe: crate::observe::Hub::none(),
             parent_run_id: None,
             group: None,
+            parent: Default::default(),
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(
