@@ -37,7 +37,7 @@ pub(crate) enum Answer {
     /// Denied, declined or cancelled by the parent: why, in its words.
     Deny(Cow<'static, str>),
     /// No answer came (the bound passed, the client failed or is gone): why.
-    NoAnswer(String),
+    Unanswered(String),
     /// The run is being stopped: the question was withdrawn.
     Withdrawn,
 }

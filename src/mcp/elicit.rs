@@ -94,12 +94,12 @@ impl Parent for Client {
                 .await;
             let mut handle = match sent {
                 Ok(handle) => handle,
-                Err(e) => return Answer::NoAnswer(format!("it could not be asked: {e}")),
+                Err(e) => return Answer::Unanswered(format!("it could not be asked: {e}")),
             };
             let (answer, cancel) = tokio::select! {
                 got = &mut handle.rx => (read(got), None),
                 _ = tokio::time::sleep(wait) => (
-                    Answer::NoAnswer(format!("no answer within {} s", wait.as_secs())),
+                    Answer::Unanswered(format!("no answer within {} s", wait.as_secs())),
                     Some("no answer in time: decided by policy"),
                 ),
                 _ = withdraw.cancelled() => (Answer::Withdrawn, Some("the run is stopping")),
@@ -117,21 +117,23 @@ fn read(
 ) -> Answer {
     let result = match got {
         Ok(Ok(ClientResult::ElicitResult(result))) => result,
-        Ok(Ok(_)) => return Answer::NoAnswer("the client answered something else".into()),
-        Ok(Err(e)) => return Answer::NoAnswer(format!("the client answered with an error: {e}")),
-        Err(_) => return Answer::NoAnswer("the client went away".into()),
+        Ok(Ok(_)) => return Answer::Unanswered("the client answered something else".into()),
+        Ok(Err(e)) => return Answer::Unanswered(format!("the client answered with an error: {e}")),
+        Err(_) => return Answer::Unanswered("the client went away".into()),
     };
     match result.action {
         ElicitationAction::Accept => match result.content.as_ref().and_then(|c| c.get("allow")) {
             Some(serde_json::Value::Bool(true)) => Answer::Allow,
-            Some(serde_json::Value::Bool(false)) => Answer::Deny(Cow::Borrowed("the parent denied it")),
-            _ => Answer::Deny(Cow::Borrowed(
-                "the parent accepted without allow: true",
-            )),
+            Some(serde_json::Value::Bool(false)) => {
+                Answer::Deny(Cow::Borrowed("the parent denied it"))
+            }
+            _ => Answer::Deny(Cow::Borrowed("the parent accepted without allow: true")),
         },
         ElicitationAction::Decline => Answer::Deny(Cow::Borrowed("the parent declined")),
-        ElicitationAction::Cancel => Answer::Deny(Cow::Borrowed("the parent cancelled the question")),
-        #[allow(unreachable_patterns)]
+        ElicitationAction::Cancel => {
+            Answer::Deny(Cow::Borrowed("the parent cancelled the question"))
+        }
+        // An action of a later protocol: not an allow.
         _ => Answer::Deny(Cow::Borrowed("the parent did not accept")),
     }
 }

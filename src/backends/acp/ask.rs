@@ -212,7 +212,7 @@ fn settle(shared: &Mutex<Shared>, key: u64, answer: Answer, input: &ChildInput) 
             Some(why.into_owned()),
             None,
         ),
-        Answer::NoAnswer(why) => {
+        Answer::Unanswered(why) => {
             let (d, by, reason) = open.fallback;
             let warning = format!(
                 "permissions ask: the parent did not answer ({why}); the request for {} was decided by policy",
@@ -235,4 +235,117 @@ fn settle(shared: &Mutex<Shared>, key: u64, answer: Answer, input: &ChildInput) 
         call: open.call.filter(|_| decision == Decision::Allowed),
     });
     send_outcome(Some(input), &open.id, reply);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::ask_parent::{AnswerFuture, Parent};
+    use pretty_assertions::assert_eq;
+
+    /// Answers every question with `answer`, at once or (`None`) only once withdrawn.
+    struct Fixed(Option<Answer>);
+
+    impl Parent for Fixed {
+        fn ask(&self, _: String, _: Duration, withdraw: CancellationToken) -> AnswerFuture {
+            let answer = self.0.clone();
+            Box::pin(async move {
+                match answer {
+                    Some(a) => a,
+                    None => {
+                        withdraw.cancelled().await;
+                        Answer::Withdrawn
+                    }
+                }
+            })
+        }
+    }
+
+    fn request() -> Request {
+        Request {
+            id: json!("perm-1"),
+            options: vec![
+                ("allow_once".into(), json!("yes")),
+                ("reject_once".into(), json!("no")),
+            ],
+            record: PermissionRecord {
+                tool: "edit".into(),
+                decision: Decision::Cancelled,
+                by: DecidedBy::Stop,
+                title: Some("write x.txt".into()),
+                reason: None,
+            },
+            fallback: (
+                Decision::Rejected,
+                DecidedBy::Policy,
+                Some("the agent is read-only".into()),
+            ),
+            call: None,
+            question: "Allow it?".into(),
+        }
+    }
+
+    fn asker(answer: Option<Answer>) -> Asker {
+        Asker {
+            parent: Arc::new(Fixed(answer)),
+            agent: "a".into(),
+        }
+    }
+
+    async fn settled(asks: &Asks) -> Vec<Settled> {
+        for _ in 0..1000 {
+            let s = asks.take_settled();
+            if !s.is_empty() {
+                return s;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("nothing settled");
+    }
+
+    #[tokio::test]
+    async fn no_answer_falls_back_to_the_policy_with_a_warning_and_the_agent_is_answered() {
+        let (asks, input) = (Asks::default(), ChildInput::new());
+        let no_answer = Answer::Unanswered("no answer within 120 s".into());
+        assert!(asks.ask(&asker(Some(no_answer)), &input, request()));
+        let s = settled(&asks).await;
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s[0].record,
+            PermissionRecord {
+                tool: "edit".into(),
+                decision: Decision::Rejected,
+                by: DecidedBy::Policy,
+                title: Some("write x.txt".into()),
+                reason: Some("the agent is read-only".into()),
+            }
+        );
+        assert_eq!(
+            s[0].warning.as_deref(),
+            Some("permissions ask: the parent did not answer (no answer within 120 s); the request for edit was decided by policy")
+        );
+        let reply = br#"{"id":"perm-1","jsonrpc":"2.0","result":{"outcome":{"optionId":"no","outcome":"selected"}}}"#;
+        assert_eq!(input.pending(), reply.len() + 1);
+    }
+
+    #[tokio::test]
+    async fn a_stop_withdraws_the_question_and_a_late_answer_changes_nothing() {
+        let (asks, input) = (Asks::default(), ChildInput::new());
+        assert!(asks.ask(&asker(None), &input, request()));
+        tokio::task::yield_now().await;
+        asks.withdraw_all(Some(&input));
+        let cancelled =
+            br#"{"id":"perm-1","jsonrpc":"2.0","result":{"outcome":{"outcome":"cancelled"}}}"#;
+        let s = asks.take_settled();
+        assert_eq!(
+            (s.len(), s[0].record.decision, s[0].record.by),
+            (1, Decision::Cancelled, DecidedBy::Stop)
+        );
+        // The task sees the withdrawal and answers nothing more.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(asks.take_settled().is_empty());
+        assert_eq!(input.pending(), cancelled.len() + 1);
+    }
 }
