@@ -74,6 +74,12 @@ fn main() {
             run: Box::new(claude_calls_orchestrate_mcp_which_runs_the_real_pi),
             on_request: false,
         },
+        Needing {
+            name: "claude_is_asked_for_a_childs_permission".into(),
+            clis: NEEDS_CLAUDE,
+            run: Box::new(claude_is_asked_for_a_childs_permission),
+            on_request: false,
+        },
     ];
     tests.extend([
         Needing {
@@ -855,4 +861,48 @@ fn claude_calls_orchestrate_mcp_which_runs_the_real_pi(claude: &Path) {
         "pi ran under orchestrate: {:?}",
         run.server_side
     );
+}
+
+/// `permissions: ask` with claude as the parent: the fake ACP child asks to write
+/// `x.txt`, and orchestrate asks claude (`elicitation/create`), which has no one to ask
+/// in print mode.
+fn claude_is_asked_for_a_childs_permission(claude: &Path) {
+    let args = json!({"agent": "acpfake", "task": "find auth", "permissions": "ask"});
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let mock = MockLlm::start(parent_script(&args, usage));
+    let sb = claude_sandbox(claude, &mock);
+    let fake = support::fake_agent_bin();
+    std::fs::write(
+        sb.agents.join("acpfake.md"),
+        format!(
+            "---\nname: acpfake\ndescription: d\ntools: read, edit, write\nbackend: acp\nacp_command: {}\n---\nBe brief.\n",
+            fake.display()
+        ),
+    )
+    .unwrap();
+    let config = write_mcp_config(
+        &sb,
+        &[
+            ("FAKE_AGENT_SCENARIO", "acp".into()),
+            ("FAKE_ACP_WRITES", "1".into()),
+            ("ORCHESTRATE_SANDBOX", "off".into()),
+        ],
+    );
+    let run = run_parent(&sb, &config);
+    report("ask", &sb, &mock, &run);
+    let ids = contract::run_ids(&sb.state);
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.state.join("runs").join(&ids[0]).join("result.json"))
+            .expect("result.json"),
+    )
+    .unwrap();
+    let r = &result["details"]["results"][0];
+    eprintln!("permissions: {}\nwarnings: {}", r["permissions"], r["warnings"]);
+    for line in tapped(&sb, "mcp-in.jsonl").iter().chain(&tapped(&sb, "mcp-out.jsonl")) {
+        eprintln!("MCP {}", cut(line, 600));
+    }
 }
