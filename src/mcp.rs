@@ -340,6 +340,8 @@ pub(crate) struct OrchestrateServer {
     agents_dir: Option<PathBuf>,
     /// The background runs this server started, stopped with it.
     background: Arc<std::sync::Mutex<Vec<crate::session::RunDir>>>,
+    /// The newest protocol version offered (see [`elicit::newest_protocol`]).
+    newest_protocol: rmcp::model::ProtocolVersion,
 }
 
 /// `subagent`'s description: when to delegate, and which built-in agent fits what.
@@ -354,6 +356,7 @@ impl OrchestrateServer {
             in_flight: Arc::new(InFlight::default()),
             agents_dir,
             background: Arc::default(),
+            newest_protocol: rmcp::model::ProtocolVersion::LATEST,
         }
     }
 
@@ -673,6 +676,14 @@ impl Progress {
     instructions = "Delegate tasks to subagents with the subagent tool; list_agents shows which exist."
 )]
 impl ServerHandler for OrchestrateServer {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+            &self.newest_protocol,
+        ))
+    }
+
     /// A request whose params do not fit its method reaches here (rmcp could not read it as
     /// that method): an invalid-params error, not "method not found". The stand-in for an
     /// oversized message ([`input`]) gets its answer here too.
@@ -802,7 +813,10 @@ const SHUTDOWN_WAIT: Duration =
 /// Serves MCP on stdin/stdout until the client closes stdin or a signal comes, then stops
 /// the running children and returns once they are gone.
 pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
-    let server = OrchestrateServer::new(agents_dir);
+    let server = OrchestrateServer {
+        newest_protocol: elicit::newest_protocol(),
+        ..OrchestrateServer::new(agents_dir)
+    };
     let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
     let background = server.background.clone();

@@ -863,9 +863,10 @@ fn claude_calls_orchestrate_mcp_which_runs_the_real_pi(claude: &Path) {
     );
 }
 
-/// `permissions: ask` with claude as the parent: the fake ACP child asks to write
-/// `x.txt`, and orchestrate asks claude (`elicitation/create`), which has no one to ask
-/// in print mode.
+/// `permissions: ask` with claude as the parent: the fake ACP child asks to write `x.txt`;
+/// orchestrate (started with `ORCHESTRATE_PERMISSIONS=ask`, so that claude settles on
+/// protocol 2025-11-25) asks claude with `elicitation/create`, and claude's `Elicitation`
+/// hook accepts with `allow: true` (in print mode, with no hook, claude answers `cancel`).
 fn claude_is_asked_for_a_childs_permission(claude: &Path) {
     let args = json!({"agent": "acpfake", "task": "find auth", "permissions": "ask"});
     let usage = MockUsage {
@@ -879,9 +880,17 @@ fn claude_is_asked_for_a_childs_permission(claude: &Path) {
     std::fs::write(
         sb.agents.join("acpfake.md"),
         format!(
-            "---\nname: acpfake\ndescription: d\ntools: read, edit, write\nbackend: acp\nacp_command: {}\n---\nBe brief.\n",
+            "---\nname: acpfake\ndescription: d\ntools: read\nreadonly: true\nbackend: acp\nacp_command: {}\n---\nBe brief.\n",
             fake.display()
         ),
+    )
+    .unwrap();
+    let answer = json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"allow": true}}});
+    let hooks = json!({"hooks": {"Elicitation": [{"matcher": "orchestrate", "hooks": [
+        {"type": "command", "command": format!("echo '{answer}'")}]}]}});
+    std::fs::write(
+        sb.home.join(".claude/settings.json"),
+        serde_json::to_string(&hooks).unwrap(),
     )
     .unwrap();
     let config = write_mcp_config(
@@ -889,20 +898,36 @@ fn claude_is_asked_for_a_childs_permission(claude: &Path) {
         &[
             ("FAKE_AGENT_SCENARIO", "acp".into()),
             ("FAKE_ACP_WRITES", "1".into()),
+            ("ORCHESTRATE_PERMISSIONS", "ask".into()),
             ("ORCHESTRATE_SANDBOX", "off".into()),
         ],
     );
     let run = run_parent(&sb, &config);
     report("ask", &sb, &mock, &run);
+    assert_eq!(run.out.status, 0, "claude failed: {}", run.out.stderr);
     let ids = contract::run_ids(&sb.state);
+    assert_eq!(ids.len(), 1, "one run: {ids:?}");
     let result: Value = serde_json::from_str(
         &std::fs::read_to_string(sb.state.join("runs").join(&ids[0]).join("result.json"))
             .expect("result.json"),
     )
     .unwrap();
     let r = &result["details"]["results"][0];
-    eprintln!("permissions: {}\nwarnings: {}", r["permissions"], r["warnings"]);
-    for line in tapped(&sb, "mcp-in.jsonl").iter().chain(&tapped(&sb, "mcp-out.jsonl")) {
-        eprintln!("MCP {}", cut(line, 600));
-    }
+    // A read-only agent: the policy would have rejected the edit; claude allowed it.
+    assert_eq!(
+        r["permissions"],
+        json!([{"tool": "edit", "decision": "allowed", "by": "parent", "title": "write x.txt"}]),
+        "{result}"
+    );
+    assert_eq!(r["output"], json!("Done: yes"), "{result}");
+    let cwd = r["sessionFile"]
+        .as_str()
+        .map(|_| sb.work.join("x.txt"))
+        .unwrap();
+    assert!(cwd.is_file(), "the allowed edit ran: {}", cwd.display());
+    let debug_log = std::fs::read_to_string(&run.debug_log).unwrap_or_default();
+    assert!(
+        debug_log.contains("Elicitation resolved by hook"),
+        "claude's hook answered the question"
+    );
 }

@@ -10,7 +10,10 @@
 //! Protocol 2026-07-28 has no requests from server to client during a call (a server asks
 //! by ending the call with an `InputRequiredResult`, and the client calls again with the
 //! answers): a run cannot wait inside a call that has ended, so a client on that version is
-//! not asked, and `ask` is `policy` with a warning.
+//! not asked, and `ask` is `policy` with a warning. A server whose own settings say
+//! `permissions: ask` offers protocol versions up to 2025-11-25 only
+//! ([`newest_protocol`]), so that its clients (Claude Code among them) settle on one in
+//! which they can be asked.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::backends::ask_parent::{Answer, AnswerFuture, Parent, ParentAsk};
+use crate::backends::permissions::PermissionMode;
 
 /// The client of one `subagent` call.
 struct Client {
@@ -41,13 +45,17 @@ pub(crate) fn parent_of(ctx: &RequestContext<RoleServer>) -> ParentAsk {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
     {
         return unreachable(
-            "the MCP client speaks protocol 2026-07-28 or later, where a server cannot ask its client while a call runs",
+            "the MCP client speaks protocol 2026-07-28 or later, where a server cannot ask its client while a call runs (a server started with permissions: ask in its config or ORCHESTRATE_PERMISSIONS offers 2025-11-25 at most, in which it can)",
         );
     }
-    let capability = ctx
-        .peer
-        .peer_info()
-        .and_then(|info| info.capabilities.elicitation.clone());
+    // A session without `initialize` names the client's capabilities in every request.
+    let capability = match ctx.meta.client_capabilities() {
+        Some(caps) => caps.elicitation,
+        None => ctx
+            .peer
+            .peer_info()
+            .and_then(|info| info.capabilities.elicitation.clone()),
+    };
     match capability {
         None => unreachable("the MCP client did not declare the elicitation capability"),
         // Declared without modes: form, as in 2025-06-18.
@@ -57,6 +65,19 @@ pub(crate) fn parent_of(ctx: &RequestContext<RoleServer>) -> ParentAsk {
         Some(_) => ParentAsk::Reachable(Arc::new(Client {
             peer: ctx.peer.clone(),
         })),
+    }
+}
+
+/// The newest protocol version the server offers: 2025-11-25, the last in which a server
+/// can ask its client during a call, when the server's own settings (the config files,
+/// `ORCHESTRATE_PERMISSIONS`) say `permissions: ask`; else the newest rmcp speaks.
+pub(crate) fn newest_protocol() -> ProtocolVersion {
+    let cwd = crate::run::RunEnv::cwd_of(None);
+    match crate::config::Config::load(&cwd) {
+        Ok(config) if config.permissions.value == PermissionMode::Ask => {
+            ProtocolVersion::V_2025_11_25
+        }
+        _ => ProtocolVersion::LATEST,
     }
 }
 

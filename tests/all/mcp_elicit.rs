@@ -265,11 +265,49 @@ async fn a_client_on_protocol_2026_07_28_is_not_asked_and_the_warning_says_why()
         r["warnings"],
         json!([
             TOOLS_WARNING,
-            "permissions ask: the MCP client speaks protocol 2026-07-28 or later, where a server cannot ask its client while a call runs; the child's permission requests are decided by policy"
+            "permissions ask: the MCP client speaks protocol 2026-07-28 or later, where a server cannot ask its client while a call runs (a server started with permissions: ask in its config or ORCHESTRATE_PERMISSIONS offers 2025-11-25 at most, in which it can); the child's permission requests are decided by policy"
         ])
     );
     assert!(!written(&sb));
     assert!(asked.lock().unwrap().is_empty(), "nothing was asked");
+    server.client.cancel().await.unwrap();
+    sb.assert_no_survivors();
+}
+
+#[tokio::test]
+async fn a_server_started_with_ask_offers_2025_11_25_and_a_client_that_prefers_2026_is_asked() {
+    let sb = sandbox().set("ORCHESTRATE_PERMISSIONS", "ask");
+    let mut handler = Client::new(Some(Reply::Allow));
+    handler.version = ProtocolVersion::V_2025_11_25;
+    let asked = handler.asked.clone();
+    // server/discover, preferring 2026-07-28: the server offers 2025-11-25 at most.
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let server = start(&sb, handler, lifecycle).await;
+    assert_eq!(
+        server
+            .client
+            .peer_info()
+            .map(|i| i.protocol_version.clone()),
+        Some(ProtocolVersion::V_2025_11_25)
+    );
+    // `permissions: ask` comes from the server's settings: the call does not name it.
+    let call = CallToolRequestParams::new("subagent").with_arguments(
+        json!({"agent": "reader", "task": "Write x.", "details": "full", "cwd": sb.work.to_str().unwrap()})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let r = server.client.call_tool(call).await.unwrap();
+    let r = r.structured_content.unwrap()["results"][0].clone();
+    assert_eq!(
+        r["permissions"],
+        json!([{"tool": "edit", "decision": "allowed", "by": "parent", "title": "write x.txt"}])
+    );
+    assert!(written(&sb));
+    assert_eq!(asked.lock().unwrap().len(), 1);
     server.client.cancel().await.unwrap();
     sb.assert_no_survivors();
 }
