@@ -19,6 +19,20 @@ use crate::backends::ask_parent::{Answer, Asker, MAX_PARENT_ANSWER_WAIT_SECS};
 use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord};
 use crate::backends::ChildInput;
 
+/// Questions one run may have out to the parent at once; a request past it is decided by
+/// the policy (a child asking without end must not flood the parent with questions).
+pub(super) const MAX_OPEN_QUESTIONS: usize = 8;
+
+/// What became of a request put to [`Asks::ask`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asking {
+    Out,
+    /// No async runtime to wait on (a dialect driven outside one): decide here.
+    NoRuntime,
+    /// [`MAX_OPEN_QUESTIONS`] are already out.
+    TooMany,
+}
+
 /// The options an agent offered with one request: `(kind, optionId)`.
 pub(super) type Options = Vec<(String, Value)>;
 
@@ -120,14 +134,17 @@ pub(super) struct Request {
 }
 
 impl Asks {
-    /// Puts `req` to the parent on the current runtime; false (nothing asked) outside one.
-    pub(super) fn ask(&self, asker: &Asker, input: &ChildInput, req: Request) -> bool {
+    /// Puts `req` to the parent on the current runtime, unless it cannot be asked now.
+    pub(super) fn ask(&self, asker: &Asker, input: &ChildInput, req: Request) -> Asking {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return false;
+            return Asking::NoRuntime;
         };
         let withdraw = CancellationToken::new();
         let key = {
             let mut s = lock(&self.shared);
+            if s.open.len() >= MAX_OPEN_QUESTIONS {
+                return Asking::TooMany;
+            }
             let key = s.next;
             s.next += 1;
             s.open.push((
@@ -149,7 +166,7 @@ impl Asks {
             let answer = parent.ask(req.question, wait, withdraw).await;
             settle(&shared, key, answer, &input);
         });
-        true
+        Asking::Out
     }
 
     /// The decisions settled since the last call.
@@ -307,7 +324,10 @@ mod tests {
     async fn no_answer_falls_back_to_the_policy_with_a_warning_and_the_agent_is_answered() {
         let (asks, input) = (Asks::default(), ChildInput::new());
         let no_answer = Answer::Unanswered("no answer within 120 s".into());
-        assert!(asks.ask(&asker(Some(no_answer)), &input, request()));
+        assert_eq!(
+            asks.ask(&asker(Some(no_answer)), &input, request()),
+            Asking::Out
+        );
         let s = settled(&asks).await;
         assert_eq!(s.len(), 1);
         assert_eq!(
@@ -331,7 +351,7 @@ mod tests {
     #[tokio::test]
     async fn a_stop_withdraws_the_question_and_a_late_answer_changes_nothing() {
         let (asks, input) = (Asks::default(), ChildInput::new());
-        assert!(asks.ask(&asker(None), &input, request()));
+        assert_eq!(asks.ask(&asker(None), &input, request()), Asking::Out);
         tokio::task::yield_now().await;
         asks.withdraw_all(Some(&input));
         let cancelled =
@@ -347,5 +367,17 @@ mod tests {
         }
         assert!(asks.take_settled().is_empty());
         assert_eq!(input.pending(), cancelled.len() + 1);
+    }
+
+    #[tokio::test]
+    async fn past_the_open_questions_bound_a_request_is_left_to_the_policy() {
+        let (asks, input) = (Asks::default(), ChildInput::new());
+        for _ in 0..MAX_OPEN_QUESTIONS {
+            assert_eq!(asks.ask(&asker(None), &input, request()), Asking::Out);
+        }
+        assert_eq!(asks.ask(&asker(None), &input, request()), Asking::TooMany);
+        asks.withdraw_all(Some(&input));
+        assert_eq!(asks.take_settled().len(), MAX_OPEN_QUESTIONS);
+        assert_eq!(asks.ask(&asker(None), &input, request()), Asking::Out);
     }
 }

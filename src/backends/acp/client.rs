@@ -646,8 +646,13 @@ impl AcpDialect {
                     question,
                 },
             );
-            if asked {
-                return true;
+            match asked {
+                ask::Asking::Out => return true,
+                ask::Asking::TooMany => emit(AgentEvent::Warning(Cow::Owned(format!(
+                    "permissions ask: {} questions of this run were already out to the parent; more requests were decided by policy",
+                    ask::MAX_OPEN_QUESTIONS
+                )))),
+                ask::Asking::NoRuntime => {}
             }
         }
         let (decision, by, reason) = decided;
