@@ -1559,6 +1559,9 @@ fn nested() -> String {
 ///   waits; a session/cancel ends the turn (`cancelled`), and it then waits for end of
 ///   input or SIGTERM.
 /// - `ignore-cancel`: as `hang`, but ignores session/cancel and SIGTERM.
+///
+/// With `FAKE_ACP_WRITES` set, an allowed call writes the file it names (relative to the
+/// working directory), so that a test sees whether the tool ran.
 fn acp_agent() -> ! {
     use std::io::BufRead;
     let variant = env_str("FAKE_ACP").unwrap_or_else(|| "ok".to_string());
@@ -1623,6 +1626,13 @@ fn acp_agent() -> ! {
             }
             (None, Some(id)) if id == "perm-1" => {
                 let chosen = json_field(&line, "optionId").unwrap_or_else(|| "cancelled".into());
+                // The tool really runs when allowed: the file it edits is written.
+                if env_str("FAKE_ACP_WRITES").is_some()
+                    && (chosen == "yes" || chosen == "always")
+                    && !path.is_empty()
+                {
+                    let _ = std::fs::write(&path, "written by the fake ACP agent\n");
+                }
                 let status = if chosen == "yes" {
                     "completed"
                 } else {

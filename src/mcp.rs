@@ -7,11 +7,14 @@
 //! stops are stopped with it. Their
 //! definitions stay small and strict ([`schema`]). Progress notifications go out while
 //! children run (per task for a fan-out) when the client sent a progress token;
-//! `notifications/cancelled` stops that call's children; calls run concurrently. When
+//! `notifications/cancelled` stops that call's children; calls run concurrently. A child's
+//! permission request under `permissions: ask` goes to the calling client as an
+//! elicitation ([`elicit`]). When
 //! stdin closes ([`input`] notices it at once) or on SIGINT/SIGTERM/SIGHUP, every running
 //! child is stopped (a second signal kills at once) before the server exits. stdout
 //! carries protocol only: logs go to stderr.
 
+mod elicit;
 mod input;
 mod output;
 mod runs;
@@ -357,6 +360,8 @@ pub(crate) struct OrchestrateServer {
     agents_dir: Option<PathBuf>,
     /// The background runs this server started, stopped with it.
     background: Arc<std::sync::Mutex<Vec<crate::session::RunDir>>>,
+    /// The newest protocol version offered (see [`elicit::newest_protocol`]).
+    newest_protocol: rmcp::model::ProtocolVersion,
 }
 
 /// `subagent`'s description: when to delegate, and which built-in agent fits what.
@@ -371,6 +376,7 @@ impl OrchestrateServer {
             in_flight: Arc::new(InFlight::default()),
             agents_dir,
             background: Arc::default(),
+            newest_protocol: rmcp::model::ProtocolVersion::LATEST,
         }
     }
 
@@ -415,6 +421,8 @@ impl OrchestrateServer {
         {
             env.observe = crate::observe::Hub::standard_within(Some(given));
         }
+        // `permissions: ask` asks this call's client, where it can be asked.
+        env.parent = elicit::parent_of(&ctx);
         // A cancel from the client, the client going away or a signal stops this call's
         // children; a second stop request kills them at once.
         let controls = Controls::default();
@@ -692,6 +700,14 @@ impl Progress {
     instructions = "Delegate tasks to subagents with the subagent tool; list_agents shows which exist."
 )]
 impl ServerHandler for OrchestrateServer {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+            &self.newest_protocol,
+        ))
+    }
+
     /// A request whose params do not fit its method reaches here (rmcp could not read it as
     /// that method): an invalid-params error, not "method not found". The stand-in for an
     /// oversized message ([`input`]) gets its answer here too.
@@ -821,7 +837,10 @@ const SHUTDOWN_WAIT: Duration =
 /// Serves MCP on stdin/stdout until the client closes stdin or a signal comes, then stops
 /// the running children and returns once they are gone.
 pub(crate) async fn serve(agents_dir: Option<PathBuf>) -> std::io::Result<()> {
-    let server = OrchestrateServer::new(agents_dir);
+    let server = OrchestrateServer {
+        newest_protocol: elicit::newest_protocol(),
+        ..OrchestrateServer::new(agents_dir)
+    };
     let stop = server.stop.clone();
     let in_flight = server.in_flight.clone();
     let background = server.background.clone();

@@ -93,6 +93,12 @@ fn main() {
             run: Box::new(codex_starts_a_background_subagent_messages_it_and_waits),
             on_request: false,
         },
+        Needing {
+            name: "claude_is_asked_for_a_childs_permission".into(),
+            clis: NEEDS_CLAUDE,
+            run: Box::new(claude_is_asked_for_a_childs_permission),
+            on_request: false,
+        },
     ];
     tests.extend([
         Needing {
@@ -1378,4 +1384,73 @@ fn claude_messages_a_background_real_pi_whose_model_sees_it(claude: &Path) {
     );
     let run_ids = contract::run_ids(&sb.state);
     assert_eq!(run_ids.len(), 1, "one run folder: {run_ids:?}");
+}
+
+/// `permissions: ask` with claude as the parent: the fake ACP child asks to write `x.txt`;
+/// orchestrate (started with `ORCHESTRATE_PERMISSIONS=ask`, so that claude settles on
+/// protocol 2025-11-25) asks claude with `elicitation/create`, and claude's `Elicitation`
+/// hook accepts with `allow: true` (in print mode, with no hook, claude answers `cancel`).
+fn claude_is_asked_for_a_childs_permission(claude: &Path) {
+    let args = json!({"agent": "acpfake", "task": "find auth", "permissions": "ask"});
+    let usage = MockUsage {
+        input: 300,
+        output: 20,
+        cached: 0,
+    };
+    let mock = MockLlm::start(parent_script(&args, usage));
+    let sb = claude_sandbox(claude, &mock);
+    let fake = support::fake_agent_bin();
+    std::fs::write(
+        sb.agents.join("acpfake.md"),
+        format!(
+            "---\nname: acpfake\ndescription: d\ntools: read\nreadonly: true\nbackend: acp\nacp_command: {}\n---\nBe brief.\n",
+            fake.display()
+        ),
+    )
+    .unwrap();
+    let answer = json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": {"allow": true}}});
+    let hooks = json!({"hooks": {"Elicitation": [{"matcher": "orchestrate", "hooks": [
+        {"type": "command", "command": format!("echo '{answer}'")}]}]}});
+    std::fs::write(
+        sb.home.join(".claude/settings.json"),
+        serde_json::to_string(&hooks).unwrap(),
+    )
+    .unwrap();
+    let config = write_mcp_config(
+        &sb,
+        &[
+            ("FAKE_AGENT_SCENARIO", "acp".into()),
+            ("FAKE_ACP_WRITES", "1".into()),
+            ("ORCHESTRATE_PERMISSIONS", "ask".into()),
+            ("ORCHESTRATE_SANDBOX", "off".into()),
+        ],
+    );
+    let run = run_parent(&sb, &config);
+    report("ask", &sb, &mock, &run);
+    assert_eq!(run.out.status, 0, "claude failed: {}", run.out.stderr);
+    let ids = contract::run_ids(&sb.state);
+    assert_eq!(ids.len(), 1, "one run: {ids:?}");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.state.join("runs").join(&ids[0]).join("result.json"))
+            .expect("result.json"),
+    )
+    .unwrap();
+    let r = &result["details"]["results"][0];
+    // A read-only agent: the policy would have rejected the edit; claude allowed it.
+    assert_eq!(
+        r["permissions"],
+        json!([{"tool": "edit", "decision": "allowed", "by": "parent", "title": "write x.txt"}]),
+        "{result}"
+    );
+    assert_eq!(r["output"], json!("Done: yes"), "{result}");
+    let cwd = r["sessionFile"]
+        .as_str()
+        .map(|_| sb.work.join("x.txt"))
+        .unwrap();
+    assert!(cwd.is_file(), "the allowed edit ran: {}", cwd.display());
+    let debug_log = std::fs::read_to_string(&run.debug_log).unwrap_or_default();
+    assert!(
+        debug_log.contains("Elicitation resolved by hook"),
+        "claude's hook answered the question"
+    );
 }

@@ -9,6 +9,7 @@
 //! fact about its CLI.
 
 pub(crate) mod acp;
+pub(crate) mod ask_parent;
 pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod command;

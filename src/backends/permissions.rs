@@ -4,14 +4,16 @@
 //! An agent CLI that asks before it runs a tool (an ACP agent's `session/request_permission`)
 //! gets its answer from here, never from a person: `allow` and `deny` answer every request
 //! alike; `policy` decides each from the agent's own definition (its tools, `readonly`)
-//! and its sandbox, by the rule in [`PermissionPolicy::decide`]; `ask` is meant for the
-//! parent and, until a parent can be asked, is `policy` with a warning.
+//! and its sandbox, by the rule in [`PermissionPolicy::decide`]; `ask` puts each to the
+//! parent where one waits for the run and can be asked ([`super::ask_parent`]), and is
+//! `policy` with a warning everywhere else.
 
 use std::path::{Component, Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::ask_parent::Asker;
 use super::tools::{Permissions, Tool};
 use crate::sandbox::SandboxMode;
 
@@ -24,7 +26,7 @@ pub enum PermissionMode {
     /// Decided from the agent's tools and sandbox.
     #[default]
     Policy,
-    /// Asked of the parent; for now `policy`, with a warning.
+    /// Asked of the parent (MCP elicitation); `policy` where it cannot be asked.
     Ask,
     /// Every request allowed.
     Allow,
@@ -57,14 +59,9 @@ impl PermissionMode {
         }
     }
 
-    /// What the run says about a mode it cannot honour as asked.
-    pub fn warning(self) -> Option<&'static str> {
-        match self {
-            PermissionMode::Ask => Some(
-                "permissions ask: the parent cannot be asked yet; the child's permission requests are decided by policy",
-            ),
-            _ => None,
-        }
+    /// What the run says when `ask` finds no parent to ask (`why`).
+    pub fn unasked_warning(why: &str) -> String {
+        format!("permissions ask: {why}; the child's permission requests are decided by policy")
     }
 }
 
@@ -135,6 +132,8 @@ pub struct PermissionPolicy {
     pub cwd: PathBuf,
     /// Where an edit may land: the working directory (or the run's worktree).
     pub workspace: Vec<PathBuf>,
+    /// The parent `ask` puts requests to, where one can be asked.
+    pub(crate) parent: Option<Asker>,
 }
 
 /// Nothing may be written, and every tool is the CLI's own: what a backend's tests build
@@ -148,6 +147,7 @@ impl Default for PermissionPolicy {
             sandbox: SandboxMode::ReadOnly,
             cwd: PathBuf::from("/"),
             workspace: Vec::new(),
+            parent: None,
         }
     }
 }
@@ -159,6 +159,7 @@ impl PermissionPolicy {
         sandbox: SandboxMode,
         cwd: &Path,
         workspace: &[PathBuf],
+        parent: Option<Asker>,
     ) -> PermissionPolicy {
         PermissionPolicy {
             mode,
@@ -167,7 +168,16 @@ impl PermissionPolicy {
             sandbox,
             cwd: cwd.to_path_buf(),
             workspace: workspace.to_vec(),
+            parent: parent.filter(|_| mode == PermissionMode::Ask),
         }
+    }
+
+    /// The parent a request goes to before the rule: only under `ask`, where one can be
+    /// asked ([`PermissionPolicy::decide`] is then what decides when it does not answer).
+    pub(crate) fn parent(&self) -> Option<&Asker> {
+        self.parent
+            .as_ref()
+            .filter(|_| self.mode == PermissionMode::Ask)
     }
 
     /// Answers `req`: the decision, who made it, and why.
@@ -308,6 +318,7 @@ mod tests {
             sandbox,
             cwd: PathBuf::from("/work/repo"),
             workspace: vec![PathBuf::from("/work/repo")],
+            parent: None,
         }
     }
 
@@ -465,7 +476,7 @@ mod tests {
     }
 
     #[test]
-    fn allow_and_deny_answer_everything_alike_and_ask_is_policy_for_now() {
+    fn allow_and_deny_answer_everything_alike_and_ask_without_a_parent_is_policy() {
         let mut p = policy(&["read"], true, SandboxMode::ReadOnly);
         let edit = req("Write", Some("edit"), &["/etc/passwd"]);
         p.mode = PermissionMode::Allow;
@@ -475,8 +486,7 @@ mod tests {
         assert_eq!(p.decide(&read), (Decision::Rejected, DecidedBy::Deny, None));
         p.mode = PermissionMode::Ask;
         assert_eq!(p.decide(&edit).1, DecidedBy::Policy);
-        assert!(PermissionMode::Ask.warning().is_some());
-        assert_eq!(PermissionMode::Policy.warning(), None);
+        assert_eq!(p.parent(), None);
     }
 
     #[test]

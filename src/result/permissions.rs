@@ -25,6 +25,8 @@ pub enum DecidedBy {
     Allow,
     /// `permissions: deny`.
     Deny,
+    /// `permissions: ask`, answered by the parent.
+    Parent,
     /// The run was being stopped.
     Stop,
 }
@@ -40,7 +42,7 @@ pub struct PermissionRecord {
     /// What the child said it wants to do (`touch pwned.txt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Why the policy decided so.
+    /// Why the policy decided so, or how the parent answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

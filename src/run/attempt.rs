@@ -15,6 +15,7 @@ use super::sink::{DialectSink, LaneSignals};
 use super::total;
 use super::verdict::{check_answer, verdict, Verdict};
 use super::{RunEnv, RunOutput};
+use crate::backends::ask_parent::{Asker, ParentAsk};
 use crate::backends::permissions::{PermissionMode, PermissionPolicy};
 use crate::backends::provider::ProviderQuery;
 use crate::backends::{AgentBrief, BackendError, Invocation, InvocationInput};
@@ -230,12 +231,26 @@ impl Attempt<'_> {
         let backend = run.backend.backend;
         let prompt = self.prompt();
         let (cwd, workspace) = self.workspace();
+        let (parent, unasked) = match (&self.env.parent, run.permissions) {
+            (ParentAsk::Reachable(parent), PermissionMode::Ask) => (
+                Some(Asker {
+                    parent: parent.clone(),
+                    agent: run.agent.name.clone(),
+                }),
+                None,
+            ),
+            (ParentAsk::Unreachable(why), PermissionMode::Ask) => {
+                (None, Some(PermissionMode::unasked_warning(why)))
+            }
+            _ => (None, None),
+        };
         let policy = PermissionPolicy::new(
             run.permissions,
             &run.agent.permissions(),
             run.sandbox.mode,
             &cwd,
             &workspace,
+            parent,
         );
         let agent = AgentBrief {
             acp_command: run.acp_command.clone(),
@@ -258,8 +273,8 @@ impl Attempt<'_> {
         let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
-            match (run.permissions.warning(), inv.talks()) {
-                (Some(w), true) => inv.warnings.push(w.to_string()),
+            match (unasked, inv.talks()) {
+                (Some(w), true) => inv.warnings.push(w),
                 (_, false) if run.permissions != PermissionMode::Policy => {
                     inv.warnings.push(format!(
                     "{backend} asks orchestrate for no permissions: permissions {} changes nothing",

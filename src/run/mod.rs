@@ -145,6 +145,8 @@ pub(crate) struct RunEnv {
     /// The id a fan-out or chain run in this environment takes: a background fan-out's,
     /// chosen by whoever started it (else each takes a new one).
     pub fanout_id: Option<String>,
+    /// Whom `permissions: ask` asks: the MCP client of a foreground `subagent` call.
+    pub parent: crate::backends::ask_parent::ParentAsk,
 }
 
 impl RunEnv {
@@ -178,6 +180,7 @@ impl RunEnv {
             parent_run_id: parent_run_id(),
             group: None,
             fanout_id: None,
+            parent: Default::default(),
         })
     }
 
@@ -195,6 +198,7 @@ impl RunEnv {
             parent_run_id: None,
             group: None,
             fanout_id: None,
+            parent: Default::default(),
         }
     }
 

@@ -390,7 +390,7 @@ fn failure(
         Verdict::NotMatchingSchema(mismatch) => {
             failed(format!("Answer {}: {mismatch}", mismatch.what()))
         }
-        Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::NoAnswer => {
+        Verdict::ProviderError(_) | Verdict::Exited(_) | Verdict::Signaled(_) | Verdict::Unanswered => {
             failed(child_failure(verdict, outcome, collected, ctx.run.backend.backend))
         }
     }

@@ -503,6 +503,7 @@ mod tests {
             parent_run_id: None,
             group: None,
             fanout_id: None,
+            parent: Default::default(),
         };
         resolve(&req, &run_env, "ab12cd34").unwrap()
     }
@@ -636,6 +637,7 @@ mod tests {
             parent_run_id: None,
             group: None,
             fanout_id: None,
+            parent: Default::default(),
         };
         resolve(&req, &env, "ab12cd34")
     }
@@ -765,6 +767,7 @@ mod tests {
             parent_run_id: None,
             group: None,
             fanout_id: None,
+            parent: Default::default(),
         };
         let err = resolve(&req, &env, "ab12cd34").unwrap_err();
         assert_eq!(

@@ -40,7 +40,7 @@ pub(crate) enum Verdict {
     /// A signal that orchestrate did not send killed it.
     Signaled(i32),
     /// It ended cleanly but said nothing usable.
-    NoAnswer,
+    Unanswered,
     /// It answered, but its answer does not match the output schema.
     NotMatchingSchema(Mismatch),
     /// The engine its runner hands it to failed it: refused the job, could not be reached,
@@ -140,7 +140,7 @@ pub(crate) fn verdict(outcome: &Result<Outcome, SuperviseError>, collected: &Col
         }
     }
     if collected.final_text().is_none_or(|t| t.trim().is_empty()) {
-        Verdict::NoAnswer
+        Verdict::Unanswered
     } else {
         Verdict::Answered
     }
@@ -345,14 +345,14 @@ mod tests {
                 "no answer",
                 outcome(Exited(0), None),
                 answered("  "),
-                Verdict::NoAnswer,
+                Verdict::Unanswered,
                 0,
             ),
             (
                 "nothing at all",
                 outcome(Exited(0), None),
                 Collector::new(),
-                Verdict::NoAnswer,
+                Verdict::Unanswered,
                 0,
             ),
             (
@@ -445,7 +445,7 @@ mod tests {
     #[test]
     fn only_an_answer_is_success() {
         assert!(Verdict::Answered.is_success());
-        assert!(!Verdict::NoAnswer.is_success());
+        assert!(!Verdict::Unanswered.is_success());
         assert!(!Verdict::Timeout(TimeoutReason::Idle).is_success());
     }
 }

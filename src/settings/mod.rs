@@ -521,7 +521,7 @@ settings! {
     /// How the child's permission requests are answered (ACP agents ask).
     permissions: PermissionMode = PermissionMode::Policy, kind: &kinds::Permissions, Surfaces {
         env: Some("ORCHESTRATE_PERMISSIONS"),
-        flag: flag("permissions", "MODE", "How the child's permission requests are answered (ACP agents ask): policy (by the agent's tools and sandbox; the default), allow, deny, or ask (the parent; for now policy, with a warning)."),
+        flag: flag("permissions", "MODE", "How the child's permission requests are answered (ACP agents ask): policy (by the agent's tools and sandbox; the default), allow, deny, or ask (the parent, through MCP elicitation, where it can be asked; else policy, with a warning)."),
         agent: &["permissions"],
         mcp: mcp("permissions", None),
         ..Surfaces::FILES

@@ -201,15 +201,17 @@ fn an_unknown_tool_outside_the_agents_list_is_rejected_and_allow_and_deny_overri
         ),
         (json!("rejected"), json!("deny"))
     );
-    // ask: decided by policy, said in a warning.
+    // ask from the command line: no parent waits to be asked; decided by policy, and the
+    // warning says why.
     let out = run(&sb, "shell", &["--permissions", "ask"]);
     let r = out.json()["details"]["results"][0].clone();
     assert_eq!(r["permissions"][0]["by"], json!("policy"));
-    assert!(
-        r["warnings"]
-            .to_string()
-            .contains("permissions ask: the parent cannot be asked yet"),
-        "{r}"
+    assert_eq!(
+        r["warnings"],
+        json!([
+            TOOLS_WARNING,
+            "permissions ask: no parent is waiting for this run to ask (only a foreground subagent call of orchestrate mcp, whose client supports MCP elicitation, can be asked); the child's permission requests are decided by policy"
+        ]),
     );
     // An edit outside the workspace.
     let sb = sandbox("ok").set("FAKE_ACP_TOOL", "edit:write:/etc/x");

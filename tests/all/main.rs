@@ -25,6 +25,7 @@ mod history_cli;
 mod hostile;
 mod liveness;
 mod lossy_text;
+mod mcp_elicit;
 mod mcp_server;
 mod network;
 mod odd_usage;

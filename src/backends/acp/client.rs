@@ -9,7 +9,8 @@
 //! → session/set_config_option {model}         (when the model is set that way)
 //! → session/prompt {the task}
 //! ← session/update …  (text, thinking, tool calls, plan, usage)
-//! ← session/request_permission …  → answered by the permission policy
+//! ← session/request_permission …  → answered by the permission policy, or by the parent
+//!                                      (`permissions: ask`, see `ask.rs`)
 //! ← the prompt's response {stopReason}        → the final event; stdin is closed
 //! ```
 //!
@@ -30,7 +31,8 @@ use super::wire::{
     PermissionRequest, PromptResult, RpcError, SessionNotification, ToolCallFields, ToolMeta,
     Update,
 };
-use super::Conversation;
+use super::{ask, Conversation};
+use crate::backends::ask_parent::Question;
 use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
 use crate::backends::{parse_json, text_event, ChildInput, Dialect};
 use crate::collector::display_args;
@@ -97,6 +99,8 @@ pub(crate) struct AcpDialect {
     tools: VecDeque<ToolState>,
     /// The session's cost the agent reported last (`usage_update` carries the total).
     cost_seen: f64,
+    /// Permission requests put to the parent and not yet emitted.
+    asks: ask::Asks,
     /// Tokens came with the chunks (qwen): the prompt's own numbers would count them twice.
     chunk_usage: bool,
 }
@@ -115,6 +119,7 @@ impl AcpDialect {
             tool_ended: false,
             tools: VecDeque::new(),
             cost_seen: 0.0,
+            asks: ask::Asks::default(),
             chunk_usage: false,
         }
     }
@@ -146,6 +151,7 @@ impl AcpDialect {
 
     /// The conversation is over: the agent reads end of file (most exit on it).
     fn finish(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        self.settle_asks(emit);
         self.end_message(emit);
         if self.produced {
             self.produced = false;
@@ -578,65 +584,134 @@ impl AcpDialect {
                 .filter_map(|l| l.path.as_deref().map(Into::into))
                 .collect(),
         };
-        let (mut decision, mut by, reason) = if self.state == State::Cancelling {
-            (Decision::Cancelled, DecidedBy::Stop, None)
-        } else {
-            self.conv.policy.decide(&request)
+        let options: ask::Options = req
+            .options
+            .iter()
+            .filter_map(|o| {
+                let id = serde_json::from_str(o.option_id?.get()).ok()?;
+                Some((o.kind.as_deref()?.to_string(), id))
+            })
+            .collect();
+        let record = PermissionRecord {
+            tool: request.name.clone(),
+            decision: Decision::Cancelled,
+            by: DecidedBy::Stop,
+            title: tool.title.as_deref().map(str::to_string),
+            reason: None,
         };
-        // The option of the decided kind: once rather than always, so that every later
-        // request is decided (and listed) too.
-        let wanted: &[&str] = match decision {
-            Decision::Allowed => &["allow_once", "allow_always"],
-            Decision::Rejected => &["reject_once", "reject_always"],
-            Decision::Cancelled => &[],
-        };
-        let option = wanted.iter().find_map(|kind| {
-            req.options
-                .iter()
-                .find(|o| o.kind.as_deref() == Some(kind))
-                .and_then(|o| o.option_id)
-        });
-        match option {
-            Some(option) => self.reply(
-                id,
-                json!({"outcome": {"outcome": "selected", "optionId": option}}),
-            ),
-            None => {
-                if decision != Decision::Cancelled {
-                    // No option says it: `cancelled` is the only answer left, and it rejects.
-                    decision = Decision::Cancelled;
-                    if by == DecidedBy::Allow {
-                        by = DecidedBy::Policy;
-                    }
-                }
-                self.reply(id, json!({"outcome": {"outcome": "cancelled"}}));
+        // gemini sends no tool_call for a call it asked about: the request is where it
+        // first appears, and it is shown once allowed.
+        let call = tool
+            .tool_call_id
+            .as_deref()
+            .filter(|id| !self.tools.iter().any(|t| t.id == *id))
+            .map(|id| ask::Unannounced {
+                id: id.to_string(),
+                name: tool_name(tool),
+                args: match tool.raw_input {
+                    Some(raw) if raw.get() != "null" => display_args(Some(raw)),
+                    _ => json!({"title": tool.title}),
+                },
+            });
+        if self.state == State::Cancelling {
+            self.reply(id, json!({"outcome": {"outcome": "cancelled"}}));
+            emit(AgentEvent::Permission(record));
+            return true;
+        }
+        let decided = self.conv.policy.decide(&request);
+        if let (Some(asker), Some(input)) = (self.conv.policy.parent(), &self.input) {
+            let command = command_of(tool.raw_input);
+            let question = Question {
+                agent: &asker.agent,
+                tool: &request.name,
+                kind: request.kind.as_deref(),
+                command: command.as_deref(),
+                paths: request
+                    .paths
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect(),
+                title: tool.title.as_deref(),
+            }
+            .message();
+            let asked = self.asks.ask(
+                asker,
+                input,
+                ask::Request {
+                    id: serde_json::from_str(id.get()).unwrap_or(Value::Null),
+                    options: options.clone(),
+                    record: record.clone(),
+                    fallback: decided.clone(),
+                    call: call.clone(),
+                    question,
+                },
+            );
+            match asked {
+                ask::Asking::Out => return true,
+                ask::Asking::TooMany => emit(AgentEvent::Warning(Cow::Owned(format!(
+                    "permissions ask: {} questions of this run were already out to the parent; more requests were decided by policy",
+                    ask::MAX_OPEN_QUESTIONS
+                )))),
+                ask::Asking::NoRuntime => {}
             }
         }
-        let announce = decision == Decision::Allowed
-            && tool
-                .tool_call_id
-                .as_deref()
-                .is_some_and(|id| !self.tools.iter().any(|t| t.id == id));
+        let (decision, by, reason) = decided;
+        let (outcome, decision, by, reason) = ask::outcome(&options, decision, by, reason);
+        self.reply(id, json!({"outcome": outcome}));
         emit(AgentEvent::Permission(PermissionRecord {
-            tool: request.name,
             decision,
             by,
-            title: tool.title.as_deref().map(str::to_string),
-            reason: reason.or_else(|| {
-                (option.is_none() && decision == Decision::Cancelled && by != DecidedBy::Stop)
-                    .then(|| "the agent offered no option of the kind decided".to_string())
-            }),
+            reason,
+            ..record
         }));
-        if announce {
-            // gemini sends no tool_call for a call it asked about: the request is where it
-            // first appears.
-            self.end_message(emit);
-            self.model_output(emit);
-            self.announce(tool, emit);
-            let id = tool.tool_call_id.as_deref().unwrap_or_default().to_string();
-            self.track(id);
+        if let Some(call) = call.filter(|_| decision == Decision::Allowed) {
+            self.announce_asked(call, emit);
         }
         true
+    }
+
+    /// A call first seen in its permission request, allowed: shown, and tracked.
+    fn announce_asked(&mut self, call: ask::Unannounced, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if self.tools.iter().any(|t| t.id == call.id) {
+            return;
+        }
+        self.end_message(emit);
+        self.model_output(emit);
+        emit(AgentEvent::ToolCall {
+            name: Cow::Owned(call.name),
+            args: call.args,
+        });
+        self.track(call.id);
+    }
+
+    /// Emits the parent's decisions that came since the last line.
+    fn settle_asks(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        for settled in self.asks.take_settled() {
+            if let Some(warning) = settled.warning {
+                emit(AgentEvent::Warning(Cow::Owned(warning)));
+            }
+            emit(AgentEvent::Permission(settled.record));
+            if let Some(call) = settled.call {
+                self.announce_asked(call, emit);
+            }
+        }
+    }
+}
+
+/// The command a call runs, where its input names one (`command`: a string, or a list of
+/// words).
+fn command_of(raw: Option<&RawValue>) -> Option<String> {
+    let input: Value = serde_json::from_str(raw?.get()).ok()?;
+    match input.get("command")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(words) => Some(
+            words
+                .iter()
+                .map(|w| w.as_str().map_or_else(|| w.to_string(), str::to_string))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
     }
 }
 
@@ -703,6 +778,7 @@ fn error_message(raw: &RawValue) -> String {
 
 impl Dialect for AcpDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        self.settle_asks(emit);
         let Some(msg) = parse_json::<Message<'_>>(line) else {
             return false;
         };
@@ -769,6 +845,7 @@ impl Dialect for AcpDialect {
             "method": "session/cancel",
             "params": {"sessionId": self.session_id},
         }));
+        self.asks.withdraw_all(self.input.as_ref());
         self.state = State::Cancelling;
         true
     }

@@ -9,6 +9,7 @@
 //! names. One name is also one flag (`--backend claude-acp`) wherever a backend is chosen.
 //!
 //! - `client.rs`: orchestrate's side of the conversation (the dialect).
+//! - `ask.rs`: permission requests out to the parent (`permissions: ask`).
 //! - `wire.rs`: the messages it reads.
 //!
 //! orchestrate speaks the protocol itself rather than through the `agent-client-protocol`
@@ -17,6 +18,7 @@
 //! crate runs a connection loop of its own over the agent's streams (spawning the agent
 //! itself by default), and its major versions have changed every few weeks.
 
+mod ask;
 mod client;
 mod wire;
 
