@@ -1545,6 +1545,10 @@ fn nested() -> String {
 ///   waits; a session/cancel ends the turn (`cancelled`), and it then waits for end of
 ///   input or SIGTERM.
 /// - `ignore-cancel`: as `hang`, but ignores session/cancel and SIGTERM.
+/// - `turns`: answers each prompt N (from 1) with `Answer N: <the prompt's text>` and usage
+///   after `FAKE_ACP_TURN_MS` (default 0), reading nothing meanwhile; a prompt whose
+///   number is in `FAKE_ACP_HOLD` (comma-separated) streams `Working on N` and waits for
+///   session/cancel instead (`cancelled`). It exits on end of input.
 fn acp_agent() -> ! {
     use std::io::BufRead;
     let variant = env_str("FAKE_ACP").unwrap_or_else(|| "ok".to_string());
@@ -1576,6 +1580,12 @@ fn acp_agent() -> ! {
         parts.next().unwrap_or("").to_string(),
     );
     let mut prompt_id: Option<String> = None;
+    let mut prompts = 0u32;
+    let held: Vec<u32> = env_str("FAKE_ACP_HOLD")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
     let stdin = io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
@@ -1593,6 +1603,20 @@ fn acp_agent() -> ! {
             (Some("session/new"), Some(id)) => out(&format!(
                 "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"sessionId\":\"{session}\"}}}}"
             )),
+            (Some("session/prompt"), Some(id)) if variant == "turns" => {
+                prompts += 1;
+                if held.contains(&prompts) {
+                    update(&format!("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"Working on {prompts}\"}}"));
+                    prompt_id = Some(id);
+                    continue;
+                }
+                std::thread::sleep(Duration::from_millis(env_num("FAKE_ACP_TURN_MS", 0)));
+                let text = json_field(&line, "text").unwrap_or_default();
+                update(&format!("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"Answer {prompts}: {text}\"}}"));
+                out(&format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"stopReason\":\"end_turn\",\"usage\":{{\"inputTokens\":100,\"outputTokens\":10,\"totalTokens\":110}}}}}}"
+                ));
+            }
             (Some("session/prompt"), Some(id)) => {
                 if variant == "hang" || variant == "ignore-cancel" {
                     update("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Working on it\"}");

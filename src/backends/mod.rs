@@ -51,6 +51,7 @@ pub(crate) fn any_provider_env() -> Vec<String> {
     .map(String::from)
     .to_vec()
 }
+pub(crate) use crate::live::inbox::Mailbox;
 use crate::structured::OutputSchema;
 pub(crate) use crate::supervisor::ChildInput;
 use permissions::PermissionPolicy;
@@ -255,6 +256,20 @@ pub trait Dialect: Send {
     fn cancel(&mut self) -> bool {
         false
     }
+
+    /// For a dialect whose child can take a message while it runs (`orchestrate send`):
+    /// given the run's mailbox once it is attached, and says whether it listens. One that
+    /// listens takes messages from it ([`Dialect::check_mail`], and whenever its protocol
+    /// gives a moment to) and records how each was delivered; one that does not leaves them
+    /// to the run, which continues the child's session with them once its turn ended.
+    fn listen(&mut self, _mailbox: Mailbox) -> bool {
+        false
+    }
+
+    /// Called while the child runs, every 200 ms (the supervisor's `MAIL_CHECK_INTERVAL`),
+    /// for a dialect that listens: takes what was sent and hands it to the child (or holds it for
+    /// the end of the turn).
+    fn check_mail(&mut self) {}
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -36,6 +36,9 @@ pub(crate) struct Queued {
     /// When it was sent, in milliseconds since the Unix epoch.
     pub at: u64,
     pub text: String,
+    /// `send --interrupt`: the child's current turn is cancelled for it, where its CLI can.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt: bool,
 }
 
 impl Queued {
@@ -82,7 +85,12 @@ pub(crate) enum SendError {
 }
 
 /// Queues `text` for the run `id`, once it is known to be running and able to take it.
-pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, SendError> {
+pub(crate) fn send(
+    state: &StateDir,
+    id: &RunId,
+    text: &str,
+    interrupt: bool,
+) -> Result<Queued, SendError> {
     if text.trim().is_empty() {
         return Err(SendError::Empty);
     }
@@ -140,12 +148,13 @@ pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, S
     let queued = Queued {
         at: session::now_unix_ms(),
         text: text.to_string(),
+        interrupt,
     };
     let write_err = |source| SendError::Write {
         path: dir.path.join(QUEUE_FILE),
         source,
     };
-    let _lock = lock(&dir).map_err(write_err)?;
+    let _lock = lock(&dir, MAX_LOCK_WAIT).map_err(write_err)?;
     if dir.path.join(CLOSED_FILE).exists() {
         return Err(SendError::Ended(id.clone()));
     }
@@ -161,10 +170,14 @@ pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, S
 }
 
 /// What `send` answers once the message is queued.
-pub(crate) fn sent(run_id: &RunId) -> RunResult {
+pub(crate) fn sent(run_id: &RunId, interrupt: bool) -> RunResult {
+    let when = match interrupt {
+        true => "its child's current turn is cancelled for it where its CLI can (ACP, pi), else it is a new turn once that turn ends",
+        false => "its child reads it in its current turn or as its next one, as its CLI can",
+    };
     RunResult {
         content: vec![TextContent::text(format!(
-            "Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`."
+            "Sent to run {run_id}: {when}; the run's result lists it under `messages`, with how it was delivered."
         ))],
         details: Details {
             mode: Mode::Single,
@@ -195,41 +208,171 @@ fn instead(backend: &str) -> String {
 /// queued is returned, to be reported as not delivered). Errors reading the queue are
 /// logged: a message lost that way was never acknowledged as delivered.
 pub(crate) fn take(run_dir: &RunDir, deliverable: bool) -> Vec<Queued> {
-    let taken = (|| -> io::Result<Vec<Queued>> {
-        let _lock = lock(run_dir)?;
-        let path = run_dir.path.join(QUEUE_FILE);
-        let mut text = String::new();
-        match session::open_private(&path, OpenOptions::new().read(true)) {
-            Ok(mut f) => {
-                f.read_to_string(&mut text)?;
-                std::fs::remove_file(&path)?;
+    let close_if = |queued: &[Queued]| queued.is_empty() || !deliverable;
+    match take_queue(run_dir, MAX_LOCK_WAIT, close_if) {
+        Ok(queued) => queued,
+        Err(e) => {
+            tracing::warn!(
+                "the messages for the run in {} could not be read: {e}",
+                run_dir.path.display()
+            );
+            let _ = close(run_dir);
+            Vec::new()
+        }
+    }
+}
+
+/// Takes what is queued under the lock (waited for at most `wait`), and closes the inbox
+/// when `close_if` says so.
+fn take_queue(
+    run_dir: &RunDir,
+    wait: std::time::Duration,
+    close_if: impl Fn(&[Queued]) -> bool,
+) -> io::Result<Vec<Queued>> {
+    let _lock = lock(run_dir, wait)?;
+    let path = run_dir.path.join(QUEUE_FILE);
+    let mut text = String::new();
+    match session::open_private(&path, OpenOptions::new().read(true)) {
+        Ok(mut f) => {
+            f.read_to_string(&mut text)?;
+            std::fs::remove_file(&path)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let queued: Vec<Queued> = text
+        .lines()
+        .filter_map(|l| match serde_json::from_str(l) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                tracing::warn!("a line of {} is no message: {e}", path.display());
+                None
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        })
+        .collect();
+    if close_if(&queued) {
+        close(run_dir)?;
+    }
+    Ok(queued)
+}
+
+/// The run's inbox as a child's dialect sees it while the child runs, for a CLI that can
+/// take a message into its running process (see `Dialect::listen`): it takes what was sent
+/// without closing the inbox (the run closes it when the child is done), and keeps the
+/// ledger of what it took and how far each message got, which the attempt's result lists.
+#[derive(Debug, Clone)]
+pub struct Mailbox {
+    run_dir: RunDir,
+    ledger: std::sync::Arc<std::sync::Mutex<Vec<Entry>>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    queued: Queued,
+    delivery: Delivery,
+    stage: Stage,
+}
+
+/// How far a message taken from the inbox got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Taken, waiting for the moment its CLI can take it (its turn to end, say).
+    Held,
+    /// Written to the child, its answer not yet given.
+    Written,
+    /// The turn that carried it ended with an answer.
+    Answered,
+}
+
+impl Mailbox {
+    pub(crate) fn new(run_dir: &RunDir) -> Mailbox {
+        Mailbox {
+            run_dir: run_dir.clone(),
+            ledger: Default::default(),
         }
-        let queued: Vec<Queued> = text
-            .lines()
-            .filter_map(|l| match serde_json::from_str(l) {
-                Ok(q) => Some(q),
-                Err(e) => {
-                    tracing::warn!("a line of {} is no message: {e}", path.display());
-                    None
-                }
+    }
+
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes what was sent since the last look, as held messages; says whether one asks to
+    /// interrupt the turn. With nothing sent this is one `stat`, and no lock. It never
+    /// waits for the lock (it runs in the supervisor's loop): a lock held by `send` or by
+    /// a hostile child leaves the message for the next look.
+    pub(crate) fn collect(&self) -> Collected {
+        if !self.run_dir.path.join(QUEUE_FILE).exists() {
+            return Collected::default();
+        }
+        let queued = match take_queue(&self.run_dir, std::time::Duration::ZERO, |_| false) {
+            Ok(q) => q,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Collected::default(),
+            Err(e) => {
+                // Left in the inbox: the run takes it after the turn, or reports it.
+                tracing::warn!(
+                    "the messages for the run in {} could not be read: {e}",
+                    self.run_dir.path.display()
+                );
+                return Collected::default();
+            }
+        };
+        let got = Collected {
+            new: queued.len(),
+            interrupt: queued.iter().any(|q| q.interrupt),
+        };
+        self.ledger().extend(queued.into_iter().map(|queued| Entry {
+            queued,
+            delivery: Delivery::NotDelivered,
+            stage: Stage::Held,
+        }));
+        got
+    }
+
+    /// The held messages, one text, now written to the child as `delivery` says.
+    pub(crate) fn write_held(&self, delivery: Delivery) -> Option<String> {
+        let mut ledger = self.ledger();
+        let mut texts = Vec::new();
+        for e in ledger.iter_mut().filter(|e| e.stage == Stage::Held) {
+            e.stage = Stage::Written;
+            e.delivery = delivery;
+            texts.push(e.queued.text.clone());
+        }
+        (!texts.is_empty()).then(|| texts.join("\n\n"))
+    }
+
+    /// The child answered the turn that carried what was written to it.
+    pub(crate) fn answered(&self) {
+        for e in self.ledger().iter_mut() {
+            if e.stage == Stage::Written {
+                e.stage = Stage::Answered;
+            }
+        }
+    }
+
+    /// What the child was sent, in order, and how: a message written whose turn never
+    /// answered `failed`, one still held `notDelivered`.
+    pub(crate) fn messages(&self) -> Vec<Message> {
+        self.ledger()
+            .iter()
+            .map(|e| {
+                let delivery = match e.stage {
+                    Stage::Held => Delivery::NotDelivered,
+                    Stage::Written => Delivery::Failed,
+                    Stage::Answered => e.delivery,
+                };
+                e.queued.clone().delivered(delivery)
             })
-            .collect();
-        if queued.is_empty() || !deliverable {
-            close(run_dir)?;
-        }
-        Ok(queued)
-    })();
-    taken.unwrap_or_else(|e| {
-        tracing::warn!(
-            "the messages for the run in {} could not be read: {e}",
-            run_dir.path.display()
-        );
-        let _ = close(run_dir);
-        Vec::new()
-    })
+            .collect()
+    }
+}
+
+/// What one look in the mailbox found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Collected {
+    pub new: usize,
+    pub interrupt: bool,
 }
 
 fn close(run_dir: &RunDir) -> io::Result<()> {
@@ -242,8 +385,8 @@ pub(crate) fn refuse_all(run_dir: &RunDir) -> Vec<Queued> {
     take(run_dir, false)
 }
 
-/// The inbox's lock, waited for at most [`MAX_LOCK_WAIT`].
-fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
+/// The inbox's lock, waited for at most `wait`.
+fn lock(run_dir: &RunDir, wait: std::time::Duration) -> io::Result<Flock<File>> {
     let path = run_dir.path.join(LOCK_FILE);
     let mut f = session::open_private(
         &path,
@@ -253,7 +396,7 @@ fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
     loop {
         match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
             Ok(locked) => return Ok(locked),
-            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < MAX_LOCK_WAIT => {
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < wait => {
                 f = back;
                 std::thread::sleep(LOCK_RETRY);
             }
@@ -263,7 +406,7 @@ fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
                     format!(
                         "{} is held by another process for over {}s",
                         path.display(),
-                        MAX_LOCK_WAIT.as_secs()
+                        wait.as_secs()
                     ),
                 ))
             }
@@ -286,6 +429,7 @@ mod tests {
         let q = |t: &str| Queued {
             at: 1,
             text: t.into(),
+            interrupt: false,
         };
         let mut f = File::create(dir.path().join(QUEUE_FILE)).unwrap();
         writeln!(f, "{}", serde_json::to_string(&q("one")).unwrap()).unwrap();
@@ -306,6 +450,7 @@ mod tests {
         let q = Queued {
             at: 7,
             text: "late".into(),
+            interrupt: false,
         };
         std::fs::write(
             dir.path().join(QUEUE_FILE),

@@ -35,6 +35,9 @@ pub(super) struct Attempt<'a> {
     pub run_dir: &'a RunDir,
     /// What the proxies of the run's attempts refused (`network: provider`).
     pub network_log: &'a Arc<NetworkLog>,
+    /// The run's inbox, for a child that takes messages while it runs; its ledger lists
+    /// them for the run's result.
+    pub mailbox: &'a crate::live::inbox::Mailbox,
     /// The run's worktree, where the child works instead of the working directory.
     pub worktree: Option<&'a Worktree>,
     /// What the child is told instead of the task: the message of a repair turn.
@@ -111,8 +114,10 @@ impl Attempt<'_> {
             }
         };
         let mut dialect = invocation.dialect();
+        let mut listens = false;
         if let Some(input) = &spec.stdin {
             dialect.attach(input.clone());
+            listens = dialect.listen(self.mailbox.clone());
         }
         let mut sink = DialectSink {
             dialect,
@@ -127,6 +132,7 @@ impl Attempt<'_> {
             total: self.env.total.clone().map(|(total, task)| (total, task, n)),
             lane: slot.map(|slot| LaneSignals::new(slot, run.backend.backend)),
             observers,
+            listens,
         };
         // A child that may start orchestrate runs of its own: what they report spending
         // counts as this task's, while it runs.

@@ -13,6 +13,12 @@
 //! ← the prompt's response {stopReason}        → the final event; stdin is closed
 //! ```
 //!
+//! A message sent to the run (`orchestrate send`) while the agent works is held until the
+//! prompt's response, then is the next `session/prompt` of the same session in the same
+//! process (`nextPrompt`); the conversation ends once a response comes with nothing held.
+//! `send --interrupt` sends `session/cancel` at once, and the message is the prompt after
+//! the cancelled one's response (`interrupted`).
+//!
 //! A stop sends `session/cancel` first (see [`AcpDialect::cancel`]); the agent answers the
 //! prompt with `stopReason: cancelled`, which is the final event the supervisor waits for
 //! before SIGTERM. Requests for client methods (`fs/*`, `terminal/*`: orchestrate offers
@@ -32,9 +38,10 @@ use super::wire::{
 };
 use super::Conversation;
 use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
-use crate::backends::{parse_json, text_event, ChildInput, Dialect};
+use crate::backends::{parse_json, text_event, ChildInput, Dialect, Mailbox};
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
+use crate::live::inbox::Delivery;
 use crate::result::Usage;
 
 /// The protocol version orchestrate speaks.
@@ -60,6 +67,9 @@ enum State {
     Prompting,
     /// `session/cancel` sent; the prompt's answer is awaited.
     Cancelling,
+    /// `session/cancel` sent for a message sent with `--interrupt`: the message is the
+    /// next prompt once the cancelled one is answered.
+    Interrupting,
     Done,
 }
 
@@ -99,6 +109,8 @@ pub(crate) struct AcpDialect {
     cost_seen: f64,
     /// Tokens came with the chunks (qwen): the prompt's own numbers would count them twice.
     chunk_usage: bool,
+    /// The run's inbox, once a child is attached.
+    mailbox: Option<Mailbox>,
 }
 
 impl AcpDialect {
@@ -116,6 +128,7 @@ impl AcpDialect {
             tools: VecDeque::new(),
             cost_seen: 0.0,
             chunk_usage: false,
+            mailbox: None,
         }
     }
 
@@ -168,12 +181,32 @@ impl AcpDialect {
     }
 
     fn prompt(&mut self) {
+        let text = self.conv.prompt.clone();
+        self.prompt_with(&text);
+    }
+
+    fn prompt_with(&mut self, text: &str) {
         let params = json!({
             "sessionId": self.session_id,
-            "prompt": [{"type": "text", "text": self.conv.prompt}],
+            "prompt": [{"type": "text", "text": text}],
         });
         self.request("session/prompt", params, Pending::Prompt);
         self.state = State::Prompting;
+    }
+
+    /// A prompt was answered: what was sent to the run meanwhile is the next prompt, as
+    /// `delivery`; returns false when nothing was, and the conversation ends.
+    fn prompt_held(&mut self, delivery: Delivery) -> bool {
+        let Some(mailbox) = &self.mailbox else {
+            return false;
+        };
+        // A last look: a message sent just now still reaches this process.
+        mailbox.collect();
+        let Some(text) = mailbox.write_held(delivery) else {
+            return false;
+        };
+        self.prompt_with(&text);
+        true
     }
 
     fn set_mode_or_prompt(&mut self) {
@@ -185,6 +218,14 @@ impl AcpDialect {
             }
             None => self.prompt(),
         }
+    }
+
+    fn send_cancel(&self) {
+        self.send(&json!({
+            "jsonrpc": "2.0",
+            "method": "session/cancel",
+            "params": {"sessionId": self.session_id},
+        }));
     }
 
     fn end_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
@@ -337,6 +378,26 @@ impl AcpDialect {
                         "the agent stopped at its own limit of model requests (stopReason: max_turn_requests)",
                     ))),
                     _ => {}
+                }
+                let cancelled = r.stop_reason.as_deref() == Some("cancelled");
+                if !cancelled {
+                    if let Some(mailbox) = &self.mailbox {
+                        mailbox.answered();
+                    }
+                }
+                let next = match self.state {
+                    State::Interrupting => Some(Delivery::Interrupted),
+                    State::Prompting if !cancelled => Some(Delivery::NextPrompt),
+                    // Stopped: what is held is not delivered.
+                    _ => None,
+                };
+                if next.is_some_and(|delivery| self.prompt_held(delivery)) {
+                    // The answer so far was this turn's: the next prompt's is the run's.
+                    if self.produced {
+                        self.produced = false;
+                        emit(AgentEvent::TurnEnd);
+                    }
+                    return;
                 }
                 self.finish(emit);
             }
@@ -578,7 +639,8 @@ impl AcpDialect {
                 .filter_map(|l| l.path.as_deref().map(Into::into))
                 .collect(),
         };
-        let (mut decision, mut by, reason) = if self.state == State::Cancelling {
+        let stopping = matches!(self.state, State::Cancelling | State::Interrupting);
+        let (mut decision, mut by, reason) = if stopping {
             (Decision::Cancelled, DecidedBy::Stop, None)
         } else {
             self.conv.policy.decide(&request)
@@ -761,15 +823,33 @@ impl Dialect for AcpDialect {
     /// starting, or setting the model) there is nothing to cancel, and SIGTERM comes at
     /// once.
     fn cancel(&mut self) -> bool {
-        if self.state != State::Prompting {
-            return false;
+        match self.state {
+            State::Prompting => self.send_cancel(),
+            // Already cancelled for a message: its answer is now the stop's.
+            State::Interrupting => {}
+            _ => return false,
         }
-        self.send(&json!({
-            "jsonrpc": "2.0",
-            "method": "session/cancel",
-            "params": {"sessionId": self.session_id},
-        }));
         self.state = State::Cancelling;
         true
+    }
+
+    fn listen(&mut self, mailbox: Mailbox) -> bool {
+        self.mailbox = Some(mailbox);
+        true
+    }
+
+    /// While a prompt is under way, takes what was sent: held for the prompt's end, or,
+    /// for a message sent with `--interrupt`, the prompt is cancelled at once.
+    fn check_mail(&mut self) {
+        if self.state != State::Prompting {
+            return;
+        }
+        let Some(mailbox) = &self.mailbox else {
+            return;
+        };
+        if mailbox.collect().interrupt {
+            self.send_cancel();
+            self.state = State::Interrupting;
+        }
     }
 }
