@@ -99,6 +99,10 @@ pub struct InvocationInput<'a> {
     /// How the child's permission requests are answered, and where it works (for a CLI
     /// that asks: an ACP agent).
     pub permissions: &'a PermissionPolicy,
+    /// The child's stdin can be a pipe orchestrate writes (not so through the sandbox on a
+    /// cluster node): a CLI that can take messages while it runs (pi's RPC mode) is run
+    /// that way.
+    pub stdin_pipe: bool,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -221,13 +225,21 @@ impl Invocation {
 pub enum Talk {
     /// The Agent Client Protocol (JSON-RPC over stdio).
     Acp(acp::Conversation),
+    /// pi's RPC mode: the prompt, then messages sent to the run, as commands on stdin.
+    PiRpc { prompt: String },
 }
 
 impl Talk {
     fn dialect(&self) -> Box<dyn Dialect> {
         match self {
             Talk::Acp(conv) => Talk::acp_dialect(conv),
+            Talk::PiRpc { prompt } => Box::new(pi::PiRpcDialect::new(prompt.clone())),
         }
+    }
+
+    /// Whether the child asks orchestrate's permission for its tools.
+    pub(crate) fn asks_permissions(&self) -> bool {
+        matches!(self, Talk::Acp(_))
     }
 }
 

@@ -330,8 +330,8 @@ impl Mailbox {
         got
     }
 
-    /// The held messages, one text, now written to the child as `delivery` says.
-    pub(crate) fn write_held(&self, delivery: Delivery) -> Option<String> {
+    /// The held messages' texts, in order, now written to the child as `delivery` says.
+    pub(crate) fn write_held(&self, delivery: Delivery) -> Vec<String> {
         let mut ledger = self.ledger();
         let mut texts = Vec::new();
         for e in ledger.iter_mut().filter(|e| e.stage == Stage::Held) {
@@ -339,7 +339,21 @@ impl Mailbox {
             e.delivery = delivery;
             texts.push(e.queued.text.clone());
         }
-        (!texts.is_empty()).then(|| texts.join("\n\n"))
+        texts
+    }
+
+    /// The child gave back messages written to it and not delivered (pi's queue, cleared):
+    /// they are held again.
+    pub(crate) fn take_back<'t>(&self, texts: impl IntoIterator<Item = &'t String>) {
+        let mut ledger = self.ledger();
+        for text in texts {
+            if let Some(e) = ledger
+                .iter_mut()
+                .find(|e| e.stage == Stage::Written && &e.queued.text == text)
+            {
+                e.stage = Stage::Held;
+            }
+        }
     }
 
     /// The child answered the turn that carried what was written to it.

@@ -260,11 +260,13 @@ impl Attempt<'_> {
                 .as_ref()
                 .filter(|schema| backend.takes_output_schema(schema)),
             permissions: &policy,
+            stdin_pipe: run.runner.kind.here() || !run.sandbox.confines(),
         };
         let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
-            match (run.permissions.warning(), inv.talks()) {
+            let asks = inv.talk.as_ref().is_some_and(|t| t.asks_permissions());
+            match (run.permissions.warning(), asks) {
                 (Some(w), true) => inv.warnings.push(w.to_string()),
                 (_, false) if run.permissions != PermissionMode::Policy => {
                     inv.warnings.push(format!(

@@ -202,10 +202,11 @@ impl AcpDialect {
         };
         // A last look: a message sent just now still reaches this process.
         mailbox.collect();
-        let Some(text) = mailbox.write_held(delivery) else {
+        let held = mailbox.write_held(delivery);
+        if held.is_empty() {
             return false;
-        };
-        self.prompt_with(&text);
+        }
+        self.prompt_with(&held.join("\n\n"));
         true
     }
 

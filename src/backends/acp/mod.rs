@@ -386,6 +386,7 @@ mod tests {
             outer_sandbox: true,
             output_schema: None,
             permissions: policy,
+            stdin_pipe: false,
         }
     }
 

@@ -1,0 +1,237 @@
+//! pi's RPC mode (`pi --mode rpc`): the json mode's events on stdout, and commands on
+//! stdin, one JSON object a line. orchestrate sends the task as a `prompt` command; a
+//! message sent to the run while pi works becomes a `steer` command, which pi gives the
+//! model after the tool calls under way, before its next request (`steered`); a message
+//! that comes after pi's run ended is the next `prompt` (`nextPrompt`); `send --interrupt`
+//! clears pi's queue and `abort`s the run, and the messages are the next `prompt`
+//! (`interrupted`). Once a run ends with nothing held, stdin is closed, on which pi
+//! shuts down, as it exits in the json mode.
+//!
+//! Facts this relies on (pi 1.6, seen against the mock LLM): a `steer` that arrives after
+//! pi's last look at its queue stays queued (a `queue_update` says so) and no run starts
+//! for it: it is taken back with `clear_queue` and prompted. pi exits on end of input even
+//! while a run is under way, so stdin is closed only at the end. Replies to commands are
+//! `{"type":"response","command",success,error?,data?}`.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::PiDialect;
+use crate::backends::{ChildInput, Dialect, Mailbox};
+use crate::events::AgentEvent;
+use crate::live::inbox::Delivery;
+
+/// Where the conversation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not attached to a child (a dialect that only reads).
+    Detached,
+    /// A `prompt` was sent; its run has not started.
+    Prompted,
+    Running,
+    /// `abort` sent for a message sent with `--interrupt`.
+    Aborting,
+    /// The run ended with messages in pi's queue: waiting for pi to settle (it may go on
+    /// with them by itself).
+    Settling,
+    /// `clear_queue` sent, to take back what pi queued and did not deliver.
+    Clearing,
+    Done,
+}
+
+/// The fields of a line this dialect reads itself; the rest goes to the json-mode parser.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    command: Option<Cow<'a, str>>,
+    #[serde(default)]
+    success: Option<bool>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    steering: Option<Vec<&'a RawValue>>,
+    #[serde(rename = "followUp", borrow, default)]
+    follow_up: Option<Vec<&'a RawValue>>,
+    #[serde(rename = "willRetry", default)]
+    will_retry: Option<bool>,
+}
+
+/// `clear_queue`'s data: the texts pi had queued.
+#[derive(Deserialize, Default)]
+struct Cleared {
+    #[serde(default)]
+    steering: Vec<String>,
+    #[serde(rename = "followUp", default)]
+    follow_up: Vec<String>,
+}
+
+pub(crate) struct PiRpcDialect {
+    json: PiDialect,
+    prompt: String,
+    input: Option<ChildInput>,
+    mailbox: Option<Mailbox>,
+    state: State,
+    /// Messages in pi's own queue, as its last `queue_update` said.
+    queued_in_pi: usize,
+}
+
+impl PiRpcDialect {
+    pub(crate) fn new(prompt: String) -> PiRpcDialect {
+        PiRpcDialect {
+            json: PiDialect,
+            prompt,
+            input: None,
+            mailbox: None,
+            state: State::Detached,
+            queued_in_pi: 0,
+        }
+    }
+
+    fn send(&self, command: &serde_json::Value) {
+        if let Some(input) = &self.input {
+            if let Err(e) = input.send_json(command) {
+                tracing::debug!("not written to pi: {e}");
+            }
+        }
+    }
+
+    fn prompt_with(&mut self, text: &str) {
+        self.send(&json!({"type": "prompt", "message": text}));
+        self.state = State::Prompted;
+    }
+
+    /// pi's run ended: what was sent meanwhile is the next prompt; with nothing, the
+    /// conversation is over.
+    fn run_ended(&mut self, delivery: Delivery, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if let Some(mailbox) = &self.mailbox {
+            mailbox.answered();
+            mailbox.collect();
+            let held = mailbox.write_held(delivery);
+            if !held.is_empty() {
+                self.prompt_with(&held.join("\n\n"));
+                return;
+            }
+        }
+        self.finish(emit);
+    }
+
+    fn finish(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        self.state = State::Done;
+        emit(AgentEvent::Terminal);
+        if let Some(input) = &self.input {
+            input.close();
+        }
+    }
+
+    /// `agent_end` (not to be retried) or `agent_settled`.
+    fn on_end(&mut self, settled: bool, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        match self.state {
+            State::Aborting => self.run_ended(Delivery::Interrupted, emit),
+            State::Running if self.queued_in_pi == 0 => self.run_ended(Delivery::NextPrompt, emit),
+            // A steer came too late for this run: pi may still go on with it by itself.
+            State::Running => self.state = State::Settling,
+            State::Settling if settled => {
+                self.send(&json!({"type": "clear_queue"}));
+                self.state = State::Clearing;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_response(&mut self, line: &Line<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let command = line.command.as_deref().unwrap_or_default();
+        if line.success == Some(false) {
+            let error = line.error.map(RawValue::get).unwrap_or("no reason given");
+            match command {
+                "prompt" => {
+                    emit(AgentEvent::ProviderError(Cow::Owned(format!(
+                        "pi refused the prompt: {error}"
+                    ))));
+                    self.finish(emit);
+                }
+                _ => emit(AgentEvent::Warning(Cow::Owned(format!(
+                    "pi refused the command {command}: {error}"
+                )))),
+            }
+            return;
+        }
+        if command != "clear_queue" {
+            return;
+        }
+        let cleared: Cleared = line
+            .data
+            .and_then(|d| serde_json::from_str(d.get()).ok())
+            .unwrap_or_default();
+        if let Some(mailbox) = &self.mailbox {
+            mailbox.take_back(cleared.steering.iter().chain(&cleared.follow_up));
+        }
+        self.queued_in_pi = 0;
+        if self.state == State::Clearing {
+            self.run_ended(Delivery::NextPrompt, emit);
+        }
+    }
+}
+
+impl Dialect for PiRpcDialect {
+    fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        let Ok(ev) = serde_json::from_str::<Line<'_>>(line) else {
+            return false;
+        };
+        match ev.kind.as_ref() {
+            "response" => self.on_response(&ev, emit),
+            "queue_update" => {
+                self.queued_in_pi = ev.steering.as_ref().map_or(0, Vec::len)
+                    + ev.follow_up.as_ref().map_or(0, Vec::len);
+            }
+            "agent_start" => {
+                if matches!(self.state, State::Prompted | State::Settling) {
+                    self.state = State::Running;
+                }
+            }
+            "agent_end" if ev.will_retry != Some(true) => self.on_end(false, emit),
+            "agent_settled" => self.on_end(true, emit),
+            _ => return self.json.parse_line(line, emit),
+        }
+        true
+    }
+
+    fn attach(&mut self, input: ChildInput) {
+        self.input = Some(input);
+        let prompt = std::mem::take(&mut self.prompt);
+        self.prompt_with(&prompt);
+    }
+
+    fn listen(&mut self, mailbox: Mailbox) -> bool {
+        self.mailbox = Some(mailbox);
+        true
+    }
+
+    /// While pi's run is under way: a message is steered into it, or, sent with
+    /// `--interrupt`, held while pi's queue is cleared and its run aborted.
+    fn check_mail(&mut self) {
+        if self.state != State::Running {
+            return;
+        }
+        let Some(mailbox) = &self.mailbox else {
+            return;
+        };
+        if mailbox.collect().interrupt {
+            // What pi queued is taken back (the clear's reply), so that the abort does not
+            // go on with it; the run then ends, and the messages are the next prompt.
+            self.send(&json!({"type": "clear_queue"}));
+            self.send(&json!({"type": "abort"}));
+            self.state = State::Aborting;
+            return;
+        }
+        for text in mailbox.write_held(Delivery::Steered) {
+            self.send(&json!({"type": "steer", "message": text}));
+        }
+    }
+}
