@@ -1,7 +1,10 @@
-//! Fake `pi --mode json` child agent for the integration tests of `orchestrate`.
+//! Fake `pi --mode json` (and `--mode rpc`) child agent for the integration tests of
+//! `orchestrate`.
 //!
 //! Tests point orchestrate at this program (`ORCHESTRATE_PI_BIN=<path>`) and pick a
-//! behaviour with environment variables. Only `std` and `libc` are used. Linux only.
+//! behaviour with environment variables. Only `std`, `libc` and (to read pi's RPC commands)
+//! `serde_json` are used. Linux only. Given `--mode rpc`, it reads its task from the first
+//! `prompt` command on stdin, as pi does, and otherwise behaves as in `--mode json`.
 //!
 //! Common variables (read by every scenario, in this order):
 //! - `FAKE_AGENT_PIDFILE`: this process (and every process it forks) appends its pid,
@@ -659,12 +662,45 @@ fn text_delta_fields(delta: &str) -> String {
     )
 }
 
+/// The task: the last argument, or, in pi's RPC mode (`--mode rpc`), the message of the
+/// first `prompt` command on stdin (read once; the lines before it are dropped).
 fn prompt_text() -> String {
-    std::env::args()
-        .skip(1)
-        .last()
-        .filter(|a| a.starts_with("Task:"))
-        .unwrap_or_else(|| "Task: say hello".to_string())
+    static PROMPT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PROMPT
+        .get_or_init(|| {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            let rpc = args.windows(2).any(|w| w[0] == "--mode" && w[1] == "rpc");
+            let task = if rpc {
+                rpc_prompt()
+            } else {
+                args.last().cloned()
+            };
+            task.filter(|a| a.starts_with("Task:"))
+                .unwrap_or_else(|| "Task: say hello".to_string())
+        })
+        .clone()
+}
+
+/// The first `prompt` command's message, read from stdin a byte at a time (so that
+/// nothing after its line is taken from whoever reads stdin next).
+fn rpc_prompt() -> Option<String> {
+    let mut stdin = io::stdin().lock();
+    loop {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            match stdin.read(&mut byte) {
+                Ok(1) if byte[0] == b'\n' => break,
+                Ok(1) => line.push(byte[0]),
+                _ => return None,
+            }
+        }
+        let line = String::from_utf8_lossy(&line).into_owned();
+        let v: serde_json::Value = serde_json::from_str(&line).ok()?;
+        if v["type"] == "prompt" {
+            return v["message"].as_str().map(str::to_string);
+        }
+    }
 }
 
 /// A complete successful pi run whose final assistant text is `text`

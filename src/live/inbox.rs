@@ -365,6 +365,51 @@ impl Mailbox {
         }
     }
 
+    /// The child is gone: what it took and did not answer (held, or written and never
+    /// answered: it exited first) goes back to the inbox, ahead of what came since, for the
+    /// run to give after the turn, or to report as not delivered.
+    pub(crate) fn return_unanswered(&self) {
+        let mut ledger = self.ledger();
+        let (answered, unanswered): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut *ledger)
+            .into_iter()
+            .partition(|e| e.stage == Stage::Answered);
+        *ledger = answered;
+        if unanswered.is_empty() {
+            return;
+        }
+        let returned = (|| -> io::Result<()> {
+            let _lock = lock(&self.run_dir, MAX_LOCK_WAIT)?;
+            let path = self.run_dir.path.join(QUEUE_FILE);
+            let mut text = String::new();
+            for e in &unanswered {
+                let mut q = e.queued.clone();
+                q.interrupt = false;
+                text.push_str(&serde_json::to_string(&q).map_err(io::Error::other)?);
+                text.push('\n');
+            }
+            match std::fs::read_to_string(&path) {
+                Ok(newer) => text.push_str(&newer),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            let tmp = self.run_dir.path.join(format!("{QUEUE_FILE}.returned"));
+            session::open_private(
+                &tmp,
+                OpenOptions::new().write(true).create(true).truncate(true),
+            )
+            .and_then(|mut f| f.write_all(text.as_bytes()))?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = returned {
+            // Not lost from the result: listed as the child left them.
+            tracing::warn!(
+                "the messages the child did not answer could not go back to {}: {e}",
+                self.run_dir.path.display()
+            );
+            ledger.extend(unanswered);
+        }
+    }
+
     /// What the child was sent, in order, and how: a message written whose turn never
     /// answered `failed`, one still held `notDelivered`.
     pub(crate) fn messages(&self) -> Vec<Message> {
@@ -427,6 +472,23 @@ fn lock(run_dir: &RunDir, wait: std::time::Duration) -> io::Result<Flock<File>> 
             Err((_, e)) => return Err(io::Error::from(e)),
         }
     }
+}
+
+/// Queues `text` straight into the inbox of `run_dir` (as `send` does, without looking for
+/// the run), for the tests of the dialects that take messages.
+#[cfg(test)]
+pub(crate) fn queue_for_test(run_dir: &RunDir, text: &str, interrupt: bool) {
+    let q = Queued {
+        at: session::now_unix_ms(),
+        text: text.to_string(),
+        interrupt,
+    };
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(run_dir.path.join(QUEUE_FILE))
+        .unwrap();
+    writeln!(f, "{}", serde_json::to_string(&q).unwrap()).unwrap();
 }
 
 #[cfg(test)]

@@ -159,6 +159,9 @@ impl Attempt<'_> {
         )
         .await;
         drop(watch);
+        if listens {
+            self.mailbox.return_unanswered();
+        }
         // Stopped because the fan-out's tasks together spent its budget: that budget is
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {

@@ -854,3 +854,154 @@ impl Dialect for AcpDialect {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::inbox::queue_for_test;
+    use crate::session::RunDir;
+    use pretty_assertions::assert_eq;
+
+    /// A dialect attached and listening, past the handshake: its first prompt is sent.
+    fn prompting() -> (AcpDialect, ChildInput, Mailbox, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let mut d = AcpDialect::new(Conversation {
+            prompt: "Task: t".into(),
+            ..Conversation::reading()
+        });
+        let input = ChildInput::new();
+        let mailbox = Mailbox::new(&run_dir);
+        d.attach(input.clone());
+        assert!(d.listen(mailbox.clone()));
+        let mut events = Vec::new();
+        for line in [
+            r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#,
+        ] {
+            d.parse_line(line, &mut |e| events.push(format!("{e:?}")));
+        }
+        assert_eq!(
+            methods(&input),
+            ["initialize", "session/new", "session/prompt"]
+        );
+        (d, input, mailbox, dir)
+    }
+
+    fn methods(input: &ChildInput) -> Vec<String> {
+        input
+            .drain_lines()
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                match v["method"].as_str() {
+                    Some("session/prompt") => {
+                        let text = v["params"]["prompt"][0]["text"].as_str().unwrap();
+                        if text == "Task: t" {
+                            "session/prompt".to_string()
+                        } else {
+                            format!("session/prompt {text}")
+                        }
+                    }
+                    Some(m) => m.to_string(),
+                    None => format!("reply {}", v["id"]),
+                }
+            })
+            .collect()
+    }
+
+    fn answer(d: &mut AcpDialect, id: u64, stop: &str) -> Vec<String> {
+        let mut events = Vec::new();
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"stopReason":"{stop}"}}}}"#);
+        d.parse_line(&line, &mut |e| events.push(format!("{e:?}")));
+        events
+    }
+
+    fn deliveries(mailbox: &Mailbox) -> Vec<(String, Delivery)> {
+        mailbox
+            .messages()
+            .into_iter()
+            .map(|m| (m.text, m.delivery))
+            .collect()
+    }
+
+    /// A message that arrives just as the prompt is answered, after the last tick, is
+    /// still the next prompt of the same process: the answer's handling looks once more.
+    #[test]
+    fn a_message_that_comes_with_the_prompts_answer_is_the_next_prompt() {
+        let (mut d, input, mailbox, dir) = prompting();
+        d.check_mail();
+        queue_for_test(
+            &RunDir {
+                path: dir.path().into(),
+            },
+            "one more",
+            false,
+        );
+        let events = answer(&mut d, 2, "end_turn");
+        assert!(!events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert_eq!(methods(&input), ["session/prompt one more"]);
+        assert!(input.is_open());
+        let events = answer(&mut d, 3, "end_turn");
+        assert!(events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert!(!input.is_open(), "the conversation is over");
+        assert_eq!(
+            deliveries(&mailbox),
+            [("one more".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
+    /// The child exits (or is stopped) after it took a message and before it answered it:
+    /// `failed`; one that was held when the run was stopped: `notDelivered`.
+    #[test]
+    fn a_message_whose_turn_never_answers_failed_and_one_held_at_a_stop_was_not_delivered() {
+        let (mut d, input, mailbox, dir) = prompting();
+        let run_dir = RunDir {
+            path: dir.path().into(),
+        };
+        queue_for_test(&run_dir, "first", false);
+        answer(&mut d, 2, "end_turn");
+        assert_eq!(methods(&input), ["session/prompt first"]);
+        // The next prompt is under way; a second message is held for its end, then the
+        // run is stopped.
+        queue_for_test(&run_dir, "second", false);
+        d.check_mail();
+        assert!(d.cancel());
+        let events = answer(&mut d, 3, "cancelled");
+        assert!(events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert_eq!(methods(&input), ["session/cancel"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [
+                ("first".to_string(), Delivery::Failed),
+                ("second".to_string(), Delivery::NotDelivered)
+            ]
+        );
+    }
+
+    /// `--interrupt` cancels at once; a stop that comes meanwhile sends no second cancel
+    /// and the message is not delivered.
+    #[test]
+    fn an_interrupt_cancels_once_and_a_stop_meanwhile_wins() {
+        let (mut d, input, mailbox, dir) = prompting();
+        queue_for_test(
+            &RunDir {
+                path: dir.path().into(),
+            },
+            "stop that",
+            true,
+        );
+        d.check_mail();
+        assert_eq!(methods(&input), ["session/cancel"]);
+        assert!(d.cancel(), "the cancel under way is the stop's");
+        assert_eq!(methods(&input), Vec::<String>::new());
+        let events = answer(&mut d, 2, "cancelled");
+        assert!(events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert_eq!(
+            deliveries(&mailbox),
+            [("stop that".to_string(), Delivery::NotDelivered)]
+        );
+    }
+}

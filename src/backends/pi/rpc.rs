@@ -5,7 +5,8 @@
 //! that comes after pi's run ended is the next `prompt` (`nextPrompt`); `send --interrupt`
 //! clears pi's queue and `abort`s the run, and the messages are the next `prompt`
 //! (`interrupted`). Once a run ends with nothing held, stdin is closed, on which pi
-//! shuts down, as it exits in the json mode.
+//! shuts down, as it exits in the json mode. The RPC mode prints no `session` line: the
+//! session's id comes from `get_state`, asked first.
 //!
 //! Facts this relies on (pi 1.6, seen against the mock LLM): a `steer` that arrives after
 //! pi's last look at its queue stays queued (a `queue_update` says so) and no run starts
@@ -61,6 +62,13 @@ struct Line<'a> {
     follow_up: Option<Vec<&'a RawValue>>,
     #[serde(rename = "willRetry", default)]
     will_retry: Option<bool>,
+}
+
+/// `get_state`'s data, as far as it is read.
+#[derive(Deserialize, Default)]
+struct PiState<'a> {
+    #[serde(rename = "sessionId", borrow, default)]
+    session_id: Option<Cow<'a, str>>,
 }
 
 /// `clear_queue`'s data: the texts pi had queued.
@@ -162,6 +170,16 @@ impl PiRpcDialect {
             }
             return;
         }
+        if command == "get_state" {
+            let state: PiState<'_> = line
+                .data
+                .and_then(|d| serde_json::from_str(d.get()).ok())
+                .unwrap_or_default();
+            if let Some(id) = state.session_id {
+                emit(AgentEvent::SessionId(Cow::Owned(id.into_owned())));
+            }
+            return;
+        }
         if command != "clear_queue" {
             return;
         }
@@ -195,6 +213,12 @@ impl Dialect for PiRpcDialect {
                     self.state = State::Running;
                 }
             }
+            // A run whose start was not seen still ends (a `settled` then is an earlier
+            // run's, whose end was already taken).
+            "agent_end" if self.state == State::Prompted && ev.will_retry != Some(true) => {
+                self.state = State::Running;
+                self.on_end(false, emit);
+            }
             "agent_end" if ev.will_retry != Some(true) => self.on_end(false, emit),
             "agent_settled" => self.on_end(true, emit),
             _ => return self.json.parse_line(line, emit),
@@ -204,6 +228,7 @@ impl Dialect for PiRpcDialect {
 
     fn attach(&mut self, input: ChildInput) {
         self.input = Some(input);
+        self.send(&json!({"type": "get_state"}));
         let prompt = std::mem::take(&mut self.prompt);
         self.prompt_with(&prompt);
     }
@@ -233,5 +258,224 @@ impl Dialect for PiRpcDialect {
         for text in mailbox.write_held(Delivery::Steered) {
             self.send(&json!({"type": "steer", "message": text}));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::test_support::agent;
+    use crate::backends::{InvocationInput, Talk};
+    use crate::live::inbox::queue_for_test;
+    use crate::session::RunDir;
+    use pretty_assertions::assert_eq;
+    use serde_json::Value;
+
+    fn running() -> (PiRpcDialect, ChildInput, Mailbox, RunDir, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let mut d = PiRpcDialect::new("Task: t".into());
+        let input = ChildInput::new();
+        let mailbox = Mailbox::new(&run_dir);
+        d.attach(input.clone());
+        assert!(d.listen(mailbox.clone()));
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"prompt","success":true}"#,
+                r#"{"type":"agent_start"}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["get_state", "prompt Task: t"]);
+        (d, input, mailbox, run_dir, dir)
+    }
+
+    fn feed(d: &mut PiRpcDialect, lines: &[&str]) -> Vec<String> {
+        let mut events = Vec::new();
+        for l in lines {
+            assert!(
+                d.parse_line(l, &mut |e| events.push(format!("{e:?}"))),
+                "{l}"
+            );
+        }
+        events
+    }
+
+    fn commands(input: &ChildInput) -> Vec<String> {
+        input
+            .drain_lines()
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let kind = v["type"].as_str().unwrap();
+                match v["message"].as_str() {
+                    Some(m) => format!("{kind} {m}"),
+                    None => kind.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    fn deliveries(mailbox: &Mailbox) -> Vec<(String, Delivery)> {
+        mailbox
+            .messages()
+            .into_iter()
+            .map(|m| (m.text, m.delivery))
+            .collect()
+    }
+
+    const END: &str = r#"{"type":"agent_end","messages":[]}"#;
+    const SETTLED: &str = r#"{"type":"agent_settled","aborted":false}"#;
+
+    #[test]
+    fn a_message_mid_run_is_steered_and_the_run_ends_with_the_input_closed() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "look in src", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer look in src"]);
+        let events = feed(&mut d, &[END]);
+        assert_eq!(events, ["Terminal"]);
+        assert!(!input.is_open());
+        assert_eq!(feed(&mut d, &[SETTLED]), Vec::<String>::new(), "one end");
+        assert_eq!(
+            deliveries(&mailbox),
+            [("look in src".to_string(), Delivery::Steered)]
+        );
+    }
+
+    /// A steer that pi queued after its last look stays in its queue when the run ends:
+    /// taken back with `clear_queue` and sent as the next prompt, in the same process.
+    #[test]
+    fn a_steer_too_late_for_the_run_is_taken_back_and_prompted() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "late", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer late"]);
+        let events = feed(
+            &mut d,
+            &[
+                r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
+                END,
+                SETTLED,
+            ],
+        );
+        assert_eq!(events, Vec::<String>::new());
+        assert_eq!(commands(&input), ["clear_queue"]);
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["prompt late"]);
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [("late".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
+    #[test]
+    fn an_interrupt_clears_pis_queue_aborts_and_prompts_the_message() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "stop", true);
+        d.check_mail();
+        assert_eq!(commands(&input), ["clear_queue", "abort"]);
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":[],"followUp":[]}}"#,
+            ],
+        );
+        let events = feed(&mut d, &[END]);
+        assert_eq!(events, Vec::<String>::new());
+        assert_eq!(commands(&input), ["prompt stop"]);
+        // The first run's late `agent_settled` is not the new run's end.
+        assert_eq!(feed(&mut d, &[SETTLED]), Vec::<String>::new());
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [("stop".to_string(), Delivery::Interrupted)]
+        );
+    }
+
+    #[test]
+    fn the_session_id_comes_from_get_state() {
+        let (mut d, _input, _mailbox, _run_dir, _dir) = running();
+        let events = feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"get_state","success":true,"data":{"sessionId":"abc","isStreaming":true}}"#,
+            ],
+        );
+        assert_eq!(events, [r#"SessionId("abc")"#]);
+    }
+
+    #[test]
+    fn a_refused_prompt_fails_the_run_and_a_refused_steer_is_only_a_warning() {
+        let (mut d, _input, _mailbox, _run_dir, _dir) = running();
+        let events = feed(
+            &mut d,
+            &[r#"{"type":"response","command":"steer","success":false,"error":"busy"}"#],
+        );
+        assert_eq!(
+            events,
+            [r#"Warning("pi refused the command steer: \"busy\"")"#]
+        );
+        let events = feed(
+            &mut d,
+            &[r#"{"type":"response","command":"prompt","success":false,"error":"no model"}"#],
+        );
+        assert_eq!(
+            events,
+            [
+                r#"ProviderError("pi refused the prompt: \"no model\"")"#,
+                "Terminal"
+            ]
+        );
+    }
+
+    #[test]
+    fn with_a_pipe_for_stdin_pi_runs_in_rpc_mode_and_its_task_is_the_first_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["Read"], true, "");
+        let inv = super::super::build(
+            "pi".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "find auth",
+                model: None,
+                run_dir: dir.path(),
+                resume: None,
+                max_cost: None,
+                outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: true,
+                output_schema: None,
+            },
+        )
+        .unwrap();
+        let session = dir.path().join("child/pi-session.jsonl");
+        assert_eq!(
+            inv.args,
+            [
+                "--mode".into(),
+                "rpc".into(),
+                "--session".into(),
+                session.into_os_string(),
+                "--tools".into(),
+                "read".into()
+            ]
+        );
+        assert_eq!(
+            inv.talk,
+            Some(Talk::PiRpc {
+                prompt: "Task: find auth".into()
+            })
+        );
     }
 }
