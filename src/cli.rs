@@ -67,9 +67,10 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
-    /// Send a message to a run still running (a background run, a task of a fan-out): an
-    /// ACP agent gets it as its next prompt in the same process once its turn ends; other
-    /// CLIs get it as a new turn of their own session once their turn ends. The run's
+    /// Send a message to a run still running (a background run, a task of a fan-out): pi
+    /// gets it in the turn under way (steered); an ACP agent as its next prompt in the same
+    /// process once its turn ends; claude and codex as a new turn of their own session once
+    /// their turn ends. The run's
     /// result lists it under `messages`, with how it was delivered. Refused for a run that
     /// has ended, and for CLIs that cannot continue a session (gemini, opencode: use their
     /// ACP presets).

@@ -1,10 +1,12 @@
 //! Messages into a running run (`orchestrate send`, the MCP `send` tool), with no server:
 //! the sender appends the message to [`QUEUE_FILE`] in the run's folder, which is
 //! orchestrate's record and read-only to the child (the sandbox gives the child only its
-//! own place, `child/`, to write); the run takes what is queued each time its child's turn
-//! ends and continues the child's session with it as a new turn. When a turn ends with
-//! nothing queued, or a run cannot deliver any more, the run closes its inbox
-//! ([`CLOSED_FILE`]) and a later message is refused. Both sides hold [`LOCK_FILE`] while
+//! own place, `child/`, to write). A child whose CLI can take a message while it runs (pi's
+//! RPC mode, an ACP agent) gets it through its dialect, which looks in the inbox while the
+//! child works ([`Mailbox`]); otherwise, and for what such a child did not answer, the run
+//! takes what is queued each time the child's turn ends and continues the child's session
+//! with it as a new turn. When a turn ends with nothing queued, or a run cannot deliver any
+//! more, the run closes its inbox ([`CLOSED_FILE`]) and a later message is refused. Both sides hold [`LOCK_FILE`] while
 //! they look, so that a message is either taken by the run or refused, never left behind.
 
 use std::fs::{File, OpenOptions};
