@@ -1128,7 +1128,7 @@ fn message_steers_pi(cli: &Cli, bin: &Path, message: &str, usage: MockUsage) {
                 .to_string()
         })
         .collect();
-    assert_eq!(commands, ["prompt", "steer"]);
+    assert_eq!(commands, ["get_state", "prompt", "steer"]);
     let reqs = conversation(cli, &mock, 2);
     let asked = reqs[1].body.to_string();
     assert!(
