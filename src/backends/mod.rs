@@ -51,7 +51,7 @@ pub(crate) fn any_provider_env() -> Vec<String> {
     .map(String::from)
     .to_vec()
 }
-pub(crate) use crate::live::inbox::Mailbox;
+pub(crate) use crate::result::Delivery;
 use crate::structured::OutputSchema;
 pub(crate) use crate::supervisor::ChildInput;
 use permissions::PermissionPolicy;
@@ -274,7 +274,7 @@ pub trait Dialect: Send {
     /// listens takes messages from it ([`Dialect::check_mail`], and whenever its protocol
     /// gives a moment to) and records how each was delivered; one that does not leaves them
     /// to the run, which continues the child's session with them once its turn ended.
-    fn listen(&mut self, _mailbox: Mailbox) -> bool {
+    fn listen(&mut self, _inbox: Box<dyn Inbox>) -> bool {
         false
     }
 
@@ -282,6 +282,27 @@ pub trait Dialect: Send {
     /// for a dialect that listens: takes what was sent and hands it to the child (or holds it for
     /// the end of the turn).
     fn check_mail(&mut self) {}
+}
+
+/// The run's inbox as a dialect that listens sees it (`live::inbox::Mailbox` is the one a
+/// run gives): it takes what was sent as held messages, writes them to the child, and
+/// records how far each got, for the run's result.
+pub trait Inbox: Send {
+    /// Takes what was sent since the last look (cheap when nothing was).
+    fn collect(&self) -> Collected;
+    /// The held messages' texts, in order, now written to the child as `delivery` says.
+    fn write_held(&self, delivery: Delivery) -> Vec<String>;
+    /// The child answered the turn that carried what was written to it.
+    fn answered(&self);
+    /// The child gave back messages written to it and not delivered: held again.
+    fn take_back(&self, texts: &[String]);
+}
+
+/// What one look in the inbox found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Collected {
+    pub new: usize,
+    pub interrupt: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

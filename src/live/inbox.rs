@@ -15,7 +15,7 @@ use std::io::{self, Read, Write};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use crate::backends::Backend;
+use crate::backends::{Backend, Collected, Inbox};
 use crate::observe::line::{Tail, EVENTS_FILE};
 pub(crate) use crate::result::{Delivery, Message};
 use crate::result::{Details, Mode, RunResult, TextContent};
@@ -263,7 +263,7 @@ fn take_queue(
 /// without closing the inbox (the run closes it when the child is done), and keeps the
 /// ledger of what it took and how far each message got, which the attempt's result lists.
 #[derive(Debug, Clone)]
-pub struct Mailbox {
+pub(crate) struct Mailbox {
     run_dir: RunDir,
     ledger: std::sync::Arc<std::sync::Mutex<Vec<Entry>>>,
 }
@@ -284,6 +284,21 @@ enum Stage {
     Written,
     /// The turn that carried it ended with an answer.
     Answered,
+}
+
+impl Inbox for Mailbox {
+    fn collect(&self) -> Collected {
+        Mailbox::collect(self)
+    }
+    fn write_held(&self, delivery: Delivery) -> Vec<String> {
+        Mailbox::write_held(self, delivery)
+    }
+    fn answered(&self) {
+        Mailbox::answered(self)
+    }
+    fn take_back(&self, texts: &[String]) {
+        Mailbox::take_back(self, texts)
+    }
 }
 
 impl Mailbox {
@@ -427,13 +442,6 @@ impl Mailbox {
             })
             .collect()
     }
-}
-
-/// What one look in the mailbox found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Collected {
-    pub new: usize,
-    pub interrupt: bool,
 }
 
 fn close(run_dir: &RunDir) -> io::Result<()> {

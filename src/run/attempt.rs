@@ -117,7 +117,7 @@ impl Attempt<'_> {
         let mut listens = false;
         if let Some(input) = &spec.stdin {
             dialect.attach(input.clone());
-            listens = dialect.listen(self.mailbox.clone());
+            listens = dialect.listen(Box::new(self.mailbox.clone()));
         }
         let mut sink = DialectSink {
             dialect,

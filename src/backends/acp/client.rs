@@ -38,10 +38,9 @@ use super::wire::{
 };
 use super::Conversation;
 use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
-use crate::backends::{parse_json, text_event, ChildInput, Dialect, Mailbox};
+use crate::backends::{parse_json, text_event, ChildInput, Delivery, Dialect, Inbox};
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
-use crate::live::inbox::Delivery;
 use crate::result::Usage;
 
 /// The protocol version orchestrate speaks.
@@ -110,7 +109,7 @@ pub(crate) struct AcpDialect {
     /// Tokens came with the chunks (qwen): the prompt's own numbers would count them twice.
     chunk_usage: bool,
     /// The run's inbox, once a child is attached.
-    mailbox: Option<Mailbox>,
+    mailbox: Option<Box<dyn Inbox>>,
 }
 
 impl AcpDialect {
@@ -834,8 +833,8 @@ impl Dialect for AcpDialect {
         true
     }
 
-    fn listen(&mut self, mailbox: Mailbox) -> bool {
-        self.mailbox = Some(mailbox);
+    fn listen(&mut self, inbox: Box<dyn Inbox>) -> bool {
+        self.mailbox = Some(inbox);
         true
     }
 
@@ -858,7 +857,7 @@ impl Dialect for AcpDialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::inbox::queue_for_test;
+    use crate::live::inbox::{queue_for_test, Mailbox};
     use crate::session::RunDir;
     use pretty_assertions::assert_eq;
 
@@ -875,7 +874,7 @@ mod tests {
         let input = ChildInput::new();
         let mailbox = Mailbox::new(&run_dir);
         d.attach(input.clone());
-        assert!(d.listen(mailbox.clone()));
+        assert!(d.listen(Box::new(mailbox.clone())));
         let mut events = Vec::new();
         for line in [
             r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#,

@@ -21,9 +21,8 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::PiDialect;
-use crate::backends::{ChildInput, Dialect, Mailbox};
+use crate::backends::{ChildInput, Delivery, Dialect, Inbox};
 use crate::events::AgentEvent;
-use crate::live::inbox::Delivery;
 
 /// Where the conversation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +83,7 @@ pub(crate) struct PiRpcDialect {
     json: PiDialect,
     prompt: String,
     input: Option<ChildInput>,
-    mailbox: Option<Mailbox>,
+    mailbox: Option<Box<dyn Inbox>>,
     state: State,
     /// Messages in pi's own queue, as its last `queue_update` said.
     queued_in_pi: usize,
@@ -188,7 +187,12 @@ impl PiRpcDialect {
             .and_then(|d| serde_json::from_str(d.get()).ok())
             .unwrap_or_default();
         if let Some(mailbox) = &self.mailbox {
-            mailbox.take_back(cleared.steering.iter().chain(&cleared.follow_up));
+            let texts: Vec<String> = cleared
+                .steering
+                .into_iter()
+                .chain(cleared.follow_up)
+                .collect();
+            mailbox.take_back(&texts);
         }
         self.queued_in_pi = 0;
         if self.state == State::Clearing {
@@ -233,8 +237,8 @@ impl Dialect for PiRpcDialect {
         self.prompt_with(&prompt);
     }
 
-    fn listen(&mut self, mailbox: Mailbox) -> bool {
-        self.mailbox = Some(mailbox);
+    fn listen(&mut self, inbox: Box<dyn Inbox>) -> bool {
+        self.mailbox = Some(inbox);
         true
     }
 
@@ -266,7 +270,7 @@ mod tests {
     use super::*;
     use crate::backends::test_support::agent;
     use crate::backends::{InvocationInput, Talk};
-    use crate::live::inbox::queue_for_test;
+    use crate::live::inbox::{queue_for_test, Mailbox};
     use crate::session::RunDir;
     use pretty_assertions::assert_eq;
     use serde_json::Value;
@@ -280,7 +284,7 @@ mod tests {
         let input = ChildInput::new();
         let mailbox = Mailbox::new(&run_dir);
         d.attach(input.clone());
-        assert!(d.listen(mailbox.clone()));
+        assert!(d.listen(Box::new(mailbox.clone())));
         feed(
             &mut d,
             &[
