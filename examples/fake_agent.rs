@@ -1,7 +1,10 @@
-//! Fake `pi --mode json` child agent for the integration tests of `orchestrate`.
+//! Fake `pi --mode json` (and `--mode rpc`) child agent for the integration tests of
+//! `orchestrate`.
 //!
 //! Tests point orchestrate at this program (`ORCHESTRATE_PI_BIN=<path>`) and pick a
-//! behaviour with environment variables. Only `std` and `libc` are used. Linux only.
+//! behaviour with environment variables. Only `std`, `libc` and (to read pi's RPC commands)
+//! `serde_json` are used. Linux only. Given `--mode rpc`, it reads its task from the first
+//! `prompt` command on stdin, as pi does, and otherwise behaves as in `--mode json`.
 //!
 //! Common variables (read by every scenario, in this order):
 //! - `FAKE_AGENT_PIDFILE`: this process (and every process it forks) appends its pid,
@@ -673,12 +676,45 @@ fn text_delta_fields(delta: &str) -> String {
     )
 }
 
+/// The task: the last argument, or, in pi's RPC mode (`--mode rpc`), the message of the
+/// first `prompt` command on stdin (read once; the lines before it are dropped).
 fn prompt_text() -> String {
-    std::env::args()
-        .skip(1)
-        .last()
-        .filter(|a| a.starts_with("Task:"))
-        .unwrap_or_else(|| "Task: say hello".to_string())
+    static PROMPT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PROMPT
+        .get_or_init(|| {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            let rpc = args.windows(2).any(|w| w[0] == "--mode" && w[1] == "rpc");
+            let task = if rpc {
+                rpc_prompt()
+            } else {
+                args.last().cloned()
+            };
+            task.filter(|a| a.starts_with("Task:"))
+                .unwrap_or_else(|| "Task: say hello".to_string())
+        })
+        .clone()
+}
+
+/// The first `prompt` command's message, read from stdin a byte at a time (so that
+/// nothing after its line is taken from whoever reads stdin next).
+fn rpc_prompt() -> Option<String> {
+    let mut stdin = io::stdin().lock();
+    loop {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            match stdin.read(&mut byte) {
+                Ok(1) if byte[0] == b'\n' => break,
+                Ok(1) => line.push(byte[0]),
+                _ => return None,
+            }
+        }
+        let line = String::from_utf8_lossy(&line).into_owned();
+        let v: serde_json::Value = serde_json::from_str(&line).ok()?;
+        if v["type"] == "prompt" {
+            return v["message"].as_str().map(str::to_string);
+        }
+    }
 }
 
 /// A complete successful pi run whose final assistant text is `text`
@@ -1559,6 +1595,10 @@ fn nested() -> String {
 ///   waits; a session/cancel ends the turn (`cancelled`), and it then waits for end of
 ///   input or SIGTERM.
 /// - `ignore-cancel`: as `hang`, but ignores session/cancel and SIGTERM.
+/// - `turns`: answers each prompt N (from 1) with `Answer N: <the prompt's text>` and usage
+///   after `FAKE_ACP_TURN_MS` (default 0), reading nothing meanwhile; a prompt whose
+///   number is in `FAKE_ACP_HOLD` (comma-separated) streams `Working on N` and waits for
+///   session/cancel instead (`cancelled`). It exits on end of input.
 ///
 /// With `FAKE_ACP_WRITES` set, an allowed call writes the file it names (relative to the
 /// working directory), so that a test sees whether the tool ran.
@@ -1593,6 +1633,12 @@ fn acp_agent() -> ! {
         parts.next().unwrap_or("").to_string(),
     );
     let mut prompt_id: Option<String> = None;
+    let mut prompts = 0u32;
+    let held: Vec<u32> = env_str("FAKE_ACP_HOLD")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
     let stdin = io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
@@ -1610,6 +1656,20 @@ fn acp_agent() -> ! {
             (Some("session/new"), Some(id)) => out(&format!(
                 "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"sessionId\":\"{session}\"}}}}"
             )),
+            (Some("session/prompt"), Some(id)) if variant == "turns" => {
+                prompts += 1;
+                if held.contains(&prompts) {
+                    update(&format!("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"Working on {prompts}\"}}"));
+                    prompt_id = Some(id);
+                    continue;
+                }
+                std::thread::sleep(Duration::from_millis(env_num("FAKE_ACP_TURN_MS", 0)));
+                let text = json_field(&line, "text").unwrap_or_default();
+                update(&format!("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{{\"type\":\"text\",\"text\":\"Answer {prompts}: {text}\"}}"));
+                out(&format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"stopReason\":\"end_turn\",\"usage\":{{\"inputTokens\":100,\"outputTokens\":10,\"totalTokens\":110}}}}}}"
+                ));
+            }
             (Some("session/prompt"), Some(id)) => {
                 if variant == "hang" || variant == "ignore-cancel" {
                     update("\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Working on it\"}");

@@ -67,10 +67,13 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,
     },
-    /// Send a message to a run still running (a background run, a task of a fan-out): its
-    /// child gets it as a new turn of its own session once its current turn ends, and the
-    /// run's result lists it under `messages`. Refused for a run that has ended, and for
-    /// CLIs that cannot continue a session (gemini, opencode: use their ACP presets).
+    /// Send a message to a run still running (a background run, a task of a fan-out): pi
+    /// gets it in the turn under way (steered); an ACP agent as its next prompt in the same
+    /// process once its turn ends; claude and codex as a new turn of their own session once
+    /// their turn ends. The run's
+    /// result lists it under `messages`, with how it was delivered. Refused for a run that
+    /// has ended, and for CLIs that cannot continue a session (gemini, opencode: use their
+    /// ACP presets).
     Send {
         /// The run's id as `run --background` or `orchestrate runs` printed it, or its
         /// first digits (a unique prefix).
@@ -78,6 +81,11 @@ pub enum Command {
         run_id: RunIdPrefix,
         /// The message, as the child will read it.
         message: String,
+        /// Cancel the child's current turn for the message, where its CLI can (ACP agents:
+        /// `session/cancel`, then the message as the next prompt); elsewhere the message
+        /// waits for the turn to end, as without it.
+        #[arg(long)]
+        interrupt: bool,
         /// json: one line saying it is queued; text: that line's text.
         #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
         output: OutputFormat,

@@ -462,7 +462,7 @@ impl OrchestrateServer {
     }
 
     #[tool(
-        description = "Message a running run.",
+        description = "Message a run.",
         input_schema = schema::input_schema::<runs::SendArgs>()
     )]
     async fn send(&self, args: JsonObject) -> Result<CallToolResult, ErrorData> {
@@ -477,7 +477,7 @@ impl OrchestrateServer {
     }
 
     #[tool(
-        description = "Wait for a run's result.",
+        description = "Wait for a run.",
         input_schema = schema::input_schema::<runs::WaitArgs>()
     )]
     async fn wait(
@@ -515,7 +515,7 @@ impl OrchestrateServer {
     }
 
     #[tool(
-        description = "The agents subagent can run, and what each is for.",
+        description = "The agents subagent can run and what each is for.",
         input_schema = schema::no_input()
     )]
     async fn list_agents(&self) -> Result<CallToolResult, ErrorData> {

@@ -638,6 +638,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -685,6 +686,7 @@ mod tests {
                 max_cost: Some(0.5),
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -730,6 +732,7 @@ mod tests {
                     max_cost: None,
                     outer_sandbox: false,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     output_schema: None,
                 },
             )
@@ -755,6 +758,7 @@ mod tests {
                         resume: None,
                         outer_sandbox,
                         permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                        stdin_pipe: false,
                         max_cost: None,
                         output_schema: None,
                     },
@@ -797,6 +801,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
             },
         )
         .unwrap();

@@ -568,6 +568,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -601,6 +602,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -645,6 +647,7 @@ mod tests {
                     max_cost: None,
                     outer_sandbox: false,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     output_schema: None,
                 },
             )
@@ -668,6 +671,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -727,6 +731,7 @@ mod tests {
                     resume,
                     outer_sandbox: true,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     max_cost: None,
                     output_schema: None,
                 },
@@ -763,6 +768,7 @@ mod tests {
                     max_cost: None,
                     outer_sandbox: false,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                 },
             )
             .unwrap();

@@ -354,6 +354,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -392,6 +393,7 @@ mod tests {
                     max_cost: None,
                     outer_sandbox: false,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     output_schema: None,
                 },
             )

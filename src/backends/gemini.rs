@@ -470,6 +470,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -520,6 +521,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -550,6 +552,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -575,6 +578,7 @@ mod tests {
                     max_cost: None,
                     outer_sandbox: false,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     output_schema: None,
                 },
             )
@@ -607,6 +611,7 @@ mod tests {
                     resume: None,
                     outer_sandbox,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     max_cost: None,
                     output_schema: None,
                 },

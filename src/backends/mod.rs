@@ -52,6 +52,7 @@ pub(crate) fn any_provider_env() -> Vec<String> {
     .map(String::from)
     .to_vec()
 }
+pub(crate) use crate::result::Delivery;
 use crate::structured::OutputSchema;
 pub(crate) use crate::supervisor::ChildInput;
 use permissions::PermissionPolicy;
@@ -99,6 +100,10 @@ pub struct InvocationInput<'a> {
     /// How the child's permission requests are answered, and where it works (for a CLI
     /// that asks: an ACP agent).
     pub permissions: &'a PermissionPolicy,
+    /// The child's stdin can be a pipe orchestrate writes (not so through the sandbox on a
+    /// cluster node): a CLI that can take messages while it runs (pi's RPC mode) is run
+    /// that way.
+    pub stdin_pipe: bool,
 }
 
 /// What an earlier run left that its CLI can continue.
@@ -220,14 +225,22 @@ impl Invocation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Talk {
     /// The Agent Client Protocol (JSON-RPC over stdio).
-    Acp(acp::Conversation),
+    Acp(Box<acp::Conversation>),
+    /// pi's RPC mode: the prompt, then messages sent to the run, as commands on stdin.
+    PiRpc { prompt: String },
 }
 
 impl Talk {
     fn dialect(&self) -> Box<dyn Dialect> {
         match self {
             Talk::Acp(conv) => Talk::acp_dialect(conv),
+            Talk::PiRpc { prompt } => Box::new(pi::PiRpcDialect::new(prompt.clone())),
         }
+    }
+
+    /// Whether the child asks orchestrate's permission for its tools.
+    pub(crate) fn asks_permissions(&self) -> bool {
+        matches!(self, Talk::Acp(_))
     }
 }
 
@@ -256,6 +269,41 @@ pub trait Dialect: Send {
     fn cancel(&mut self) -> bool {
         false
     }
+
+    /// For a dialect whose child can take a message while it runs (`orchestrate send`):
+    /// given the run's mailbox once it is attached, and says whether it listens. One that
+    /// listens takes messages from it ([`Dialect::check_mail`], and whenever its protocol
+    /// gives a moment to) and records how each was delivered; one that does not leaves them
+    /// to the run, which continues the child's session with them once its turn ended.
+    fn listen(&mut self, _inbox: Box<dyn Inbox>) -> bool {
+        false
+    }
+
+    /// Called while the child runs, every 200 ms (the supervisor's `MAIL_CHECK_INTERVAL`),
+    /// for a dialect that listens: takes what was sent and hands it to the child (or holds it for
+    /// the end of the turn).
+    fn check_mail(&mut self) {}
+}
+
+/// The run's inbox as a dialect that listens sees it (`live::inbox::Mailbox` is the one a
+/// run gives): it takes what was sent as held messages, writes them to the child, and
+/// records how far each got, for the run's result.
+pub trait Inbox: Send {
+    /// Takes what was sent since the last look (cheap when nothing was).
+    fn collect(&self) -> Collected;
+    /// The held messages' texts, in order, now written to the child as `delivery` says.
+    fn write_held(&self, delivery: Delivery) -> Vec<String>;
+    /// The child answered the turn that carried what was written to it.
+    fn answered(&self);
+    /// The child gave back messages written to it and not delivered: held again.
+    fn take_back(&self, texts: &[String]);
+}
+
+/// What one look in the inbox found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Collected {
+    pub new: usize,
+    pub interrupt: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

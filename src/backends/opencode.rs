@@ -498,6 +498,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -562,6 +563,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -602,6 +604,7 @@ mod tests {
                     max_cost: None,
                     outer_sandbox: false,
                     permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                    stdin_pipe: false,
                     output_schema: None,
                 },
             )

@@ -218,7 +218,7 @@ pub fn stop(prefix: &RunIdPrefix, format: OutputFormat) -> i32 {
 }
 
 /// Queues `message` for the run `prefix` names (see `live::inbox`), and says so.
-pub fn send(prefix: &RunIdPrefix, message: &str, format: OutputFormat) -> i32 {
+pub fn send(prefix: &RunIdPrefix, message: &str, interrupt: bool, format: OutputFormat) -> i32 {
     let state = match state_dir(format) {
         Ok(s) => s,
         Err(status) => return status,
@@ -227,10 +227,10 @@ pub fn send(prefix: &RunIdPrefix, message: &str, format: OutputFormat) -> i32 {
         Ok(id) => id,
         Err(status) => return status,
     };
-    match crate::live::inbox::send(&state, &run_id, message) {
+    match crate::live::inbox::send(&state, &run_id, message, interrupt) {
         Ok(_) => print_result(
             format,
-            &crate::live::inbox::sent(&run_id),
+            &crate::live::inbox::sent(&run_id, interrupt),
             exit_status::SUCCESS,
         ),
         Err(e) => refuse(format, RunError::invalid(e.to_string())),

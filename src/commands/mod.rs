@@ -38,8 +38,9 @@ fn command(cli: Cli) -> i32 {
         Command::Send {
             run_id,
             message,
+            interrupt,
             output,
-        } => background::send(&run_id, &message, output),
+        } => background::send(&run_id, &message, interrupt, output),
         Command::Runs { json, agent, limit } => runs::runs(json, agent, limit),
         Command::Watch => watch::watch(),
         Command::Show {

@@ -1,10 +1,12 @@
 //! Messages into a running run (`orchestrate send`, the MCP `send` tool), with no server:
 //! the sender appends the message to [`QUEUE_FILE`] in the run's folder, which is
 //! orchestrate's record and read-only to the child (the sandbox gives the child only its
-//! own place, `child/`, to write); the run takes what is queued each time its child's turn
-//! ends and continues the child's session with it as a new turn. When a turn ends with
-//! nothing queued, or a run cannot deliver any more, the run closes its inbox
-//! ([`CLOSED_FILE`]) and a later message is refused. Both sides hold [`LOCK_FILE`] while
+//! own place, `child/`, to write). A child whose CLI can take a message while it runs (pi's
+//! RPC mode, an ACP agent) gets it through its dialect, which looks in the inbox while the
+//! child works ([`Mailbox`]); otherwise, and for what such a child did not answer, the run
+//! takes what is queued each time the child's turn ends and continues the child's session
+//! with it as a new turn. When a turn ends with nothing queued, or a run cannot deliver any
+//! more, the run closes its inbox ([`CLOSED_FILE`]) and a later message is refused. Both sides hold [`LOCK_FILE`] while
 //! they look, so that a message is either taken by the run or refused, never left behind.
 
 use std::fs::{File, OpenOptions};
@@ -13,7 +15,7 @@ use std::io::{self, Read, Write};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use crate::backends::Backend;
+use crate::backends::{Backend, Collected, Inbox};
 use crate::observe::line::{Tail, EVENTS_FILE};
 pub(crate) use crate::result::{Delivery, Message};
 use crate::result::{Details, Mode, RunResult, TextContent};
@@ -36,6 +38,9 @@ pub(crate) struct Queued {
     /// When it was sent, in milliseconds since the Unix epoch.
     pub at: u64,
     pub text: String,
+    /// `send --interrupt`: the child's current turn is cancelled for it, where its CLI can.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt: bool,
 }
 
 impl Queued {
@@ -82,7 +87,12 @@ pub(crate) enum SendError {
 }
 
 /// Queues `text` for the run `id`, once it is known to be running and able to take it.
-pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, SendError> {
+pub(crate) fn send(
+    state: &StateDir,
+    id: &RunId,
+    text: &str,
+    interrupt: bool,
+) -> Result<Queued, SendError> {
     if text.trim().is_empty() {
         return Err(SendError::Empty);
     }
@@ -140,12 +150,13 @@ pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, S
     let queued = Queued {
         at: session::now_unix_ms(),
         text: text.to_string(),
+        interrupt,
     };
     let write_err = |source| SendError::Write {
         path: dir.path.join(QUEUE_FILE),
         source,
     };
-    let _lock = lock(&dir).map_err(write_err)?;
+    let _lock = lock(&dir, MAX_LOCK_WAIT).map_err(write_err)?;
     if dir.path.join(CLOSED_FILE).exists() {
         return Err(SendError::Ended(id.clone()));
     }
@@ -161,10 +172,14 @@ pub(crate) fn send(state: &StateDir, id: &RunId, text: &str) -> Result<Queued, S
 }
 
 /// What `send` answers once the message is queued.
-pub(crate) fn sent(run_id: &RunId) -> RunResult {
+pub(crate) fn sent(run_id: &RunId, interrupt: bool) -> RunResult {
+    let when = match interrupt {
+        true => "its child's current turn is cancelled for it where its CLI can (ACP, pi), else it is a new turn once that turn ends",
+        false => "its child reads it in its current turn or as its next one, as its CLI can",
+    };
     RunResult {
         content: vec![TextContent::text(format!(
-            "Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`."
+            "Sent to run {run_id}: {when}; the run's result lists it under `messages`, with how it was delivered."
         ))],
         details: Details {
             mode: Mode::Single,
@@ -195,41 +210,238 @@ fn instead(backend: &str) -> String {
 /// queued is returned, to be reported as not delivered). Errors reading the queue are
 /// logged: a message lost that way was never acknowledged as delivered.
 pub(crate) fn take(run_dir: &RunDir, deliverable: bool) -> Vec<Queued> {
-    let taken = (|| -> io::Result<Vec<Queued>> {
-        let _lock = lock(run_dir)?;
-        let path = run_dir.path.join(QUEUE_FILE);
-        let mut text = String::new();
-        match session::open_private(&path, OpenOptions::new().read(true)) {
-            Ok(mut f) => {
-                f.read_to_string(&mut text)?;
-                std::fs::remove_file(&path)?;
+    let close_if = |queued: &[Queued]| queued.is_empty() || !deliverable;
+    match take_queue(run_dir, MAX_LOCK_WAIT, close_if) {
+        Ok(queued) => queued,
+        Err(e) => {
+            tracing::warn!(
+                "the messages for the run in {} could not be read: {e}",
+                run_dir.path.display()
+            );
+            let _ = close(run_dir);
+            Vec::new()
+        }
+    }
+}
+
+/// Takes what is queued under the lock (waited for at most `wait`), and closes the inbox
+/// when `close_if` says so.
+fn take_queue(
+    run_dir: &RunDir,
+    wait: std::time::Duration,
+    close_if: impl Fn(&[Queued]) -> bool,
+) -> io::Result<Vec<Queued>> {
+    let _lock = lock(run_dir, wait)?;
+    let path = run_dir.path.join(QUEUE_FILE);
+    let mut text = String::new();
+    match session::open_private(&path, OpenOptions::new().read(true)) {
+        Ok(mut f) => {
+            f.read_to_string(&mut text)?;
+            std::fs::remove_file(&path)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let queued: Vec<Queued> = text
+        .lines()
+        .filter_map(|l| match serde_json::from_str(l) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                tracing::warn!("a line of {} is no message: {e}", path.display());
+                None
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        })
+        .collect();
+    if close_if(&queued) {
+        close(run_dir)?;
+    }
+    Ok(queued)
+}
+
+/// The run's inbox as a child's dialect sees it while the child runs, for a CLI that can
+/// take a message into its running process (see `Dialect::listen`): it takes what was sent
+/// without closing the inbox (the run closes it when the child is done), and keeps the
+/// ledger of what it took and how far each message got, which the attempt's result lists.
+#[derive(Debug, Clone)]
+pub(crate) struct Mailbox {
+    run_dir: RunDir,
+    ledger: std::sync::Arc<std::sync::Mutex<Vec<Entry>>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    queued: Queued,
+    delivery: Delivery,
+    stage: Stage,
+}
+
+/// How far a message taken from the inbox got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Taken, waiting for the moment its CLI can take it (its turn to end, say).
+    Held,
+    /// Written to the child, its answer not yet given.
+    Written,
+    /// The turn that carried it ended with an answer.
+    Answered,
+}
+
+impl Inbox for Mailbox {
+    fn collect(&self) -> Collected {
+        Mailbox::collect(self)
+    }
+    fn write_held(&self, delivery: Delivery) -> Vec<String> {
+        Mailbox::write_held(self, delivery)
+    }
+    fn answered(&self) {
+        Mailbox::answered(self)
+    }
+    fn take_back(&self, texts: &[String]) {
+        Mailbox::take_back(self, texts)
+    }
+}
+
+impl Mailbox {
+    pub(crate) fn new(run_dir: &RunDir) -> Mailbox {
+        Mailbox {
+            run_dir: run_dir.clone(),
+            ledger: Default::default(),
         }
-        let queued: Vec<Queued> = text
-            .lines()
-            .filter_map(|l| match serde_json::from_str(l) {
-                Ok(q) => Some(q),
-                Err(e) => {
-                    tracing::warn!("a line of {} is no message: {e}", path.display());
-                    None
-                }
+    }
+
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes what was sent since the last look, as held messages; says whether one asks to
+    /// interrupt the turn. With nothing sent this is one `stat`, and no lock. It never
+    /// waits for the lock (it runs in the supervisor's loop): a lock held by `send` or by
+    /// a hostile child leaves the message for the next look.
+    pub(crate) fn collect(&self) -> Collected {
+        if !self.run_dir.path.join(QUEUE_FILE).exists() {
+            return Collected::default();
+        }
+        let queued = match take_queue(&self.run_dir, std::time::Duration::ZERO, |_| false) {
+            Ok(q) => q,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Collected::default(),
+            Err(e) => {
+                // Left in the inbox: the run takes it after the turn, or reports it.
+                tracing::warn!(
+                    "the messages for the run in {} could not be read: {e}",
+                    self.run_dir.path.display()
+                );
+                return Collected::default();
+            }
+        };
+        let got = Collected {
+            new: queued.len(),
+            interrupt: queued.iter().any(|q| q.interrupt),
+        };
+        self.ledger().extend(queued.into_iter().map(|queued| Entry {
+            queued,
+            delivery: Delivery::NotDelivered,
+            stage: Stage::Held,
+        }));
+        got
+    }
+
+    /// The held messages' texts, in order, now written to the child as `delivery` says.
+    pub(crate) fn write_held(&self, delivery: Delivery) -> Vec<String> {
+        let mut ledger = self.ledger();
+        let mut texts = Vec::new();
+        for e in ledger.iter_mut().filter(|e| e.stage == Stage::Held) {
+            e.stage = Stage::Written;
+            e.delivery = delivery;
+            texts.push(e.queued.text.clone());
+        }
+        texts
+    }
+
+    /// The child gave back messages written to it and not delivered (pi's queue, cleared):
+    /// they are held again.
+    pub(crate) fn take_back<'t>(&self, texts: impl IntoIterator<Item = &'t String>) {
+        let mut ledger = self.ledger();
+        for text in texts {
+            if let Some(e) = ledger
+                .iter_mut()
+                .find(|e| e.stage == Stage::Written && &e.queued.text == text)
+            {
+                e.stage = Stage::Held;
+            }
+        }
+    }
+
+    /// The child answered the turn that carried what was written to it.
+    pub(crate) fn answered(&self) {
+        for e in self.ledger().iter_mut() {
+            if e.stage == Stage::Written {
+                e.stage = Stage::Answered;
+            }
+        }
+    }
+
+    /// The child is gone: what it took and did not answer (held, or written and never
+    /// answered: it exited first) goes back to the inbox, ahead of what came since, for the
+    /// run to give after the turn, or to report as not delivered.
+    pub(crate) fn return_unanswered(&self) {
+        let mut ledger = self.ledger();
+        let (answered, unanswered): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut *ledger)
+            .into_iter()
+            .partition(|e| e.stage == Stage::Answered);
+        *ledger = answered;
+        if unanswered.is_empty() {
+            return;
+        }
+        let returned = (|| -> io::Result<()> {
+            let _lock = lock(&self.run_dir, MAX_LOCK_WAIT)?;
+            let path = self.run_dir.path.join(QUEUE_FILE);
+            let mut text = String::new();
+            for e in &unanswered {
+                let mut q = e.queued.clone();
+                q.interrupt = false;
+                text.push_str(&serde_json::to_string(&q).map_err(io::Error::other)?);
+                text.push('\n');
+            }
+            match std::fs::read_to_string(&path) {
+                Ok(newer) => text.push_str(&newer),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            let tmp = self.run_dir.path.join(format!("{QUEUE_FILE}.returned"));
+            session::open_private(
+                &tmp,
+                OpenOptions::new().write(true).create(true).truncate(true),
+            )
+            .and_then(|mut f| f.write_all(text.as_bytes()))?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = returned {
+            // Not lost from the result: listed as the child left them.
+            tracing::warn!(
+                "the messages the child did not answer could not go back to {}: {e}",
+                self.run_dir.path.display()
+            );
+            ledger.extend(unanswered);
+        }
+    }
+
+    /// What the child was sent, in order, and how: a message written whose turn never
+    /// answered `failed`, one still held `notDelivered`.
+    pub(crate) fn messages(&self) -> Vec<Message> {
+        self.ledger()
+            .iter()
+            .map(|e| {
+                let delivery = match e.stage {
+                    Stage::Held => Delivery::NotDelivered,
+                    Stage::Written => Delivery::Failed,
+                    Stage::Answered => e.delivery,
+                };
+                e.queued.clone().delivered(delivery)
             })
-            .collect();
-        if queued.is_empty() || !deliverable {
-            close(run_dir)?;
-        }
-        Ok(queued)
-    })();
-    taken.unwrap_or_else(|e| {
-        tracing::warn!(
-            "the messages for the run in {} could not be read: {e}",
-            run_dir.path.display()
-        );
-        let _ = close(run_dir);
-        Vec::new()
-    })
+            .collect()
+    }
 }
 
 fn close(run_dir: &RunDir) -> io::Result<()> {
@@ -242,8 +454,8 @@ pub(crate) fn refuse_all(run_dir: &RunDir) -> Vec<Queued> {
     take(run_dir, false)
 }
 
-/// The inbox's lock, waited for at most [`MAX_LOCK_WAIT`].
-fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
+/// The inbox's lock, waited for at most `wait`.
+fn lock(run_dir: &RunDir, wait: std::time::Duration) -> io::Result<Flock<File>> {
     let path = run_dir.path.join(LOCK_FILE);
     let mut f = session::open_private(
         &path,
@@ -253,7 +465,7 @@ fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
     loop {
         match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
             Ok(locked) => return Ok(locked),
-            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < MAX_LOCK_WAIT => {
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < wait => {
                 f = back;
                 std::thread::sleep(LOCK_RETRY);
             }
@@ -263,13 +475,30 @@ fn lock(run_dir: &RunDir) -> io::Result<Flock<File>> {
                     format!(
                         "{} is held by another process for over {}s",
                         path.display(),
-                        MAX_LOCK_WAIT.as_secs()
+                        wait.as_secs()
                     ),
                 ))
             }
             Err((_, e)) => return Err(io::Error::from(e)),
         }
     }
+}
+
+/// Queues `text` straight into the inbox of `run_dir` (as `send` does, without looking for
+/// the run), for the tests of the dialects that take messages.
+#[cfg(test)]
+pub(crate) fn queue_for_test(run_dir: &RunDir, text: &str, interrupt: bool) {
+    let q = Queued {
+        at: session::now_unix_ms(),
+        text: text.to_string(),
+        interrupt,
+    };
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(run_dir.path.join(QUEUE_FILE))
+        .unwrap();
+    writeln!(f, "{}", serde_json::to_string(&q).unwrap()).unwrap();
 }
 
 #[cfg(test)]
@@ -286,6 +515,7 @@ mod tests {
         let q = |t: &str| Queued {
             at: 1,
             text: t.into(),
+            interrupt: false,
         };
         let mut f = File::create(dir.path().join(QUEUE_FILE)).unwrap();
         writeln!(f, "{}", serde_json::to_string(&q("one")).unwrap()).unwrap();
@@ -306,6 +536,7 @@ mod tests {
         let q = Queued {
             at: 7,
             text: "late".into(),
+            interrupt: false,
         };
         std::fs::write(
             dir.path().join(QUEUE_FILE),

@@ -31,6 +31,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 pub(crate) struct SendArgs {
     pub run_id: String,
     pub message: String,
+    // Cancel the current turn for it.
+    #[serde(default)]
+    pub interrupt: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -72,9 +75,9 @@ fn find(run_id: &str) -> Result<(StateDir, RunId), RunError> {
 
 pub(crate) fn send(args: SendArgs) -> Result<RunResult, RunError> {
     let (state, id) = find(&args.run_id)?;
-    crate::live::inbox::send(&state, &id, &args.message)
+    crate::live::inbox::send(&state, &id, &args.message, args.interrupt)
         .map_err(|e| RunError::invalid(e.to_string()))?;
-    Ok(sent(&id))
+    Ok(sent(&id, args.interrupt))
 }
 
 pub(crate) async fn wait(args: WaitArgs, cancel: &CancellationToken) -> Result<Waited, RunError> {

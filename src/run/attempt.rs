@@ -36,6 +36,9 @@ pub(super) struct Attempt<'a> {
     pub run_dir: &'a RunDir,
     /// What the proxies of the run's attempts refused (`network: provider`).
     pub network_log: &'a Arc<NetworkLog>,
+    /// The run's inbox, for a child that takes messages while it runs; its ledger lists
+    /// them for the run's result.
+    pub mailbox: &'a crate::live::inbox::Mailbox,
     /// The run's worktree, where the child works instead of the working directory.
     pub worktree: Option<&'a Worktree>,
     /// What the child is told instead of the task: the message of a repair turn.
@@ -112,8 +115,10 @@ impl Attempt<'_> {
             }
         };
         let mut dialect = invocation.dialect();
+        let mut listens = false;
         if let Some(input) = &spec.stdin {
             dialect.attach(input.clone());
+            listens = dialect.listen(Box::new(self.mailbox.clone()));
         }
         let mut sink = DialectSink {
             dialect,
@@ -128,6 +133,7 @@ impl Attempt<'_> {
             total: self.env.total.clone().map(|(total, task)| (total, task, n)),
             lane: slot.map(|slot| LaneSignals::new(slot, run.backend.backend)),
             observers,
+            listens,
         };
         // A child that may start orchestrate runs of its own: what they report spending
         // counts as this task's, while it runs.
@@ -154,6 +160,9 @@ impl Attempt<'_> {
         )
         .await;
         drop(watch);
+        if listens {
+            self.mailbox.return_unanswered();
+        }
         // Stopped because the fan-out's tasks together spent its budget: that budget is
         // the reason, as this run's own would be.
         if let (Ok(o), Some((total, _))) = (&outcome, &self.env.total) {
@@ -269,11 +278,13 @@ impl Attempt<'_> {
                 .as_ref()
                 .filter(|schema| backend.takes_output_schema(schema)),
             permissions: &policy,
+            stdin_pipe: run.runner.kind.here() || !run.sandbox.confines(),
         };
         let built = backend.build(&input).map(|mut inv| {
             let unenforced = inv.dialect.budget_warnings(&run.budgets);
             inv.warnings.extend(unenforced);
-            match (unasked, inv.talks()) {
+            let asks = inv.talk.as_ref().is_some_and(|t| t.asks_permissions());
+            match (unasked, asks) {
                 (Some(w), true) => inv.warnings.push(w),
                 (_, false) if run.permissions != PermissionMode::Policy => {
                     inv.warnings.push(format!(

@@ -357,11 +357,13 @@ pub(crate) async fn run(
         None
     };
     let network_log = Arc::new(NetworkLog::default());
+    let mailbox = crate::live::inbox::Mailbox::new(&run_dir);
     let attempt = Attempt {
         run: &run,
         env,
         run_dir: &run_dir,
         network_log: &network_log,
+        mailbox: &mailbox,
         worktree: worktree.as_ref().map(|(wt, _)| wt),
         message: None,
     };
@@ -524,8 +526,9 @@ fn run_folder(run: &ResolvedRun, env: &RunEnv) -> Result<RunDir, RunError> {
 }
 
 /// The task's turns (see [`answered`]), then one turn for what was sent to the run
-/// (`orchestrate send`) each time a turn ends with messages queued, continuing the child's
-/// own session with them, as long as its turns succeed; messages that arrive when the run
+/// (`orchestrate send`) and not taken by the running child (see `Dialect::listen`) each
+/// time a turn ends with messages queued, continuing the child's own session with them,
+/// as long as its turns succeed; messages that arrive when the run
 /// can deliver no more are listed as not delivered. `attempts` counts every run of the
 /// child, `usage` and `durationMs` are summed over every turn, and `messages` lists what
 /// was sent and how it was delivered.
@@ -631,7 +634,11 @@ async fn attempts(
     }
     let mut output = with_attempts(output, n, details);
     if let Some(single) = output.result.details.results.first_mut() {
-        single.messages = messages;
+        // What the child took while it ran, then what the run gave it after its turns.
+        let mut all = attempt.mailbox.messages();
+        all.append(&mut messages);
+        all.sort_by_key(|m| m.at);
+        single.messages = all;
     }
     output
 }

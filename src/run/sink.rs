@@ -31,6 +31,8 @@ pub(super) struct DialectSink<'o, 'x> {
     /// successful requests as they come.
     pub lane: Option<LaneSignals<'o>>,
     pub observers: &'o mut Observers,
+    /// The dialect takes messages sent to the run while its child runs.
+    pub listens: bool,
 }
 
 impl DialectSink<'_, '_> {
@@ -127,6 +129,14 @@ impl LineSink for DialectSink<'_, '_> {
             lane.follow(&self.collector);
         }
         self.limit_reached_unless(had_limit);
+    }
+
+    fn listens(&self) -> bool {
+        self.listens
+    }
+
+    fn check_mail(&mut self) {
+        self.dialect.check_mail();
     }
 
     fn on_too_long(&mut self, _bytes: u64) {

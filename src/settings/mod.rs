@@ -354,7 +354,7 @@ settings! {
         env: Some("ORCHESTRATE_IDLE_TIMEOUT"),
         flag: flag("idle-timeout", "IDLE_TIMEOUT", "Maximum time without progress from the child: text, a tool call or its result, usage, a new turn (retries, reconnects and stderr chatter are none). Paused while a tool runs (--tool-timeout bounds that). Default 3m."),
         agent: &["idle_timeout", "idleTimeout", "idle_timeout_ms", "idleTimeoutMs"],
-        mcp: mcp("idleTimeoutMs", Some("Limit without output (default 180000).")),
+        mcp: mcp("idleTimeoutMs", Some("Idle limit, default 180000.")),
         ..Surfaces::FILES
     };
     /// Between SIGTERM and SIGKILL to the child's tree.

@@ -124,6 +124,17 @@ impl ChildInput {
     pub(crate) fn pending(&self) -> usize {
         self.queue().pending.len()
     }
+
+    /// Takes the lines queued and not yet written (as if the child read them).
+    #[cfg(test)]
+    pub(crate) fn drain_lines(&self) -> Vec<String> {
+        let bytes: Vec<u8> = self.queue().pending.drain(..).collect();
+        String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 /// The supervisor's half: the pipe's writing end, fed from the queue.

@@ -31,6 +31,9 @@ const MAX_STDERR_LINE_BYTES: usize = 64 * 1024;
 /// When both pipes are closed but no SIGCHLD has told us about the leader yet, look again
 /// this often, so that a lost wake-up can never hang a run.
 const EXIT_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often the run's inbox is looked at while a child that can take messages runs: one
+/// `stat` of a file that is absent unless a message was sent.
+pub(crate) const MAIL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What to run.
 #[derive(Debug)]
@@ -78,6 +81,12 @@ pub(crate) trait LineSink {
     fn cancel(&mut self) -> bool {
         false
     }
+    /// Whether messages sent to the run reach the child while it runs: the loop then calls
+    /// [`LineSink::check_mail`] every [`MAIL_CHECK_INTERVAL`].
+    fn listens(&self) -> bool {
+        false
+    }
+    fn check_mail(&mut self) {}
 }
 
 /// Where the raw bytes go: the session copy of stdout, the stderr log, and the record of
@@ -243,6 +252,8 @@ pub(crate) async fn supervise<'a>(
     let mut ebuf = vec![0u8; READ_CHUNK_BYTES / 4];
     let far_future = start + std::time::Duration::from_secs(86_400 * 365);
 
+    let listens = m.sink.listens();
+    let mut next_mail_check = start + MAIL_CHECK_INTERVAL;
     m.look_for_exit()?;
     loop {
         if m.life.has_exited() && !m.pipes_open() {
@@ -316,6 +327,11 @@ pub(crate) async fn supervise<'a>(
             () = started(started_signal.as_mut()), if started_signal.is_some() && !m.life.has_exited() => {
                 started_signal = None;
                 m.job_started(Instant::now());
+            }
+            // Messages sent to the run, for a child that takes them while it works.
+            _ = sleep_until(next_mail_check), if listens && m.life.is_running() => {
+                next_mail_check = Instant::now() + MAIL_CHECK_INTERVAL;
+                m.sink.check_mail();
             }
             _ = sleep_until(due.unwrap_or(far_future)), if due.is_some() => {
                 // Decide on the child's state as it is now, not as a late SIGCHLD left it.

@@ -751,7 +751,8 @@ fn the_tool_definitions_are_small_and_strict() {
     assert_eq!(
         by_name("send")["inputSchema"],
         json!({"type": "object", "additionalProperties": false,
-               "properties": {"runId": run_id, "message": {"type": "string"}},
+               "properties": {"runId": run_id, "message": {"type": "string"},
+                              "interrupt": {"type": "boolean"}},
                "required": ["runId", "message"]})
     );
     assert_eq!(

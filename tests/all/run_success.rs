@@ -5,7 +5,7 @@
 use crate::support;
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use support::{normalized, Sandbox};
 
@@ -200,8 +200,7 @@ fn pi_gets_its_headless_command_line_and_the_depth_variables() {
         argv["argv"],
         json!([
             "--mode",
-            "json",
-            "-p",
+            "rpc",
             "--session",
             sb.state
                 .join("runs")
@@ -214,13 +213,19 @@ fn pi_gets_its_headless_command_line_and_the_depth_variables() {
             "--tools",
             "read,grep",
             "--append-system-prompt",
-            prompt.to_str().unwrap(),
-            "Task: list files"
+            prompt.to_str().unwrap()
         ])
     );
     assert_eq!(argv["depth"], json!("1"));
     assert_eq!(argv["runId"], json!(run_id));
-    assert_eq!(argv["stdin"], json!("/dev/null"));
+    // pi's RPC mode: its task and any message sent to the run come on stdin.
+    assert!(
+        argv["stdin"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("pipe:")),
+        "{}",
+        argv["stdin"]
+    );
     assert_eq!(argv["cwd"], json!(sb.work.to_str().unwrap()));
     assert_eq!(argv["appendSystemPrompt"], json!("You are a test agent."));
     assert_eq!(out.result()["model"], json!("mock-1"));
@@ -236,23 +241,30 @@ fn cwd_flag_sets_the_child_working_directory() {
     assert_eq!(sb.argv_json()["cwd"], json!(elsewhere.to_str().unwrap()));
 }
 
+/// pi's RPC mode takes the task as its first command on stdin: a long one is never in argv
+/// (where it would meet ARG_MAX and show in `ps`), and reaches pi whole.
 #[test]
-fn long_tasks_reach_pi_as_a_file() {
+fn long_tasks_reach_pi_whole_on_stdin_not_in_argv() {
     let sb = Sandbox::new().scenario("replay");
     let task = "word ".repeat(2000);
     let out = sb.run(&task, &[]);
     assert_eq!(out.status, 0, "stderr: {}", out.stderr);
     let run_id = out.json()["details"]["runId"].as_str().unwrap().to_string();
-    let file = sb.state.join("runs").join(&run_id).join("task.md");
     let argv = sb.argv_json();
-    assert_eq!(
-        argv["argv"].as_array().unwrap().last().unwrap(),
-        &json!(format!("@{}", file.display()))
+    assert!(
+        !argv["argv"].to_string().contains("word word"),
+        "{}",
+        argv["argv"]
     );
-    assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        format!("Task: {task}")
-    );
+    // The fake records the task it read in its session file.
+    let session = sb
+        .state
+        .join("runs")
+        .join(&run_id)
+        .join("child/pi-session.jsonl");
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(session).unwrap().trim()).unwrap();
+    assert_eq!(line["task"], json!(format!("Task: {task}")));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `orchestrate send`: a message to a run still running reaches its child as a new turn of
 //! the child's own session once its turn ends, and the result lists it; a run that has
-//! ended, or whose CLI cannot continue a session, refuses it and says why.
+//! ended, or whose CLI cannot continue a session, refuses it and says why. An ACP agent
+//! takes it in the same process: as its next prompt, or, with `--interrupt`, after its
+//! turn is cancelled.
 
 use crate::support;
 
@@ -77,7 +79,7 @@ fn a_message_sent_mid_turn_is_the_childs_next_turn_and_changes_the_answer() {
     assert_eq!(
         sent,
         json!({
-            "content": [{"type": "text", "text": format!("Sent to run {run_id}: its child reads the message as a new turn once its current turn ends; the run's result lists it under `messages`.")}],
+            "content": [{"type": "text", "text": format!("Sent to run {run_id}: its child reads it in its current turn or as its next one, as its CLI can; the run's result lists it under `messages`, with how it was delivered.")}],
             "details": {"mode": "single", "runId": run_id, "results": []}
         })
     );
@@ -336,4 +338,152 @@ fn a_held_inbox_lock_makes_send_fail_not_hang() {
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["content"][0]["text"], json!("The red file."));
     assert_eq!(v["details"]["results"][0].get("messages"), None);
+}
+
+/// A background run of the fake ACP agent (`FAKE_ACP=turns`), whose first turn takes
+/// `turn_ms` (or waits for a cancel, with `FAKE_ACP_HOLD=1`).
+fn acp_sandbox(vars: &[(&str, &str)]) -> Sandbox {
+    let mut sb = Sandbox::new().scenario("acp").set("FAKE_ACP", "turns");
+    for (k, v) in vars {
+        sb = sb.set(k, v);
+    }
+    std::fs::write(
+        sb.agents.join("acp.md"),
+        format!(
+            "---\nname: acp\ndescription: d\ntools: read\nbackend: acp\nacp_command: {}\n---\nBe brief.\n",
+            support::fake_agent_bin().display()
+        ),
+    )
+    .unwrap();
+    sb
+}
+
+/// What orchestrate wrote to the ACP agent's stdin: each line's method.
+fn acp_methods(sb: &Sandbox, run_id: &str) -> Vec<String> {
+    let path = sb.state.join("runs").join(run_id).join("stdin.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["method"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn an_acp_agent_takes_a_message_as_its_next_prompt_in_the_same_process() {
+    let sb = acp_sandbox(&[("FAKE_ACP_TURN_MS", "2000")]);
+    let run_id = start(&sb, "acp", "find the file");
+    wait_for_child(&sb);
+    let (status, sent) = cli(&sb, &["send", &run_id, "look for the blue file instead"]);
+    assert_eq!(status, 0, "{sent}");
+    let (status, mut v) = cli(&sb, &["wait", &run_id, "--timeout", "60s"]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(
+        v["content"][0]["text"],
+        json!("Answer 2: look for the blue file instead")
+    );
+    let single = &mut v["details"]["results"][0];
+    single["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        single["messages"],
+        json!([{"at": "AT", "text": "look for the blue file instead", "delivery": "nextPrompt"}])
+    );
+    // One process served both turns, in one session.
+    assert_eq!(single.get("attempts"), None, "{single}");
+    assert_eq!(sb.pids().len(), 1);
+    assert_eq!(
+        acp_methods(&sb, &run_id),
+        [
+            "initialize",
+            "session/new",
+            "session/prompt",
+            "session/prompt"
+        ]
+    );
+    assert_eq!(
+        (&single["usage"]["input"], &single["usage"]["output"]),
+        (&json!(200), &json!(20))
+    );
+    sb.assert_no_survivors();
+}
+
+#[test]
+fn send_interrupt_cancels_an_acp_agents_turn_and_its_message_is_the_next_prompt() {
+    let sb = acp_sandbox(&[("FAKE_ACP_HOLD", "1")]);
+    let run_id = start(&sb, "acp", "find the file");
+    wait_for_child(&sb);
+    let (status, sent) = cli(
+        &sb,
+        &["send", &run_id, "stop and list the files", "--interrupt"],
+    );
+    assert_eq!(status, 0, "{sent}");
+    assert_eq!(
+        sent["content"][0]["text"],
+        json!(format!("Sent to run {run_id}: its child's current turn is cancelled for it where its CLI can (ACP, pi), else it is a new turn once that turn ends; the run's result lists it under `messages`, with how it was delivered."))
+    );
+    let (status, mut v) = cli(&sb, &["wait", &run_id, "--timeout", "60s"]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(
+        v["content"][0]["text"],
+        json!("Answer 2: stop and list the files")
+    );
+    let single = &mut v["details"]["results"][0];
+    single["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        single["messages"],
+        json!([{"at": "AT", "text": "stop and list the files", "delivery": "interrupted"}])
+    );
+    assert_eq!(single.get("attempts"), None, "{single}");
+    assert_eq!(sb.pids().len(), 1);
+    assert_eq!(
+        acp_methods(&sb, &run_id),
+        [
+            "initialize",
+            "session/new",
+            "session/prompt",
+            "session/cancel",
+            "session/prompt"
+        ]
+    );
+    sb.assert_no_survivors();
+}
+
+/// An agent that never answers (here: not even initialize) takes no message: the run ends
+/// on its idle timeout as it would have, and the message is listed as not delivered.
+#[test]
+fn a_message_to_an_acp_agent_that_never_answers_is_not_delivered_and_the_run_times_out() {
+    let sb = acp_sandbox(&[("FAKE_ACP", "silent-init")]);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let (status, v) = cli(
+        &sb,
+        &[
+            "run",
+            "acp",
+            "find the file",
+            "--agents-dir",
+            &agents,
+            "--background",
+            "--idle-timeout",
+            "3s",
+        ],
+    );
+    assert_eq!(status, 0, "{v}");
+    let run_id = v["details"]["runId"].as_str().unwrap().to_string();
+    wait_for_child(&sb);
+    let (status, sent) = cli(&sb, &["send", &run_id, "hello?", "--interrupt"]);
+    assert_eq!(status, 0, "{sent}");
+    let (status, mut v) = cli(&sb, &["wait", &run_id, "--timeout", "60s"]);
+    assert_eq!(status, 124, "{v}");
+    let single = &mut v["details"]["results"][0];
+    single["messages"][0]["at"] = json!("AT");
+    assert_eq!(
+        single["messages"],
+        json!([{"at": "AT", "text": "hello?", "delivery": "notDelivered"}])
+    );
+    assert_eq!(acp_methods(&sb, &run_id), ["initialize"]);
+    sb.assert_no_survivors();
 }

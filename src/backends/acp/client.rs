@@ -14,6 +14,12 @@
 //! ← the prompt's response {stopReason}        → the final event; stdin is closed
 //! ```
 //!
+//! A message sent to the run (`orchestrate send`) while the agent works is held until the
+//! prompt's response, then is the next `session/prompt` of the same session in the same
+//! process (`nextPrompt`); the conversation ends once a response comes with nothing held.
+//! `send --interrupt` sends `session/cancel` at once, and the message is the prompt after
+//! the cancelled one's response (`interrupted`).
+//!
 //! A stop sends `session/cancel` first (see [`AcpDialect::cancel`]); the agent answers the
 //! prompt with `stopReason: cancelled`, which is the final event the supervisor waits for
 //! before SIGTERM. Requests for client methods (`fs/*`, `terminal/*`: orchestrate offers
@@ -34,7 +40,7 @@ use super::wire::{
 use super::{ask, Conversation};
 use crate::backends::ask_parent::Question;
 use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
-use crate::backends::{parse_json, text_event, ChildInput, Dialect};
+use crate::backends::{parse_json, text_event, ChildInput, Delivery, Dialect, Inbox};
 use crate::collector::display_args;
 use crate::events::{AgentEvent, TextKind};
 use crate::result::Usage;
@@ -62,6 +68,9 @@ enum State {
     Prompting,
     /// `session/cancel` sent; the prompt's answer is awaited.
     Cancelling,
+    /// `session/cancel` sent for a message sent with `--interrupt`: the message is the
+    /// next prompt once the cancelled one is answered.
+    Interrupting,
     Done,
 }
 
@@ -103,6 +112,8 @@ pub(crate) struct AcpDialect {
     asks: ask::Asks,
     /// Tokens came with the chunks (qwen): the prompt's own numbers would count them twice.
     chunk_usage: bool,
+    /// The run's inbox, once a child is attached.
+    mailbox: Option<Box<dyn Inbox>>,
 }
 
 impl AcpDialect {
@@ -121,6 +132,7 @@ impl AcpDialect {
             cost_seen: 0.0,
             asks: ask::Asks::default(),
             chunk_usage: false,
+            mailbox: None,
         }
     }
 
@@ -174,12 +186,33 @@ impl AcpDialect {
     }
 
     fn prompt(&mut self) {
+        let text = self.conv.prompt.clone();
+        self.prompt_with(&text);
+    }
+
+    fn prompt_with(&mut self, text: &str) {
         let params = json!({
             "sessionId": self.session_id,
-            "prompt": [{"type": "text", "text": self.conv.prompt}],
+            "prompt": [{"type": "text", "text": text}],
         });
         self.request("session/prompt", params, Pending::Prompt);
         self.state = State::Prompting;
+    }
+
+    /// A prompt was answered: what was sent to the run meanwhile is the next prompt, as
+    /// `delivery`; returns false when nothing was, and the conversation ends.
+    fn prompt_held(&mut self, delivery: Delivery) -> bool {
+        let Some(mailbox) = &self.mailbox else {
+            return false;
+        };
+        // A last look: a message sent just now still reaches this process.
+        mailbox.collect();
+        let held = mailbox.write_held(delivery);
+        if held.is_empty() {
+            return false;
+        }
+        self.prompt_with(&held.join("\n\n"));
+        true
     }
 
     fn set_mode_or_prompt(&mut self) {
@@ -191,6 +224,17 @@ impl AcpDialect {
             }
             None => self.prompt(),
         }
+    }
+
+    /// Cancels the prompt under way; the questions still out to the parent about it are
+    /// withdrawn (each answered `cancelled`, and the parent told).
+    fn send_cancel(&self) {
+        self.send(&json!({
+            "jsonrpc": "2.0",
+            "method": "session/cancel",
+            "params": {"sessionId": self.session_id},
+        }));
+        self.asks.withdraw_all(self.input.as_ref());
     }
 
     fn end_message(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
@@ -343,6 +387,26 @@ impl AcpDialect {
                         "the agent stopped at its own limit of model requests (stopReason: max_turn_requests)",
                     ))),
                     _ => {}
+                }
+                let cancelled = r.stop_reason.as_deref() == Some("cancelled");
+                if !cancelled {
+                    if let Some(mailbox) = &self.mailbox {
+                        mailbox.answered();
+                    }
+                }
+                let next = match self.state {
+                    State::Interrupting => Some(Delivery::Interrupted),
+                    State::Prompting if !cancelled => Some(Delivery::NextPrompt),
+                    // Stopped: what is held is not delivered.
+                    _ => None,
+                };
+                if next.is_some_and(|delivery| self.prompt_held(delivery)) {
+                    // The answer so far was this turn's: the next prompt's is the run's.
+                    if self.produced {
+                        self.produced = false;
+                        emit(AgentEvent::TurnEnd);
+                    }
+                    return;
                 }
                 self.finish(emit);
             }
@@ -613,7 +677,7 @@ impl AcpDialect {
                     _ => json!({"title": tool.title}),
                 },
             });
-        if self.state == State::Cancelling {
+        if matches!(self.state, State::Cancelling | State::Interrupting) {
             self.reply(id, json!({"outcome": {"outcome": "cancelled"}}));
             emit(AgentEvent::Permission(record));
             return true;
@@ -837,16 +901,184 @@ impl Dialect for AcpDialect {
     /// starting, or setting the model) there is nothing to cancel, and SIGTERM comes at
     /// once.
     fn cancel(&mut self) -> bool {
-        if self.state != State::Prompting {
-            return false;
+        match self.state {
+            State::Prompting => self.send_cancel(),
+            // Already cancelled for a message: its answer is now the stop's.
+            State::Interrupting => {}
+            _ => return false,
         }
-        self.send(&json!({
-            "jsonrpc": "2.0",
-            "method": "session/cancel",
-            "params": {"sessionId": self.session_id},
-        }));
-        self.asks.withdraw_all(self.input.as_ref());
         self.state = State::Cancelling;
         true
+    }
+
+    fn listen(&mut self, inbox: Box<dyn Inbox>) -> bool {
+        self.mailbox = Some(inbox);
+        true
+    }
+
+    /// While a prompt is under way, takes what was sent: held for the prompt's end, or,
+    /// for a message sent with `--interrupt`, the prompt is cancelled at once.
+    fn check_mail(&mut self) {
+        if self.state != State::Prompting {
+            return;
+        }
+        let Some(mailbox) = &self.mailbox else {
+            return;
+        };
+        if mailbox.collect().interrupt {
+            self.send_cancel();
+            self.state = State::Interrupting;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::inbox::{queue_for_test, Mailbox};
+    use crate::session::RunDir;
+    use pretty_assertions::assert_eq;
+
+    /// A dialect attached and listening, past the handshake: its first prompt is sent.
+    fn prompting() -> (AcpDialect, ChildInput, Mailbox, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let mut d = AcpDialect::new(Conversation {
+            prompt: "Task: t".into(),
+            ..Conversation::reading()
+        });
+        let input = ChildInput::new();
+        let mailbox = Mailbox::new(&run_dir);
+        d.attach(input.clone());
+        assert!(d.listen(Box::new(mailbox.clone())));
+        let mut events = Vec::new();
+        for line in [
+            r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#,
+        ] {
+            d.parse_line(line, &mut |e| events.push(format!("{e:?}")));
+        }
+        assert_eq!(
+            methods(&input),
+            ["initialize", "session/new", "session/prompt"]
+        );
+        (d, input, mailbox, dir)
+    }
+
+    fn methods(input: &ChildInput) -> Vec<String> {
+        input
+            .drain_lines()
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                match v["method"].as_str() {
+                    Some("session/prompt") => {
+                        let text = v["params"]["prompt"][0]["text"].as_str().unwrap();
+                        if text == "Task: t" {
+                            "session/prompt".to_string()
+                        } else {
+                            format!("session/prompt {text}")
+                        }
+                    }
+                    Some(m) => m.to_string(),
+                    None => format!("reply {}", v["id"]),
+                }
+            })
+            .collect()
+    }
+
+    fn answer(d: &mut AcpDialect, id: u64, stop: &str) -> Vec<String> {
+        let mut events = Vec::new();
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"stopReason":"{stop}"}}}}"#);
+        d.parse_line(&line, &mut |e| events.push(format!("{e:?}")));
+        events
+    }
+
+    fn deliveries(mailbox: &Mailbox) -> Vec<(String, Delivery)> {
+        mailbox
+            .messages()
+            .into_iter()
+            .map(|m| (m.text, m.delivery))
+            .collect()
+    }
+
+    /// A message that arrives just as the prompt is answered, after the last tick, is
+    /// still the next prompt of the same process: the answer's handling looks once more.
+    #[test]
+    fn a_message_that_comes_with_the_prompts_answer_is_the_next_prompt() {
+        let (mut d, input, mailbox, dir) = prompting();
+        d.check_mail();
+        queue_for_test(
+            &RunDir {
+                path: dir.path().into(),
+            },
+            "one more",
+            false,
+        );
+        let events = answer(&mut d, 2, "end_turn");
+        assert!(!events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert_eq!(methods(&input), ["session/prompt one more"]);
+        assert!(input.is_open());
+        let events = answer(&mut d, 3, "end_turn");
+        assert!(events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert!(!input.is_open(), "the conversation is over");
+        assert_eq!(
+            deliveries(&mailbox),
+            [("one more".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
+    /// The child exits (or is stopped) after it took a message and before it answered it:
+    /// `failed`; one that was held when the run was stopped: `notDelivered`.
+    #[test]
+    fn a_message_whose_turn_never_answers_failed_and_one_held_at_a_stop_was_not_delivered() {
+        let (mut d, input, mailbox, dir) = prompting();
+        let run_dir = RunDir {
+            path: dir.path().into(),
+        };
+        queue_for_test(&run_dir, "first", false);
+        answer(&mut d, 2, "end_turn");
+        assert_eq!(methods(&input), ["session/prompt first"]);
+        // The next prompt is under way; a second message is held for its end, then the
+        // run is stopped.
+        queue_for_test(&run_dir, "second", false);
+        d.check_mail();
+        assert!(d.cancel());
+        let events = answer(&mut d, 3, "cancelled");
+        assert!(events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert_eq!(methods(&input), ["session/cancel"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [
+                ("first".to_string(), Delivery::Failed),
+                ("second".to_string(), Delivery::NotDelivered)
+            ]
+        );
+    }
+
+    /// `--interrupt` cancels at once; a stop that comes meanwhile sends no second cancel
+    /// and the message is not delivered.
+    #[test]
+    fn an_interrupt_cancels_once_and_a_stop_meanwhile_wins() {
+        let (mut d, input, mailbox, dir) = prompting();
+        queue_for_test(
+            &RunDir {
+                path: dir.path().into(),
+            },
+            "stop that",
+            true,
+        );
+        d.check_mail();
+        assert_eq!(methods(&input), ["session/cancel"]);
+        assert!(d.cancel(), "the cancel under way is the stop's");
+        assert_eq!(methods(&input), Vec::<String>::new());
+        let events = answer(&mut d, 2, "cancelled");
+        assert!(events.iter().any(|e| e == "Terminal"), "{events:?}");
+        assert_eq!(
+            deliveries(&mailbox),
+            [("stop that".to_string(), Delivery::NotDelivered)]
+        );
     }
 }

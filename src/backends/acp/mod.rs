@@ -354,7 +354,7 @@ fn build(
         "an ACP agent keeps its own tool set: its permission requests are answered by the agent's tools and sandbox, and the sandbox holds the rest"
             .to_string(),
     );
-    inv.talk = Some(Talk::Acp(Conversation {
+    inv.talk = Some(Talk::Acp(Box::new(Conversation {
         cwd: input.permissions.cwd.clone(),
         prompt: input.task_with_instructions(),
         model: input.model().map(str::to_string),
@@ -362,7 +362,7 @@ fn build(
         resume,
         mode: preset.and_then(|p| p.mode).map(str::to_string),
         policy: input.permissions.clone(),
-    }));
+    })));
     Ok(inv)
 }
 
@@ -388,6 +388,7 @@ mod tests {
             outer_sandbox: true,
             output_schema: None,
             permissions: policy,
+            stdin_pipe: false,
         }
     }
 
@@ -435,8 +436,8 @@ mod tests {
         match &opencode.talk {
             Some(Talk::Acp(c)) => {
                 assert_eq!(
-                    c,
-                    &Conversation {
+                    **c,
+                    Conversation {
                         cwd: "/w".into(),
                         prompt: "<instructions>\nBe terse.\n</instructions>\n\nTask: -- find auth"
                             .into(),

@@ -12,9 +12,12 @@
 //! - a runtime timeout on a hung stream: `session/cancel` is the first thing sent, and
 //!   nothing of the run is left;
 //! - a turn budget, stopped the same way;
-//! - a message sent while the agent works (`orchestrate send`), which the run gives the
-//!   agent's own session (loaded again) once the turn ends: the model sees it after the
-//!   first exchange, and its answer is the run's.
+//! - a message sent while the agent works (`orchestrate send`), which the same agent
+//!   process gets as its next prompt once the turn ends: the model sees it after the
+//!   first exchange, and its answer is the run's;
+//! - a message sent with `--interrupt` while the model holds the first turn: the turn is
+//!   cancelled (`session/cancel`), and the message's answer is the run's, from the same
+//!   process.
 
 use std::path::Path;
 use std::time::Duration;
@@ -55,19 +58,6 @@ pub struct AcpAgent {
     pub answers_after_reject: bool,
     /// What it reports of a turn's usage.
     pub reports: Reports,
-    /// Whether a later process of the agent continues a run's session (`session/load`),
-    /// as a message sent to the run needs.
-    pub continues: Continues,
-}
-
-#[derive(Clone, Copy)]
-pub enum Continues {
-    Yes,
-    /// `session/load` fails, and why: the run keeps the answer it had and says so.
-    LoadFails(&'static str),
-    /// `session/load` answers, but the model gets none of the earlier exchange, and why
-    /// (the scenario is not listed for it).
-    Forgets(&'static str),
 }
 
 #[derive(Clone, Copy)]
@@ -78,6 +68,11 @@ pub struct Reports {
     pub cost: bool,
 }
 
+/// A message sent to a run reaches the agent's running process, which matters here: a
+/// later process cannot continue the session of gemini (its session/load answers "No
+/// previous sessions found for this project"), of opencode (its sessions are in its data
+/// folder, which the sandbox gives each process anew) nor of pi-acp (its session folder
+/// too: the loaded session is empty).
 pub const AGENTS: [AcpAgent; 5] = [
     AcpAgent {
         name: "gemini-acp",
@@ -91,9 +86,6 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: true,
             cost: false,
         },
-        continues: Continues::LoadFails(
-            "gemini answers session/load of its own earlier session with \"No previous sessions found for this project\", with the sandbox or without",
-        ),
     },
     AcpAgent {
         name: "opencode-acp",
@@ -106,9 +98,6 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: true,
             cost: false,
         },
-        continues: Continues::LoadFails(
-            "opencode keeps its sessions in its data folder, which the sandbox gives each child process anew (without the sandbox it loads them)",
-        ),
     },
     AcpAgent {
         name: "claude-acp",
@@ -121,7 +110,6 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: true,
             cost: true,
         },
-        continues: Continues::Yes,
     },
     AcpAgent {
         name: "codex-acp",
@@ -136,7 +124,6 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: false,
             cost: false,
         },
-        continues: Continues::Yes,
     },
     AcpAgent {
         name: "pi-acp",
@@ -152,9 +139,6 @@ pub const AGENTS: [AcpAgent; 5] = [
             tokens: false,
             cost: false,
         },
-        continues: Continues::Forgets(
-            "pi-acp's session folder is given each child process anew by the sandbox: the loaded session is empty (without the sandbox it holds the earlier exchange)",
-        ),
     },
 ];
 
@@ -183,7 +167,7 @@ type Scenario = fn(&'static AcpAgent, &Path);
 pub fn all() -> Vec<Needing> {
     let mut out = Vec::new();
     for agent in &AGENTS {
-        let scenarios: [(&str, Scenario); 5] = [
+        let scenarios: [(&str, Scenario); 6] = [
             ("a_text_answer_has_the_usage_the_agent_reports", text_answer),
             (
                 "a_command_is_allowed_for_an_agent_with_bash_and_rejected_for_one_without",
@@ -198,15 +182,16 @@ pub fn all() -> Vec<Needing> {
                 turn_budget,
             ),
             (
-                "a_message_sent_mid_run_is_the_next_turn_of_the_agents_session",
+                "a_message_sent_mid_run_is_the_next_prompt_of_the_same_process",
                 message_mid_run,
+            ),
+            (
+                "send_interrupt_cancels_the_turn_and_the_message_is_answered",
+                interrupt_mid_run,
             ),
         ];
         for (name, run) in scenarios {
             if name.starts_with("a_command_") && agent.asks.is_err() {
-                continue;
-            }
-            if name.starts_with("a_message_") && matches!(agent.continues, Continues::Forgets(_)) {
                 continue;
             }
             out.push(Needing {
@@ -326,33 +311,105 @@ fn message_mid_run(agent: &'static AcpAgent, bin: &Path) {
     let out = super::scenarios::send_mid_run(&mock, &sb, MESSAGE);
     let mut r = out.result();
     r["messages"][0]["at"] = json!("AT");
-    if let Continues::LoadFails(why) = agent.continues {
-        note(&format!("{}: {why}", agent.name));
-        // The run keeps the answer it had, and says the message's turn failed.
-        assert_eq!(r["output"], json!("The red file."));
-        assert_eq!(
-            r["messages"],
-            json!([{"at": "AT", "text": MESSAGE, "delivery": "failed"}])
-        );
-        let warnings = r["warnings"].to_string();
-        assert!(
-            warnings.contains("the turn with the messages sent to the run failed, so the answer is the one before them")
-                && warnings.contains("session/load"),
-            "{warnings}"
-        );
-        return;
-    }
     assert_eq!(r["output"], json!("The blue file, as asked."));
     assert_eq!(
         r["messages"],
-        json!([{"at": "AT", "text": MESSAGE, "delivery": "afterTurn"}])
+        json!([{"at": "AT", "text": MESSAGE, "delivery": "nextPrompt"}])
     );
+    one_process(&sb, &r, &["session/prompt", "session/prompt"]);
     let reqs = mock.conversation();
     let asked = reqs.last().expect("a request").body.to_string();
     assert!(
         asked.contains(MESSAGE) && asked.contains("The red file."),
         "{asked}"
     );
+}
+
+/// The model holds the first turn; `send --interrupt` cancels it, and the message's
+/// answer, from the same process and session, is the run's.
+fn interrupt_mid_run(agent: &'static AcpAgent, bin: &Path) {
+    const MESSAGE: &str = "Stop and say which file is blue.";
+    let usage = MockUsage {
+        input: 50,
+        output: 5,
+        cached: 0,
+    };
+    let (mock, sb) = setup(agent, bin, |_| {
+        Script::sequence(vec![
+            Reply::hang("Thinking about it"),
+            Reply::text("The blue file.", usage),
+        ])
+    });
+    let start = std::time::Instant::now();
+    let child = sb
+        .command("worker", "Find the file.", &[])
+        .spawn()
+        .expect("spawn orchestrate");
+    assert!(
+        mock.wait_for_conversation(1, WALL_CLOCK),
+        "the agent never asked the model"
+    );
+    let run = only_run(&sb);
+    let sent = sb
+        .in_sandbox(super::orchestrate_command(&[
+            "send",
+            &run,
+            MESSAGE,
+            "--interrupt",
+        ]))
+        .output()
+        .unwrap();
+    assert_eq!(sent.status.code(), Some(0), "{sent:?}");
+    let out = super::wait_bounded(child, start, WALL_CLOCK);
+    report("interrupt mid-run", &mock, &out, REPORT_LINE_CHARS);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let mut r = out.result();
+    r["messages"][0]["at"] = json!("AT");
+    assert_eq!(r["output"], json!("The blue file."));
+    assert_eq!(
+        r["messages"],
+        json!([{"at": "AT", "text": MESSAGE, "delivery": "interrupted"}])
+    );
+    one_process(
+        &sb,
+        &r,
+        &["session/prompt", "session/cancel", "session/prompt"],
+    );
+    let asked = mock
+        .conversation()
+        .last()
+        .expect("a request")
+        .body
+        .to_string();
+    assert!(asked.contains(MESSAGE), "{asked}");
+}
+
+fn only_run(sb: &Sandbox) -> String {
+    let runs: Vec<_> = std::fs::read_dir(sb.state.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
+}
+
+/// One agent process served the run (one attempt, one stdin record), and orchestrate's
+/// prompts and cancels to it, after the handshake, were `turns`.
+fn one_process(sb: &Sandbox, r: &Value, turns: &[&str]) {
+    assert_eq!(r["attempts"], json!(1), "{r}");
+    let run = sb.state.join("runs").join(only_run(sb));
+    assert!(!run.join("stdin.attempt-2.jsonl").exists());
+    let sent: Vec<String> = std::fs::read_to_string(run.join("stdin.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let m = serde_json::from_str::<Value>(l).unwrap()["method"].clone();
+            m.as_str()
+                .filter(|m| m.starts_with("session/prompt") || *m == "session/cancel")
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(sent, turns);
 }
 
 fn permissions(agent: &'static AcpAgent, bin: &Path) {

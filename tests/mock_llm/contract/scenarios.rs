@@ -1049,7 +1049,8 @@ fn resumed_run(cli: &Cli, bin: &Path) {
 
 /// `orchestrate send` while the child works (its shell tool sleeps): once its turn ends, the
 /// run continues the CLI's own session with the message, which the model sees with the
-/// first exchange, and the answer it gives then is the run's.
+/// first exchange, and the answer it gives then is the run's. pi takes it into the turn
+/// under way instead (see [`message_steers_pi`]).
 fn message_mid_run(cli: &Cli, bin: &Path) {
     const MESSAGE: &str = "Look for the blue file instead.";
     let usage = MockUsage {
@@ -1057,6 +1058,9 @@ fn message_mid_run(cli: &Cli, bin: &Path) {
         output: 5,
         cached: 0,
     };
+    if cli.name == "pi" {
+        return message_steers_pi(cli, bin, MESSAGE, usage);
+    }
     let shell = (cli.shell)("sleep 3");
     let (mock, sb) = setup(cli, bin, |_| {
         Script::sequence(vec![
@@ -1090,6 +1094,48 @@ fn message_mid_run(cli: &Cli, bin: &Path) {
     );
     let before = reqs[1].body.to_string();
     assert!(!before.contains(MESSAGE), "{before}");
+}
+
+/// pi (in its RPC mode) gets the message while its shell tool runs, as a `steer`: its next
+/// request to the model carries the message with the tool's result, that request's answer
+/// is the run's, and one pi process did it all.
+fn message_steers_pi(cli: &Cli, bin: &Path, message: &str, usage: MockUsage) {
+    let shell = (cli.shell)("sleep 3");
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::sequence(vec![
+            shell.reply.clone(),
+            Reply::text("The blue file, as asked.", usage),
+        ])
+    });
+    let out = send_mid_run(&mock, &sb, message);
+    let mut r = out.result();
+    r["messages"][0]["at"] = json!("AT");
+    assert_eq!(r["output"], json!("The blue file, as asked."));
+    assert_eq!(
+        r["messages"],
+        json!([{"at": "AT", "text": message, "delivery": "steered"}])
+    );
+    assert_eq!(r["attempts"], json!(1));
+    let run =
+        std::path::Path::new(r["sessionFile"].as_str().unwrap()).with_file_name("stdin.jsonl");
+    let commands: Vec<String> = std::fs::read_to_string(run)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(commands, ["get_state", "prompt", "steer"]);
+    let reqs = conversation(cli, &mock, 2);
+    let asked = reqs[1].body.to_string();
+    assert!(
+        asked.contains(message) && asked.contains("Find the file."),
+        "{asked}"
+    );
+    assert!(!reqs[0].body.to_string().contains(message));
 }
 
 fn implementer_writes(cli: &Cli, bin: &Path) {

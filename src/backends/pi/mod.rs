@@ -27,6 +27,9 @@ use crate::limits::TASK_INLINE_MAX_CHARS;
 use crate::result::Usage;
 use crate::sandbox::CHILD_DIR;
 
+mod rpc;
+pub(crate) use rpc::PiRpcDialect;
+
 /// pi's own session file, in the run folder.
 pub(crate) const PI_SESSION_FILE: &str = "pi-session.jsonl";
 
@@ -125,8 +128,16 @@ pub(crate) fn build(
     input: &InvocationInput<'_>,
 ) -> Result<Invocation, BackendError> {
     let mut inv = Invocation::new(program, super::Backend(&BACKEND));
-    for a in ["--mode", "json", "-p"] {
-        inv.arg(a);
+    // Where its stdin can be a pipe, pi runs in its RPC mode (the json mode's events, with
+    // commands on stdin), so that a message sent to the run reaches it while it works.
+    let rpc = input.stdin_pipe;
+    let mode: &[&str] = if rpc {
+        &["--mode", "rpc"]
+    } else {
+        &["--mode", "json", "-p"]
+    };
+    for a in mode {
+        inv.arg(*a);
     }
     // pi keeps its own session file in the run folder, so that `--resume` can continue it.
     // A resumed run starts from a copy of the earlier run's file: each run folder stays the
@@ -159,7 +170,10 @@ pub(crate) fn build(
         inv.prompt_files.push(path);
     }
     let message = format!("Task: {}", input.task);
-    if input.task.chars().count() > TASK_INLINE_MAX_CHARS {
+    if rpc {
+        // The prompt goes as its first command, never through argv.
+        inv.talk = Some(super::Talk::PiRpc { prompt: message });
+    } else if input.task.chars().count() > TASK_INLINE_MAX_CHARS {
         // Very long arguments hit ARG_MAX and show up in `ps`; pi reads `@file` arguments.
         let path = input.run_dir.join("task.md");
         write_prompt_file(&path, &message)?;
@@ -581,6 +595,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -633,6 +648,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
                 output_schema: None,
             },
         )
@@ -676,6 +692,7 @@ mod tests {
                 max_cost: None,
                 outer_sandbox: false,
                 permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: false,
             },
         )
         .unwrap();

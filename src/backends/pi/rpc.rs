@@ -1,0 +1,485 @@
+//! pi's RPC mode (`pi --mode rpc`): the json mode's events on stdout, and commands on
+//! stdin, one JSON object a line. orchestrate sends the task as a `prompt` command; a
+//! message sent to the run while pi works becomes a `steer` command, which pi gives the
+//! model after the tool calls under way, before its next request (`steered`); a message
+//! that comes after pi's run ended is the next `prompt` (`nextPrompt`); `send --interrupt`
+//! clears pi's queue and `abort`s the run, and the messages are the next `prompt`
+//! (`interrupted`). Once a run ends with nothing held, stdin is closed, on which pi
+//! shuts down, as it exits in the json mode. The RPC mode prints no `session` line: the
+//! session's id comes from `get_state`, asked first.
+//!
+//! Facts this relies on (pi 1.6, seen against the mock LLM): a `steer` that arrives after
+//! pi's last look at its queue stays queued (a `queue_update` says so) and no run starts
+//! for it: it is taken back with `clear_queue` and prompted. pi exits on end of input even
+//! while a run is under way, so stdin is closed only at the end. Replies to commands are
+//! `{"type":"response","command",success,error?,data?}`.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::PiDialect;
+use crate::backends::{ChildInput, Delivery, Dialect, Inbox};
+use crate::events::AgentEvent;
+
+/// Where the conversation stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not attached to a child (a dialect that only reads).
+    Detached,
+    /// A `prompt` was sent; its run has not started.
+    Prompted,
+    Running,
+    /// `abort` sent for a message sent with `--interrupt`.
+    Aborting,
+    /// The run ended with messages in pi's queue: waiting for pi to settle (it may go on
+    /// with them by itself).
+    Settling,
+    /// `clear_queue` sent, to take back what pi queued and did not deliver.
+    Clearing,
+    Done,
+}
+
+/// The fields of a line this dialect reads itself; the rest goes to the json-mode parser.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    command: Option<Cow<'a, str>>,
+    #[serde(default)]
+    success: Option<bool>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    steering: Option<Vec<&'a RawValue>>,
+    #[serde(rename = "followUp", borrow, default)]
+    follow_up: Option<Vec<&'a RawValue>>,
+    #[serde(rename = "willRetry", default)]
+    will_retry: Option<bool>,
+}
+
+/// `get_state`'s data, as far as it is read.
+#[derive(Deserialize, Default)]
+struct PiState<'a> {
+    #[serde(rename = "sessionId", borrow, default)]
+    session_id: Option<Cow<'a, str>>,
+}
+
+/// `clear_queue`'s data: the texts pi had queued.
+#[derive(Deserialize, Default)]
+struct Cleared {
+    #[serde(default)]
+    steering: Vec<String>,
+    #[serde(rename = "followUp", default)]
+    follow_up: Vec<String>,
+}
+
+pub(crate) struct PiRpcDialect {
+    json: PiDialect,
+    prompt: String,
+    input: Option<ChildInput>,
+    mailbox: Option<Box<dyn Inbox>>,
+    state: State,
+    /// Messages in pi's own queue, as its last `queue_update` said.
+    queued_in_pi: usize,
+}
+
+impl PiRpcDialect {
+    pub(crate) fn new(prompt: String) -> PiRpcDialect {
+        PiRpcDialect {
+            json: PiDialect,
+            prompt,
+            input: None,
+            mailbox: None,
+            state: State::Detached,
+            queued_in_pi: 0,
+        }
+    }
+
+    fn send(&self, command: &serde_json::Value) {
+        if let Some(input) = &self.input {
+            if let Err(e) = input.send_json(command) {
+                tracing::debug!("not written to pi: {e}");
+            }
+        }
+    }
+
+    fn prompt_with(&mut self, text: &str) {
+        self.send(&json!({"type": "prompt", "message": text}));
+        self.state = State::Prompted;
+    }
+
+    /// pi's run ended: what was sent meanwhile is the next prompt; with nothing, the
+    /// conversation is over.
+    fn run_ended(&mut self, delivery: Delivery, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        if let Some(mailbox) = &self.mailbox {
+            mailbox.answered();
+            mailbox.collect();
+            let held = mailbox.write_held(delivery);
+            if !held.is_empty() {
+                self.prompt_with(&held.join("\n\n"));
+                return;
+            }
+        }
+        self.finish(emit);
+    }
+
+    fn finish(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        self.state = State::Done;
+        emit(AgentEvent::Terminal);
+        if let Some(input) = &self.input {
+            input.close();
+        }
+    }
+
+    /// `agent_end` (not to be retried) or `agent_settled`.
+    fn on_end(&mut self, settled: bool, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        match self.state {
+            State::Aborting => self.run_ended(Delivery::Interrupted, emit),
+            State::Running if self.queued_in_pi == 0 => self.run_ended(Delivery::NextPrompt, emit),
+            // A steer came too late for this run: pi may still go on with it by itself.
+            State::Running => self.state = State::Settling,
+            State::Settling if settled => {
+                self.send(&json!({"type": "clear_queue"}));
+                self.state = State::Clearing;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_response(&mut self, line: &Line<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        let command = line.command.as_deref().unwrap_or_default();
+        if line.success == Some(false) {
+            let error = line.error.map(RawValue::get).unwrap_or("no reason given");
+            match command {
+                "prompt" => {
+                    emit(AgentEvent::ProviderError(Cow::Owned(format!(
+                        "pi refused the prompt: {error}"
+                    ))));
+                    self.finish(emit);
+                }
+                _ => emit(AgentEvent::Warning(Cow::Owned(format!(
+                    "pi refused the command {command}: {error}"
+                )))),
+            }
+            return;
+        }
+        if command == "get_state" {
+            let state: PiState<'_> = line
+                .data
+                .and_then(|d| serde_json::from_str(d.get()).ok())
+                .unwrap_or_default();
+            if let Some(id) = state.session_id {
+                emit(AgentEvent::SessionId(Cow::Owned(id.into_owned())));
+            }
+            return;
+        }
+        if command != "clear_queue" {
+            return;
+        }
+        let cleared: Cleared = line
+            .data
+            .and_then(|d| serde_json::from_str(d.get()).ok())
+            .unwrap_or_default();
+        if let Some(mailbox) = &self.mailbox {
+            let texts: Vec<String> = cleared
+                .steering
+                .into_iter()
+                .chain(cleared.follow_up)
+                .collect();
+            mailbox.take_back(&texts);
+        }
+        self.queued_in_pi = 0;
+        if self.state == State::Clearing {
+            self.run_ended(Delivery::NextPrompt, emit);
+        }
+    }
+}
+
+impl Dialect for PiRpcDialect {
+    fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        let Ok(ev) = serde_json::from_str::<Line<'_>>(line) else {
+            return false;
+        };
+        match ev.kind.as_ref() {
+            "response" => self.on_response(&ev, emit),
+            "queue_update" => {
+                self.queued_in_pi = ev.steering.as_ref().map_or(0, Vec::len)
+                    + ev.follow_up.as_ref().map_or(0, Vec::len);
+            }
+            "agent_start" => {
+                if matches!(self.state, State::Prompted | State::Settling) {
+                    self.state = State::Running;
+                }
+            }
+            // A run whose start was not seen still ends (a `settled` then is an earlier
+            // run's, whose end was already taken).
+            "agent_end" if self.state == State::Prompted && ev.will_retry != Some(true) => {
+                self.state = State::Running;
+                self.on_end(false, emit);
+            }
+            "agent_end" if ev.will_retry != Some(true) => self.on_end(false, emit),
+            "agent_settled" => self.on_end(true, emit),
+            _ => return self.json.parse_line(line, emit),
+        }
+        true
+    }
+
+    fn attach(&mut self, input: ChildInput) {
+        self.input = Some(input);
+        self.send(&json!({"type": "get_state"}));
+        let prompt = std::mem::take(&mut self.prompt);
+        self.prompt_with(&prompt);
+    }
+
+    fn listen(&mut self, inbox: Box<dyn Inbox>) -> bool {
+        self.mailbox = Some(inbox);
+        true
+    }
+
+    /// While pi's run is under way: a message is steered into it, or, sent with
+    /// `--interrupt`, held while pi's queue is cleared and its run aborted.
+    fn check_mail(&mut self) {
+        if self.state != State::Running {
+            return;
+        }
+        let Some(mailbox) = &self.mailbox else {
+            return;
+        };
+        if mailbox.collect().interrupt {
+            // What pi queued is taken back (the clear's reply), so that the abort does not
+            // go on with it; the run then ends, and the messages are the next prompt.
+            self.send(&json!({"type": "clear_queue"}));
+            self.send(&json!({"type": "abort"}));
+            self.state = State::Aborting;
+            return;
+        }
+        for text in mailbox.write_held(Delivery::Steered) {
+            self.send(&json!({"type": "steer", "message": text}));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::test_support::agent;
+    use crate::backends::{InvocationInput, Talk};
+    use crate::live::inbox::{queue_for_test, Mailbox};
+    use crate::session::RunDir;
+    use pretty_assertions::assert_eq;
+    use serde_json::Value;
+
+    fn running() -> (PiRpcDialect, ChildInput, Mailbox, RunDir, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = RunDir {
+            path: dir.path().to_path_buf(),
+        };
+        let mut d = PiRpcDialect::new("Task: t".into());
+        let input = ChildInput::new();
+        let mailbox = Mailbox::new(&run_dir);
+        d.attach(input.clone());
+        assert!(d.listen(Box::new(mailbox.clone())));
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"prompt","success":true}"#,
+                r#"{"type":"agent_start"}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["get_state", "prompt Task: t"]);
+        (d, input, mailbox, run_dir, dir)
+    }
+
+    fn feed(d: &mut PiRpcDialect, lines: &[&str]) -> Vec<String> {
+        let mut events = Vec::new();
+        for l in lines {
+            assert!(
+                d.parse_line(l, &mut |e| events.push(format!("{e:?}"))),
+                "{l}"
+            );
+        }
+        events
+    }
+
+    fn commands(input: &ChildInput) -> Vec<String> {
+        input
+            .drain_lines()
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let kind = v["type"].as_str().unwrap();
+                match v["message"].as_str() {
+                    Some(m) => format!("{kind} {m}"),
+                    None => kind.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    fn deliveries(mailbox: &Mailbox) -> Vec<(String, Delivery)> {
+        mailbox
+            .messages()
+            .into_iter()
+            .map(|m| (m.text, m.delivery))
+            .collect()
+    }
+
+    const END: &str = r#"{"type":"agent_end","messages":[]}"#;
+    const SETTLED: &str = r#"{"type":"agent_settled","aborted":false}"#;
+
+    #[test]
+    fn a_message_mid_run_is_steered_and_the_run_ends_with_the_input_closed() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "look in src", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer look in src"]);
+        let events = feed(&mut d, &[END]);
+        assert_eq!(events, ["Terminal"]);
+        assert!(!input.is_open());
+        assert_eq!(feed(&mut d, &[SETTLED]), Vec::<String>::new(), "one end");
+        assert_eq!(
+            deliveries(&mailbox),
+            [("look in src".to_string(), Delivery::Steered)]
+        );
+    }
+
+    /// A steer that pi queued after its last look stays in its queue when the run ends:
+    /// taken back with `clear_queue` and sent as the next prompt, in the same process.
+    #[test]
+    fn a_steer_too_late_for_the_run_is_taken_back_and_prompted() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "late", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer late"]);
+        let events = feed(
+            &mut d,
+            &[
+                r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
+                END,
+                SETTLED,
+            ],
+        );
+        assert_eq!(events, Vec::<String>::new());
+        assert_eq!(commands(&input), ["clear_queue"]);
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["prompt late"]);
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [("late".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
+    #[test]
+    fn an_interrupt_clears_pis_queue_aborts_and_prompts_the_message() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "stop", true);
+        d.check_mail();
+        assert_eq!(commands(&input), ["clear_queue", "abort"]);
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":[],"followUp":[]}}"#,
+            ],
+        );
+        let events = feed(&mut d, &[END]);
+        assert_eq!(events, Vec::<String>::new());
+        assert_eq!(commands(&input), ["prompt stop"]);
+        // The first run's late `agent_settled` is not the new run's end.
+        assert_eq!(feed(&mut d, &[SETTLED]), Vec::<String>::new());
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [("stop".to_string(), Delivery::Interrupted)]
+        );
+    }
+
+    #[test]
+    fn the_session_id_comes_from_get_state() {
+        let (mut d, _input, _mailbox, _run_dir, _dir) = running();
+        let events = feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"get_state","success":true,"data":{"sessionId":"abc","isStreaming":true}}"#,
+            ],
+        );
+        assert_eq!(events, [r#"SessionId("abc")"#]);
+    }
+
+    #[test]
+    fn a_refused_prompt_fails_the_run_and_a_refused_steer_is_only_a_warning() {
+        let (mut d, _input, _mailbox, _run_dir, _dir) = running();
+        let events = feed(
+            &mut d,
+            &[r#"{"type":"response","command":"steer","success":false,"error":"busy"}"#],
+        );
+        assert_eq!(
+            events,
+            [r#"Warning("pi refused the command steer: \"busy\"")"#]
+        );
+        let events = feed(
+            &mut d,
+            &[r#"{"type":"response","command":"prompt","success":false,"error":"no model"}"#],
+        );
+        assert_eq!(
+            events,
+            [
+                r#"ProviderError("pi refused the prompt: \"no model\"")"#,
+                "Terminal"
+            ]
+        );
+    }
+
+    #[test]
+    fn with_a_pipe_for_stdin_pi_runs_in_rpc_mode_and_its_task_is_the_first_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["Read"], true, "");
+        let inv = super::super::build(
+            "pi".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "find auth",
+                model: None,
+                run_dir: dir.path(),
+                resume: None,
+                max_cost: None,
+                outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: true,
+                output_schema: None,
+            },
+        )
+        .unwrap();
+        let session = dir.path().join("child/pi-session.jsonl");
+        assert_eq!(
+            inv.args,
+            [
+                "--mode".into(),
+                "rpc".into(),
+                "--session".into(),
+                session.into_os_string(),
+                "--tools".into(),
+                "read".into()
+            ]
+        );
+        assert_eq!(
+            inv.talk,
+            Some(Talk::PiRpc {
+                prompt: "Task: find auth".into()
+            })
+        );
+    }
+}
