@@ -201,8 +201,30 @@ impl PiRpcDialect {
     }
 }
 
+/// The event types this dialect reads itself; every other line is the json mode's.
+const RPC_EVENTS: &[&str] = &[
+    "response",
+    "queue_update",
+    "agent_start",
+    "agent_end",
+    "agent_settled",
+];
+
+/// The event's type, when the line starts with it as pi writes every line
+/// (`{"type":"…",`); None when it does not (the line is then read whole).
+fn leading_type(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("{\"type\":\"")?;
+    let kind = &rest[..rest.find('"')?];
+    (!kind.contains('\\')).then_some(kind)
+}
+
 impl Dialect for PiRpcDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        // Most lines are the json mode's events, streamed text above all: those go to its
+        // dialect without a first reading of the whole line here.
+        if leading_type(line).is_some_and(|kind| !RPC_EVENTS.contains(&kind)) {
+            return self.json.parse_line(line, emit);
+        }
         let Ok(ev) = serde_json::from_str::<Line<'_>>(line) else {
             return false;
         };
@@ -274,6 +296,51 @@ mod tests {
     use crate::session::RunDir;
     use pretty_assertions::assert_eq;
     use serde_json::Value;
+
+    #[test]
+    fn a_lines_leading_type_is_read_only_where_pi_writes_it_first_and_plain() {
+        let lines = [
+            r#"{"type":"message_update","assistantMessageEvent":{}}"#,
+            r#"{"type":"agent_end","messages":[]}"#,
+            r#"{"type":"mes\u0073age_update"}"#,
+            r#"{ "type":"message_update"}"#,
+            r#"{"id":"1","type":"response"}"#,
+            r#"{"type":"#,
+        ];
+        assert_eq!(
+            lines.map(leading_type),
+            [
+                Some("message_update"),
+                Some("agent_end"),
+                None,
+                None,
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn the_json_modes_events_read_the_same_whether_their_type_leads_or_not() {
+        let (mut d, ..) = running();
+        let delta = |lead: bool| {
+            let event = r#""assistantMessageEvent":{"type":"text_delta","delta":"hi \"there\""}"#;
+            match lead {
+                true => format!(r#"{{"type":"message_update",{event}}}"#),
+                false => format!(r#"{{{event},"type":"message_update"}}"#),
+            }
+        };
+        let mut seen = Vec::new();
+        for lead in [true, false] {
+            let line = delta(lead);
+            assert!(
+                d.parse_line(&line, &mut |e| seen.push(format!("{e:?}"))),
+                "{line}"
+            );
+        }
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!(seen[0], seen[1]);
+    }
 
     fn running() -> (PiRpcDialect, ChildInput, Mailbox, RunDir, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
