@@ -916,10 +916,22 @@ fn the_watchdog_holds_nothing_of_orchestrates_and_goes_with_the_run() {
 /// end of one's job N would SIGKILL whatever the other's job N runs (srun then exits 137
 /// with no timeout recorded). `scripts/slurm-cluster` numbers each cluster's jobs apart.
 fn clusters_side_by_side_never_kill_each_others_jobs() {
-    let clusters: Vec<Cluster> = [1, 2]
-        .into_iter()
-        .map(|n| Cluster::start(cluster_port(n)).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    // Stopped however the test ends: a second cluster that fails to start (or a failed
+    // srun) must not leave the first one's daemons running.
+    struct StopOnDrop(Vec<Cluster>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            for cluster in &self.0 {
+                cluster.stop();
+            }
+        }
+    }
+    let mut clusters = StopOnDrop(Vec::new());
+    for n in [1, 2] {
+        let cluster = Cluster::start(cluster_port(n)).unwrap_or_else(|e| panic!("{e}"));
+        clusters.0.push(cluster);
+    }
+    let clusters = &clusters.0;
     let srun = |cluster: &Cluster, argv: &[&str]| {
         let mut cmd = Command::new("srun");
         cmd.arg("--quiet")
@@ -934,9 +946,6 @@ fn clusters_side_by_side_never_kill_each_others_jobs() {
     std::thread::sleep(Duration::from_secs(1));
     let short = srun(&clusters[1], &["true"]).status().unwrap();
     let long = long.wait().unwrap();
-    for cluster in &clusters {
-        cluster.stop();
-    }
     assert_eq!((short.code(), long.code()), (Some(0), Some(0)));
 }
 
