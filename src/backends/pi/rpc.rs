@@ -340,6 +340,10 @@ mod tests {
         }
         assert_eq!(seen.len(), 2, "{seen:?}");
         assert_eq!(seen[0], seen[1]);
+        assert_eq!(
+            seen[0],
+            format!("{:?}", AgentEvent::TextDelta("hi \"there\"".into()))
+        );
     }
 
     fn running() -> (PiRpcDialect, ChildInput, Mailbox, RunDir, tempfile::TempDir) {
