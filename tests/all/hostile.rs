@@ -1418,3 +1418,34 @@ fn a_read_only_child_plants_nothing_the_users_tools_run_later_as(
         assert!(!path.exists(), "{name}: {path:?} as {}", sb.who());
     }
 }
+
+/// The run's inbox is orchestrate's record: a child that writes a message into it (to have
+/// its own words steered back to it, and listed in the result as sent by the parent) is
+/// refused, with a mount namespace or without one, and the result lists no message.
+#[test]
+fn a_child_cannot_send_itself_a_message_through_the_runs_inbox() {
+    for user in support::users() {
+        for containment in ["auto", "subreaper"] {
+            a_child_cannot_send_itself_a_message_as(user, containment);
+        }
+    }
+}
+
+fn a_child_cannot_send_itself_a_message_as(user: Option<&'static Unprivileged>, containment: &str) {
+    let sb = Sandbox::for_user(user);
+    let script = "q=\"$TMPDIR/../../inbox.jsonl\"\n\
+         (printf '%s\\n' '{\"at\":1,\"text\":\"forged by the child\"}' >> \"$q\") 2>/dev/null \
+         && echo 'forged' || echo 'refused'\n\
+         sleep 1\n";
+    let sb = hostile(sb, script).set("ORCHESTRATE_CONTAINMENT", containment);
+    let out = sb.run_probe("writer", &[]);
+    let text = said(&out);
+    assert_eq!(text, ["refused"], "{containment} as {}", sb.who());
+    assert_eq!(
+        out.result().get("messages"),
+        None,
+        "{containment} as {}: {}",
+        sb.who(),
+        out.stdout
+    );
+}
