@@ -228,6 +228,9 @@ pub enum Talk {
     Acp(Box<acp::Conversation>),
     /// pi's RPC mode: the prompt, then messages sent to the run, as commands on stdin.
     PiRpc { prompt: String },
+    /// claude's streamed input (`--input-format stream-json`): the prompt, then messages
+    /// sent to the run, as user messages on stdin.
+    ClaudeStream { prompt: String },
 }
 
 impl Talk {
@@ -235,6 +238,9 @@ impl Talk {
         match self {
             Talk::Acp(conv) => Talk::acp_dialect(conv),
             Talk::PiRpc { prompt } => Box::new(pi::PiRpcDialect::new(prompt.clone())),
+            Talk::ClaudeStream { prompt } => {
+                Box::new(claude::ClaudeStreamDialect::new(prompt.clone()))
+            }
         }
     }
 
@@ -297,6 +303,10 @@ pub trait Inbox: Send {
     fn answered(&self);
     /// The child gave back messages written to it and not delivered: held again.
     fn take_back(&self, texts: &[String]);
+    /// Messages written to the child reached it otherwise than they were written for
+    /// (claude runs a message written during a turn without tool calls as a turn of its
+    /// own): their delivery, corrected.
+    fn delivered_as(&self, texts: &[String], delivery: Delivery);
 }
 
 /// What one look in the inbox found.

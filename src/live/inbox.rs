@@ -299,6 +299,9 @@ impl Inbox for Mailbox {
     fn take_back(&self, texts: &[String]) {
         Mailbox::take_back(self, texts)
     }
+    fn delivered_as(&self, texts: &[String], delivery: Delivery) {
+        Mailbox::delivered_as(self, texts, delivery)
+    }
 }
 
 impl Mailbox {
@@ -369,6 +372,23 @@ impl Mailbox {
                 .find(|e| e.stage == Stage::Written && &e.queued.text == text)
             {
                 e.stage = Stage::Held;
+            }
+        }
+    }
+
+    /// Messages written to the child reached it as `delivery` says, not as they were
+    /// written for.
+    pub(crate) fn delivered_as<'t>(
+        &self,
+        texts: impl IntoIterator<Item = &'t String>,
+        delivery: Delivery,
+    ) {
+        let mut ledger = self.ledger();
+        for text in texts {
+            if let Some(e) = ledger.iter_mut().find(|e| {
+                e.stage == Stage::Written && &e.queued.text == text && e.delivery != delivery
+            }) {
+                e.delivery = delivery;
             }
         }
     }

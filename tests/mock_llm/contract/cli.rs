@@ -127,6 +127,9 @@ pub struct Hang {
     /// Extra environment for the runs that end in a timeout (the hang, the tool that
     /// never returns).
     pub env: &'static [(&'static str, &'static str)],
+    /// Where the stop asks the CLI to end its turn and it does, printing the answer it
+    /// was cut off in as a message (one turn, shown): the cost it reports for that answer.
+    pub ends_its_turn: Option<f64>,
 }
 
 /// A CLI whose provider cannot be reached (its base URL's port is closed).

@@ -13,6 +13,8 @@ use super::cli::{
 };
 use super::harness::{note, Run};
 // The contract binaries have no `support` module; tests/slurm.rs has both, hence two copies.
+#[path = "claude_input.rs"]
+mod claude_input;
 #[allow(clippy::duplicate_mod)]
 #[path = "../../support/git.rs"]
 mod git;
@@ -184,6 +186,15 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
         out.push((
             "its_own_spans_join_orchestrates_trace_under_the_attempt".into(),
             Box::new(move |bin| traces::claude_spans_join_the_trace(cli, bin)),
+        ));
+        out.push((
+            "a_message_sent_while_the_model_answers_is_claudes_next_turn_in_the_same_process"
+                .into(),
+            Box::new(move |bin| claude_input::message_while_the_model_answers(cli, bin)),
+        ));
+        out.push((
+            "send_interrupt_interrupts_claudes_turn_and_the_message_is_answered".into(),
+            Box::new(move |bin| claude_input::interrupt_mid_run(cli, bin)),
         ));
     }
     if cli.resume.is_some() {
@@ -732,17 +743,26 @@ fn hung_stream(cli: &Cli, bin: &Path) {
         json["details"]["error"],
         json!({"code": "SUBAGENT_TIMEOUT", "message": message})
     );
-    // The text streamed before the hang is kept when the CLI printed it (as deltas).
+    // The text streamed before the hang is kept when the CLI printed it (as deltas, or
+    // as the message it was cut off in when the stop ended its turn).
     let output = if cli.hang.partial_text { before } else { "" };
+    let (usage, shown) = match cli.hang.ends_its_turn {
+        Some(cost) => {
+            let mut usage = no_usage(1);
+            usage["cost"] = json!(cost);
+            (usage, json!([text_item(before)]))
+        }
+        None => (no_usage(0), json!([])),
+    };
     assert_eq!(
         normalized(out.result()),
         expected(
             cli,
             "worker",
             "Say hi.",
-            json!({"exitCode": 124, "usage": no_usage(0), "error": message, "output": output,
+            json!({"exitCode": 124, "usage": usage, "error": message, "output": output,
                    "termination": {"kind": "terminated", "reason": "idleTimeout"},
-                   "displayItems": [], "timeoutReason": "idle"})
+                   "displayItems": shown, "timeoutReason": "idle"})
         )
     );
     assert!(out.elapsed < HANG_BOUND, "took {:?}", out.elapsed);
@@ -1050,7 +1070,7 @@ fn resumed_run(cli: &Cli, bin: &Path) {
 /// `orchestrate send` while the child works (its shell tool sleeps): once its turn ends, the
 /// run continues the CLI's own session with the message, which the model sees with the
 /// first exchange, and the answer it gives then is the run's. pi takes it into the turn
-/// under way instead (see [`message_steers_pi`]).
+/// under way instead (see [`message_steered`]), and so does claude.
 fn message_mid_run(cli: &Cli, bin: &Path) {
     const MESSAGE: &str = "Look for the blue file instead.";
     let usage = MockUsage {
@@ -1058,8 +1078,12 @@ fn message_mid_run(cli: &Cli, bin: &Path) {
         output: 5,
         cached: 0,
     };
-    if cli.name == "pi" {
-        return message_steers_pi(cli, bin, MESSAGE, usage);
+    match cli.name {
+        "pi" => {
+            return message_steered(cli, bin, MESSAGE, usage, &["get_state", "prompt", "steer"])
+        }
+        "claude" => return message_steered(cli, bin, MESSAGE, usage, &["user", "user"]),
+        _ => {}
     }
     let shell = (cli.shell)("sleep 3");
     let (mock, sb) = setup(cli, bin, |_| {
@@ -1096,10 +1120,11 @@ fn message_mid_run(cli: &Cli, bin: &Path) {
     assert!(!before.contains(MESSAGE), "{before}");
 }
 
-/// pi (in its RPC mode) gets the message while its shell tool runs, as a `steer`: its next
-/// request to the model carries the message with the tool's result, that request's answer
-/// is the run's, and one pi process did it all.
-fn message_steers_pi(cli: &Cli, bin: &Path, message: &str, usage: MockUsage) {
+/// The CLI gets the message while its shell tool runs, on its stdin (pi in its RPC mode as
+/// a `steer`, claude with its streamed input as a user message): its next request to the
+/// model carries the message with the tool's result, that request's answer is the run's,
+/// and one process did it all; `stdin` is the types of the lines written to it.
+fn message_steered(cli: &Cli, bin: &Path, message: &str, usage: MockUsage, stdin: &[&str]) {
     let shell = (cli.shell)("sleep 3");
     let (mock, sb) = setup(cli, bin, |_| {
         Script::sequence(vec![
@@ -1128,7 +1153,7 @@ fn message_steers_pi(cli: &Cli, bin: &Path, message: &str, usage: MockUsage) {
                 .to_string()
         })
         .collect();
-    assert_eq!(commands, ["get_state", "prompt", "steer"]);
+    assert_eq!(commands, stdin);
     let reqs = conversation(cli, &mock, 2);
     let asked = reqs[1].body.to_string();
     assert!(

@@ -43,9 +43,13 @@ pub const CLAUDE: Cli = Cli {
     // --include-partial-messages): no partial text. One process, the native binary.
     hang: Hang {
         idle_timeout_secs: 5,
-        partial_text: false,
+        partial_text: true,
         min_processes: 1,
         env: &[],
+        // Interrupted at the idle timeout, claude prints the aborted message and prices
+        // its four tokens ("Thinking about it", `outputTokens: 4` in its `modelUsage`) at
+        // $15 per million output tokens.
+        ends_its_turn: Some(0.00006),
     },
     refusals: &[Refusal {
         test: "a_read_only_agent_cannot_write_with_write_or_bash",

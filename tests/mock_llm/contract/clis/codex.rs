@@ -39,6 +39,7 @@ pub const CODEX: Cli = Cli {
         partial_text: false,
         min_processes: 2,
         env: &[],
+        ends_its_turn: None,
     },
     refusals: &[Refusal {
         test: "a_read_only_agent_cannot_write_with_apply_patch_or_the_shell",

@@ -50,6 +50,7 @@ pub const GEMINI: Cli = Cli {
         partial_text: true,
         min_processes: 2,
         env: &[],
+        ends_its_turn: None,
     },
     refusals: &[
         Refusal {

@@ -50,6 +50,7 @@ pub const OPENCODE: Cli = Cli {
         partial_text: false,
         min_processes: 1,
         env: &[("OPENCODE_PRINT_LOGS", "1")],
+        ends_its_turn: None,
     },
     refusals: &[Refusal {
         test: "a_read_only_agent_cannot_write_nor_hand_the_write_to_a_subagent",

@@ -45,6 +45,7 @@ pub const PI: Cli = Cli {
         partial_text: true,
         min_processes: 1,
         env: &[],
+        ends_its_turn: None,
     },
     refusals: &[Refusal {
         test: "a_read_only_agent_cannot_write_with_write_or_bash",

@@ -7,6 +7,13 @@
 //! errors arrive as a synthetic assistant message and a `result` with `is_error: true`
 //! (exit 1); `error_max_turns` is a `result` subtype; `system/api_retry` lines are the CLI
 //! retrying on its own.
+//!
+//! Where its stdin can be a pipe, claude reads its prompts there (`--input-format
+//! stream-json`, see [`stream_input`]), so that a message sent to the run reaches it while
+//! it works.
+
+mod stream_input;
+pub(crate) use stream_input::ClaudeStreamDialect;
 
 use std::borrow::Cow;
 use std::ffi::OsString;
@@ -177,6 +184,14 @@ pub(crate) fn build(
         .arg("--output-format")
         .arg("stream-json")
         .arg("--verbose");
+    let streamed = input.stdin_pipe;
+    if streamed {
+        // Every user message it takes is printed back (`isReplay`): how the dialect knows
+        // whether a message went into the turn under way or became a turn of its own.
+        inv.arg("--input-format")
+            .arg("stream-json")
+            .arg("--replay-user-messages");
+    }
     if let Some(model) = input.model() {
         inv.arg("--model").arg(model);
     }
@@ -217,6 +232,14 @@ pub(crate) fn build(
     inv.arg("--allowedTools");
     for rule in allowed {
         inv.arg(rule);
+    }
+    if streamed {
+        // The task is the first user message on stdin, never in argv; the variadic
+        // `--allowedTools` is last, with nothing after it to swallow.
+        inv.talk = Some(super::Talk::ClaudeStream {
+            prompt: input.task.to_string(),
+        });
+        return Ok(inv);
     }
     // The task last, after `--`: it ends the variadic `--allowedTools`, and a task that
     // starts with `-` (a bullet list, `--version`) is the prompt, never an option. Checked
@@ -740,6 +763,54 @@ mod tests {
             let got = args(&inv);
             assert_eq!(got[got.len() - 2..], ["--", task], "{got:?}");
         }
+    }
+
+    #[test]
+    fn with_a_stdin_pipe_the_task_is_the_first_user_message_and_never_an_argument() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "bash"], false, "");
+        let task = "--version";
+        let inv = build(
+            "claude".into(),
+            &InvocationInput {
+                agent: &a,
+                task,
+                model: None,
+                run_dir: dir.path(),
+                resume: None,
+                max_cost: None,
+                outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: true,
+                output_schema: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            args(&inv),
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--input-format",
+                "stream-json",
+                "--replay-user-messages",
+                "--permission-mode",
+                "dontAsk",
+                "--tools",
+                "Read,Bash",
+                "--allowedTools",
+                "Read",
+                "Bash",
+            ]
+        );
+        assert_eq!(
+            inv.talk,
+            Some(crate::backends::Talk::ClaudeStream {
+                prompt: task.to_string()
+            })
+        );
     }
 
     #[test]
