@@ -17,6 +17,26 @@ pub mod worktree;
 use crate::cli::{Cli, Command, WorktreeAction};
 use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
+/// Starts building, on a thread of its own, what a run needs first and takes a while to
+/// build, when the command line is a run's (`run`, `mcp`): the sanitizer's rules, which
+/// take a fraction of a millisecond to compile and which the run's first record needs.
+/// Started before the command line is parsed, they are ready by the time the agent and
+/// settings are read. A thread that cannot start changes nothing: the first use compiles
+/// them.
+pub fn warm_up() {
+    let sub = std::env::args_os()
+        .skip(1)
+        .find(|a| !a.as_encoded_bytes().starts_with(b"-"));
+    if !sub.is_some_and(|s| s == "run" || s == "mcp") {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("orchestrate-rules".into())
+        .spawn(|| {
+            crate::sanitize::Sanitizer::global();
+        });
+}
+
 /// Runs the parsed command and returns the process exit status.
 pub fn dispatch(cli: Cli) -> i32 {
     let status = command(cli);

@@ -128,15 +128,6 @@ fn start_background(args: &RunArgs, format: OutputFormat) -> i32 {
 /// run's cost and its memory small. A panic still prints a valid JSON result.
 fn block_on_run(plan: Plan, print: Print) -> i32 {
     let format = print.format;
-    // The sanitizer's rules take a fraction of a millisecond to compile, and the run's
-    // first record needs them: compiled on a thread of their own meanwhile, they are ready
-    // by the time the agent and settings are read. A thread that cannot start changes
-    // nothing: the first use compiles them.
-    let _ = std::thread::Builder::new()
-        .name("orchestrate-rules".into())
-        .spawn(|| {
-            crate::sanitize::Sanitizer::global();
-        });
     let outcome = std::panic::catch_unwind(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
