@@ -266,6 +266,10 @@ impl RuleSet {
 
 /// Text at least this long gets the DFA prefilter (see [`TokenRules`]).
 const DFA_MIN_TEXT_BYTES: usize = 64 * 1024;
+/// Once this sanitizer has read this much text, short texts get the DFA too: a stream of
+/// many small pieces (a run's streamed answer, sanitized a message at a time) pays for the
+/// DFA's build in its first few megabytes.
+const DFA_AFTER_TEXT_BYTES: usize = 4 * 1024 * 1024;
 
 /// Gate hits on one line after which the rest of the line is read in one overlapping pass
 /// rather than a search per hit (see [`TokenRules::each_gate`]).
@@ -290,6 +294,8 @@ pub(crate) struct TokenRules {
     /// but costs milliseconds to build, so it is built only when large text comes.
     prefilter: aho_corasick::AhoCorasick,
     prefilter_dfa: OnceLock<aho_corasick::AhoCorasick>,
+    /// The text read so far, until it reaches [`DFA_AFTER_TEXT_BYTES`].
+    read_bytes: std::sync::atomic::AtomicUsize,
     /// Every gate in a DFA stepped by hand for overlapping matches, for lines dense with
     /// gates: built the first time one comes.
     all_gates: OnceLock<aho_corasick::dfa::DFA>,
@@ -344,6 +350,7 @@ impl TokenRules {
             rules,
             prefilter,
             prefilter_dfa: OnceLock::new(),
+            read_bytes: std::sync::atomic::AtomicUsize::new(0),
             all_gates: OnceLock::new(),
             gates,
             within,
@@ -382,6 +389,16 @@ impl TokenRules {
         Cow::Owned(out)
     }
 
+    /// Counts `n` more bytes read; whether the text read so far (these included) reached
+    /// [`DFA_AFTER_TEXT_BYTES`].
+    fn read_enough(&self, n: usize) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.prefilter_dfa.get().is_some() {
+            return true;
+        }
+        self.read_bytes.fetch_add(n, Relaxed).saturating_add(n) >= DFA_AFTER_TEXT_BYTES
+    }
+
     /// Calls `each` with the start of every gate hit and the rules of every gate found
     /// there. The search reports the gate that ends first and goes on from the next byte,
     /// so a longer gate around it (`security-token=` around `ecurity-token`) is never
@@ -396,7 +413,8 @@ impl TokenRules {
     /// that names every gate occurring in the rest of it: the same rules, far fewer calls.
     /// `each` returns the end of the hit's line.
     fn each_gate(&self, bytes: &[u8], mut each: impl FnMut(usize, &RuleSet) -> usize) {
-        let prefilter = if bytes.len() >= DFA_MIN_TEXT_BYTES {
+        let long = bytes.len() >= DFA_MIN_TEXT_BYTES || self.read_enough(bytes.len());
+        let prefilter = if long {
             self.prefilter_dfa
                 .get_or_init(|| build_prefilter(&self.gates, aho_corasick::AhoCorasickKind::DFA))
         } else {
@@ -773,6 +791,44 @@ mod tests {
                 "{line:?}"
             );
         }
+    }
+
+    #[test]
+    fn after_megabytes_of_text_short_texts_get_the_dfa_and_the_same_masks() {
+        // The dense-line test's lines, named once by the contiguous NFA and again once the
+        // sanitizer has read enough to use the DFA for short texts too.
+        let rules = TokenRules::new();
+        let lines: Vec<String> = rules
+            .gates
+            .iter()
+            .map(|(g, _)| format!("x {} y", String::from_utf8_lossy(g)))
+            .chain([concat!("sk-ant-oat01-", "Hs8Dj3Fg6Kl1Zx4Cv7Bn0Mq2We5Rt9Yu").to_string()])
+            .collect();
+        let before: Vec<(Vec<usize>, String)> = lines
+            .iter()
+            .map(|l| {
+                (
+                    rules.rules_named_on(l).iter().collect(),
+                    rules.apply(l).into_owned(),
+                )
+            })
+            .collect();
+        assert!(rules.prefilter_dfa.get().is_none(), "short texts, the NFA");
+        let filler = "plain text without a gate\n".repeat(DFA_MIN_TEXT_BYTES / 32);
+        while !rules.read_enough(0) {
+            assert!(matches!(rules.apply(&filler), Cow::Borrowed(_)));
+        }
+        let after: Vec<(Vec<usize>, String)> = lines
+            .iter()
+            .map(|l| {
+                (
+                    rules.rules_named_on(l).iter().collect(),
+                    rules.apply(l).into_owned(),
+                )
+            })
+            .collect();
+        assert!(rules.prefilter_dfa.get().is_some(), "the DFA was built");
+        assert_eq!(before, after);
     }
 
     #[test]

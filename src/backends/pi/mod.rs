@@ -321,8 +321,67 @@ struct MessageEvent<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct PiDialect;
 
+/// The event's type, when the line starts with it as pi writes every line
+/// (`{"type":"…",`); None when it does not (the line is then read whole).
+pub(super) fn leading_type(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("{\"type\":\"")?;
+    let kind = &rest[..rest.find('"')?];
+    (!kind.contains('\\')).then_some(kind)
+}
+
+/// Events nothing is taken from, which pi writes with large payloads (`turn_end` repeats
+/// the whole message that `message_end` gave, and the tool results): a line that leads
+/// with one of these types and ends as an object does is not read further.
+const UNREAD_EVENTS: &[&str] = &["turn_start", "turn_end"];
+
+/// A `message_update` as pi writes it, read in one pass: its event's type and, for text,
+/// the delta itself (borrowed where it has no escapes). A line of another shape is read
+/// the lenient way ([`Line`]).
+#[derive(Deserialize)]
+struct Update<'a> {
+    #[serde(rename = "assistantMessageEvent", borrow)]
+    event: UpdateEvent<'a>,
+}
+
+#[derive(Deserialize)]
+struct UpdateEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    delta: Option<Cow<'a, str>>,
+}
+
+impl PiDialect {
+    /// A `message_update` read in one pass; false when it is not of the usual shape (or
+    /// long enough that its text must not be unescaped whole), for the lenient reading.
+    fn fast_update(line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        if line.len() > crate::collector::LONG_TEXT_JSON_BYTES {
+            return false;
+        }
+        let Ok(Update { event }) = serde_json::from_str::<Update<'_>>(line) else {
+            return false;
+        };
+        match event {
+            UpdateEvent {
+                kind,
+                delta: Some(delta),
+            } if kind == "text_delta" => emit(AgentEvent::TextDelta(delta)),
+            UpdateEvent { kind, .. } if kind != "error" => emit(AgentEvent::Working),
+            _ => {}
+        }
+        true
+    }
+}
+
 impl Dialect for PiDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        match leading_type(line) {
+            Some(kind) if UNREAD_EVENTS.contains(&kind) && line.trim_end().ends_with('}') => {
+                return true
+            }
+            Some("message_update") if Self::fast_update(line, emit) => return true,
+            _ => {}
+        }
         let Ok(ev) = serde_json::from_str::<Line<'_>>(line) else {
             // Valid JSON that is not an object with a string `type` is not a pi event
             // either; both count as skipped.
@@ -556,6 +615,54 @@ mod tests {
         ]);
         assert_eq!(c.partial_text(), "Hello é");
         assert_eq!(c.final_text(), None);
+    }
+
+    /// Each line's events as `PiDialect` gives them.
+    fn events_of(line: &str) -> (bool, Vec<String>) {
+        let mut seen = Vec::new();
+        let read = PiDialect.parse_line(line, &mut |e| seen.push(format!("{e:?}")));
+        (read, seen)
+    }
+
+    #[test]
+    fn a_message_update_reads_the_same_in_one_pass_as_the_lenient_way() {
+        // The one-pass reading needs the type first; with another field first the same
+        // line is read the lenient way.
+        let events = [
+            r#""assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"plain"}"#,
+            r#""usage":{"input":1},"assistantMessageEvent":{"type":"text_delta","delta":"a \"quote\" \u00e9\n\\ 漢字"}"#,
+            r#""assistantMessageEvent":{"type":"thinking_delta","delta":"hm"}"#,
+            r#""assistantMessageEvent":{"type":"toolcall_start","id":"x","toolName":"read"}"#,
+            r#""assistantMessageEvent":{"type":"error","reason":"aborted"}"#,
+            // Odd shapes: the one-pass reading declines them, and they read as before.
+            r#""assistantMessageEvent":{"type":"text_delta","delta":42}"#,
+            r#""assistantMessageEvent":"text_delta""#,
+            r#""assistantMessageEvent":{"delta":"no type"}"#,
+        ];
+        for event in events {
+            let fast = format!(r#"{{"type":"message_update",{event}}}"#);
+            let lenient = format!(r#"{{{event},"type":"message_update"}}"#);
+            assert_eq!(events_of(&fast), events_of(&lenient), "{event}");
+        }
+        assert_eq!(
+            events_of(&format!(r#"{{"type":"message_update",{}}}"#, events[1])),
+            (
+                true,
+                vec![format!(
+                    "{:?}",
+                    AgentEvent::TextDelta("a \"quote\" é\n\\ 漢字".into())
+                )]
+            )
+        );
+    }
+
+    #[test]
+    fn turn_lines_are_not_read_past_their_type_but_garbage_still_is_skipped() {
+        let turn_end = r#"{"type":"turn_end","message":{"role":"assistant","content":[{"type":"text","text":"Answer"}]},"toolResults":[]}"#;
+        assert_eq!(events_of(turn_end), (true, vec![]));
+        assert_eq!(events_of(r#"{"type":"turn_start"}"#), (true, vec![]));
+        // Cut short, it is no object: skipped, as any line that is not JSON.
+        assert_eq!(events_of(r#"{"type":"turn_end","message":{"ro"#), (false, vec![]));
     }
 
     #[test]

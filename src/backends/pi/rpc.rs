@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::PiDialect;
+use super::{leading_type, PiDialect};
 use crate::backends::{ChildInput, Delivery, Dialect, Inbox};
 use crate::events::AgentEvent;
 
@@ -209,14 +209,6 @@ const RPC_EVENTS: &[&str] = &[
     "agent_end",
     "agent_settled",
 ];
-
-/// The event's type, when the line starts with it as pi writes every line
-/// (`{"type":"…",`); None when it does not (the line is then read whole).
-fn leading_type(line: &str) -> Option<&str> {
-    let rest = line.strip_prefix("{\"type\":\"")?;
-    let kind = &rest[..rest.find('"')?];
-    (!kind.contains('\\')).then_some(kind)
-}
 
 impl Dialect for PiRpcDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
