@@ -34,7 +34,7 @@ mod value;
 mod vendor;
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 /// What a secret is replaced with. Rules recognise it, so that sanitizing twice changes
 /// nothing the second time.
@@ -65,11 +65,19 @@ impl Sanitizer {
         }
     }
 
-    /// The process-wide sanitizer for `$HOME`, built on first use.
+    /// The process-wide sanitizer for `$HOME`, built on first use. A caller that finds it
+    /// still being built elsewhere (the warm-up thread of a run, which a loaded machine may
+    /// not have scheduled yet) builds one itself rather than wait: the first one done is
+    /// kept.
     pub fn global() -> &'static Sanitizer {
-        static GLOBAL: LazyLock<Sanitizer> =
-            LazyLock::new(|| Sanitizer::new(std::env::var("HOME").ok().as_deref()));
-        &GLOBAL
+        static GLOBAL: OnceLock<Sanitizer> = OnceLock::new();
+        if let Some(built) = GLOBAL.get() {
+            return built;
+        }
+        let _ = GLOBAL.set(Sanitizer::new(std::env::var("HOME").ok().as_deref()));
+        GLOBAL
+            .get()
+            .expect("set just now, by this caller or another")
     }
 
     /// Masks secrets, maps home directories to `~` and folds long stack traces. Borrowed
@@ -570,7 +578,8 @@ mod tests {
         }
 
         /// Built once: compiling the rules for every case would dominate the run time.
-        static SANITIZER: LazyLock<Sanitizer> = LazyLock::new(|| Sanitizer::new(Some("/root")));
+        static SANITIZER: std::sync::LazyLock<Sanitizer> =
+            std::sync::LazyLock::new(|| Sanitizer::new(Some("/root")));
 
         fn text() -> impl Strategy<Value = String> {
             prop::collection::vec(piece(), 0..32).prop_map(|v| v.concat())

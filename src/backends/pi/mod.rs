@@ -662,7 +662,10 @@ mod tests {
         assert_eq!(events_of(turn_end), (true, vec![]));
         assert_eq!(events_of(r#"{"type":"turn_start"}"#), (true, vec![]));
         // Cut short, it is no object: skipped, as any line that is not JSON.
-        assert_eq!(events_of(r#"{"type":"turn_end","message":{"ro"#), (false, vec![]));
+        assert_eq!(
+            events_of(r#"{"type":"turn_end","message":{"ro"#),
+            (false, vec![])
+        );
     }
 
     #[test]
