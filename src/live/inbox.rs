@@ -62,6 +62,8 @@ pub(crate) enum SendError {
     Nested { id: RunId, parent: String },
     #[error("run {0} has ended: a message can only reach a run that is still running")]
     Ended(RunId),
+    #[error("run {0} has not started yet: it waits for its place in its fan-out (an earlier step of its chain, or --concurrency); send the message once it runs")]
+    NotStarted(RunId),
     #[error("run {id} runs {backend}, which cannot continue a session, so no message can reach it; {instead}")]
     CannotContinue {
         id: RunId,
@@ -140,6 +142,11 @@ pub(crate) fn send(
                 });
             }
         }
+    }
+    // A task of a fan-out has its folder from the fan-out's start, and its first record
+    // only once it starts.
+    if backend.is_none() && !progress.ended && !dir.result_file().exists() {
+        return Err(SendError::NotStarted(id.clone()));
     }
     if progress.ended
         || dir.result_file().exists()

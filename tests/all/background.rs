@@ -443,6 +443,21 @@ fn stop_stops_every_task_of_a_background_fan_out() {
 }
 
 #[test]
+fn a_task_still_waiting_for_its_place_refuses_a_message_saying_so() {
+    let sb = Sandbox::new().scenario("silent");
+    let (run_id, tasks, _) = start_fanout(&sb, &["--chain"]);
+    wait_for_pids(&sb, 1);
+    let (status, v) = cli(&sb, &["send", &tasks[1], "also check the tests"]);
+    assert_eq!(status, 2, "{v}");
+    assert_eq!(
+        v["details"]["error"],
+        json!({"code": "INVALID_INPUT", "message": format!("Invalid input: run {} has not started yet: it waits for its place in its fan-out (an earlier step of its chain, or --concurrency); send the message once it runs", tasks[1])})
+    );
+    assert_eq!(cli(&sb, &["stop", &run_id]).0, 0);
+    sb.assert_no_survivors();
+}
+
+#[test]
 fn stop_stops_both_running_tasks_of_a_background_parallel_fan_out() {
     let sb = Sandbox::new().scenario("silent");
     let (run_id, tasks, _) = start_fanout(&sb, &[]);
