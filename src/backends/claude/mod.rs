@@ -12,6 +12,7 @@
 //! stream-json`, see [`stream_input`]), so that a message sent to the run reaches it while
 //! it works.
 
+mod permission;
 mod stream_input;
 pub(crate) use stream_input::ClaudeStreamDialect;
 
@@ -207,9 +208,19 @@ pub(crate) fn build(
     }
     let p = Permissions::of(input.agent);
     let (tools, allowed) = claude_tools(&p, &mut inv.warnings);
-    // `dontAsk` denies every tool use that the allow rules do not cover: headless runs
-    // cannot answer a prompt, and a denial is safer than a hang.
-    inv.arg("--permission-mode").arg("dontAsk");
+    if streamed {
+        // claude asks orchestrate, on stdout, for every tool use the allow rules do not
+        // cover, and waits for the answer on stdin (see `permission`): the run's
+        // permission policy decides it. `dontAsk` would deny it without asking.
+        inv.arg("--permission-mode")
+            .arg("default")
+            .arg("--permission-prompt-tool")
+            .arg("stdio");
+    } else {
+        // `dontAsk` denies every tool use that the allow rules do not cover: a claude
+        // that cannot be answered must not wait for an answer.
+        inv.arg("--permission-mode").arg("dontAsk");
+    }
     if input.outer_sandbox {
         // Its own (opt-in, bubblewrap) sandbox cannot mount inside orchestrate's, which
         // would leave the Bash tool unable to run: orchestrate's is the guard.
@@ -238,6 +249,7 @@ pub(crate) fn build(
         // `--allowedTools` is last, with nothing after it to swallow.
         inv.talk = Some(super::Talk::ClaudeStream {
             prompt: input.task.to_string(),
+            policy: Box::new(input.permissions.clone()),
         });
         return Ok(inv);
     }
@@ -797,7 +809,9 @@ mod tests {
                 "stream-json",
                 "--replay-user-messages",
                 "--permission-mode",
-                "dontAsk",
+                "default",
+                "--permission-prompt-tool",
+                "stdio",
                 "--tools",
                 "Read,Bash",
                 "--allowedTools",
@@ -808,7 +822,8 @@ mod tests {
         assert_eq!(
             inv.talk,
             Some(crate::backends::Talk::ClaudeStream {
-                prompt: task.to_string()
+                prompt: task.to_string(),
+                policy: Box::default(),
             })
         );
     }
