@@ -106,3 +106,113 @@ fn stdin_types(state: &Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// How the test's MCP client answers `elicitation/create`: with `allow`, and it keeps
+/// each question.
+#[derive(Clone, Default)]
+struct Parent {
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Parent {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{
+            ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
+            Implementation,
+        };
+        let mut caps = ClientCapabilities::default();
+        let mut e = ElicitationCapability::new();
+        e.form = Some(FormElicitationCapability::default());
+        caps.elicitation = Some(e);
+        ClientConfig::new(caps, Implementation::new("claude-ask-test", "1.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
+            panic!("a form was expected: {request:?}");
+        };
+        self.asked.lock().unwrap().push(message);
+        let mut r = ElicitResult::new(ElicitationAction::Accept);
+        r.content = Some(json!({"allow": true}));
+        Ok(r)
+    }
+}
+
+/// `permissions: ask` with a real MCP client as the parent of `orchestrate mcp`, whose
+/// child is the real claude: claude's request for the read-only agent's writing command
+/// (which the policy would reject) reaches the client as `elicitation/create`, the
+/// client allows it, and the command runs.
+pub fn the_parent_answers_claudes_request(cli: &Cli, bin: &Path) {
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::tool_then_text(
+            (cli.shell)(COMMAND).reply,
+            Reply::text("Done.", MockUsage::default()),
+        )
+    });
+    let parent = Parent::default();
+    let asked = parent.asked.clone();
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut cmd = sb.in_sandbox(super::super::orchestrate_command(&[
+        "mcp",
+        "--agents-dir",
+        &agents,
+    ]));
+    // The server's backend: a `subagent` call does not name one.
+    cmd.env("ORCHESTRATE_BACKEND", cli.name)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let r: Value = runtime.block_on(async {
+        use rmcp::ServiceExt;
+        let mut process = tokio::process::Command::from(cmd)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn orchestrate mcp");
+        let (stdin, stdout) = (
+            process.stdin.take().unwrap(),
+            process.stdout.take().unwrap(),
+        );
+        let client = parent.serve((stdout, stdin)).await.expect("MCP handshake");
+        let args = json!({
+            "agent": "reader", "task": WRITE_TASK, "permissions": "ask", "details": "full",
+            "model": cli.model, "sandbox": "off",
+            "cwd": sb.work.to_str().unwrap(),
+        });
+        let call = rmcp::model::CallToolRequestParams::new("subagent")
+            .with_arguments(args.as_object().unwrap().clone());
+        let r = tokio::time::timeout(WALL_CLOCK, client.call_tool(call))
+            .await
+            .expect("the call ends")
+            .expect("a tool result");
+        client.cancel().await.unwrap();
+        let _ = process.wait().await;
+        r.structured_content.expect("structuredContent")
+    });
+    super::super::harness::note(&format!("ask: {r}"));
+    let r = r["results"][0].clone();
+    assert_eq!(r["exitCode"], json!(0), "{r}");
+    assert_eq!(r["output"], json!("Done."), "{r}");
+    assert_eq!(
+        r["permissions"],
+        json!([{"tool": "Bash", "decision": "allowed", "by": "parent", "title": COMMAND}]),
+        "{r}"
+    );
+    assert_eq!(
+        asked.lock().unwrap().clone(),
+        [format!(
+            "Subagent reader asks to run a command (Bash): {COMMAND}. Allow it?"
+        )]
+    );
+    let pwned = sb.work.join("pwned.txt");
+    assert_eq!(std::fs::read_to_string(&pwned).unwrap(), "x\n");
+    assert_eq!(mock.conversation().len(), 2, "{:#?}", mock.requests());
+}

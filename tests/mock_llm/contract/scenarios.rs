@@ -202,6 +202,10 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             "claudes_permission_requests_are_decided_by_the_policy_and_recorded".into(),
             Box::new(move |bin| claude_permissions::policy_decides_claudes_requests(cli, bin)),
         ));
+        out.push((
+            "under_permissions_ask_an_mcp_parent_answers_claudes_permission_request".into(),
+            Box::new(move |bin| claude_permissions::the_parent_answers_claudes_request(cli, bin)),
+        ));
     }
     if cli.resume.is_some() {
         out.push((
