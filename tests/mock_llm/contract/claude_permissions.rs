@@ -107,10 +107,11 @@ fn stdin_types(state: &Path) -> Vec<String> {
         .collect()
 }
 
-/// How the test's MCP client answers `elicitation/create`: with `allow`, and it keeps
-/// each question.
+/// How the test's MCP client answers `elicitation/create`: with `allow`, or (`never`)
+/// not at all; it keeps each question.
 #[derive(Clone, Default)]
 struct Parent {
+    never: bool,
     asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -137,6 +138,9 @@ impl rmcp::ClientHandler for Parent {
             panic!("a form was expected: {request:?}");
         };
         self.asked.lock().unwrap().push(message);
+        if self.never {
+            return std::future::pending().await;
+        }
         let mut r = ElicitResult::new(ElicitationAction::Accept);
         r.content = Some(json!({"allow": true}));
         Ok(r)
@@ -156,6 +160,68 @@ pub fn the_parent_answers_claudes_request(cli: &Cli, bin: &Path) {
     });
     let parent = Parent::default();
     let asked = parent.asked.clone();
+    let r = call_subagent(cli, &sb, parent, json!({}));
+    assert_eq!(r["exitCode"], json!(0), "{r}");
+    assert_eq!(r["output"], json!("Done."), "{r}");
+    assert_eq!(
+        r["permissions"],
+        json!([{"tool": "Bash", "decision": "allowed", "by": "parent", "title": COMMAND}]),
+        "{r}"
+    );
+    assert_eq!(
+        asked.lock().unwrap().clone(),
+        [format!(
+            "Subagent reader asks to run a command (Bash): {COMMAND}. Allow it?"
+        )]
+    );
+    let pwned = sb.work.join("pwned.txt");
+    assert_eq!(std::fs::read_to_string(&pwned).unwrap(), "x\n");
+    assert_eq!(mock.conversation().len(), 2, "{:#?}", mock.requests());
+}
+
+/// The same request to a parent that never answers: claude waits for its answer, and
+/// the run's timeout still ends the run on time (claude is interrupted, the call denied
+/// and recorded as cancelled by the stop); the command never runs.
+pub fn a_stop_while_the_parent_is_asked_ends_the_run(cli: &Cli, bin: &Path) {
+    let (mock, sb) = setup(cli, bin, |_| {
+        Script::tool_then_text(
+            (cli.shell)(COMMAND).reply,
+            Reply::text("Done.", MockUsage::default()),
+        )
+    });
+    let parent = Parent {
+        never: true,
+        ..Parent::default()
+    };
+    let asked = parent.asked.clone();
+    let started = std::time::Instant::now();
+    let r = call_subagent(
+        cli,
+        &sb,
+        parent,
+        json!({"timeoutMs": 8000, "idleTimeoutMs": 60000}),
+    );
+    // The run's timeout, not the parent's 120 s bound, ended it.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(r["exitCode"], json!(124), "{r}");
+    assert_eq!(r["timeoutReason"], json!("runtime"), "{r}");
+    assert_eq!(
+        r["permissions"],
+        json!([{"tool": "Bash", "decision": "cancelled", "by": "stop", "title": COMMAND}]),
+        "{r}"
+    );
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    assert!(!sb.work.join("pwned.txt").exists());
+    assert_eq!(mock.conversation().len(), 1, "{:#?}", mock.requests());
+}
+
+/// Calls `subagent` for `reader` under `permissions: ask` (plus `extra` arguments) on an
+/// `orchestrate mcp` whose client is `parent`; the call's first result.
+fn call_subagent(cli: &Cli, sb: &super::Sandbox, parent: Parent, extra: Value) -> Value {
     let agents = sb.agents.to_str().unwrap().to_string();
     let mut cmd = sb.in_sandbox(super::super::orchestrate_command(&[
         "mcp",
@@ -182,11 +248,13 @@ pub fn the_parent_answers_claudes_request(cli: &Cli, bin: &Path) {
             process.stdout.take().unwrap(),
         );
         let client = parent.serve((stdout, stdin)).await.expect("MCP handshake");
-        let args = json!({
+        let mut args = json!({
             "agent": "reader", "task": WRITE_TASK, "permissions": "ask", "details": "full",
-            "model": cli.model, "sandbox": "off",
-            "cwd": sb.work.to_str().unwrap(),
+            "model": cli.model, "sandbox": "off", "cwd": sb.work.to_str().unwrap(),
         });
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         let call = rmcp::model::CallToolRequestParams::new("subagent")
             .with_arguments(args.as_object().unwrap().clone());
         let r = tokio::time::timeout(WALL_CLOCK, client.call_tool(call))
@@ -197,22 +265,6 @@ pub fn the_parent_answers_claudes_request(cli: &Cli, bin: &Path) {
         let _ = process.wait().await;
         r.structured_content.expect("structuredContent")
     });
-    super::super::harness::note(&format!("ask: {r}"));
-    let r = r["results"][0].clone();
-    assert_eq!(r["exitCode"], json!(0), "{r}");
-    assert_eq!(r["output"], json!("Done."), "{r}");
-    assert_eq!(
-        r["permissions"],
-        json!([{"tool": "Bash", "decision": "allowed", "by": "parent", "title": COMMAND}]),
-        "{r}"
-    );
-    assert_eq!(
-        asked.lock().unwrap().clone(),
-        [format!(
-            "Subagent reader asks to run a command (Bash): {COMMAND}. Allow it?"
-        )]
-    );
-    let pwned = sb.work.join("pwned.txt");
-    assert_eq!(std::fs::read_to_string(&pwned).unwrap(), "x\n");
-    assert_eq!(mock.conversation().len(), 2, "{:#?}", mock.requests());
+    super::super::harness::note(&format!("subagent: {r}"));
+    r["results"][0].clone()
 }

@@ -206,6 +206,12 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
             "under_permissions_ask_an_mcp_parent_answers_claudes_permission_request".into(),
             Box::new(move |bin| claude_permissions::the_parent_answers_claudes_request(cli, bin)),
         ));
+        out.push((
+            "a_timeout_while_the_mcp_parent_is_asked_interrupts_claude_and_ends_the_run".into(),
+            Box::new(move |bin| {
+                claude_permissions::a_stop_while_the_parent_is_asked_ends_the_run(cli, bin)
+            }),
+        ));
     }
     if cli.resume.is_some() {
         out.push((
