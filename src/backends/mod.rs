@@ -98,7 +98,7 @@ pub struct InvocationInput<'a> {
     /// (see [`SchemaRoute`]); `None` otherwise, the request being in `task` then.
     pub output_schema: Option<&'a OutputSchema>,
     /// How the child's permission requests are answered, and where it works (for a CLI
-    /// that asks: an ACP agent).
+    /// that asks: an ACP agent, claude with streamed input).
     pub permissions: &'a PermissionPolicy,
     /// The child's stdin can be a pipe orchestrate writes (not so through the sandbox on a
     /// cluster node): a CLI that can take messages while it runs (pi's RPC mode) is run

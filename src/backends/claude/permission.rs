@@ -165,7 +165,9 @@ impl Reply for ClaudeReply {
 pub(super) fn denial((_, by, reason): &Decided) -> String {
     let by = match by {
         DecidedBy::Policy => "orchestrate's permission policy",
-        DecidedBy::Allow | DecidedBy::Deny => "orchestrate (permissions: deny)",
+        DecidedBy::Deny => "orchestrate (permissions: deny)",
+        // `allow` rejects nothing; said plainly should it ever.
+        DecidedBy::Allow => "orchestrate",
         DecidedBy::Parent => "the parent agent",
         DecidedBy::Stop => "orchestrate: the run is stopping",
     };

@@ -289,7 +289,9 @@ impl ClaudeStreamDialect {
 
 impl Dialect for ClaudeStreamDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
-        self.settle_asks(emit);
+        if self.policy.parent().is_some() {
+            self.settle_asks(emit);
+        }
         if line.contains(CONTROL_MARK) && self.on_control(line, emit) {
             return true;
         }
