@@ -163,6 +163,8 @@ pub fn the_parent_answers_claudes_request(cli: &Cli, bin: &Path) {
     let r = call_subagent(cli, &sb, parent, json!({}));
     assert_eq!(r["exitCode"], json!(0), "{r}");
     assert_eq!(r["output"], json!("Done."), "{r}");
+    // Nothing to warn of: claude asks, and its parent was asked.
+    assert_eq!(r["warnings"], Value::Null, "{r}");
     assert_eq!(
         r["permissions"],
         json!([{"tool": "Bash", "decision": "allowed", "by": "parent", "title": COMMAND}]),
