@@ -169,7 +169,8 @@ pub(super) fn denial((_, by, reason): &Decided) -> String {
         // `allow` rejects nothing; said plainly should it ever.
         DecidedBy::Allow => "orchestrate",
         DecidedBy::Parent => "the parent agent",
-        DecidedBy::Stop => "orchestrate: the run is stopping",
+        // A stop, or `send --interrupt`: either interrupts the turn.
+        DecidedBy::Stop => "orchestrate: the turn is being interrupted",
     };
     match reason {
         Some(why) => format!("Permission denied by {by}: {why}."),

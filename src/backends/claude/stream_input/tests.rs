@@ -571,7 +571,7 @@ fn while_the_turn_is_interrupted_a_request_is_denied_and_other_requests_get_an_e
     assert_eq!(
         written(&input),
         [
-            "answer r1 deny Permission denied by orchestrate: the run is stopping.",
+            "answer r1 deny Permission denied by orchestrate: the turn is being interrupted.",
             r#"error h1 orchestrate does not answer "hook_callback" requests"#,
         ]
     );
@@ -662,7 +662,7 @@ async fn a_stop_withdraws_an_open_question_and_claude_taking_one_back_withdraws_
         written(&input),
         [
             "control interrupt",
-            "answer r1 deny Permission denied by orchestrate: the run is stopping.",
+            "answer r1 deny Permission denied by orchestrate: the turn is being interrupted.",
         ]
     );
     let events = feed(&mut d, &[INTERRUPTED]);
