@@ -9,14 +9,25 @@
 //! The question is short and safe to show: the agent, what kind of call, and what it
 //! touches (the command, the files, else the child's title), with secrets masked and home
 //! directories as `~`, at most [`MAX_QUESTION_BYTES`] bytes.
+//!
+//! A dialect reads the child's lines one at a time and must not wait, so each question is
+//! a task of its own ([`Asks`]): when the parent answers (or does not, within the bound),
+//! the task writes the child's answer through its stdin, in the child's protocol
+//! ([`Reply`]), and leaves the decision for the dialect to emit with the next line it
+//! reads. A stop withdraws every open question at once: the child is answered, and the
+//! parent's request is cancelled too, so that no unanswered question can hold a stop up.
 
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use super::permissions::{DecidedBy, Decision, PermissionRecord};
+use super::ChildInput;
 
 /// How long a parent may take to answer one request before the policy decides it. A
 /// person may be the one answering, so it is generous; the run's own timeouts still end
@@ -151,6 +162,216 @@ impl Question<'_> {
         out.push_str(ASK);
         out
     }
+}
+
+/// Questions one run may have out to the parent at once; a request past it is decided by
+/// the policy (a child asking without end must not flood the parent with questions).
+pub(crate) const MAX_OPEN_QUESTIONS: usize = 8;
+
+/// A decision: what, by whom, and why.
+pub(crate) type Decided = (Decision, DecidedBy, Option<String>);
+
+/// How one request is answered in its child's protocol.
+pub(crate) trait Reply: Send + 'static {
+    /// The line that answers the child with `decided`, and the decision as it stands after
+    /// it (a protocol may have no way to say it: an ACP agent that offered no option of
+    /// that kind is answered `cancelled`).
+    fn answer(&self, decided: Decided) -> (Value, Decided);
+    /// The line that answers the child when a stop withdraws the question, if any.
+    fn withdrawn(&self) -> Option<Value>;
+}
+
+/// What became of a request put to [`Asks::ask`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asking {
+    Out,
+    /// No async runtime to wait on (a dialect driven outside one): decide here.
+    NoRuntime,
+    /// [`MAX_OPEN_QUESTIONS`] are already out.
+    TooMany,
+}
+
+/// One request, as the dialect read it.
+pub(crate) struct Request<R> {
+    /// How the child is answered, and whatever else the dialect needs back once settled.
+    pub reply: R,
+    pub record: PermissionRecord,
+    /// What the policy decides when the parent does not answer.
+    pub fallback: Decided,
+    pub question: String,
+}
+
+/// A request whose answer is settled (and written), for the dialect to emit.
+#[derive(Debug)]
+pub(crate) struct Settled<R> {
+    pub record: PermissionRecord,
+    pub warning: Option<String>,
+    pub reply: R,
+}
+
+/// A question out to the parent.
+struct Open<R> {
+    reply: R,
+    record: PermissionRecord,
+    fallback: Decided,
+    withdraw: CancellationToken,
+}
+
+struct Shared<R> {
+    open: Vec<(u64, Open<R>)>,
+    settled: Vec<Settled<R>>,
+    next: u64,
+}
+
+/// The questions of one conversation out to its parent.
+pub(crate) struct Asks<R> {
+    shared: Arc<Mutex<Shared<R>>>,
+}
+
+impl<R> Default for Asks<R> {
+    fn default() -> Self {
+        Asks {
+            shared: Arc::new(Mutex::new(Shared {
+                open: Vec::new(),
+                settled: Vec::new(),
+                next: 0,
+            })),
+        }
+    }
+}
+
+fn lock<R>(shared: &Mutex<Shared<R>>) -> MutexGuard<'_, Shared<R>> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn send(input: &ChildInput, line: &Value) {
+    if let Err(e) = input.send_json(line) {
+        tracing::debug!("permission answer not written to the child: {e}");
+    }
+}
+
+impl<R: Reply> Asks<R> {
+    /// Puts `req` to the parent on the current runtime, unless it cannot be asked now.
+    pub(crate) fn ask(&self, asker: &Asker, input: &ChildInput, req: Request<R>) -> Asking {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Asking::NoRuntime;
+        };
+        let withdraw = CancellationToken::new();
+        let key = {
+            let mut s = lock(&self.shared);
+            if s.open.len() >= MAX_OPEN_QUESTIONS {
+                return Asking::TooMany;
+            }
+            let key = s.next;
+            s.next += 1;
+            s.open.push((
+                key,
+                Open {
+                    reply: req.reply,
+                    record: req.record,
+                    fallback: req.fallback,
+                    withdraw: withdraw.clone(),
+                },
+            ));
+            key
+        };
+        let (shared, input, parent) = (self.shared.clone(), input.clone(), asker.parent.clone());
+        let wait = Duration::from_secs(MAX_PARENT_ANSWER_WAIT_SECS);
+        runtime.spawn(async move {
+            let answer = parent.ask(req.question, wait, withdraw).await;
+            settle(&shared, key, answer, &input);
+        });
+        Asking::Out
+    }
+
+    /// The decisions settled since the last call.
+    pub(crate) fn take_settled(&self) -> Vec<Settled<R>> {
+        std::mem::take(&mut lock(&self.shared).settled)
+    }
+
+    /// Withdraws every open question (the run stops): each request is answered as its
+    /// protocol answers a withdrawn one, through `input`, and recorded as cancelled by the
+    /// stop.
+    pub(crate) fn withdraw_all(&self, input: Option<&ChildInput>) {
+        self.withdraw_where(|_| true, input);
+    }
+
+    /// Withdraws the open questions whose request `which` picks (the child took it back
+    /// itself, or the run stops), as [`Asks::withdraw_all`].
+    pub(crate) fn withdraw_where(&self, which: impl Fn(&R) -> bool, input: Option<&ChildInput>) {
+        let mut s = lock(&self.shared);
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut s.open)
+            .into_iter()
+            .partition(|(_, open)| which(&open.reply));
+        s.open = kept;
+        for (_, open) in gone {
+            open.withdraw.cancel();
+            if let (Some(input), Some(line)) = (input, open.reply.withdrawn()) {
+                send(input, &line);
+            }
+            s.settled.push(Settled {
+                record: PermissionRecord {
+                    decision: Decision::Cancelled,
+                    by: DecidedBy::Stop,
+                    reason: None,
+                    ..open.record
+                },
+                warning: None,
+                reply: open.reply,
+            });
+        }
+    }
+}
+
+/// The conversation is gone: the parent is not left with questions nobody waits for.
+impl<R> Drop for Asks<R> {
+    fn drop(&mut self) {
+        for (_, open) in lock(&self.shared).open.drain(..) {
+            open.withdraw.cancel();
+        }
+    }
+}
+
+/// The parent's `answer` to question `key`, unless the question was withdrawn meanwhile:
+/// the decision is left for the dialect first, then the child is answered.
+fn settle<R: Reply>(shared: &Mutex<Shared<R>>, key: u64, answer: Answer, input: &ChildInput) {
+    let mut s = lock(shared);
+    let Some(at) = s.open.iter().position(|(k, _)| *k == key) else {
+        return;
+    };
+    let (_, open) = s.open.remove(at);
+    let (decided, warning) = match answer {
+        Answer::Allow => ((Decision::Allowed, DecidedBy::Parent, None), None),
+        Answer::Deny(why) => (
+            (
+                Decision::Rejected,
+                DecidedBy::Parent,
+                Some(why.into_owned()),
+            ),
+            None,
+        ),
+        Answer::Unanswered(why) => {
+            let warning = format!(
+                "permissions ask: the parent did not answer ({why}); the request for {} was decided by policy",
+                open.record.tool
+            );
+            (open.fallback, Some(warning))
+        }
+        // Withdrawn by a stop, which answered the child itself.
+        Answer::Withdrawn => return,
+    };
+    let (line, (decision, by, reason)) = open.reply.answer(decided);
+    s.settled.push(Settled {
+        record: PermissionRecord {
+            decision,
+            by,
+            reason,
+            ..open.record
+        },
+        warning,
+        reply: open.reply,
+    });
+    send(input, &line);
 }
 
 #[cfg(test)]

@@ -98,7 +98,7 @@ pub struct InvocationInput<'a> {
     /// (see [`SchemaRoute`]); `None` otherwise, the request being in `task` then.
     pub output_schema: Option<&'a OutputSchema>,
     /// How the child's permission requests are answered, and where it works (for a CLI
-    /// that asks: an ACP agent).
+    /// that asks: an ACP agent, claude with streamed input).
     pub permissions: &'a PermissionPolicy,
     /// The child's stdin can be a pipe orchestrate writes (not so through the sandbox on a
     /// cluster node): a CLI that can take messages while it runs (pi's RPC mode) is run
@@ -229,8 +229,12 @@ pub enum Talk {
     /// pi's RPC mode: the prompt, then messages sent to the run, as commands on stdin.
     PiRpc { prompt: String },
     /// claude's streamed input (`--input-format stream-json`): the prompt, then messages
-    /// sent to the run, as user messages on stdin.
-    ClaudeStream { prompt: String },
+    /// sent to the run, as user messages on stdin; claude's permission requests are
+    /// answered by `policy`.
+    ClaudeStream {
+        prompt: String,
+        policy: Box<permissions::PermissionPolicy>,
+    },
 }
 
 impl Talk {
@@ -238,15 +242,16 @@ impl Talk {
         match self {
             Talk::Acp(conv) => Talk::acp_dialect(conv),
             Talk::PiRpc { prompt } => Box::new(pi::PiRpcDialect::new(prompt.clone())),
-            Talk::ClaudeStream { prompt } => {
-                Box::new(claude::ClaudeStreamDialect::new(prompt.clone()))
-            }
+            Talk::ClaudeStream { prompt, policy } => Box::new(claude::ClaudeStreamDialect::new(
+                prompt.clone(),
+                (**policy).clone(),
+            )),
         }
     }
 
     /// Whether the child asks orchestrate's permission for its tools.
     pub(crate) fn asks_permissions(&self) -> bool {
-        matches!(self, Talk::Acp(_))
+        matches!(self, Talk::Acp(_) | Talk::ClaudeStream { .. })
     }
 }
 

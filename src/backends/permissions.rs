@@ -1,8 +1,8 @@
 //! How a child's permission requests are answered (`permissions: policy | ask | allow |
 //! deny`), and the record of each decision that the result carries.
 //!
-//! An agent CLI that asks before it runs a tool (an ACP agent's `session/request_permission`)
-//! gets its answer from here, never from a person: `allow` and `deny` answer every request
+//! An agent CLI that asks before it runs a tool (an ACP agent's `session/request_permission`,
+//! claude's `can_use_tool` with streamed input) gets its answer from here, never from a person: `allow` and `deny` answer every request
 //! alike; `policy` decides each from the agent's own definition (its tools, `readonly`)
 //! and its sandbox, by the rule in [`PermissionPolicy::decide`]; `ask` puts each to the
 //! parent where one waits for the run and can be asked ([`super::ask_parent`]), and is

@@ -38,7 +38,7 @@ use super::wire::{
     Update,
 };
 use super::{ask, Conversation};
-use crate::backends::ask_parent::Question;
+use crate::backends::ask_parent::{self, Question};
 use crate::backends::permissions::{DecidedBy, Decision, PermissionRecord, ToolRequest};
 use crate::backends::{parse_json, text_event, ChildInput, Delivery, Dialect, Inbox};
 use crate::collector::display_args;
@@ -109,7 +109,7 @@ pub(crate) struct AcpDialect {
     /// The session's cost the agent reported last (`usage_update` carries the total).
     cost_seen: f64,
     /// Permission requests put to the parent and not yet emitted.
-    asks: ask::Asks,
+    asks: ask_parent::Asks<ask::AcpReply>,
     /// Tokens came with the chunks (qwen): the prompt's own numbers would count them twice.
     chunk_usage: bool,
     /// The run's inbox, once a child is attached.
@@ -130,7 +130,7 @@ impl AcpDialect {
             tool_ended: false,
             tools: VecDeque::new(),
             cost_seen: 0.0,
-            asks: ask::Asks::default(),
+            asks: ask_parent::Asks::default(),
             chunk_usage: false,
             mailbox: None,
         }
@@ -701,22 +701,24 @@ impl AcpDialect {
             let asked = self.asks.ask(
                 asker,
                 input,
-                ask::Request {
-                    id: serde_json::from_str(id.get()).unwrap_or(Value::Null),
-                    options: options.clone(),
+                ask_parent::Request {
+                    reply: ask::AcpReply {
+                        id: serde_json::from_str(id.get()).unwrap_or(Value::Null),
+                        options: options.clone(),
+                        call: call.clone(),
+                    },
                     record: record.clone(),
                     fallback: decided.clone(),
-                    call: call.clone(),
                     question,
                 },
             );
             match asked {
-                ask::Asking::Out => return true,
-                ask::Asking::TooMany => emit(AgentEvent::Warning(Cow::Owned(format!(
+                ask_parent::Asking::Out => return true,
+                ask_parent::Asking::TooMany => emit(AgentEvent::Warning(Cow::Owned(format!(
                     "permissions ask: {} questions of this run were already out to the parent; more requests were decided by policy",
-                    ask::MAX_OPEN_QUESTIONS
+                    ask_parent::MAX_OPEN_QUESTIONS
                 )))),
-                ask::Asking::NoRuntime => {}
+                ask_parent::Asking::NoRuntime => {}
             }
         }
         let (decision, by, reason) = decided;
@@ -754,8 +756,9 @@ impl AcpDialect {
             if let Some(warning) = settled.warning {
                 emit(AgentEvent::Warning(Cow::Owned(warning)));
             }
+            let allowed = settled.record.decision == Decision::Allowed;
             emit(AgentEvent::Permission(settled.record));
-            if let Some(call) = settled.call {
+            if let Some(call) = settled.reply.call.filter(|_| allowed) {
                 self.announce_asked(call, emit);
             }
         }

@@ -12,6 +12,7 @@
 //! stream-json`, see [`stream_input`]), so that a message sent to the run reaches it while
 //! it works.
 
+mod permission;
 mod stream_input;
 pub(crate) use stream_input::ClaudeStreamDialect;
 
@@ -206,10 +207,20 @@ pub(crate) fn build(
         inv.prompt_files.push(path);
     }
     let p = Permissions::of(input.agent);
-    let (tools, allowed) = claude_tools(&p, &mut inv.warnings);
-    // `dontAsk` denies every tool use that the allow rules do not cover: headless runs
-    // cannot answer a prompt, and a denial is safer than a hang.
-    inv.arg("--permission-mode").arg("dontAsk");
+    let (tools, allowed) = claude_tools(&p, streamed, &mut inv.warnings);
+    if streamed {
+        // claude asks orchestrate, on stdout, for every tool use the allow rules do not
+        // cover, and waits for the answer on stdin (see `permission`): the run's
+        // permission policy decides it. `dontAsk` would deny it without asking.
+        inv.arg("--permission-mode")
+            .arg("default")
+            .arg("--permission-prompt-tool")
+            .arg("stdio");
+    } else {
+        // `dontAsk` denies every tool use that the allow rules do not cover: a claude
+        // that cannot be answered must not wait for an answer.
+        inv.arg("--permission-mode").arg("dontAsk");
+    }
     if input.outer_sandbox {
         // Its own (opt-in, bubblewrap) sandbox cannot mount inside orchestrate's, which
         // would leave the Bash tool unable to run: orchestrate's is the guard.
@@ -238,6 +249,7 @@ pub(crate) fn build(
         // `--allowedTools` is last, with nothing after it to swallow.
         inv.talk = Some(super::Talk::ClaudeStream {
             prompt: input.task.to_string(),
+            policy: Box::new(input.permissions.clone()),
         });
         return Ok(inv);
     }
@@ -248,8 +260,14 @@ pub(crate) fn build(
     Ok(inv)
 }
 
-/// The tool set (`--tools`) and the allow rules (`--allowedTools`).
-fn claude_tools(p: &Permissions, warnings: &mut Vec<String>) -> (Vec<String>, Vec<String>) {
+/// The tool set (`--tools`) and the allow rules (`--allowedTools`). `asks`: claude asks
+/// orchestrate about what the rules do not cover, so they restrict nothing the policy
+/// would not.
+fn claude_tools(
+    p: &Permissions,
+    asks: bool,
+    warnings: &mut Vec<String>,
+) -> (Vec<String>, Vec<String>) {
     let granted = p.granted();
     if granted.is_empty() {
         let tools: &[&str] = if p.readonly {
@@ -285,9 +303,11 @@ fn claude_tools(p: &Permissions, warnings: &mut Vec<String>) -> (Vec<String>, Ve
         tools.push(name.to_string());
         if t == Tool::Bash && p.readonly {
             allowed.extend(READONLY_BASH_RULES.iter().map(|s| s.to_string()));
-            warnings.push(
+            if !asks {
+                warnings.push(
                 "claude: bash is limited to read-only git commands (log, show, diff, status, blame, ls-files, rev-parse) for this read-only agent".to_string(),
             );
+            }
         } else {
             allowed.push(name.to_string());
         }
@@ -797,7 +817,9 @@ mod tests {
                 "stream-json",
                 "--replay-user-messages",
                 "--permission-mode",
-                "dontAsk",
+                "default",
+                "--permission-prompt-tool",
+                "stdio",
                 "--tools",
                 "Read,Bash",
                 "--allowedTools",
@@ -808,9 +830,56 @@ mod tests {
         assert_eq!(
             inv.talk,
             Some(crate::backends::Talk::ClaudeStream {
-                prompt: task.to_string()
+                prompt: task.to_string(),
+                policy: Box::default(),
             })
         );
+    }
+
+    /// With streamed input claude asks orchestrate about every command past the git
+    /// rules, so the rules are no restriction to warn of.
+    #[test]
+    fn a_read_only_agent_with_streamed_input_keeps_its_git_rules_and_its_other_commands_are_asked()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(&["read", "bash"], true, "");
+        let inv = build(
+            "claude".into(),
+            &InvocationInput {
+                agent: &a,
+                task: "audit",
+                model: None,
+                run_dir: dir.path(),
+                resume: None,
+                max_cost: None,
+                outer_sandbox: false,
+                permissions: &crate::backends::permissions::PermissionPolicy::default(),
+                stdin_pipe: true,
+                output_schema: None,
+            },
+        )
+        .unwrap();
+        let mut want = vec![
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+            "--replay-user-messages",
+            "--permission-mode",
+            "default",
+            "--permission-prompt-tool",
+            "stdio",
+            "--tools",
+            "Read,Bash",
+            "--allowedTools",
+            "Read",
+        ];
+        want.extend(READONLY_BASH_RULES);
+        assert_eq!(args(&inv), want);
+        assert_eq!(inv.warnings, Vec::<String>::new());
+        assert!(inv.talk.as_ref().is_some_and(|t| t.asks_permissions()));
     }
 
     #[test]

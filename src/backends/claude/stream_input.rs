@@ -8,6 +8,10 @@
 //! (`interrupted`); a stop interrupts the turn the same way before the kill grace. Once a
 //! turn ends with nothing held or untaken, stdin is closed, on which claude exits.
 //!
+//! claude asks here too before a tool call its allow rules do not cover (`can_use_tool`
+//! control requests, see [`super::permission`]): each is answered by the run's
+//! permission policy, or put to the parent, and recorded.
+//!
 //! Facts this relies on (claude 2.1.332, seen against the mock LLM): each turn ends with a
 //! `result` line while stdin stays open, and each turn repeats the `system/init` line.
 //! A result's `usage` and `num_turns` are that turn's own, its `total_cost_usd` the
@@ -17,12 +21,16 @@
 //! the model answers without tools comes back after it, as a turn of its own. An
 //! interrupted turn ends with a `result` of subtype `error_during_execution`.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
+use super::permission::{self, ClaudeReply, ControlLine};
 use super::ClaudeDialect;
+use crate::backends::ask_parent::{self, Asking, Asks, Reply};
+use crate::backends::permissions::{DecidedBy, Decision, PermissionPolicy, PermissionRecord};
 use crate::backends::{ChildInput, Delivery, Dialect, Inbox};
 use crate::events::AgentEvent;
 use crate::result::Usage;
@@ -56,6 +64,11 @@ struct Replay<'a> {
 /// hold this sequence; a line that has it is read whole to be sure.
 const REPLAY_MARK: &str = r#""isReplay":true"#;
 
+/// What claude's requests to orchestrate hold (`control_request`, and
+/// `control_cancel_request` when it takes one back): compact JSON, as for [`REPLAY_MARK`];
+/// a line that has it is read whole to be sure.
+const CONTROL_MARK: &str = r#""type":"control_"#;
+
 pub(crate) struct ClaudeStreamDialect {
     read: ClaudeDialect,
     prompt: String,
@@ -76,13 +89,19 @@ pub(crate) struct ClaudeStreamDialect {
     /// `num_turns` claude inflates (2 for one cut-off request, 3 for one cut off in its
     /// tool call, as 2.1.332 reports them).
     turn_ends: u64,
+    /// How claude's permission requests are answered.
+    policy: PermissionPolicy,
+    /// Permission requests put to the parent and not yet emitted.
+    asks: Asks<ClaudeReply>,
 }
 
 impl ClaudeStreamDialect {
-    pub(crate) fn new(prompt: String) -> ClaudeStreamDialect {
+    pub(crate) fn new(prompt: String, policy: PermissionPolicy) -> ClaudeStreamDialect {
         ClaudeStreamDialect {
             read: ClaudeDialect::default(),
             prompt,
+            policy,
+            asks: Asks::default(),
             input: None,
             mailbox: None,
             state: State::Detached,
@@ -165,16 +184,117 @@ impl ClaudeStreamDialect {
     }
 
     fn finish(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        self.asks.withdraw_all(self.input.as_ref());
+        self.settle_asks(emit);
         self.state = State::Done;
         emit(AgentEvent::Terminal);
         if let Some(input) = &self.input {
             input.close();
         }
     }
+
+    /// Emits the parent's decisions that came since the last line.
+    fn settle_asks(&mut self, emit: &mut dyn FnMut(AgentEvent<'_>)) {
+        for settled in self.asks.take_settled() {
+            if let Some(warning) = settled.warning {
+                emit(AgentEvent::Warning(Cow::Owned(warning)));
+            }
+            emit(AgentEvent::Permission(settled.record));
+        }
+    }
+
+    /// A control line from claude: a permission request answered (or put to the parent),
+    /// or one claude takes back. False when the line is none.
+    fn on_control(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        let Ok(c) = serde_json::from_str::<ControlLine>(line) else {
+            return false;
+        };
+        let id = c.request_id.unwrap_or(Value::Null);
+        match (c.kind.as_str(), c.request) {
+            ("control_cancel_request", _) => {
+                // The question is moot: claude rejected the call itself (an interrupt).
+                self.asks.withdraw_where(|r| r.request_id == id, None);
+                self.settle_asks(emit);
+                true
+            }
+            ("control_request", Some(req)) if req.subtype == "can_use_tool" => {
+                let name = req.tool_name.unwrap_or_else(|| "tool".to_string());
+                let ask = permission::tool_ask(
+                    &name,
+                    permission::input_or_empty(req.input),
+                    req.description,
+                );
+                self.on_permission(id, ask, emit);
+                true
+            }
+            ("control_request", Some(req)) => {
+                self.send(&permission::unsupported(&id, &req.subtype));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Answers a permission request by the policy, or puts it to the parent (its answer
+    /// is then written when it comes); while the turn is being interrupted, rejects it.
+    fn on_permission(
+        &mut self,
+        id: Value,
+        ask: permission::ToolAsk,
+        emit: &mut dyn FnMut(AgentEvent<'_>),
+    ) {
+        let reply = ClaudeReply {
+            request_id: id,
+            input: ask.input.clone(),
+        };
+        let stopping = matches!(
+            self.state,
+            State::Interrupting | State::Stopping | State::Done
+        );
+        let decided = if stopping {
+            (Decision::Cancelled, DecidedBy::Stop, None)
+        } else {
+            self.policy.decide(&ask.request)
+        };
+        if let (false, Some(asker), Some(input)) = (stopping, self.policy.parent(), &self.input) {
+            let asked = self.asks.ask(
+                asker,
+                input,
+                ask_parent::Request {
+                    reply: reply.clone(),
+                    record: ask.record.clone(),
+                    fallback: decided.clone(),
+                    question: ask.question(&asker.agent),
+                },
+            );
+            match asked {
+                Asking::Out => return,
+                Asking::TooMany => emit(AgentEvent::Warning(Cow::Owned(format!(
+                    "permissions ask: {} questions of this run were already out to the parent; more requests were decided by policy",
+                    ask_parent::MAX_OPEN_QUESTIONS
+                )))),
+                Asking::NoRuntime => {}
+            }
+        }
+        let (line, (decision, by, reason)) = reply.answer(decided);
+        self.send(&line);
+        emit(AgentEvent::Permission(PermissionRecord {
+            decision,
+            by,
+            reason,
+            ..ask.record
+        }));
+    }
 }
 
 impl Dialect for ClaudeStreamDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
+        if self.policy.parent().is_some() {
+            self.settle_asks(emit);
+        }
+        if line.contains(CONTROL_MARK) && self.on_control(line, emit) {
+            return true;
+        }
         if line.contains(REPLAY_MARK) {
             if let Ok(r) = serde_json::from_str::<Replay<'_>>(line) {
                 if r.is_replay && r.kind == "user" {
@@ -227,15 +347,19 @@ impl Dialect for ClaudeStreamDialect {
     }
 
     /// The turn under way is interrupted; its `result` ends the conversation.
+    /// The questions still out to the parent are withdrawn (each call denied: claude has
+    /// usually taken the request back on the interrupt already, and ignores the answer).
     fn cancel(&mut self) -> bool {
-        match self.state {
+        let interrupted = match self.state {
             State::Turn | State::Interrupting => {
                 self.interrupt();
                 self.state = State::Stopping;
                 true
             }
             State::Detached | State::Stopping | State::Done => false,
-        }
+        };
+        self.asks.withdraw_all(self.input.as_ref());
+        interrupted
     }
 
     fn listen(&mut self, inbox: Box<dyn Inbox>) -> bool {

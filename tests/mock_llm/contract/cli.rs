@@ -224,6 +224,9 @@ pub struct Attempt {
     pub tool: ToolUse,
     /// What the tool's result, as the model sees it, says.
     pub refusal: String,
+    /// The decision the result's `permissions` records for it, where the CLI asked
+    /// orchestrate.
+    pub permission: Option<Value>,
 }
 
 impl Attempt {
@@ -231,7 +234,14 @@ impl Attempt {
         Attempt {
             tool,
             refusal: refusal.into(),
+            permission: None,
         }
+    }
+
+    /// The CLI asked orchestrate about it, which decided as `record` says.
+    pub fn asked(mut self, record: Value) -> Attempt {
+        self.permission = Some(record);
+        self
     }
 }
 

@@ -15,6 +15,8 @@ use super::harness::{note, Run};
 // The contract binaries have no `support` module; tests/slurm.rs has both, hence two copies.
 #[path = "claude_input.rs"]
 mod claude_input;
+#[path = "claude_permissions.rs"]
+mod claude_permissions;
 #[allow(clippy::duplicate_mod)]
 #[path = "../../support/git.rs"]
 mod git;
@@ -195,6 +197,20 @@ pub fn all(cli: &'static Cli) -> Vec<(String, Run)> {
         out.push((
             "send_interrupt_interrupts_claudes_turn_and_the_message_is_answered".into(),
             Box::new(move |bin| claude_input::interrupt_mid_run(cli, bin)),
+        ));
+        out.push((
+            "claudes_permission_requests_are_decided_by_the_policy_and_recorded".into(),
+            Box::new(move |bin| claude_permissions::policy_decides_claudes_requests(cli, bin)),
+        ));
+        out.push((
+            "under_permissions_ask_an_mcp_parent_answers_claudes_permission_request".into(),
+            Box::new(move |bin| claude_permissions::the_parent_answers_claudes_request(cli, bin)),
+        ));
+        out.push((
+            "a_timeout_while_the_mcp_parent_is_asked_interrupts_claude_and_ends_the_run".into(),
+            Box::new(move |bin| {
+                claude_permissions::a_stop_while_the_parent_is_asked_ends_the_run(cli, bin)
+            }),
         ));
     }
     if cli.resume.is_some() {
@@ -1219,15 +1235,18 @@ fn refusal(cli: &Cli, case: &Refusal, bin: &Path) {
     let n = attempts.len();
     let mut items = shown(&attempts.iter().map(|a| &a.tool).collect::<Vec<_>>());
     items.push(text_item(case.answer));
+    let mut fields = json!({"exitCode": 0, "usage": no_usage(case.turns), "output": case.answer,
+                            "displayItems": items, "sandbox": {"mode": "off", "mechanism": "none"}});
+    let asked: Vec<&Value> = attempts
+        .iter()
+        .filter_map(|a| a.permission.as_ref())
+        .collect();
+    if !asked.is_empty() {
+        fields["permissions"] = json!(asked);
+    }
     assert_eq!(
         normalized(out.result()),
-        expected(
-            cli,
-            case.agent,
-            WRITE_TASK,
-            json!({"exitCode": 0, "usage": no_usage(case.turns), "output": case.answer,
-                   "displayItems": items, "sandbox": {"mode": "off", "mechanism": "none"}})
-        )
+        expected(cli, case.agent, WRITE_TASK, fields)
     );
     // How the CLI refused, as its model was told.
     let reqs = conversation(cli, &mock, n + 1);

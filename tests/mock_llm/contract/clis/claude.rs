@@ -32,7 +32,9 @@ pub const CLAUDE: Cli = Cli {
     shell,
     write: |path| ToolUse::call("Write", json!({"file_path": path, "content": "x\n"})),
     worker_tools: Offered::Exactly(&["Bash", "Read"]),
-    warnings: &[("reader", "claude: bash is limited to read-only git commands (log, show, diff, status, blame, ls-files, rev-parse) for this read-only agent")],
+    // None for the read-only agent's Bash either: its input is streamed, and a command
+    // its allow rules (git's read-only commands) do not cover is put to the policy.
+    warnings: &[],
     // Exit 1 with `is_error: true`; a 401 whose message is Anthropic's own "invalid
     // x-api-key" would read "Invalid API key · Fix external API key" instead.
     unauthorized: Unauthorized {
@@ -102,21 +104,27 @@ fn shell(command: &str) -> ToolUse {
     ToolUse::call("Bash", json!({"command": command, "description": "run"}))
 }
 
-/// `Write` is not in a read-only session at all (`--tools`), and `--permission-mode
-/// dontAsk` denies every Bash command that writes: a redirect, and two through `git`,
-/// whose read-only subcommands are what its Bash may run (`git diff --output` writes a
-/// file, even outside a repository; claude's rule matcher does not let `Bash(git diff:*)`
-/// cover `--output` or a redirect).
+/// `Write` is not in a read-only session at all (`--tools`), and every Bash command
+/// that writes is outside the allow rules, so claude asks orchestrate (its input is
+/// streamed), whose policy rejects it: the agent is read-only, and no sandbox keeps a
+/// command from writing here. A redirect, and two through `git`, whose read-only
+/// subcommands are what its Bash may run without asking (`git diff --output` writes a
+/// file, even outside a repository; claude's rule matcher does not let
+/// `Bash(git diff:*)` cover `--output` or a redirect).
 fn read_only_attempts(path: &str) -> Vec<Attempt> {
-    let denied = "Permission to use Bash has been denied";
+    let why = "the agent is read-only and no sandbox keeps a command from writing";
+    let denied = format!("Permission denied by orchestrate's permission policy: {why}.");
+    let bash = |command: &str| {
+        Attempt::new(shell(command), denied.clone()).asked(json!({
+            "tool": "Bash", "decision": "rejected", "by": "policy", "title": command,
+            "reason": why,
+        }))
+    };
     vec![
         Attempt::new((CLAUDE.write)(path), "No such tool available: Write"),
-        Attempt::new(shell("echo x > pwned.txt"), denied),
-        Attempt::new(
-            shell("git diff --no-index --output=pwned.txt /dev/null /etc/hostname"),
-            denied,
-        ),
-        Attempt::new(shell("git log > pwned.txt"), denied),
+        bash("echo x > pwned.txt"),
+        bash("git diff --no-index --output=pwned.txt /dev/null /etc/hostname"),
+        bash("git log > pwned.txt"),
     ]
 }
 
