@@ -954,11 +954,13 @@ fn claude_starts_a_background_subagent_messages_it_and_waits(claude: &Path) {
     let (run, started_when_released) = std::thread::scope(|scope| {
         let releaser = scope.spawn(|| {
             while !done.load(Ordering::SeqCst) {
-                if sent() {
-                    let started = std::fs::read_to_string(&pidfile)
-                        .unwrap_or_default()
-                        .lines()
-                        .count();
+                let started = std::fs::read_to_string(&pidfile)
+                    .unwrap_or_default()
+                    .lines()
+                    .count();
+                // On a loaded machine the background supervisor may start the child only
+                // after the `send` answered: released once both happened.
+                if sent() && started > 0 {
                     std::fs::write(&hold, "").unwrap();
                     return Some(started);
                 }
@@ -1162,11 +1164,12 @@ fn codex_starts_a_background_subagent_messages_it_and_waits(codex: &Path) {
     let (out, started_when_released) = std::thread::scope(|scope| {
         let releaser = scope.spawn(|| {
             while !done.load(Ordering::SeqCst) {
-                if mock.conversation().len() >= 4 {
-                    let started = std::fs::read_to_string(&pidfile)
-                        .unwrap_or_default()
-                        .lines()
-                        .count();
+                let started = std::fs::read_to_string(&pidfile)
+                    .unwrap_or_default()
+                    .lines()
+                    .count();
+                // As in claude's test: released once the send answered and the child runs.
+                if mock.conversation().len() >= 4 && started > 0 {
                     std::fs::write(&hold, "").unwrap();
                     return Some(started);
                 }
