@@ -274,7 +274,7 @@ fn a_secret_streamed_over_many_deltas_never_reaches_the_events_file_even_in_part
         .set("FAKE_AGENT_DELAY_MS", "20");
     // The run in the background, its events.jsonl read while it streams, as --follow
     // and watch read it.
-    let started = sb.run("report", &["--background"]);
+    let started = sb.start_background("report", &[]);
     let id = run_id(&started);
     let path = sb.state.join("runs").join(&id).join("events.jsonl");
     let mut looks = Vec::new();
@@ -424,7 +424,7 @@ fn follow_prints_a_live_runs_events_as_they_come_and_ends_with_it() {
         .scenario("slow")
         .set("FAKE_AGENT_DELAY_MS", "150")
         .transcript("multi_turn.jsonl");
-    let started = sb.run("find auth", &["--background"]);
+    let started = sb.start_background("find auth", &[]);
     let id = run_id(&started);
     let t0 = Instant::now();
     let mut child = follow(&sb, &id);
@@ -456,7 +456,7 @@ fn follow_ends_when_the_runs_orchestrate_dies() {
     let sb = Sandbox::new()
         .scenario("silent")
         .set("FAKE_AGENT_FOREVER_MS", "20000");
-    let started = sb.run("hang", &["--background"]);
+    let started = sb.start_background("hang", &[]);
     let id = run_id(&started);
     let mut child = follow(&sb, &id);
     std::thread::sleep(Duration::from_millis(500));

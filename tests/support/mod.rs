@@ -271,6 +271,20 @@ impl Sandbox {
         self.run_args(&args)
     }
 
+    /// `orchestrate run fake TASK --agents-dir … --background EXTRA…`, once it has
+    /// answered. The run's child runs on after it (the test checks at its end that nothing
+    /// outlived the run): unlike [`Sandbox::run`], no survivors are looked for here, which
+    /// would find the child whenever the background supervisor started it first.
+    pub fn start_background(&self, task: &str, extra: &[&str]) -> RunOutput {
+        let agents = self.agents.to_str().unwrap().to_string();
+        let mut args = vec!["run", "fake", task, "--agents-dir", &agents, "--background"];
+        args.extend_from_slice(extra);
+        let child = self.command(&args).spawn().expect("spawn orchestrate");
+        let (start, pid) = (Instant::now(), child.id());
+        let output = wait_with_limit(child, Duration::from_secs(60));
+        RunOutput::new(output, start.elapsed(), pid)
+    }
+
     /// `orchestrate run AGENT probe --agents-dir … --details full EXTRA…`: the sandbox
     /// tests' run, whose answer is what the child's probes printed.
     pub fn run_probe(&self, agent: &str, extra: &[&str]) -> RunOutput {
