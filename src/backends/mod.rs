@@ -760,6 +760,14 @@ pub(crate) fn text_event<'a>(
     }
 }
 
+/// The event's type, when the line starts with it as pi and claude write their events
+/// (`{"type":"…",`); None when it does not (the line is then read whole).
+pub(crate) fn leading_type(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("{\"type\":\"")?;
+    let kind = &rest[..rest.find('"')?];
+    (!kind.contains('\\')).then_some(kind)
+}
+
 /// A JSON string's text ("" when it is not a string).
 pub(crate) fn json_str(raw: &RawValue) -> Cow<'_, str> {
     serde_json::from_str(raw.get()).unwrap_or_default()

@@ -292,10 +292,16 @@ impl Dialect for ClaudeStreamDialect {
         if self.policy.parent().is_some() {
             self.settle_asks(emit);
         }
-        if line.contains(CONTROL_MARK) && self.on_control(line, emit) {
+        // claude writes its requests and the lines it prints back with their type first:
+        // other lines (the answer, tool results' text) are not searched for the marks.
+        let kind = crate::backends::leading_type(line);
+        if kind.is_none_or(|k| k.starts_with("control_"))
+            && line.contains(CONTROL_MARK)
+            && self.on_control(line, emit)
+        {
             return true;
         }
-        if line.contains(REPLAY_MARK) {
+        if kind.is_none_or(|k| k == "user") && line.contains(REPLAY_MARK) {
             if let Ok(r) = serde_json::from_str::<Replay<'_>>(line) {
                 if r.is_replay && r.kind == "user" {
                     self.taken();

@@ -321,14 +321,6 @@ struct MessageEvent<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct PiDialect;
 
-/// The event's type, when the line starts with it as pi writes every line
-/// (`{"type":"…",`); None when it does not (the line is then read whole).
-pub(super) fn leading_type(line: &str) -> Option<&str> {
-    let rest = line.strip_prefix("{\"type\":\"")?;
-    let kind = &rest[..rest.find('"')?];
-    (!kind.contains('\\')).then_some(kind)
-}
-
 /// Events nothing is taken from, which pi writes with large payloads (`turn_end` repeats
 /// the whole message that `message_end` gave, and the tool results): a line that leads
 /// with one of these types and ends as an object does is not read further.
@@ -375,7 +367,7 @@ impl PiDialect {
 
 impl Dialect for PiDialect {
     fn parse_line(&mut self, line: &str, emit: &mut dyn FnMut(AgentEvent<'_>)) -> bool {
-        match leading_type(line) {
+        match super::leading_type(line) {
             Some(kind) if UNREAD_EVENTS.contains(&kind) && line.trim_end().ends_with('}') => {
                 return true
             }

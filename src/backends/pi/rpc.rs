@@ -20,7 +20,8 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::{leading_type, PiDialect};
+use super::PiDialect;
+use crate::backends::leading_type;
 use crate::backends::{ChildInput, Delivery, Dialect, Inbox};
 use crate::events::AgentEvent;
 
