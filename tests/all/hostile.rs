@@ -1449,3 +1449,57 @@ fn a_child_cannot_send_itself_a_message_as(user: Option<&'static Unprivileged>, 
         out.stdout
     );
 }
+
+/// Way 14: Other runs' records: a child lists orchestrate's state directory and reads an
+/// earlier run's raw session (not sanitized: whatever keys that child printed), its result,
+/// the index of every run's task, and a worktree of another run. It sees its own run
+/// folder alone.
+#[test]
+fn a_child_reads_no_other_runs_records() {
+    for user in support::users() {
+        a_child_reads_no_other_runs_records_as(user);
+    }
+}
+
+fn a_child_reads_no_other_runs_records_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
+    let earlier = sb.run("@scenario:echo-task orchestrate-hostile-earlier-answer", &[]);
+    assert_eq!(earlier.status, 0, "{}", earlier.stderr);
+    let earlier = earlier.json()["details"]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    write(
+        &sb.state.join("worktrees/keep/file.txt"),
+        "orchestrate-hostile-worktree\n",
+    );
+    let script = "d=\"$HOSTILE_STATE\"\n\
+         ls -A \"$d\" 2>&1 | tr '\\n' ' '; echo\n\
+         ls -A \"$d/runs\" 2>&1 | tr '\\n' ' '; echo\n\
+         for f in session.jsonl result.json stderr.log; do\n\
+           cat \"$d/runs/$EARLIER_RUN/$f\" >/dev/null 2>&1 && echo \"read $f\" || echo \"no $f\"\n\
+         done\n\
+         cat \"$d/runs.jsonl\" >/dev/null 2>&1 && echo 'read index' || echo 'no index'\n\
+         cat \"$d/worktrees/keep/file.txt\" >/dev/null 2>&1 && echo 'read worktree' || echo 'no worktree'\n\
+         test -d \"$d/runs/$ORCHESTRATE_RUN_ID/child\" && echo 'own run'\n\
+         (echo x > \"$TMPDIR/f\") && echo 'wrote tmp'\n";
+    let sb = hostile(sb, script).set("EARLIER_RUN", &earlier);
+    let out = sb.run_probe("fake", &[]);
+    let id = out.json()["details"]["runId"].as_str().unwrap().to_string();
+    assert_eq!(
+        said(&out),
+        [
+            "runs ".to_string(),
+            format!("{id} "),
+            "no session.jsonl".into(),
+            "no result.json".into(),
+            "no stderr.log".into(),
+            "no index".into(),
+            "no worktree".into(),
+            "own run".into(),
+            "wrote tmp".into(),
+        ],
+        "as {}",
+        sb.who()
+    );
+}
