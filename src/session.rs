@@ -117,6 +117,10 @@ pub enum FindRunError {
     },
 }
 
+/// The state directory in a home directory when neither `ORCHESTRATE_STATE_DIR` nor
+/// `XDG_STATE_HOME` names one.
+const DEFAULT_STATE_IN_HOME: &str = ".local/state/orchestrate";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
     pub root: PathBuf,
@@ -136,7 +140,7 @@ impl StateDir {
         } else if let Some(xdg) = non_empty("XDG_STATE_HOME") {
             xdg.join("orchestrate")
         } else if let Some(home) = non_empty("HOME") {
-            home.join(".local/state/orchestrate")
+            home.join(DEFAULT_STATE_IN_HOME)
         } else {
             return Err(io::Error::other(
                 "cannot choose a state directory: set ORCHESTRATE_STATE_DIR, XDG_STATE_HOME or HOME",
@@ -148,6 +152,19 @@ impl StateDir {
             io::Error::new(e.kind(), format!("state directory {}: {e}", root.display()))
         })?;
         Ok(StateDir { root })
+    }
+
+    /// The state directories orchestrate uses when `ORCHESTRATE_STATE_DIR` names none
+    /// (`$XDG_STATE_HOME/orchestrate`, `~/.local/state/orchestrate`), whether they exist
+    /// or not: a sandboxed child reads none of them that is not its run's.
+    pub fn defaults() -> Vec<PathBuf> {
+        let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        non_empty("XDG_STATE_HOME")
+            .map(|x| PathBuf::from(x).join("orchestrate"))
+            .into_iter()
+            .chain(non_empty("HOME").map(|h| PathBuf::from(h).join(DEFAULT_STATE_IN_HOME)))
+            .filter(|p| p.is_absolute())
+            .collect()
     }
 
     /// Makes sure the state directory and its `runs/` are orchestrate's own before

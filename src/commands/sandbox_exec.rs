@@ -87,8 +87,11 @@ async fn run(plan_path: &Path) -> i32 {
             )
         }
     };
+    // The node's own default state directories (its home may not be this machine's).
+    let other_states = crate::session::StateDir::defaults();
     let places = Places {
         state_root: &plan.state_root,
+        other_states: &other_states,
         run_dir: &plan.run_dir,
         workspace: &plan.workspace,
         git: &plan.git,

@@ -161,6 +161,10 @@ pub(crate) enum MountKind {
     /// The real path, read-only. A symbolic link is covered itself, by an empty file (it
     /// cannot be replaced; what it points to is covered on its own).
     ReadOnly,
+    /// A directory seen empty and read-only but for the view's places under it, which
+    /// are carried in as they are (read-only; their own mounts follow): orchestrate's
+    /// state directory, of which a child sees its own run folder alone.
+    Emptied,
     /// Empty: an empty directory, or an empty file for anything else; read-only.
     Hidden,
 }

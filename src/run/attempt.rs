@@ -375,8 +375,10 @@ impl Attempt<'_> {
         env_remove.extend(tree_remove);
         // A child allowed to start runs of its own keeps their state in its own place.
         let nests = self.nests();
+        let other_states = crate::session::StateDir::defaults();
         let places = Places {
             state_root: &self.env.state.root,
+            other_states: &other_states,
             run_dir: &self.run_dir.path,
             workspace: &workspace,
             git: &git,

@@ -190,8 +190,11 @@ impl ChildEnv<'_> {
 
 /// The places of a run, as the sandbox needs them.
 pub(crate) struct Places<'a> {
-    /// orchestrate's state directory: read-only to the child.
+    /// orchestrate's state directory: hidden from the child but for the run folder.
     pub state_root: &'a Path,
+    /// orchestrate's other state directories (those it uses when not told otherwise),
+    /// hidden where they are not this one (nor hold it).
+    pub other_states: &'a [PathBuf],
     /// The run folder: orchestrate's record of the run, read-only to the child.
     pub run_dir: &'a Path,
     /// The working directory, or the worktree (written in workspace-write only).
@@ -489,6 +492,7 @@ mod tests {
         let workspace = [work.clone()];
         let places = Places {
             state_root: &state,
+            other_states: &[],
             run_dir: &run,
             workspace: &workspace,
             git: &[],
@@ -507,7 +511,8 @@ mod tests {
         let child = run.join(CHILD_DIR);
         assert_eq!(kinds(&p, &child), [MountKind::Writable]);
         assert_eq!(kinds(&p, &child.join("tmp")), [MountKind::Scratch]);
-        assert_eq!(kinds(&p, &state), [MountKind::ReadOnly]);
+        assert_eq!(kinds(&p, &state), [MountKind::Emptied]);
+        assert_eq!(kinds(&p, &run), [MountKind::ReadOnly]);
         assert_eq!(kinds(&p, &home.join(".codex")), [MountKind::Private]);
         assert_eq!(
             kinds(&p, &home.join(".codex/sessions")),
@@ -555,6 +560,53 @@ mod tests {
     }
 
     #[test]
+    fn the_state_is_emptied_but_for_the_run_and_other_state_directories_are_hidden_unless_they_hold_it(
+    ) {
+        use crate::platform::MountKind;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        // The outer orchestrate's default state holds this (nested) run's state.
+        let outer = root.join("home/.local/state/orchestrate");
+        let state = outer.join("runs/00000000/child/state");
+        let (other, run) = (root.join("xdg/orchestrate"), state.join("runs/abcd1234"));
+        for d in [&run, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let overrides = vec![(OsString::from("HOME"), root.join("home").into_os_string())];
+        let env = ChildEnv {
+            overrides: &overrides,
+        };
+        let others = [
+            outer.clone(),
+            other.clone(),
+            root.join("missing/orchestrate"),
+        ];
+        let places = Places {
+            state_root: &state,
+            other_states: &others,
+            run_dir: &run,
+            workspace: &[],
+            git: &[],
+            nests: false,
+        };
+        let ro = plan(None, true, &needs("codex"), Ok("namespaces")).unwrap();
+        let p = confinement(&ro, &needs("codex"), &env, &places).unwrap();
+        let view = p.confinement.view.as_ref().unwrap();
+        let of = |path: &Path| -> Vec<MountKind> {
+            view.mounts
+                .iter()
+                .filter(|(m, _)| m == path)
+                .map(|(_, k)| k.clone())
+                .collect()
+        };
+        assert_eq!(of(&state), [MountKind::Emptied]);
+        assert_eq!(of(&run), [MountKind::ReadOnly]);
+        assert_eq!(of(&other), [MountKind::Hidden]);
+        assert_eq!(of(&outer), []);
+        assert_eq!(of(&root.join("missing/orchestrate")), []);
+    }
+
+    #[test]
     fn a_clis_own_project_folder_is_private_and_a_configuration_the_workspace_lacks_is_off() {
         use crate::platform::MountKind;
         let dir = tempfile::tempdir().unwrap();
@@ -571,6 +623,7 @@ mod tests {
         let workspace = [work.clone()];
         let places = Places {
             state_root: &state,
+            other_states: &[],
             run_dir: &run,
             workspace: &workspace,
             git: &[],

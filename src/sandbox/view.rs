@@ -7,12 +7,14 @@
 //! - Private: its CLI's own folders (settings, extensions, plugins, caches): readable as
 //!   they are, written to a layer thrown away after the run.
 //! - Read-only inside writable places: the protected names ([`PROTECTED_DIRS`],
-//!   [`PROTECTED_FILES`]) at the top of each, the repository's git folders, orchestrate's
-//!   state, and the home directory's hidden entries when the workspace holds the home.
+//!   [`PROTECTED_FILES`]) at the top of each, the repository's git folders, the run's own
+//!   folder, and the home directory's hidden entries when the workspace holds the home.
 //!   A protected name that does not exist is held by an empty placeholder for the run
 //!   ([`Placeholders`]), so that the child cannot create it.
 //! - Hidden (empty): credentials ([`CREDENTIALS`]), other CLIs' logins, the runtime
-//!   directory and the agent sockets the environment names.
+//!   directory and the agent sockets the environment names, and orchestrate's state but
+//!   for the run's own folder (other runs' raw sessions, results and worktrees, the index
+//!   of every run's task).
 
 use std::fs::File;
 use std::io;
@@ -199,9 +201,15 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     mounts.push((input.child.to_path_buf(), MountKind::Writable));
     mounts.push((input.tmp.to_path_buf(), MountKind::Scratch));
 
-    // orchestrate's records, wherever they are (a workspace may hold the state dir).
+    // orchestrate's records, wherever they are (a workspace may hold the state dir): the
+    // child reads its own run folder (its task and system prompt files are there) and
+    // nothing else of them. Other runs' sessions are raw (what their children printed,
+    // keys and all), and the index names every run's task.
     if let Some(state) = real(places.state_root) {
-        mounts.push((state, MountKind::ReadOnly));
+        mounts.push((state, MountKind::Emptied));
+    }
+    if let Some(run_dir) = real(places.run_dir) {
+        mounts.push((run_dir, MountKind::ReadOnly));
     }
 
     // The CLI's home.
@@ -388,6 +396,16 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
                 .into_iter()
                 .filter(|l| !own.contains(l)),
         );
+    }
+    // orchestrate's state directories where it keeps them when not told otherwise, when
+    // this run keeps its own elsewhere: their runs are as private as this one's others.
+    // (One that holds this run's state is covered by the sandbox this run is nested in.)
+    if let Some(own) = real(input.places.state_root) {
+        for dir in input.places.other_states.iter().filter_map(|d| real(d)) {
+            if !own.starts_with(&dir) && !dir.starts_with(&own) {
+                out.push(dir);
+            }
+        }
     }
     // The runtime directory (sockets of the user's session) where it is not under /run,
     // which is empty for the child anyway; and the agent sockets the variables name.

@@ -1452,8 +1452,9 @@ fn a_child_cannot_send_itself_a_message_as(user: Option<&'static Unprivileged>, 
 
 /// Way 14: Other runs' records: a child lists orchestrate's state directory and reads an
 /// earlier run's raw session (not sanitized: whatever keys that child printed), its result,
-/// the index of every run's task, and a worktree of another run. It sees its own run
-/// folder alone.
+/// the index of every run's task, a worktree of another run, and the runs in the state
+/// directory orchestrate uses by default (another project's). It sees its own run folder
+/// alone.
 #[test]
 fn a_child_reads_no_other_runs_records() {
     for user in support::users() {
@@ -1463,7 +1464,10 @@ fn a_child_reads_no_other_runs_records() {
 
 fn a_child_reads_no_other_runs_records_as(user: Option<&'static Unprivileged>) {
     let sb = Sandbox::for_user(user);
-    let earlier = sb.run("@scenario:echo-task orchestrate-hostile-earlier-answer", &[]);
+    let earlier = sb.run(
+        "@scenario:echo-task orchestrate-hostile-earlier-answer",
+        &[],
+    );
     assert_eq!(earlier.status, 0, "{}", earlier.stderr);
     let earlier = earlier.json()["details"]["runId"]
         .as_str()
@@ -1473,6 +1477,13 @@ fn a_child_reads_no_other_runs_records_as(user: Option<&'static Unprivileged>) {
         &sb.state.join("worktrees/keep/file.txt"),
         "orchestrate-hostile-worktree\n",
     );
+    // The state directory orchestrate uses when not told otherwise, with a run of another
+    // project in it.
+    write(
+        &sb.home
+            .join(".local/state/orchestrate/runs/0ther000/session.jsonl"),
+        "orchestrate-hostile-default-state\n",
+    );
     let script = "d=\"$HOSTILE_STATE\"\n\
          ls -A \"$d\" 2>&1 | tr '\\n' ' '; echo\n\
          ls -A \"$d/runs\" 2>&1 | tr '\\n' ' '; echo\n\
@@ -1481,6 +1492,7 @@ fn a_child_reads_no_other_runs_records_as(user: Option<&'static Unprivileged>) {
          done\n\
          cat \"$d/runs.jsonl\" >/dev/null 2>&1 && echo 'read index' || echo 'no index'\n\
          cat \"$d/worktrees/keep/file.txt\" >/dev/null 2>&1 && echo 'read worktree' || echo 'no worktree'\n\
+         cat ~/.local/state/orchestrate/runs/0ther000/session.jsonl >/dev/null 2>&1 && echo 'read default state' || echo 'no default state'\n\
          test -d \"$d/runs/$ORCHESTRATE_RUN_ID/child\" && echo 'own run'\n\
          (echo x > \"$TMPDIR/f\") && echo 'wrote tmp'\n";
     let sb = hostile(sb, script).set("EARLIER_RUN", &earlier);
@@ -1496,6 +1508,7 @@ fn a_child_reads_no_other_runs_records_as(user: Option<&'static Unprivileged>) {
             "no stderr.log".into(),
             "no index".into(),
             "no worktree".into(),
+            "no default state".into(),
             "own run".into(),
             "wrote tmp".into(),
         ],

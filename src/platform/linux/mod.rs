@@ -352,6 +352,9 @@ fn lost_without_mounts(c: &Confinement) -> Vec<&'static str> {
             "the covers over credentials (~/.ssh, ~/.aws, other CLIs' logins): they are readable",
         );
     }
+    if has(|m| matches!(m, MountKind::Emptied)) {
+        lost.push("the cover over orchestrate's other runs (their sessions, results and worktrees): they are readable");
+    }
     if has(|m| matches!(m, MountKind::ReadOnly)) {
         lost.push("the read-only protected paths inside its writable places (.git, editor and agent settings)");
     }

@@ -15,8 +15,9 @@
 //!    empty `/tmp`, `/var/tmp` and `/run` (the last hides the runtime sockets: ssh-agent,
 //!    gpg, D-Bus, docker). `/etc/resolv.conf` still resolves when it points into `/run`.
 //! 4. The view's own mounts, shallowest first: the writable copies put back, private
-//!    overlays, scratch directories, private copies of files, read-only covers, empty
-//!    covers.
+//!    overlays, scratch directories, private copies of files, read-only covers, emptied
+//!    directories with the places under them carried back in (orchestrate's state, of
+//!    which the child sees its own run folder), empty covers.
 //!
 //! As an unprivileged user this happens in a user namespace of the child's own, where the
 //! mounts copied from the host are locked: the child cannot unmount a cover to see what
@@ -82,10 +83,27 @@ enum Step {
     HideDir {
         target: CString,
     },
+    /// An empty read-only directory over `target`, with the places under it carried in.
+    Emptied {
+        target: CString,
+        carried: Vec<Carried>,
+    },
     /// `/dev/null`, read-only, over a file, a socket or a symbolic link (not followed).
     HideFile {
         target: CString,
     },
+}
+
+/// A place the child still sees under a directory the view empties, read-only (a writable
+/// place gets its own mount over it later).
+#[derive(Debug)]
+struct Carried {
+    /// Its detached copy (an index into the plan's copies).
+    clone: usize,
+    /// The folders between the emptied directory and it, shallowest first, to create.
+    parents: Vec<CString>,
+    target: CString,
+    is_dir: bool,
 }
 
 /// A view's steps, built before the clone.
@@ -96,10 +114,9 @@ pub(super) struct MountPlan {
     clones: Vec<CString>,
     /// `(clone, /dev/<name>)` for each device.
     devices: Vec<(usize, CString)>,
-    /// `(clone, parents to create, target, is a directory)` for each place the child must
-    /// still see under an emptied directory (a workspace in /tmp, /etc/resolv.conf's
-    /// target in /run), read-only.
-    carried: Vec<(usize, Vec<CString>, CString, bool)>,
+    /// What the child must still see under `/tmp`, `/var/tmp`, `/run` and `/dev/shm` (a
+    /// workspace in /tmp, /etc/resolv.conf's target in /run).
+    carried: Vec<Carried>,
     tmpfs_dirs: Vec<CString>,
     proc_covers: Vec<CString>,
     steps: Vec<Step>,
@@ -156,6 +173,19 @@ impl MountPlan {
             logins: Vec::new(),
             login_fd: None,
         };
+        // What the child must still see where the view empties a directory: every place of
+        // the view (the later steps work on them), what it must read (its working
+        // directory, its home, its program), and where /etc/resolv.conf points
+        // (systemd-resolved keeps it in /run; without it no name resolves).
+        let places: Vec<PathBuf> = view
+            .mounts
+            .iter()
+            .filter(|(_, k)| *k != MountKind::Hidden)
+            .map(|(p, _)| p.clone())
+            .chain(view.visible.iter().cloned())
+            .chain(program.parent().and_then(|p| std::fs::canonicalize(p).ok()))
+            .chain(std::fs::canonicalize("/etc/resolv.conf").ok())
+            .collect();
         let mut uppers: Vec<(&Path, PathBuf)> = Vec::new();
         let (mut overlays, mut copies) = (0, 0);
         for (path, kind) in mounts {
@@ -207,8 +237,12 @@ impl MountPlan {
                     }
                 }
                 MountKind::Copy => continue,
+                MountKind::Emptied if meta.is_dir() => Step::Emptied {
+                    target,
+                    carried: plan.carry(path, &places)?,
+                },
                 MountKind::Hidden if meta.is_dir() => Step::HideDir { target },
-                MountKind::Hidden => Step::HideFile { target },
+                MountKind::Hidden | MountKind::Emptied => Step::HideFile { target },
             };
             plan.steps.push(step);
             plan.step_paths.push(path.clone());
@@ -245,45 +279,49 @@ impl MountPlan {
         }
         // The new /dev's shm is empty too (mounted with /dev).
         emptied.push(PathBuf::from("/dev/shm"));
-        // What the child must still see in the emptied directories: every place of the
-        // view (the later steps work on them), what it must read (its working directory,
-        // its home, its program), and where /etc/resolv.conf points (systemd-resolved
-        // keeps it in /run; without it no name resolves).
-        let mut wanted: Vec<PathBuf> = view
-            .mounts
+        for root in &emptied {
+            let carried = plan.carry(root, &places)?;
+            plan.carried.extend(carried);
+        }
+        Ok(plan)
+    }
+
+    /// The places under `root` the child must still see, shallowest first, each once (not
+    /// under another one carried): a detached copy of each is taken with the others.
+    fn carry(&mut self, root: &Path, places: &[PathBuf]) -> io::Result<Vec<Carried>> {
+        let mut wanted: Vec<&PathBuf> = places
             .iter()
-            .filter(|(_, k)| *k != MountKind::Hidden)
-            .map(|(p, _)| p.clone())
-            .chain(view.visible.iter().cloned())
-            .chain(program.parent().and_then(|p| std::fs::canonicalize(p).ok()))
-            .chain(std::fs::canonicalize("/etc/resolv.conf").ok())
-            .filter(|p| emptied.iter().any(|e| p.starts_with(e) && p != e))
+            .filter(|p| p.starts_with(root) && p.as_path() != root)
             .collect();
         wanted.sort_by_key(|p| depth(p));
-        let mut carried: Vec<PathBuf> = Vec::new();
+        let mut done: Vec<&Path> = Vec::new();
+        let mut carried = Vec::new();
         for p in wanted {
-            if carried.iter().any(|c| p.starts_with(c)) {
+            if done.iter().any(|c| p.starts_with(c)) {
                 continue;
             }
-            let Ok(meta) = std::fs::metadata(&p) else {
+            let Ok(meta) = std::fs::metadata(p) else {
                 continue;
             };
-            let root = emptied.iter().find(|e| p.starts_with(e)).expect("filtered");
             let parents = p
                 .ancestors()
                 .skip(1)
-                .take_while(|a| a != root)
+                .take_while(|a| *a != root)
                 .collect::<Vec<_>>()
                 .into_iter()
                 .rev()
                 .map(cstr)
                 .collect::<io::Result<_>>()?;
-            plan.clones.push(cstr(&p)?);
-            plan.carried
-                .push((plan.clones.len() - 1, parents, cstr(&p)?, meta.is_dir()));
-            carried.push(p);
+            self.clones.push(cstr(p)?);
+            carried.push(Carried {
+                clone: self.clones.len() - 1,
+                parents,
+                target: cstr(p)?,
+                is_dir: meta.is_dir(),
+            });
+            done.push(p);
         }
-        Ok(plan)
+        Ok(carried)
     }
 
     /// How many detached copies [`MountPlan::apply`] takes (the size of its scratch).
@@ -531,35 +569,47 @@ impl MountPlan {
                     c"mode=1777".as_ptr().cast(),
                 ))?;
             }
-            for (clone, parents, target, is_dir) in &self.carried {
-                for p in parents {
-                    match libc::mkdir(p.as_ptr(), 0o755) {
-                        0 => {}
-                        _ if errno() == libc::EEXIST => {}
-                        _ => return Err(errno()),
-                    }
-                }
-                if *is_dir {
-                    check(libc::mkdir(target.as_ptr(), 0o755))?;
-                } else {
-                    let f = libc::open(
-                        target.as_ptr(),
-                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-                        0o644,
-                    );
-                    if f < 0 {
-                        return Err(errno());
-                    }
-                    libc::close(f);
-                }
-                let fd = *fds.add(*clone);
-                set_read_only(fd)?;
-                check(move_mount(fd, target.as_ptr()))?;
-            }
+            carry_in(&self.carried, fds)?;
             check(libc::mkdir(c"/run/.orchestrate".as_ptr(), 0o700))?;
         }
         Ok(())
     }
+}
+
+/// Puts each carried place back at its path, read-only, in a directory emptied just before.
+///
+/// # Safety
+/// System calls only; `fds` holds the plan's detached copies.
+unsafe fn carry_in(carried: &[Carried], fds: *mut libc::c_int) -> Result<(), libc::c_int> {
+    // SAFETY: system calls on prepared C strings and the clones' descriptors.
+    unsafe {
+        for c in carried {
+            for p in &c.parents {
+                match libc::mkdir(p.as_ptr(), 0o755) {
+                    0 => {}
+                    _ if errno() == libc::EEXIST => {}
+                    _ => return Err(errno()),
+                }
+            }
+            if c.is_dir {
+                check(libc::mkdir(c.target.as_ptr(), 0o755))?;
+            } else {
+                let f = libc::open(
+                    c.target.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o644,
+                );
+                if f < 0 {
+                    return Err(errno());
+                }
+                libc::close(f);
+            }
+            let fd = *fds.add(c.clone);
+            set_read_only(fd)?;
+            check(move_mount(fd, c.target.as_ptr()))?;
+        }
+    }
+    Ok(())
 }
 
 impl Step {
@@ -611,6 +661,25 @@ impl Step {
                     libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                     c"mode=0700,size=4k".as_ptr().cast(),
                 )),
+                Step::Emptied { target, carried } => {
+                    check(libc::mount(
+                        c"tmpfs".as_ptr(),
+                        target.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        c"mode=0755,size=16k".as_ptr().cast(),
+                    ))?;
+                    carry_in(carried, fds)?;
+                    // Read-only once what it holds is in place: the child makes nothing
+                    // there (the mounts carried in keep their own flags).
+                    let ro = MountAttr {
+                        attr_set: MOUNT_ATTR_RDONLY,
+                        attr_clr: 0,
+                        propagation: 0,
+                        userns_fd: 0,
+                    };
+                    check(mount_setattr(libc::AT_FDCWD, target.as_ptr(), 0, &ro))
+                }
                 Step::HideFile { target } => {
                     let fd = open_tree(libc::AT_FDCWD, c"/dev/null".as_ptr(), 0);
                     if fd < 0 {
