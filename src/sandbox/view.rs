@@ -480,9 +480,14 @@ fn protect(
 fn is_empty(path: &Path) -> bool {
     match std::fs::symlink_metadata(path) {
         Err(_) => true,
-        Ok(m) if m.is_dir() => std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()),
+        Ok(m) if m.is_dir() => dir_is_empty(path),
         Ok(m) => m.is_file() && m.len() == 0,
     }
+}
+
+/// Whether the folder at `path` (known to be one) holds nothing.
+fn dir_is_empty(path: &Path) -> bool {
+    std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none())
 }
 
 /// The git folders a `.git` file (`gitdir: …`) points to: the worktree's (or
@@ -667,13 +672,18 @@ impl Pool {
 /// its workspace, and write there into another workspace's placeholder later) and no
 /// permission beyond what it was made with.
 fn reusable(m: &std::fs::Metadata, path: &Path, is_dir: bool) -> bool {
-    use std::os::unix::fs::MetadataExt;
     let empty = if is_dir {
-        m.is_dir() && is_empty(path)
+        m.is_dir() && dir_is_empty(path)
     } else {
-        m.is_file() && m.len() == 0 && m.nlink() == 1
+        m.is_file() && m.len() == 0
     };
-    empty && m.mode() & 0o7022 == 0
+    empty && reusable_when_empty(m, is_dir)
+}
+
+/// [`reusable`] for a placeholder already found empty (`m` its metadata).
+fn reusable_when_empty(m: &std::fs::Metadata, is_dir: bool) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (is_dir || m.nlink() == 1) && m.mode() & 0o7022 == 0
 }
 
 /// `rename(from, to)` that fails rather than replace what is at `to`.
@@ -876,17 +886,18 @@ fn remove_placeholder(path: &Path, held: &File, pool: &mut Pool) {
     };
     let (aside, in_pool) = aside;
     let moved = std::fs::symlink_metadata(&aside);
+    // Looked at once: 24 placeholders are let go at the end of every run in a workspace.
     let still_ours = moved.as_ref().is_ok_and(|m| {
         m.ino() == ours.ino()
             && m.dev() == ours.dev()
             && if is_dir {
-                m.is_dir() && is_empty(&aside)
+                m.is_dir() && dir_is_empty(&aside)
             } else {
                 m.is_file() && m.len() == 0
             }
     });
     if still_ours {
-        let keep = moved.is_ok_and(|m| m.uid() == ours.uid() && reusable(&m, &aside, is_dir));
+        let keep = moved.is_ok_and(|m| m.uid() == ours.uid() && reusable_when_empty(&m, is_dir));
         if !in_pool {
             let _ = std::fs::remove_file(&aside);
         } else if !keep {
