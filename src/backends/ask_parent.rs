@@ -20,6 +20,7 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -223,25 +224,36 @@ struct Shared<R> {
     next: u64,
 }
 
+/// What the conversation and the tasks waiting for the parent's answers share.
+struct Inner<R> {
+    state: Mutex<Shared<R>>,
+    /// Set once `settled` has an entry: the dialect looks for settled decisions after
+    /// every line of the child's, and takes the lock only when there are some.
+    has_settled: AtomicBool,
+}
+
 /// The questions of one conversation out to its parent.
 pub(crate) struct Asks<R> {
-    shared: Arc<Mutex<Shared<R>>>,
+    shared: Arc<Inner<R>>,
 }
 
 impl<R> Default for Asks<R> {
     fn default() -> Self {
         Asks {
-            shared: Arc::new(Mutex::new(Shared {
-                open: Vec::new(),
-                settled: Vec::new(),
-                next: 0,
-            })),
+            shared: Arc::new(Inner {
+                state: Mutex::new(Shared {
+                    open: Vec::new(),
+                    settled: Vec::new(),
+                    next: 0,
+                }),
+                has_settled: AtomicBool::new(false),
+            }),
         }
     }
 }
 
-fn lock<R>(shared: &Mutex<Shared<R>>) -> MutexGuard<'_, Shared<R>> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
+fn lock<R>(shared: &Inner<R>) -> MutexGuard<'_, Shared<R>> {
+    shared.state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn send(input: &ChildInput, line: &Value) {
@@ -286,6 +298,10 @@ impl<R: Reply> Asks<R> {
 
     /// The decisions settled since the last call.
     pub(crate) fn take_settled(&self) -> Vec<Settled<R>> {
+        // A decision settled after the flag was read is taken by the next call.
+        if !self.shared.has_settled.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
         std::mem::take(&mut lock(&self.shared).settled)
     }
 
@@ -319,6 +335,7 @@ impl<R: Reply> Asks<R> {
                 warning: None,
                 reply: open.reply,
             });
+            self.shared.has_settled.store(true, Ordering::Release);
         }
     }
 }
@@ -334,7 +351,7 @@ impl<R> Drop for Asks<R> {
 
 /// The parent's `answer` to question `key`, unless the question was withdrawn meanwhile:
 /// the decision is left for the dialect first, then the child is answered.
-fn settle<R: Reply>(shared: &Mutex<Shared<R>>, key: u64, answer: Answer, input: &ChildInput) {
+fn settle<R: Reply>(shared: &Inner<R>, key: u64, answer: Answer, input: &ChildInput) {
     let mut s = lock(shared);
     let Some(at) = s.open.iter().position(|(k, _)| *k == key) else {
         return;
@@ -371,6 +388,7 @@ fn settle<R: Reply>(shared: &Mutex<Shared<R>>, key: u64, answer: Answer, input: 
         warning,
         reply: open.reply,
     });
+    shared.has_settled.store(true, Ordering::Release);
     send(input, &line);
 }
 
