@@ -34,6 +34,12 @@ pub(super) fn on_spawner_thread<T: Send + 'static>(
         .map_err(|_| io::Error::other("the spawner thread dropped the request"))?
 }
 
+/// Starts the spawner thread now, so that the first spawn does not wait for it (a
+/// thread's start is a tenth of a millisecond, on the way to every child).
+pub(crate) fn start_spawner() {
+    spawner();
+}
+
 fn spawner() -> &'static mpsc::Sender<SpawnJob> {
     static SPAWNER: OnceLock<mpsc::Sender<SpawnJob>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
