@@ -2,7 +2,8 @@
 //! child's whole tree, so that no descendant outlives the run.
 //!
 //! orchestrate clones itself (no exec: the controller is a copy of orchestrate that only
-//! makes system calls) and the controller forks the child:
+//! makes system calls) and the controller starts the child (in its own memory until the
+//! child's exec, as `posix_spawn` does):
 //!
 //! ```text
 //! orchestrate ── controller ── child (the agent CLI) ── its descendants
@@ -539,19 +540,73 @@ unsafe fn fail_at(report: RawFd, stage: Stage, err: libc::c_int, index: u32) -> 
     }
 }
 
-/// A fork as a system call: glibc's `fork` takes locks (malloc's) that another thread of
-/// orchestrate may have held at the clone.
-unsafe fn raw_fork() -> libc::pid_t {
-    // SAFETY: a fork-like clone; see `start`.
+/// The child's stack until its exec (it shares the controller's memory until then). What
+/// runs on it is `child_main`: system calls and a few small frames.
+const CHILD_STACK_BYTES: usize = 256 * 1024;
+
+/// What `child_entry` passes on to `child_main`.
+struct ChildStart<'a> {
+    plan: &'a Plan,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    fds: ChildFds,
+    parent: libc::pid_t,
+    ruleset: Option<RawFd>,
+}
+
+extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `ChildStart` on the controller's stack, which the controller,
+    // suspended until this exec's or exits, keeps.
     unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        ) as libc::pid_t
+        let start = &*(arg as *const ChildStart<'_>);
+        child_main(
+            start.plan,
+            start.argv,
+            start.envp,
+            start.fds,
+            start.parent,
+            start.ruleset,
+        )
+    }
+}
+
+/// Starts the child in the controller's memory (`CLONE_VM | CLONE_VFORK`, as
+/// `posix_spawn` does), on a stack of its own; returns once it has exec'd or exited.
+/// A fork would copy the page tables of the controller (a copy of orchestrate, several
+/// megabytes) only for the exec to throw them away. Nothing in `child_main` allocates or
+/// writes the controller's memory but its own stack and the thread's `errno`, which the
+/// controller does not read across this call. The signal handlers, descriptors and
+/// credentials are the child's own (no `CLONE_SIGHAND`, `CLONE_FILES` nor `CLONE_THREAD`).
+/// Returns -1 (errno set) when it cannot start.
+unsafe fn start_child(start: &ChildStart<'_>) -> libc::pid_t {
+    // SAFETY: system calls on a mapping of our own; `start` outlives the call.
+    unsafe {
+        let page = page_size();
+        let bytes = CHILD_STACK_BYTES + page;
+        let stack = libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if stack == libc::MAP_FAILED {
+            return -1;
+        }
+        // A guard page below: an overflow faults rather than write the heap.
+        libc::mprotect(stack, page, libc::PROT_NONE);
+        let top = (stack as usize + bytes) & !15;
+        let pid = libc::clone(
+            child_entry,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            start as *const ChildStart<'_> as *mut libc::c_void,
+        );
+        let saved = errno();
+        libc::munmap(stack, bytes);
+        *libc::__errno_location() = saved;
+        pid
     }
 }
 
@@ -682,13 +737,17 @@ unsafe fn controller_main(
             None => None,
         };
         let me = libc::getpid();
-        let child = raw_fork();
+        let start = ChildStart {
+            plan,
+            argv,
+            envp,
+            fds,
+            parent: if in_namespace { 1 } else { me },
+            ruleset,
+        };
+        let child = start_child(&start);
         if child < 0 {
             fail(fds.report, Stage::Fork, errno());
-        }
-        if child == 0 {
-            let parent = if in_namespace { 1 } else { me };
-            child_main(plan, argv, envp, fds, parent, ruleset);
         }
         // Keep only the status pipe (and the memory file the login copies go to), away
         // from 0-2; those point at /dev/null so that the controller holds none of
