@@ -121,6 +121,21 @@ pub enum FindRunError {
 /// `XDG_STATE_HOME` names one.
 const DEFAULT_STATE_IN_HOME: &str = ".local/state/orchestrate";
 
+/// The variable `key` as a path, unless unset or empty.
+fn env_dir(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The state directories where `ORCHESTRATE_STATE_DIR` names none, first the one used.
+fn default_dirs() -> impl Iterator<Item = PathBuf> {
+    env_dir("XDG_STATE_HOME")
+        .map(|x| x.join("orchestrate"))
+        .into_iter()
+        .chain(env_dir("HOME").map(|h| h.join(DEFAULT_STATE_IN_HOME)))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
     pub root: PathBuf,
@@ -130,22 +145,13 @@ impl StateDir {
     /// `$ORCHESTRATE_STATE_DIR`, else `$XDG_STATE_HOME/orchestrate`, else
     /// `~/.local/state/orchestrate`.
     pub fn from_env() -> io::Result<StateDir> {
-        let non_empty = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let root = if let Some(dir) = non_empty("ORCHESTRATE_STATE_DIR") {
-            dir
-        } else if let Some(xdg) = non_empty("XDG_STATE_HOME") {
-            xdg.join("orchestrate")
-        } else if let Some(home) = non_empty("HOME") {
-            home.join(DEFAULT_STATE_IN_HOME)
-        } else {
-            return Err(io::Error::other(
-                "cannot choose a state directory: set ORCHESTRATE_STATE_DIR, XDG_STATE_HOME or HOME",
-            ));
-        };
+        let root = env_dir("ORCHESTRATE_STATE_DIR")
+            .or_else(|| default_dirs().next())
+            .ok_or_else(|| {
+                io::Error::other(
+                    "cannot choose a state directory: set ORCHESTRATE_STATE_DIR, XDG_STATE_HOME or HOME",
+                )
+            })?;
         // Relative to where orchestrate started, once: every path a result names (the
         // session file) must hold wherever its reader is.
         let root = std::path::absolute(&root).map_err(|e| {
@@ -155,15 +161,12 @@ impl StateDir {
     }
 
     /// The state directories orchestrate uses when `ORCHESTRATE_STATE_DIR` names none
-    /// (`$XDG_STATE_HOME/orchestrate`, `~/.local/state/orchestrate`), whether they exist
-    /// or not: a sandboxed child reads none of them that is not its run's.
+    /// (`$XDG_STATE_HOME/orchestrate`, `~/.local/state/orchestrate`), made absolute as
+    /// [`StateDir::from_env`] makes them, whether they exist or not: a sandboxed child
+    /// reads none of them that is not its run's.
     pub fn defaults() -> Vec<PathBuf> {
-        let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-        non_empty("XDG_STATE_HOME")
-            .map(|x| PathBuf::from(x).join("orchestrate"))
-            .into_iter()
-            .chain(non_empty("HOME").map(|h| PathBuf::from(h).join(DEFAULT_STATE_IN_HOME)))
-            .filter(|p| p.is_absolute())
+        default_dirs()
+            .filter_map(|d| std::path::absolute(d).ok())
             .collect()
     }
 

@@ -143,15 +143,13 @@ pub(crate) fn send(
             }
         }
     }
+    let ended = progress.ended || dir.result_file().exists();
     // A task of a fan-out has its folder from the fan-out's start, and its first record
     // only once it starts.
-    if backend.is_none() && !progress.ended && !dir.result_file().exists() {
+    if backend.is_none() && !ended {
         return Err(SendError::NotStarted(id.clone()));
     }
-    if progress.ended
-        || dir.result_file().exists()
-        || !super::still_running(&dir.path, progress.supervisor.as_ref())
-    {
+    if ended || !super::still_running(&dir.path, progress.supervisor.as_ref()) {
         return Err(SendError::Ended(id.clone()));
     }
     let queued = Queued {
