@@ -112,8 +112,9 @@ pub(crate) struct Listen {
 pub(crate) struct View {
     /// Applied shallowest path first; on one path, in the order of [`MountKind`].
     pub mounts: Vec<(PathBuf, MountKind)>,
-    /// What the child reads as it is even where it lies in a directory the view empties
-    /// (`/tmp`): its working directory, its home.
+    /// What the child reads as it is, read-only, even where it lies in a directory the
+    /// view empties (`/tmp`, orchestrate's state): its working directory, its home, its
+    /// run folder.
     pub visible: Vec<PathBuf>,
     /// Files in private layers (its CLI's login) whose private version the platform
     /// copies out at the child's exit.

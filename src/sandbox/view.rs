@@ -7,14 +7,14 @@
 //! - Private: its CLI's own folders (settings, extensions, plugins, caches): readable as
 //!   they are, written to a layer thrown away after the run.
 //! - Read-only inside writable places: the protected names ([`PROTECTED_DIRS`],
-//!   [`PROTECTED_FILES`]) at the top of each, the repository's git folders, the run's own
-//!   folder, and the home directory's hidden entries when the workspace holds the home.
+//!   [`PROTECTED_FILES`]) at the top of each, the repository's git folders, and the home
+//!   directory's hidden entries when the workspace holds the home.
 //!   A protected name that does not exist is held by an empty placeholder for the run
 //!   ([`Placeholders`]), so that the child cannot create it.
 //! - Hidden (empty): credentials ([`CREDENTIALS`]), other CLIs' logins, the runtime
 //!   directory and the agent sockets the environment names, and orchestrate's state but
-//!   for the run's own folder (other runs' raw sessions, results and worktrees, the index
-//!   of every run's task).
+//!   for the run's own folder, which stays read-only (other runs' raw sessions, results
+//!   and worktrees, the index of every run's task).
 
 use std::fs::File;
 use std::io;
@@ -202,14 +202,13 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     mounts.push((input.tmp.to_path_buf(), MountKind::Scratch));
 
     // orchestrate's records, wherever they are (a workspace may hold the state dir): the
-    // child reads its own run folder (its task and system prompt files are there) and
-    // nothing else of them. Other runs' sessions are raw (what their children printed,
-    // keys and all), and the index names every run's task.
-    if let Some(state) = real(places.state_root) {
-        mounts.push((state, MountKind::Emptied));
-    }
-    if let Some(run_dir) = real(places.run_dir) {
-        mounts.push((run_dir, MountKind::ReadOnly));
+    // child reads its own run folder (its task and system prompt files are there), which
+    // is carried into the emptied state read-only, and nothing else of them. Other runs'
+    // sessions are raw (what their children printed, keys and all), and the index names
+    // every run's task.
+    let state = real(places.state_root);
+    if let Some(state) = &state {
+        mounts.push((state.clone(), MountKind::Emptied));
     }
 
     // The CLI's home.
@@ -312,7 +311,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     }
 
     // What no child reads.
-    for hidden in hidden_paths(input) {
+    for hidden in hidden_paths(input, state.as_deref()) {
         mounts.push((hidden.clone(), MountKind::Hidden));
         if let Some(target) = real(&hidden).filter(|t| *t != hidden) {
             mounts.push((target, MountKind::Hidden));
@@ -331,6 +330,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .filter_map(|p| real(p))
         .chain(homes(input.env))
         .chain(own_binary)
+        .chain(real(places.run_dir))
         .collect();
     let private: Vec<PathBuf> = input.home.private.iter().filter_map(|p| real(p)).collect();
     let logins = input
@@ -366,7 +366,8 @@ fn homes(env: &ChildEnv<'_>) -> Vec<PathBuf> {
     homes
 }
 
-fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
+/// What no child reads; `state` is the run's state directory (its real path).
+fn hidden_paths(input: &Input<'_>, state: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for home in homes(input.env) {
         out.extend(CREDENTIALS.iter().map(|c| home.join(c)));
@@ -400,9 +401,9 @@ fn hidden_paths(input: &Input<'_>) -> Vec<PathBuf> {
     // orchestrate's state directories where it keeps them when not told otherwise, when
     // this run keeps its own elsewhere: their runs are as private as this one's others.
     // (One that holds this run's state is covered by the sandbox this run is nested in.)
-    if let Some(own) = real(input.places.state_root) {
+    if let Some(own) = state {
         for dir in input.places.other_states.iter().filter_map(|d| real(d)) {
-            if !own.starts_with(&dir) && !dir.starts_with(&own) {
+            if !own.starts_with(&dir) && !dir.starts_with(own) {
                 out.push(dir);
             }
         }

@@ -546,13 +546,7 @@ impl MountPlan {
             ] {
                 check(libc::symlink(target.as_ptr(), link.as_ptr()))?;
             }
-            let ro = MountAttr {
-                attr_set: MOUNT_ATTR_RDONLY,
-                attr_clr: 0,
-                propagation: 0,
-                userns_fd: 0,
-            };
-            check(mount_setattr(libc::AT_FDCWD, c"/dev".as_ptr(), 0, &ro))?;
+            read_only_mount(c"/dev")?;
         }
         Ok(())
     }
@@ -574,6 +568,21 @@ impl MountPlan {
         }
         Ok(())
     }
+}
+
+/// Makes the mount at `target` read-only, not those under it.
+///
+/// # Safety
+/// A system call on a C string.
+unsafe fn read_only_mount(target: &std::ffi::CStr) -> Result<(), libc::c_int> {
+    let ro = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a valid C string and attribute struct.
+    check(unsafe { mount_setattr(libc::AT_FDCWD, target.as_ptr(), 0, &ro) })
 }
 
 /// Puts each carried place back at its path, read-only, in a directory emptied just before.
@@ -672,13 +681,7 @@ impl Step {
                     carry_in(carried, fds)?;
                     // Read-only once what it holds is in place: the child makes nothing
                     // there (the mounts carried in keep their own flags).
-                    let ro = MountAttr {
-                        attr_set: MOUNT_ATTR_RDONLY,
-                        attr_clr: 0,
-                        propagation: 0,
-                        userns_fd: 0,
-                    };
-                    check(mount_setattr(libc::AT_FDCWD, target.as_ptr(), 0, &ro))
+                    read_only_mount(target)
                 }
                 Step::HideFile { target } => {
                     let fd = open_tree(libc::AT_FDCWD, c"/dev/null".as_ptr(), 0);
