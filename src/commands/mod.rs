@@ -21,8 +21,8 @@ use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 /// build, when the command line is a run's (`run`, `mcp`): the sanitizer's rules, which
 /// take a fraction of a millisecond to compile and which the run's first record needs,
 /// and the thread children are spawned from. Started before the command line is parsed,
-/// they are ready by the time the agent and settings are read. A thread that cannot start changes nothing: the first use compiles
-/// them.
+/// they are ready by the time the agent and settings are read. A thread that cannot start
+/// changes nothing: the first use compiles them.
 pub fn warm_up() {
     let sub = std::env::args_os()
         .skip(1)

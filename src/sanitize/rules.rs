@@ -804,29 +804,24 @@ mod tests {
             .map(|(g, _)| format!("x {} y", String::from_utf8_lossy(g)))
             .chain([concat!("sk-ant-oat01-", "Hs8Dj3Fg6Kl1Zx4Cv7Bn0Mq2We5Rt9Yu").to_string()])
             .collect();
-        let before: Vec<(Vec<usize>, String)> = lines
-            .iter()
-            .map(|l| {
-                (
-                    rules.rules_named_on(l).iter().collect(),
-                    rules.apply(l).into_owned(),
-                )
-            })
-            .collect();
+        let read = |rules: &TokenRules| -> Vec<(Vec<usize>, String)> {
+            lines
+                .iter()
+                .map(|l| {
+                    (
+                        rules.rules_named_on(l).iter().collect(),
+                        rules.apply(l).into_owned(),
+                    )
+                })
+                .collect()
+        };
+        let before = read(&rules);
         assert!(rules.prefilter_dfa.get().is_none(), "short texts, the NFA");
         let filler = "plain text without a gate\n".repeat(DFA_MIN_TEXT_BYTES / 32);
         while !rules.read_enough(0) {
             assert!(matches!(rules.apply(&filler), Cow::Borrowed(_)));
         }
-        let after: Vec<(Vec<usize>, String)> = lines
-            .iter()
-            .map(|l| {
-                (
-                    rules.rules_named_on(l).iter().collect(),
-                    rules.apply(l).into_owned(),
-                )
-            })
-            .collect();
+        let after = read(&rules);
         assert!(rules.prefilter_dfa.get().is_some(), "the DFA was built");
         assert_eq!(before, after);
     }
