@@ -413,6 +413,44 @@ mod tests {
         );
     }
 
+    /// A steer written just before pi's run ended, which pi had not read yet (no reply to
+    /// it, no `queue_update`) when it said so: the run is not taken as over with the
+    /// message steered. Once pi settles, its queue is cleared and what it held is the next
+    /// prompt. (Seen with the real pi: the message was recorded `steered` and never reached
+    /// its model, and stdin was closed on it.)
+    #[test]
+    fn a_steer_pi_had_not_answered_when_its_run_ended_is_taken_back_and_prompted() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "late", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer late"]);
+        assert_eq!(feed(&mut d, &[END]), Vec::<String>::new());
+        assert!(input.is_open());
+        let events = feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+                r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
+                SETTLED,
+            ],
+        );
+        assert_eq!(events, Vec::<String>::new());
+        assert_eq!(commands(&input), ["clear_queue"]);
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["prompt late"]);
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [("late".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
     /// A steer that pi queued after its last look stays in its queue when the run ends:
     /// taken back with `clear_queue` and sent as the next prompt, in the same process.
     #[test]
