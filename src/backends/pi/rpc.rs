@@ -451,6 +451,42 @@ mod tests {
         );
     }
 
+    /// The order pi 1.6 wrote in CI: its run ends and settles before it has read the
+    /// steer; a `clear_queue` sent then runs before the steer is queued (pi handles each
+    /// command as it comes, the steer asynchronously) and gives nothing back. So the
+    /// queue is cleared only once pi has replied to every steer written.
+    #[test]
+    fn pi_is_cleared_only_once_it_has_replied_to_every_steer() {
+        let (mut d, input, mailbox, run_dir, _dir) = running();
+        queue_for_test(&run_dir, "late", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer late"]);
+        assert_eq!(feed(&mut d, &[END, SETTLED]), Vec::<String>::new());
+        assert_eq!(commands(&input), Vec::<String>::new(), "not cleared yet");
+        assert!(input.is_open());
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
+                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["clear_queue"]);
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
+            ],
+        );
+        assert_eq!(commands(&input), ["prompt late"]);
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [("late".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
     /// A steer that pi queued after its last look stays in its queue when the run ends:
     /// taken back with `clear_queue` and sent as the next prompt, in the same process.
     #[test]
