@@ -10,9 +10,12 @@
 //!
 //! Facts this relies on (pi 1.6, seen against the mock LLM): a `steer` that arrives after
 //! pi's last look at its queue stays queued (a `queue_update` says so) and no run starts
-//! for it: it is taken back with `clear_queue` and prompted. pi exits on end of input even
-//! while a run is under way, so stdin is closed only at the end. Replies to commands are
-//! `{"type":"response","command",success,error?,data?}`.
+//! for it: it is taken back with `clear_queue` and prompted. pi replies to a `steer` once it
+//! has queued it, which may be after its run ended and settled, and it handles each
+//! command as it comes (a `clear_queue` can run before a steer written earlier is queued):
+//! so a run is not taken as over, nor the queue cleared, until every steer has its reply.
+//! pi exits on end of input even while a run is under way, so stdin is closed only at the
+//! end. Replies to commands are `{"type":"response","command",success,error?,data?}`.
 
 use std::borrow::Cow;
 
@@ -35,9 +38,12 @@ enum State {
     Running,
     /// `abort` sent for a message sent with `--interrupt`.
     Aborting,
-    /// The run ended with messages in pi's queue: waiting for pi to settle (it may go on
-    /// with them by itself).
+    /// The run ended with messages in pi's queue (or steers it has not replied to):
+    /// waiting for pi to settle (it may go on with them by itself).
     Settling,
+    /// pi settled before replying to every steer written: its queue is cleared once it
+    /// has (a `clear_queue` sent sooner can run before the steer is queued).
+    SettledBeforeSteers,
     /// `clear_queue` sent, to take back what pi queued and did not deliver.
     Clearing,
     Done,
@@ -88,6 +94,9 @@ pub(crate) struct PiRpcDialect {
     state: State,
     /// Messages in pi's own queue, as its last `queue_update` said.
     queued_in_pi: usize,
+    /// `steer` commands written that pi has not replied to: pi reads them when it gets to
+    /// them, so one written just before its run ends may not be in its queue yet.
+    steers_unanswered: usize,
 }
 
 impl PiRpcDialect {
@@ -99,6 +108,7 @@ impl PiRpcDialect {
             mailbox: None,
             state: State::Detached,
             queued_in_pi: 0,
+            steers_unanswered: 0,
         }
     }
 
@@ -142,19 +152,34 @@ impl PiRpcDialect {
     fn on_end(&mut self, settled: bool, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         match self.state {
             State::Aborting => self.run_ended(Delivery::Interrupted, emit),
-            State::Running if self.queued_in_pi == 0 => self.run_ended(Delivery::NextPrompt, emit),
-            // A steer came too late for this run: pi may still go on with it by itself.
-            State::Running => self.state = State::Settling,
-            State::Settling if settled => {
-                self.send(&json!({"type": "clear_queue"}));
-                self.state = State::Clearing;
+            State::Running if self.queued_in_pi == 0 && self.steers_unanswered == 0 => {
+                self.run_ended(Delivery::NextPrompt, emit)
             }
+            // A steer came too late for this run (or pi has not read it yet): pi may still
+            // go on with it by itself; else it is taken back once pi settles.
+            State::Running => self.state = State::Settling,
+            State::Settling if settled && self.steers_unanswered > 0 => {
+                self.state = State::SettledBeforeSteers;
+            }
+            State::Settling if settled => self.clear_queue(),
             _ => {}
         }
     }
 
+    /// Takes back what pi queued and did not deliver; the run ends with its reply.
+    fn clear_queue(&mut self) {
+        self.send(&json!({"type": "clear_queue"}));
+        self.state = State::Clearing;
+    }
+
     fn on_response(&mut self, line: &Line<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         let command = line.command.as_deref().unwrap_or_default();
+        if command == "steer" {
+            self.steers_unanswered = self.steers_unanswered.saturating_sub(1);
+            if self.state == State::SettledBeforeSteers && self.steers_unanswered == 0 {
+                self.clear_queue();
+            }
+        }
         if line.success == Some(false) {
             let error = line.error.map(RawValue::get).unwrap_or("no reason given");
             match command {
@@ -228,7 +253,10 @@ impl Dialect for PiRpcDialect {
                     + ev.follow_up.as_ref().map_or(0, Vec::len);
             }
             "agent_start" => {
-                if matches!(self.state, State::Prompted | State::Settling) {
+                if matches!(
+                    self.state,
+                    State::Prompted | State::Settling | State::SettledBeforeSteers
+                ) {
                     self.state = State::Running;
                 }
             }
@@ -276,6 +304,7 @@ impl Dialect for PiRpcDialect {
         }
         for text in mailbox.write_held(Delivery::Steered) {
             self.send(&json!({"type": "steer", "message": text}));
+            self.steers_unanswered += 1;
         }
     }
 }
@@ -403,6 +432,15 @@ mod tests {
         queue_for_test(&run_dir, "look in src", false);
         d.check_mail();
         assert_eq!(commands(&input), ["steer look in src"]);
+        // pi queues it, then takes it into the run before its next request.
+        feed(
+            &mut d,
+            &[
+                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+                r#"{"type":"queue_update","steering":["look in src"],"followUp":[]}"#,
+                r#"{"type":"queue_update","steering":[],"followUp":[]}"#,
+            ],
+        );
         let events = feed(&mut d, &[END]);
         assert_eq!(events, ["Terminal"]);
         assert!(!input.is_open());
@@ -499,6 +537,7 @@ mod tests {
             &mut d,
             &[
                 r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
+                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
                 END,
                 SETTLED,
             ],
