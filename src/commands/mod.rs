@@ -19,10 +19,10 @@ use crate::session::{FindRunError, RunId, RunIdPrefix, StateDir};
 
 /// Starts building, on a thread of its own, what a run needs first and takes a while to
 /// build, when the command line is a run's (`run`, `mcp`): the sanitizer's rules, which
-/// take a fraction of a millisecond to compile and which the run's first record needs,
-/// and the thread children are spawned from. Started before the command line is parsed,
-/// they are ready by the time the agent and settings are read. A thread that cannot start
-/// changes nothing: the first use compiles them.
+/// take a fraction of a millisecond to compile and which the run's first record needs.
+/// Started before the command line is parsed, they are ready by the time the agent and
+/// settings are read. A thread that cannot start changes nothing: the first use compiles
+/// them.
 pub fn warm_up() {
     let sub = std::env::args_os()
         .skip(1)
@@ -34,9 +34,6 @@ pub fn warm_up() {
         .name("orchestrate-rules".into())
         .spawn(|| {
             crate::sanitize::Sanitizer::global();
-            // The thread every child is spawned from, started here rather than on the
-            // way to the first child (needed later than the rules).
-            crate::platform::start_spawner();
         });
 }
 

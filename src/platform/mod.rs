@@ -41,7 +41,7 @@ pub(crate) use imp::{
     network_namespaces, process_start_time, sandbox_mechanism, spawn, GroupChild,
 };
 pub(crate) use path::find_program;
-pub(crate) use unix::{start_spawner, LeaderExit, StartTime};
+pub(crate) use unix::{LeaderExit, StartTime};
 
 /// Set for a confined child: the layers that held (a nested orchestrate counts them as
 /// its own). It only ever lowers what a nested orchestrate demands of its own sandbox,
