@@ -28,7 +28,6 @@ const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
 const BPF_JSET_K: u16 = 0x45;
-const BPF_JA: u16 = 0x05;
 const BPF_RET_K: u16 = 0x06;
 
 const RET_ALLOW: u32 = 0x7fff_0000;
@@ -175,45 +174,79 @@ impl Filter {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn program() -> Vec<libc::sock_filter> {
-    let errno = |e: libc::c_int| stmt(BPF_RET_K, RET_ERRNO | (e as u32 & 0xffff));
     let mut p = vec![
         stmt(BPF_LD_W_ABS, ARCH),
         jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
         stmt(BPF_RET_K, RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, NR),
     ];
     #[cfg(target_arch = "x86_64")]
-    p.extend([
-        stmt(BPF_LD_W_ABS, NR),
-        jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
-        errno(libc::ENOSYS),
-    ]);
-    for (nr, when, e) in rules() {
-        p.push(stmt(BPF_LD_W_ABS, NR));
-        match when {
-            When::Always => {
-                p.push(jump(BPF_JEQ_K, nr as u32, 0, 1));
-            }
-            When::ArgIs(arg, values) => {
-                let n = values.len() as u8;
-                // Not this call: past the argument load, the compares, the skip and the return.
-                p.push(jump(BPF_JEQ_K, nr as u32, 0, n + 3));
-                p.push(stmt(BPF_LD_W_ABS, arg_low(arg)));
-                for (j, v) in values.iter().enumerate() {
-                    p.push(jump(BPF_JEQ_K, *v, n - j as u8, 0));
-                }
-                p.push(jump(BPF_JA, 1, 0, 0));
-            }
-            When::ArgHasAny(arg, mask) => {
-                p.push(jump(BPF_JEQ_K, nr as u32, 0, 4));
-                p.push(stmt(BPF_LD_W_ABS, arg_low(arg)));
-                p.push(jump(BPF_JSET_K, mask, 1, 0));
-                p.push(jump(BPF_JA, 1, 0, 0));
-            }
-        }
-        p.push(errno(e));
-    }
-    p.push(stmt(BPF_RET_K, RET_ALLOW));
+    p.extend([jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1), errno(libc::ENOSYS)]);
+    let mut rules = rules();
+    rules.sort_by_key(|(nr, _, _)| *nr);
+    p.extend(search(&rules));
     p
+}
+
+/// Rules with at most this many numbers are checked one by one; more are split in two.
+const RULES_PER_LEAF: usize = 2;
+
+/// The checks of `rules` (sorted by number), with the call's number loaded: a binary
+/// search over their numbers, then the one rule's own check; a number none of them has
+/// is allowed. The kernel runs the program over every system call number when it is
+/// installed (to learn which are allowed whatever their arguments), and runs it again
+/// on each call whose rule looks at an argument: a search takes about 8 instructions
+/// where a list of every rule took about 90 (80 µs of every sandboxed child's start).
+fn search(rules: &[(libc::c_long, When, libc::c_int)]) -> Vec<libc::sock_filter> {
+    if rules.len() <= RULES_PER_LEAF {
+        let mut p = Vec::new();
+        for (nr, when, e) in rules {
+            let check = check(when, *e);
+            p.push(jump(BPF_JEQ_K, *nr as u32, 0, offset(check.len())));
+            p.extend(check);
+        }
+        p.push(stmt(BPF_RET_K, RET_ALLOW));
+        return p;
+    }
+    let (below, from) = rules.split_at(rules.len() / 2);
+    let below = search(below);
+    let mut p = vec![jump(BPF_JGE_K, from[0].0 as u32, offset(below.len()), 0)];
+    p.extend(below);
+    p.extend(search(from));
+    p
+}
+
+/// What is refused of a call whose number is the rule's: always, or by an argument.
+fn check(when: &When, e: libc::c_int) -> Vec<libc::sock_filter> {
+    let refuse = errno(e);
+    let allow = stmt(BPF_RET_K, RET_ALLOW);
+    match *when {
+        When::Always => vec![refuse],
+        When::ArgIs(arg, values) => {
+            let mut p = vec![stmt(BPF_LD_W_ABS, arg_low(arg))];
+            for (j, v) in values.iter().enumerate() {
+                // Past the compares left and the allow, to the refusal.
+                p.push(jump(BPF_JEQ_K, *v, offset(values.len() - j), 0));
+            }
+            p.extend([allow, refuse]);
+            p
+        }
+        When::ArgHasAny(arg, mask) => vec![
+            stmt(BPF_LD_W_ABS, arg_low(arg)),
+            jump(BPF_JSET_K, mask, 1, 0),
+            allow,
+            refuse,
+        ],
+    }
+}
+
+fn errno(e: libc::c_int) -> libc::sock_filter {
+    stmt(BPF_RET_K, RET_ERRNO | (e as u32 & 0xffff))
+}
+
+/// A jump over `n` instructions; a conditional jump reaches at most 255.
+fn offset(n: usize) -> u8 {
+    u8::try_from(n).expect("a seccomp jump spans at most 255 instructions")
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -325,6 +358,114 @@ mod tests {
             },
         ];
         assert_eq!(as_expected(&allowed), [true; 3]);
+    }
+
+    /// What the kernel does with `program` for a call: its return value and how many
+    /// instructions it ran. Knows the instructions `program` is made of.
+    fn run(program: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, usize) {
+        let word = |offset: u32| match offset {
+            NR => nr,
+            ARCH => arch,
+            o => {
+                let i = (o - 16) / 8;
+                assert_eq!(o, arg_low(i), "only an argument's low half is loaded");
+                args[i as usize] as u32
+            }
+        };
+        let (mut pc, mut acc, mut ran) = (0usize, 0u32, 0);
+        loop {
+            let insn = program.get(pc).expect("every path ends in a return");
+            ran += 1;
+            pc += 1;
+            let taken = match insn.code {
+                BPF_LD_W_ABS => {
+                    acc = word(insn.k);
+                    continue;
+                }
+                BPF_RET_K => return (insn.k, ran),
+                BPF_JEQ_K => acc == insn.k,
+                BPF_JGE_K => acc >= insn.k,
+                BPF_JSET_K => acc & insn.k != 0,
+                code => panic!("an instruction the program does not use: {code:#x}"),
+            };
+            pc += usize::from(if taken { insn.jt } else { insn.jf });
+        }
+    }
+
+    /// What the rules say of a call, read from the table the program is built from.
+    fn decided(arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        if arch != AUDIT_ARCH {
+            return RET_KILL_PROCESS;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if nr & X32_SYSCALL_BIT != 0 {
+            return RET_ERRNO | libc::ENOSYS as u32;
+        }
+        let Some((_, when, e)) = rules().into_iter().find(|(n, _, _)| *n as u32 == nr) else {
+            return RET_ALLOW;
+        };
+        let refused = match when {
+            When::Always => true,
+            When::ArgIs(arg, values) => values.contains(&(args[arg as usize] as u32)),
+            When::ArgHasAny(arg, mask) => args[arg as usize] as u32 & mask != 0,
+        };
+        if refused {
+            RET_ERRNO | e as u32
+        } else {
+            RET_ALLOW
+        }
+    }
+
+    #[test]
+    fn the_program_decides_every_call_as_the_rules_say_in_a_few_instructions() {
+        let numbers: Vec<libc::c_long> = rules().iter().map(|(n, _, _)| *n).collect();
+        let mut distinct = numbers.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), numbers.len(), "one rule per system call");
+        let program = program();
+        // Arguments: none, each value and mask bit the rules name (in every argument),
+        // every bit, and a value in the high half only.
+        let mut values: Vec<u64> = vec![0, u64::MAX, 1 << 40];
+        for (_, when, _) in rules() {
+            match when {
+                When::Always => {}
+                When::ArgIs(_, vs) => values.extend(vs.iter().map(|v| u64::from(*v))),
+                When::ArgHasAny(_, mask) => {
+                    values.extend((0..32).map(|b| 1u64 << b).filter(|b| *b as u32 & mask != 0))
+                }
+            }
+        }
+        let mut most_ran = 0;
+        let mut checked = 0;
+        #[cfg(target_arch = "x86_64")]
+        let x32: &[u32] = &[0, X32_SYSCALL_BIT];
+        #[cfg(not(target_arch = "x86_64"))]
+        let x32: &[u32] = &[0];
+        for arch in [AUDIT_ARCH, 0x4000_0003 /* i386 */] {
+            for nr in (0..1024).chain([u32::MAX]) {
+                for bit in x32 {
+                    let nr = nr | bit;
+                    for v in &values {
+                        for arg in 0..6 {
+                            let mut args = [0u64; 6];
+                            args[arg] = *v;
+                            let (got, ran) = run(&program, arch, nr, args);
+                            assert_eq!(
+                                got,
+                                decided(arch, nr, args),
+                                "arch {arch:#x}, call {nr:#x}, argument {arg} = {v:#x}"
+                            );
+                            most_ran = most_ran.max(ran);
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000, "{checked} calls checked");
+        // Arch, number, x32, a search over the rules' numbers, their check.
+        assert!(most_ran <= 20, "a call ran {most_ran} instructions");
     }
 
     #[cfg(target_arch = "x86_64")]
