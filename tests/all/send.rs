@@ -255,16 +255,25 @@ fn a_fan_out_task_takes_a_message_by_its_own_run_id() {
         assert!(Instant::now() < deadline, "the children never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The task whose child runs `task one`, by its session file.
+    // The task whose child runs `task one`, by its session file (which the child writes
+    // just after its pid: on a busy machine, a moment later).
     let runs = sb.state.join("runs");
-    let one = std::fs::read_dir(&runs)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .find(|id| {
-            std::fs::read_to_string(runs.join(id).join("child/pi-session.jsonl"))
-                .is_ok_and(|s| s.contains("task one"))
-        })
-        .expect("task one's folder");
+    let one = loop {
+        let found = std::fs::read_dir(&runs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|id| {
+                std::fs::read_to_string(runs.join(id).join("child/pi-session.jsonl"))
+                    .is_ok_and(|s| s.contains("task one"))
+            });
+        match found {
+            Some(id) => break id,
+            None => {
+                assert!(Instant::now() < deadline, "task one's folder");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
     let (status, v) = cli(&sb, &["send", &one, "also check the tests"]);
     assert_eq!(status, 0, "{v}");
     let out = child.wait_with_output().unwrap();
