@@ -157,7 +157,15 @@ impl MountPlan {
     /// read-only instead.
     pub(super) fn new(view: &View, program: &Path) -> io::Result<MountPlan> {
         let mut mounts: Vec<&(PathBuf, MountKind)> = view.mounts.iter().collect();
-        mounts.sort_by(|a, b| depth(&a.0).cmp(&depth(&b.0)).then(a.1.cmp(&b.1)));
+        // Paths of one depth do not hold one another: ordered among themselves only so
+        // that the same mount asked twice (a home inside the workspace protects its
+        // settings twice) is made once.
+        mounts.sort_by(|a, b| {
+            (depth(&a.0).cmp(&depth(&b.0)))
+                .then(a.1.cmp(&b.1))
+                .then(a.0.cmp(&b.0))
+        });
+        mounts.dedup();
         let mut plan = MountPlan {
             clones: Vec::new(),
             devices: Vec::new(),
@@ -848,6 +856,35 @@ unsafe fn read_only_bind(target: &CString) -> Result<(), libc::c_int> {
         let r = set_read_only(fd).and_then(|()| check(move_mount(fd, target.as_ptr())));
         libc::close(fd);
         r
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_mount_asked_twice_is_made_once_and_each_depth_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let (a, b) = (root.join("a"), root.join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let view = View {
+            mounts: vec![
+                (b.clone(), MountKind::ReadOnly),
+                (a.clone(), MountKind::ReadOnly),
+                (root.clone(), MountKind::Writable),
+                (b.clone(), MountKind::ReadOnly),
+                (a.clone(), MountKind::Hidden),
+            ],
+            visible: Vec::new(),
+            logins: None,
+        };
+        let plan = MountPlan::new(&view, Path::new("/bin/true")).unwrap();
+        // By depth, then by kind (a read-only before a hidden), then by path.
+        assert_eq!(plan.step_paths, [root, a.clone(), b, a]);
     }
 }
 
