@@ -31,10 +31,9 @@ use nix::sys::stat::Mode;
 
 use super::total::TotalBudget;
 use crate::result::Usage;
+use crate::sandbox::CHILD_DIR;
 
-/// The child's own place in the run folder, and the folder its nested runs report in
-/// there.
-const CHILD_PLACE: &str = "child";
+/// The folder a nesting child's runs report in, in its own place in the run folder.
 const LEDGER_DIR: &str = "ledger";
 /// How often a parent looks at a nesting child's ledger. A nested run's report reaches
 /// the root within this per level: well inside the time a model takes for a turn.
@@ -48,7 +47,7 @@ pub(crate) const MAX_LEDGER_FILE_BYTES: u64 = 4096;
 /// Where the orchestrate runs a nesting child starts report their spend: `child/ledger`
 /// in the run folder `run_dir`.
 pub(crate) fn dir(run_dir: &Path) -> PathBuf {
-    run_dir.join(CHILD_PLACE).join(LEDGER_DIR)
+    run_dir.join(CHILD_DIR).join(LEDGER_DIR)
 }
 
 /// Creates the ledger folder, private to the user.
