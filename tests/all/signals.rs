@@ -104,6 +104,42 @@ fn the_child_dies_with_orchestrate_even_on_sigkill() {
     sb.assert_no_survivors();
 }
 
+/// orchestrate SIGKILLed at every moment of its child's start, a hundred times: the
+/// controller may not yet have armed its parent-death signal when orchestrate dies (it
+/// arms it as its first act, but a new process waits for a core), and must then see
+/// orchestrate gone by itself rather than start the child and live on as an orphan.
+#[test]
+fn orchestrate_killed_at_any_moment_of_the_start_leaves_nothing() {
+    let sb = Sandbox::new().scenario("silent");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    // Busy cores: the new controller waits for one while orchestrate goes on and dies.
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spinners: Vec<_> = (0..3)
+        .map(|_| {
+            let busy = busy.clone();
+            std::thread::spawn(move || {
+                while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for i in 0..100u64 {
+        let mut child = sb
+            .command(&["run", "fake", "x", "--agents-dir", &agents])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(400 * i));
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+    }
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+    sb.assert_no_survivors();
+}
+
 /// SIGKILLs orchestrate once the child's tree is up (`n` processes recorded), then checks
 /// that nothing of the tree is left.
 fn sigkill_orchestrate_with_tree(scenario: &str, n: usize) {
