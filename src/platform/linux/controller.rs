@@ -276,6 +276,9 @@ fn widen(fd: &OwnedFd) {
 #[derive(Clone, Copy)]
 struct ChildFds {
     alive: RawFd,
+    /// orchestrate's end of `alive`, which the copy closes at once: while it held one, a
+    /// hang-up could not tell it that orchestrate had died.
+    alive_writer: RawFd,
     report: RawFd,
     status: RawFd,
     /// The reading end of the child's stdin pipe, or -1 for /dev/null.
@@ -319,6 +322,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     let mount_fds = mount_fds.as_mut_ptr();
     let fds = ChildFds {
         alive: alive_r.as_raw_fd(),
+        alive_writer: alive_w.as_raw_fd(),
         report: report_w.as_raw_fd(),
         status: status_w.as_raw_fd(),
         stdin: stdin.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
@@ -663,8 +667,11 @@ unsafe fn controller_main(
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
         // orchestrate says go once the id maps are written. If it died before the
-        // parent-death signal was armed, its end of `alive` is closed: the read ends
-        // (or the poll below sees the hang-up) and nothing may run orphaned.
+        // parent-death signal was armed (a new process may wait for a core while
+        // orchestrate goes on), its end of `alive` is closed: the read ends (or the poll
+        // below sees the hang-up) and nothing may run orphaned. This copy's own copy of
+        // that end goes first, or the hang-up never comes.
+        libc::close(fds.alive_writer);
         let mut go = 0u8;
         if libc::read(fds.alive, (&mut go as *mut u8).cast(), 1) != 1 {
             fail(fds.report, Stage::ParentGone, 0);
