@@ -29,7 +29,7 @@ use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sys::signal::Signal;
 
 use super::unix::{
-    group_exists, on_spawner_thread, peek_exit, signal_group, LeaderExit, StartTime,
+    group_exists, on_lasting_thread, peek_exit, signal_group, LeaderExit, StartTime,
 };
 use super::{layer, Containment, Layers, Leftovers, SpawnSpec};
 
@@ -270,7 +270,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
             Ok(())
         });
     }
-    on_spawner_thread(move || {
+    on_lasting_thread(move || {
         #[cfg(target_os = "linux")]
         let _ruleset = ruleset;
         let watch = ParentDeathWatch::arm(&mut cmd)?;

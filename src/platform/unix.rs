@@ -24,7 +24,7 @@ type SpawnJob = Box<dyn FnOnce() + Send>;
 /// that does not exec, so close-on-exec does not keep them from it; where a pipe cannot
 /// be created close-on-exec atomically, macOS, a fork on another thread could inherit
 /// the watchdog's pipe).
-pub(super) fn on_spawner_thread<T: Send + 'static>(
+pub(super) fn on_lasting_thread<T: Send + 'static>(
     job: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
     if on_main_thread() {

@@ -19,7 +19,7 @@ use mounts::MountPlan;
 use seccomp::Filter;
 
 use super::landlock::RawRules;
-use super::unix::{on_spawner_thread, peek_exit, LeaderExit, StartTime};
+use super::unix::{on_lasting_thread, peek_exit, LeaderExit, StartTime};
 use super::{layer, Confinement, Containment, Layers, Leftovers, MountKind, SpawnSpec};
 
 #[cfg(test)]
@@ -303,7 +303,7 @@ pub(crate) fn spawn(spec: SpawnSpec) -> io::Result<GroupChild> {
     };
     let confinement = spec.confinement;
     let stdin_pipe = spec.stdin_pipe;
-    on_spawner_thread(move || start_in_best_mode(plan_parts, &confinement, stdin_pipe))
+    on_lasting_thread(move || start_in_best_mode(plan_parts, &confinement, stdin_pipe))
 }
 
 struct PlanParts {
