@@ -603,4 +603,25 @@ mod tests {
         );
         assert!(worth_following(&d.join(EVENTS_FILE), later));
     }
+
+    #[test]
+    fn a_run_folder_seen_before_its_events_exist_is_followed_once_they_do() {
+        // A run makes its folder, then its events file: a refresh between the two must
+        // not pass the run over for good (a fan-out's task missing from the tree).
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("runs").join("aaaa0001")).unwrap();
+        let mut runs = Runs::new(root.to_path_buf());
+        runs.refresh(SystemTime::now());
+        assert_eq!(runs.runs.len(), 0);
+        let now = unix_ms(SystemTime::now());
+        write_run(
+            root,
+            "aaaa0001",
+            &[run_line(now, "aaaa0001", "late", None, None)],
+        );
+        runs.refresh(SystemTime::now());
+        let found: Vec<&Path> = runs.runs.iter().map(|r| r.dir.as_path()).collect();
+        assert_eq!(found, [root.join("runs").join("aaaa0001").as_path()]);
+    }
 }
