@@ -230,7 +230,13 @@ impl Runs {
                 .file_name()
                 .to_str()
                 .is_some_and(|n| RunId::parse(n).is_ok());
-            if !named || !worth_following(&dir.join(EVENTS_FILE), now) {
+            let events = dir.join(EVENTS_FILE);
+            if named && !events.exists() {
+                // A run just starting (its folder comes before its events): looked at
+                // again at the next refresh.
+                continue;
+            }
+            if !named || !worth_following(&events, now) {
                 self.passed.insert(dir);
                 continue;
             }
@@ -338,7 +344,6 @@ impl Runs {
 /// orchestrate still runs and that has not ended (a long quiet run).
 fn worth_following(events: &Path, now: SystemTime) -> bool {
     let Ok(meta) = std::fs::metadata(events) else {
-        // No events yet: a run just starting is found at a later refresh.
         return false;
     };
     let recent = meta
