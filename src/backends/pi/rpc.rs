@@ -425,18 +425,49 @@ mod tests {
 
     const END: &str = r#"{"type":"agent_end","messages":[]}"#;
     const SETTLED: &str = r#"{"type":"agent_settled","aborted":false}"#;
+    const STEER_QUEUED: &str =
+        r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#;
+
+    /// A running pi with `text` sent to it: steered at once.
+    fn steered(text: &str) -> (PiRpcDialect, ChildInput, Mailbox, RunDir, tempfile::TempDir) {
+        let (mut d, input, mailbox, run_dir, dir) = running();
+        queue_for_test(&run_dir, text, false);
+        d.check_mail();
+        assert_eq!(commands(&input), [format!("steer {text}")]);
+        (d, input, mailbox, run_dir, dir)
+    }
+
+    /// pi's queue is cleared and gives back `late`, which is then the next prompt: the
+    /// run ends with it, delivered as that.
+    fn late_is_taken_back_and_prompted(
+        d: &mut PiRpcDialect,
+        input: &ChildInput,
+        mailbox: &Mailbox,
+    ) {
+        assert_eq!(commands(input), ["clear_queue"]);
+        feed(
+            d,
+            &[
+                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
+            ],
+        );
+        assert_eq!(commands(input), ["prompt late"]);
+        let events = feed(d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert_eq!(
+            deliveries(mailbox),
+            [("late".to_string(), Delivery::NextPrompt)]
+        );
+    }
 
     #[test]
     fn a_message_mid_run_is_steered_and_the_run_ends_with_the_input_closed() {
-        let (mut d, input, mailbox, run_dir, _dir) = running();
-        queue_for_test(&run_dir, "look in src", false);
-        d.check_mail();
-        assert_eq!(commands(&input), ["steer look in src"]);
+        let (mut d, input, mailbox, _run_dir, _dir) = steered("look in src");
         // pi queues it, then takes it into the run before its next request.
         feed(
             &mut d,
             &[
-                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+                STEER_QUEUED,
                 r#"{"type":"queue_update","steering":["look in src"],"followUp":[]}"#,
                 r#"{"type":"queue_update","steering":[],"followUp":[]}"#,
             ],
@@ -458,35 +489,19 @@ mod tests {
     /// its model, and stdin was closed on it.)
     #[test]
     fn a_steer_pi_had_not_answered_when_its_run_ended_is_taken_back_and_prompted() {
-        let (mut d, input, mailbox, run_dir, _dir) = running();
-        queue_for_test(&run_dir, "late", false);
-        d.check_mail();
-        assert_eq!(commands(&input), ["steer late"]);
+        let (mut d, input, mailbox, _run_dir, _dir) = steered("late");
         assert_eq!(feed(&mut d, &[END]), Vec::<String>::new());
         assert!(input.is_open());
         let events = feed(
             &mut d,
             &[
-                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+                STEER_QUEUED,
                 r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
                 SETTLED,
             ],
         );
         assert_eq!(events, Vec::<String>::new());
-        assert_eq!(commands(&input), ["clear_queue"]);
-        feed(
-            &mut d,
-            &[
-                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
-            ],
-        );
-        assert_eq!(commands(&input), ["prompt late"]);
-        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
-        assert_eq!(events, ["Terminal"]);
-        assert_eq!(
-            deliveries(&mailbox),
-            [("late".to_string(), Delivery::NextPrompt)]
-        );
+        late_is_taken_back_and_prompted(&mut d, &input, &mailbox);
     }
 
     /// The order pi 1.6 wrote in CI: its run ends and settles before it has read the
@@ -495,10 +510,7 @@ mod tests {
     /// queue is cleared only once pi has replied to every steer written.
     #[test]
     fn pi_is_cleared_only_once_it_has_replied_to_every_steer() {
-        let (mut d, input, mailbox, run_dir, _dir) = running();
-        queue_for_test(&run_dir, "late", false);
-        d.check_mail();
-        assert_eq!(commands(&input), ["steer late"]);
+        let (mut d, input, mailbox, _run_dir, _dir) = steered("late");
         assert_eq!(feed(&mut d, &[END, SETTLED]), Vec::<String>::new());
         assert_eq!(commands(&input), Vec::<String>::new(), "not cleared yet");
         assert!(input.is_open());
@@ -506,57 +518,28 @@ mod tests {
             &mut d,
             &[
                 r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
-                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+                STEER_QUEUED,
             ],
         );
-        assert_eq!(commands(&input), ["clear_queue"]);
-        feed(
-            &mut d,
-            &[
-                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
-            ],
-        );
-        assert_eq!(commands(&input), ["prompt late"]);
-        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
-        assert_eq!(events, ["Terminal"]);
-        assert_eq!(
-            deliveries(&mailbox),
-            [("late".to_string(), Delivery::NextPrompt)]
-        );
+        late_is_taken_back_and_prompted(&mut d, &input, &mailbox);
     }
 
     /// A steer that pi queued after its last look stays in its queue when the run ends:
     /// taken back with `clear_queue` and sent as the next prompt, in the same process.
     #[test]
     fn a_steer_too_late_for_the_run_is_taken_back_and_prompted() {
-        let (mut d, input, mailbox, run_dir, _dir) = running();
-        queue_for_test(&run_dir, "late", false);
-        d.check_mail();
-        assert_eq!(commands(&input), ["steer late"]);
+        let (mut d, input, mailbox, _run_dir, _dir) = steered("late");
         let events = feed(
             &mut d,
             &[
                 r#"{"type":"queue_update","steering":["late"],"followUp":[]}"#,
-                r#"{"type":"response","command":"steer","success":true,"data":{"disposition":"queued"}}"#,
+                STEER_QUEUED,
                 END,
                 SETTLED,
             ],
         );
         assert_eq!(events, Vec::<String>::new());
-        assert_eq!(commands(&input), ["clear_queue"]);
-        feed(
-            &mut d,
-            &[
-                r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
-            ],
-        );
-        assert_eq!(commands(&input), ["prompt late"]);
-        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
-        assert_eq!(events, ["Terminal"]);
-        assert_eq!(
-            deliveries(&mailbox),
-            [("late".to_string(), Delivery::NextPrompt)]
-        );
+        late_is_taken_back_and_prompted(&mut d, &input, &mailbox);
     }
 
     #[test]
