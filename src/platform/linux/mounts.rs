@@ -160,11 +160,7 @@ impl MountPlan {
         // Paths of one depth do not hold one another: ordered among themselves only so
         // that the same mount asked twice (a home inside the workspace protects its
         // settings twice) is made once.
-        mounts.sort_by(|a, b| {
-            (depth(&a.0).cmp(&depth(&b.0)))
-                .then(a.1.cmp(&b.1))
-                .then(a.0.cmp(&b.0))
-        });
+        mounts.sort_by(|a, b| (depth(&a.0), &a.1, &a.0).cmp(&(depth(&b.0), &b.1, &b.0)));
         mounts.dedup();
         let mut plan = MountPlan {
             clones: Vec::new(),
