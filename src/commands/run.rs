@@ -350,3 +350,16 @@ pub fn print_internal_error(format: OutputFormat, message: &str) -> i32 {
     }
     1
 }
+
+#[cfg(test)]
+mod tests {
+    /// The unwinder is linked statically (`build.rs`): a panic still unwinds to
+    /// `catch_unwind`, which is how a run that panics still prints a result. Were
+    /// unwinding broken, this would abort the test binary.
+    #[test]
+    fn a_panic_unwinds_to_catch_unwind() {
+        let caught = std::panic::catch_unwind(|| -> u32 { panic!("unwound") });
+        let message = caught.expect_err("the panic is caught");
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"unwound"));
+    }
+}

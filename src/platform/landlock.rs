@@ -384,8 +384,13 @@ pub(crate) unsafe fn drop_all_capabilities() -> Result<(), libc::c_int> {
     // SAFETY: prctl and capset on this process.
     unsafe {
         for cap in 0..=LAST_CAPABILITY {
-            // EINVAL past the kernel's last capability.
-            libc::prctl(libc::PR_CAPBSET_DROP, cap);
+            // EINVAL past the kernel's last capability (they are numbered from 0 without
+            // a gap): nothing further to drop.
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap) != 0
+                && *libc::__errno_location() == libc::EINVAL
+            {
+                break;
+            }
         }
         libc::prctl(
             libc::PR_CAP_AMBIENT,
