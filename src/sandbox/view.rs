@@ -239,10 +239,13 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     // What runs killed before they could clean up left behind.
     sweep(&registry);
     let mut placeholders = Placeholders::recorded_in(registry.clone());
-    let workspace: Vec<PathBuf> = if input.mode == SandboxMode::WorkspaceWrite {
-        places.workspace.iter().filter_map(|p| real(p)).collect()
+    // Resolved once: each resolution reads every component of the path.
+    let workspace_real: Vec<PathBuf> = places.workspace.iter().filter_map(|p| real(p)).collect();
+    let homes = homes(input.env);
+    let workspace: &[PathBuf] = if input.mode == SandboxMode::WorkspaceWrite {
+        &workspace_real
     } else {
-        Vec::new()
+        &[]
     };
     let own_dirs: Vec<&str> = input
         .home
@@ -254,7 +257,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     let mut env = Vec::new();
     let mut wanted = Vec::new();
     let mut found_empty = Vec::new();
-    for root in &workspace {
+    for root in workspace {
         writable.push(root.clone());
         mounts.push((root.clone(), MountKind::Writable));
         // (An empty one, another run's placeholder, is no configuration.)
@@ -275,7 +278,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     // Read-only, the CLI still writes its own project folders where they exist, to its
     // private layer.
     if input.mode == SandboxMode::ReadOnly {
-        for root in places.workspace.iter().filter_map(|p| real(p)) {
+        for root in &workspace_real {
             for name in &own_dirs {
                 let dir = root.join(name);
                 if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
@@ -298,9 +301,9 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .chain(&input.home.kept)
         .filter_map(|p| real(p))
         .collect();
-    for home in homes(input.env) {
+    for home in &homes {
         if workspace.iter().any(|w| home.starts_with(w)) {
-            for entry in std::fs::read_dir(&home).into_iter().flatten().flatten() {
+            for entry in std::fs::read_dir(home).into_iter().flatten().flatten() {
                 let path = entry.path();
                 let hidden = entry.file_name().to_string_lossy().starts_with('.');
                 if hidden && !cli_dirs.iter().any(|d| d == &path) {
@@ -311,7 +314,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
     }
 
     // What no child reads.
-    for hidden in hidden_paths(input, state.as_deref()) {
+    for hidden in hidden_paths(input, &homes, state.as_deref()) {
         mounts.push((hidden.clone(), MountKind::Hidden));
         if let Some(target) = real(&hidden).filter(|t| *t != hidden) {
             mounts.push((target, MountKind::Hidden));
@@ -324,11 +327,9 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .then(|| std::env::current_exe().ok())
         .flatten()
         .and_then(|exe| exe.parent().and_then(real));
-    let visible = places
-        .workspace
-        .iter()
-        .filter_map(|p| real(p))
-        .chain(homes(input.env))
+    let visible = workspace_real
+        .into_iter()
+        .chain(homes)
         .chain(own_binary)
         .chain(real(places.run_dir))
         .collect();
@@ -366,10 +367,11 @@ fn homes(env: &ChildEnv<'_>) -> Vec<PathBuf> {
     homes
 }
 
-/// What no child reads; `state` is the run's state directory (its real path).
-fn hidden_paths(input: &Input<'_>, state: Option<&Path>) -> Vec<PathBuf> {
+/// What no child reads; `homes` are [`homes`], `state` is the run's state directory (its
+/// real path).
+fn hidden_paths(input: &Input<'_>, homes: &[PathBuf], state: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for home in homes(input.env) {
+    for home in homes {
         out.extend(CREDENTIALS.iter().map(|c| home.join(c)));
     }
     // SAFETY: no preconditions.
