@@ -579,6 +579,61 @@ mod tests {
         assert_eq!(events, [r#"SessionId("abc")"#]);
     }
 
+    /// A steer pi refuses never reached the model: the message is not reported as steered
+    /// and is not lost, but taken back and given as the next prompt once the run ends.
+    #[test]
+    fn a_refused_steer_is_taken_back_and_prompted_when_the_run_ends() {
+        let (mut d, input, mailbox, _run_dir, _dir) = steered("look in src");
+        let events = feed(
+            &mut d,
+            &[r#"{"type":"response","command":"steer","success":false,"error":"busy"}"#],
+        );
+        assert_eq!(
+            events,
+            [r#"Warning("pi refused the command steer: \"busy\"; the message is sent again once its run ends")"#]
+        );
+        assert_eq!(
+            deliveries(&mailbox),
+            [("look in src".to_string(), Delivery::NotDelivered)]
+        );
+        let events = feed(&mut d, &[END]);
+        assert_eq!(events, Vec::<String>::new());
+        assert_eq!(commands(&input), ["prompt look in src"]);
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
+        assert!(!input.is_open());
+        assert_eq!(
+            deliveries(&mailbox),
+            [("look in src".to_string(), Delivery::NextPrompt)]
+        );
+    }
+
+    /// Of two steers, pi refuses the second: only that one is taken back.
+    #[test]
+    fn only_the_refused_steer_of_several_is_taken_back() {
+        let (mut d, input, mailbox, run_dir, _dir) = steered("first");
+        queue_for_test(&run_dir, "second", false);
+        d.check_mail();
+        assert_eq!(commands(&input), ["steer second"]);
+        feed(
+            &mut d,
+            &[
+                STEER_QUEUED,
+                r#"{"type":"response","command":"steer","success":false,"error":"busy"}"#,
+                r#"{"type":"queue_update","steering":[],"followUp":[]}"#,
+                END,
+            ],
+        );
+        assert_eq!(commands(&input), ["prompt second"]);
+        assert_eq!(
+            deliveries(&mailbox),
+            [
+                ("first".to_string(), Delivery::Steered),
+                ("second".to_string(), Delivery::NextPrompt)
+            ]
+        );
+    }
+
     #[test]
     fn a_refused_prompt_fails_the_run_and_a_refused_steer_is_only_a_warning() {
         let (mut d, _input, _mailbox, _run_dir, _dir) = running();
