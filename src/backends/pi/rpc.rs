@@ -18,6 +18,7 @@
 //! end. Replies to commands are `{"type":"response","command",success,error?,data?}`.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::json;
@@ -94,9 +95,10 @@ pub(crate) struct PiRpcDialect {
     state: State,
     /// Messages in pi's own queue, as its last `queue_update` said.
     queued_in_pi: usize,
-    /// `steer` commands written that pi has not replied to: pi reads them when it gets to
-    /// them, so one written just before its run ends may not be in its queue yet.
-    steers_unanswered: usize,
+    /// The messages of the `steer` commands written that pi has not replied to, oldest
+    /// first (pi replies in order): pi reads them when it gets to them, so one written just
+    /// before its run ends may not be in its queue yet; and one it refuses is taken back.
+    steers_unanswered: VecDeque<String>,
 }
 
 impl PiRpcDialect {
@@ -108,7 +110,7 @@ impl PiRpcDialect {
             mailbox: None,
             state: State::Detached,
             queued_in_pi: 0,
-            steers_unanswered: 0,
+            steers_unanswered: VecDeque::new(),
         }
     }
 
@@ -152,13 +154,13 @@ impl PiRpcDialect {
     fn on_end(&mut self, settled: bool, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         match self.state {
             State::Aborting => self.run_ended(Delivery::Interrupted, emit),
-            State::Running if self.queued_in_pi == 0 && self.steers_unanswered == 0 => {
+            State::Running if self.queued_in_pi == 0 && self.steers_unanswered.is_empty() => {
                 self.run_ended(Delivery::NextPrompt, emit)
             }
             // A steer came too late for this run (or pi has not read it yet): pi may still
             // go on with it by itself; else it is taken back once pi settles.
             State::Running => self.state = State::Settling,
-            State::Settling if settled && self.steers_unanswered > 0 => {
+            State::Settling if settled && !self.steers_unanswered.is_empty() => {
                 self.state = State::SettledBeforeSteers;
             }
             State::Settling if settled => self.clear_queue(),
@@ -174,14 +176,29 @@ impl PiRpcDialect {
 
     fn on_response(&mut self, line: &Line<'_>, emit: &mut dyn FnMut(AgentEvent<'_>)) {
         let command = line.command.as_deref().unwrap_or_default();
+        let refused = line.success == Some(false);
+        let error = line.error.map(RawValue::get).unwrap_or("no reason given");
         if command == "steer" {
-            self.steers_unanswered = self.steers_unanswered.saturating_sub(1);
-            if self.state == State::SettledBeforeSteers && self.steers_unanswered == 0 {
+            let steered = self.steers_unanswered.pop_front();
+            let taken_back = match (refused, steered, &self.mailbox) {
+                // It never reached the model: held again, it is the next prompt.
+                (true, Some(text), Some(mailbox)) => {
+                    mailbox.take_back(std::slice::from_ref(&text));
+                    emit(AgentEvent::Warning(Cow::Owned(format!(
+                        "pi refused the command steer: {error}; the message is sent again once its run ends"
+                    ))));
+                    true
+                }
+                _ => false,
+            };
+            if self.state == State::SettledBeforeSteers && self.steers_unanswered.is_empty() {
                 self.clear_queue();
             }
+            if taken_back {
+                return;
+            }
         }
-        if line.success == Some(false) {
-            let error = line.error.map(RawValue::get).unwrap_or("no reason given");
+        if refused {
             match command {
                 "prompt" => {
                     emit(AgentEvent::ProviderError(Cow::Owned(format!(
@@ -304,7 +321,7 @@ impl Dialect for PiRpcDialect {
         }
         for text in mailbox.write_held(Delivery::Steered) {
             self.send(&json!({"type": "steer", "message": text}));
-            self.steers_unanswered += 1;
+            self.steers_unanswered.push_back(text);
         }
     }
 }
@@ -590,7 +607,9 @@ mod tests {
         );
         assert_eq!(
             events,
-            [r#"Warning("pi refused the command steer: \"busy\"; the message is sent again once its run ends")"#]
+            [
+                r#"Warning("pi refused the command steer: \"busy\"; the message is sent again once its run ends")"#
+            ]
         );
         assert_eq!(
             deliveries(&mailbox),
@@ -625,6 +644,8 @@ mod tests {
             ],
         );
         assert_eq!(commands(&input), ["prompt second"]);
+        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
+        assert_eq!(events, ["Terminal"]);
         assert_eq!(
             deliveries(&mailbox),
             [
@@ -635,7 +656,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_prompt_fails_the_run_and_a_refused_steer_is_only_a_warning() {
+    fn a_refused_prompt_fails_the_run_and_a_refusal_of_no_steer_sent_is_a_warning() {
         let (mut d, _input, _mailbox, _run_dir, _dir) = running();
         let events = feed(
             &mut d,
