@@ -623,6 +623,69 @@ fn a_workspace_write_child_cannot_touch_git_or_plant_protected_paths_as(
     }
 }
 
+/// The repository's configuration may name files in the workspace that git runs or reads
+/// as configuration later, outside any sandbox: a hooks folder (`core.hooksPath`, which
+/// husky sets), included configuration files (`include.path`, `includeIf`), and the
+/// scripts of its commands (a filter driver here). Each is as protected as `.git` itself,
+/// and one that does not exist yet cannot be made (a placeholder holds its first missing
+/// folder, gone after the run).
+#[test]
+fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs() {
+    for user in support::users() {
+        a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(user);
+    }
+}
+
+fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    git_in(&sb.work, &["init", "-q", "-b", "main"]);
+    write(&sb.work.join(".husky/pre-commit"), "#!/bin/sh\nexit 0\n");
+    write(
+        &sb.work.join("repo.gitconfig"),
+        "[includeIf \"onbranch:main\"]\n\tpath = cfg/more.gitconfig\n",
+    );
+    write(&sb.work.join("scripts/clean.sh"), "#!/bin/sh\ncat\n");
+    let config = sb.work.join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(
+        "[core]\n\thooksPath = .husky\n[include]\n\tpath = ../repo.gitconfig\n\
+         [filter \"fmt\"]\n\tclean = \"./scripts/clean.sh\" %f\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let targets = [
+        ("hook", ".husky/pre-commit".to_string()),
+        ("new hook", ".husky/post-checkout".to_string()),
+        ("include", "repo.gitconfig".to_string()),
+        ("filter", "scripts/clean.sh".to_string()),
+        ("nested include", "cfg/more.gitconfig".to_string()),
+        ("ok", "ok.txt".to_string()),
+    ];
+    let script = format!("mkdir -p cfg 2>/dev/null\n{}", try_writes(&targets));
+    let sb = hostile(sb, &script);
+    let out = sb.run_probe("writer", &[]);
+    let mut want = denied(&["hook", "new hook", "include", "filter", "nested include"]);
+    want.push("wrote ok".into());
+    assert_eq!(said(&out), want);
+    assert_eq!(
+        std::fs::read_to_string(sb.work.join(".husky/pre-commit")).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    assert!(!sb.work.join(".husky/post-checkout").exists());
+    assert!(std::fs::read_to_string(sb.work.join("repo.gitconfig"))
+        .unwrap()
+        .starts_with("[includeIf"));
+    assert_eq!(
+        std::fs::read_to_string(sb.work.join("scripts/clean.sh")).unwrap(),
+        "#!/bin/sh\ncat\n"
+    );
+    assert!(
+        !sb.work.join("cfg").exists(),
+        "the placeholder went with the run"
+    );
+}
+
 /// A set-user-ID or set-group-ID file the child makes in its workspace would outlive the
 /// run: the workspace is mounted nosuid inside the sandbox, but not outside it, where any
 /// user who can reach the folder would run it as the child's user (root, where
