@@ -28,6 +28,7 @@
 //! seccomp ([`remote`]; the command is `commands/sandbox_exec.rs`).
 
 mod env;
+mod git_config;
 mod logins;
 pub(crate) mod remote;
 mod view;

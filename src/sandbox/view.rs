@@ -266,6 +266,21 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             env.push((k.into(), v.into()));
         }
         protect(root, &own_dirs, &mut mounts, &mut wanted, &mut found_empty);
+        let gitdirs = repository_dirs(root);
+        let home = homes.first().map(PathBuf::as_path);
+        let global = global_git_config(input.env, home);
+        for (path, is_dir) in super::git_config::named_paths(root, &global, &gitdirs, home) {
+            if !path.starts_with(root.join(".git")) {
+                protect_named(
+                    root,
+                    &path,
+                    is_dir,
+                    &mut mounts,
+                    &mut wanted,
+                    &mut found_empty,
+                );
+            }
+        }
     }
     // An empty protected name may be another run's placeholder: held by this run too, so
     // that the other's end does not remove it (and detach this run's mount over it). Its
@@ -474,6 +489,75 @@ fn protect(
                 // (Where it cannot even be looked at, the placeholder's creation says why.)
                 wanted.push((path.clone(), is_dir));
                 mounts.push((path, kind));
+            }
+        }
+    }
+}
+
+/// The user's and the system's git configuration files (read for what they name in the
+/// workspace).
+fn global_git_config(env: &ChildEnv<'_>, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = vec![PathBuf::from("/etc/gitconfig")];
+    let xdg = env
+        .get("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.map(|h| h.join(".config")));
+    files.extend(xdg.map(|d| d.join("git/config")));
+    files.extend(home.map(|h| h.join(".gitconfig")));
+    files
+}
+
+/// The git folders whose configuration applies to the working tree at `root`: its
+/// `.git` folder, or those a `.git` file points to.
+fn repository_dirs(root: &Path) -> Vec<PathBuf> {
+    let dot_git = root.join(".git");
+    match std::fs::symlink_metadata(&dot_git) {
+        Ok(m) if m.is_file() => git_pointer_dirs(root),
+        Ok(_) => real(&dot_git).into_iter().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `path`, a path inside `root` that git runs or reads as configuration, read-only where
+/// it exists. Where it does not, the first part of it missing is held by a placeholder (a
+/// folder, but for `path` itself when it names a file), so that the child cannot make
+/// it. A link or a file on the way is covered itself (and where a link leads), so that
+/// it cannot be replaced by a folder of the child's.
+fn protect_named(
+    root: &Path,
+    path: &Path,
+    is_dir: bool,
+    mounts: &mut Vec<(PathBuf, MountKind)>,
+    wanted: &mut Vec<(PathBuf, bool)>,
+    found_empty: &mut Vec<(PathBuf, bool)>,
+) {
+    let Ok(below) = path.strip_prefix(root) else {
+        return;
+    };
+    let mut at = root.to_path_buf();
+    for part in below.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() && !meta.is_symlink() && at != path => continue,
+            Ok(meta) => {
+                mounts.push((at.clone(), MountKind::ReadOnly));
+                if meta.is_symlink() {
+                    if let Some(target) = real(&at) {
+                        mounts.push((target, MountKind::ReadOnly));
+                    }
+                } else if at == path && meta.is_dir() == is_dir && is_empty(&at) {
+                    found_empty.push((at, is_dir));
+                }
+                return;
+            }
+            Err(_) => {
+                let dir = at != path || is_dir;
+                if !wanted.iter().any(|(w, _)| w == &at) {
+                    wanted.push((at.clone(), dir));
+                }
+                mounts.push((at, MountKind::ReadOnly));
+                return;
             }
         }
     }
