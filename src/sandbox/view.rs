@@ -269,16 +269,30 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         let gitdirs = repository_dirs(root);
         let home = homes.first().map(PathBuf::as_path);
         let global = global_git_config(input.env, home);
+        let mut ancestors = Vec::new();
         for (path, is_dir) in super::git_config::named_paths(root, &global, &gitdirs, home) {
-            if !path.starts_with(root.join(".git")) {
-                protect_named(
-                    root,
-                    &path,
-                    is_dir,
-                    &mut mounts,
-                    &mut wanted,
-                    &mut found_empty,
-                );
+            if path.starts_with(root.join(".git")) {
+                continue;
+            }
+            // husky points the hooks folder at `.husky/_`, whose hooks run the user's own
+            // in `.husky`: the whole folder is hooks.
+            let path = match (is_dir, path.file_name(), path.parent()) {
+                (true, Some(n), Some(parent)) if n == "_" && parent != root => parent.to_path_buf(),
+                _ => path,
+            };
+            let named = Named {
+                root,
+                path: &path,
+                is_dir,
+            };
+            ancestors.extend(named.protect(&mut mounts, &mut wanted, &mut found_empty));
+        }
+        // The folders on the way stay writable, but each a mount of its own, which the
+        // child cannot rename or remove: it cannot move the protected path away and make
+        // another in its place. (Not where a cover is already asked for.)
+        for dir in ancestors {
+            if !mounts.iter().any(|(p, _)| *p == dir) {
+                mounts.push((dir, MountKind::Writable));
             }
         }
     }
@@ -519,47 +533,58 @@ fn repository_dirs(root: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// `path`, a path inside `root` that git runs or reads as configuration, read-only where
-/// it exists. Where it does not, the first part of it missing is held by a placeholder (a
-/// folder, but for `path` itself when it names a file), so that the child cannot make
-/// it. A link or a file on the way is covered itself (and where a link leads), so that
-/// it cannot be replaced by a folder of the child's.
-fn protect_named(
-    root: &Path,
-    path: &Path,
+/// A path inside `root` that git runs or reads as configuration (a folder or a file).
+struct Named<'a> {
+    root: &'a Path,
+    path: &'a Path,
     is_dir: bool,
-    mounts: &mut Vec<(PathBuf, MountKind)>,
-    wanted: &mut Vec<(PathBuf, bool)>,
-    found_empty: &mut Vec<(PathBuf, bool)>,
-) {
-    let Ok(below) = path.strip_prefix(root) else {
-        return;
-    };
-    let mut at = root.to_path_buf();
-    for part in below.components() {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.is_dir() && !meta.is_symlink() && at != path => continue,
-            Ok(meta) => {
-                mounts.push((at.clone(), MountKind::ReadOnly));
-                if meta.is_symlink() {
-                    if let Some(target) = real(&at) {
-                        mounts.push((target, MountKind::ReadOnly));
+}
+
+impl Named<'_> {
+    /// Read-only where it exists. Where it does not, the first part of it missing is held
+    /// by a placeholder (a folder, but for the path itself when it names a file), so that
+    /// the child cannot make it. A link or a file on the way is covered itself (and where
+    /// a link leads), so that it cannot be replaced by a folder of the child's. Returns
+    /// the folders on the way, which the child must not rename either.
+    fn protect(
+        &self,
+        mounts: &mut Vec<(PathBuf, MountKind)>,
+        wanted: &mut Vec<(PathBuf, bool)>,
+        found_empty: &mut Vec<(PathBuf, bool)>,
+    ) -> Vec<PathBuf> {
+        let Ok(below) = self.path.strip_prefix(self.root) else {
+            return Vec::new();
+        };
+        let mut on_the_way = Vec::new();
+        let mut at = self.root.to_path_buf();
+        for part in below.components() {
+            at.push(part);
+            let last = at == self.path;
+            match std::fs::symlink_metadata(&at) {
+                Ok(meta) if meta.is_dir() && !meta.is_symlink() && !last => {
+                    on_the_way.push(at.clone());
+                }
+                Ok(meta) => {
+                    mounts.push((at.clone(), MountKind::ReadOnly));
+                    if meta.is_symlink() {
+                        if let Some(target) = real(&at) {
+                            mounts.push((target, MountKind::ReadOnly));
+                        }
+                    } else if last && meta.is_dir() == self.is_dir && is_empty(&at) {
+                        found_empty.push((at, self.is_dir));
                     }
-                } else if at == path && meta.is_dir() == is_dir && is_empty(&at) {
-                    found_empty.push((at, is_dir));
+                    return on_the_way;
                 }
-                return;
-            }
-            Err(_) => {
-                let dir = at != path || is_dir;
-                if !wanted.iter().any(|(w, _)| w == &at) {
-                    wanted.push((at.clone(), dir));
+                Err(_) => {
+                    if !wanted.iter().any(|(w, _)| *w == at) {
+                        wanted.push((at.clone(), !last || self.is_dir));
+                    }
+                    mounts.push((at, MountKind::ReadOnly));
+                    return on_the_way;
                 }
-                mounts.push((at, MountKind::ReadOnly));
-                return;
             }
         }
+        on_the_way
     }
 }
 

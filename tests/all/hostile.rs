@@ -643,6 +643,10 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
     git_in(&sb.work, &["init", "-q", "-b", "main"]);
     write(&sb.work.join(".husky/pre-commit"), "#!/bin/sh\nexit 0\n");
     write(
+        &sb.work.join(".husky/_/pre-commit"),
+        "#!/bin/sh\n. .husky/_/h\n",
+    );
+    write(
         &sb.work.join("repo.gitconfig"),
         "[includeIf \"onbranch:main\"]\n\tpath = cfg/more.gitconfig\n",
     );
@@ -650,29 +654,52 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
     let config = sb.work.join(".git/config");
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(
-        "[core]\n\thooksPath = .husky\n[include]\n\tpath = ../repo.gitconfig\n\
+        "[core]\n\thooksPath = .husky/_\n[include]\n\tpath = ../repo.gitconfig\n\
          [filter \"fmt\"]\n\tclean = \"./scripts/clean.sh\" %f\n",
     );
     std::fs::write(&config, text).unwrap();
     let targets = [
-        ("hook", ".husky/pre-commit".to_string()),
-        ("new hook", ".husky/post-checkout".to_string()),
+        ("hook", ".husky/_/pre-commit".to_string()),
+        ("user hook", ".husky/pre-commit".to_string()),
+        ("new hook", ".husky/_/post-checkout".to_string()),
         ("include", "repo.gitconfig".to_string()),
         ("filter", "scripts/clean.sh".to_string()),
         ("nested include", "cfg/more.gitconfig".to_string()),
         ("ok", "ok.txt".to_string()),
+        ("beside the filter", "scripts/other.sh".to_string()),
     ];
-    let script = format!("mkdir -p cfg 2>/dev/null\n{}", try_writes(&targets));
+    // Moving a protected path's folder away, to make another in its place.
+    let swaps = "(mv .husky .h2 && mkdir -p .husky/_ && echo x > .husky/_/pre-commit) 2>/dev/null \
+                 && echo 'swapped .husky' || echo 'kept .husky'\n\
+                 (mv scripts s2 && mkdir scripts && echo x > scripts/clean.sh) 2>/dev/null \
+                 && echo 'swapped scripts' || echo 'kept scripts'\n";
+    let script = format!("mkdir -p cfg 2>/dev/null\n{}{swaps}", try_writes(&targets));
     let sb = hostile(sb, &script);
     let out = sb.run_probe("writer", &[]);
-    let mut want = denied(&["hook", "new hook", "include", "filter", "nested include"]);
-    want.push("wrote ok".into());
+    let mut want = denied(&[
+        "hook",
+        "user hook",
+        "new hook",
+        "include",
+        "filter",
+        "nested include",
+    ]);
+    want.extend(
+        [
+            "wrote ok",
+            "wrote beside the filter",
+            "kept .husky",
+            "kept scripts",
+        ]
+        .map(String::from),
+    );
     assert_eq!(said(&out), want);
     assert_eq!(
         std::fs::read_to_string(sb.work.join(".husky/pre-commit")).unwrap(),
         "#!/bin/sh\nexit 0\n"
     );
-    assert!(!sb.work.join(".husky/post-checkout").exists());
+    assert!(!sb.work.join(".husky/_/post-checkout").exists());
+    assert!(!sb.work.join(".h2").exists() && !sb.work.join("s2").exists());
     assert!(std::fs::read_to_string(sb.work.join("repo.gitconfig"))
         .unwrap()
         .starts_with("[includeIf"));
