@@ -4,11 +4,12 @@
 //! Removed: the variables that name an agent's socket or the user's session (ssh-agent,
 //! gpg-agent, D-Bus, Docker, the runtime directory, X11 and Wayland, tmux and screen,
 //! Kerberos, kubeconfig); every variable whose name looks like a secret (it contains
-//! `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL`, `AUTH`, `COOKIE`,
-//! `PRIVATE` or `HEADERS`, or ends in `_PWD`) and every URL with a password in it, unless the child's
-//! own CLI reaches its provider with it (each backend declares its variables) or the user
-//! keeps it (`ORCHESTRATE_SANDBOX_KEEP_ENV=NAME,PREFIX_*`). orchestrate's own variables
-//! stay.
+//! `KEY`, `TOKEN`, `SECRET`, `PASS`, `CREDENTIAL`, `AUTH`, `COOKIE`, `PRIVATE`, `HEADERS`,
+//! `DSN` or `WEBHOOK`, or ends in `_PWD` or `_PAT`), every URL with a user or password in
+//! it, and every value the sanitizer would redact (a key's known shape, a webhook's
+//! address), unless the child's own CLI reaches its provider with it (each backend
+//! declares its variables) or the user keeps it (`ORCHESTRATE_SANDBOX_KEEP_ENV=NAME,PREFIX_*`).
+//! orchestrate's own variables stay (not one whose name says it holds a secret).
 
 use std::ffi::OsString;
 
@@ -36,7 +37,8 @@ const SESSION_VARS: [&str; 16] = [
 
 /// Parts of a name that say it holds a secret. `HEADERS`: request headers carry API keys
 /// (`OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=…`, `Authorization=Basic …`).
-const SECRET_WORDS: [&str; 10] = [
+/// `DSN`: Sentry's carry its key.
+const SECRET_WORDS: [&str; 12] = [
     "KEY",
     "TOKEN",
     "SECRET",
@@ -47,6 +49,8 @@ const SECRET_WORDS: [&str; 10] = [
     "COOKIE",
     "PRIVATE",
     "HEADERS",
+    "DSN",
+    "WEBHOOK",
 ];
 
 /// The user's own list of variables a confined child keeps.
@@ -54,17 +58,34 @@ pub(crate) const KEEP_VAR: &str = "ORCHESTRATE_SANDBOX_KEEP_ENV";
 
 fn looks_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_WORDS.iter().any(|w| upper.contains(w)) || upper.ends_with("_PWD")
+    SECRET_WORDS.iter().any(|w| upper.contains(w))
+        || upper.ends_with("_PWD")
+        // `DB_PASS`, `PASSPHRASE`, a `PAT` (personal access token); not `COMPASS`.
+        || upper
+            .split('_')
+            .any(|part| part.starts_with("PASS") || part == "PAT")
 }
 
-/// `scheme://user:password@host…`
-fn url_with_password(value: &str) -> bool {
+/// One of orchestrate's own variables (its settings, its state directory, the depth of
+/// nesting), which a nested orchestrate reads: kept. One that only looks like them but
+/// whose name says it holds a secret is judged like any other; the token budgets
+/// (`ORCHESTRATE_MAX_TOKENS`) are counts.
+fn own_setting(name: &str) -> bool {
+    name.starts_with("ORCHESTRATE_") && (!looks_secret(name) || name.ends_with("_TOKENS"))
+}
+
+/// `scheme://user:password@host…`, or `scheme://key@host…` (a Sentry DSN's key is its
+/// user).
+fn url_with_userinfo(value: &str) -> bool {
     value.split_once("://").is_some_and(|(_, rest)| {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        authority
-            .rsplit_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+        authority.contains('@')
     })
+}
+
+/// A value that holds a secret by its shape: one the sanitizer would mask.
+fn value_looks_secret(value: &str) -> bool {
+    url_with_userinfo(value) || crate::sanitize::Sanitizer::global().holds_secret(value)
 }
 
 /// `NAME`, `PREFIX*` or `*SUFFIX`.
@@ -98,10 +119,10 @@ pub(super) fn scrubbed(home: &CliHome, env: &ChildEnv<'_>) -> Vec<OsString> {
         let Some(name) = key.to_str() else {
             continue;
         };
-        if name.starts_with("ORCHESTRATE_") || matches(&keep, name) {
+        if own_setting(name) || matches(&keep, name) {
             continue;
         }
-        let secret = looks_secret(name) || url_with_password(&value.to_string_lossy());
+        let secret = looks_secret(name) || value_looks_secret(&value.to_string_lossy());
         if (SESSION_VARS.contains(&name) || secret) && !out.contains(&key) {
             out.push(key);
         }
@@ -133,9 +154,29 @@ mod tests {
         for n in ["PATH", "HOME", "PWD", "LANG", "TERM", "EDITOR"] {
             assert!(!looks_secret(n), "{n}");
         }
-        assert!(url_with_password("postgres://me:hunter2@db:5432/x"));
-        assert!(!url_with_password("https://me@example.com/x:y"));
-        assert!(!url_with_password("http://127.0.0.1:8080/v1"));
+        for n in [
+            "DB_PASS",
+            "GITHUB_PAT",
+            "SENTRY_DSN",
+            "SLACK_WEBHOOK_URL",
+            "GPG_PASSPHRASE",
+        ] {
+            assert!(looks_secret(n), "{n}");
+        }
+        for n in ["PATH", "PATCH_LEVEL", "COMPASS", "BYPASS_PROXY"] {
+            assert!(!looks_secret(n), "{n}");
+        }
+        assert!(value_looks_secret("postgres://me:hunter2@db:5432/x"));
+        assert!(value_looks_secret("https://abc123@o1.ingest.sentry.io/1"));
+        assert!(value_looks_secret(
+            "ghp_R8kZ2mQ9pL4wX7nB3vH6cJ1dF5sG0aYtE2uK"
+        ));
+        assert!(value_looks_secret(
+            "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/cccccccccccccccccccccccc"
+        ));
+        assert!(!value_looks_secret("https://example.com/x:y"));
+        assert!(!value_looks_secret("http://127.0.0.1:8080/v1"));
+        assert!(!value_looks_secret("/usr/local/bin:/usr/bin"));
     }
 
     #[test]
@@ -150,7 +191,16 @@ mod tests {
                 OsString::from("DATABASE_URL"),
                 OsString::from("pg://a:b@h/d"),
             ),
+            // Not one of orchestrate's own: judged like any other.
             (OsString::from("ORCHESTRATE_RUN_TOKEN"), OsString::from("x")),
+            (
+                OsString::from("ORCHESTRATE_MAX_TOKENS"),
+                OsString::from("9"),
+            ),
+            (
+                OsString::from("ORCHESTRATE_STATE_DIR"),
+                OsString::from("/s"),
+            ),
             (OsString::from(KEEP_VAR), OsString::from("MY_*")),
         ];
         let env = ChildEnv {
@@ -169,6 +219,7 @@ mod tests {
                 "DATABASE_URL",
                 "GITHUB_TOKEN",
                 "OPENAI_API_KEY",
+                "ORCHESTRATE_RUN_TOKEN",
                 "SSH_AUTH_SOCK"
             ]
         );

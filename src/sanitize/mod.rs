@@ -84,6 +84,14 @@ impl Sanitizer {
         }
     }
 
+    /// Whether `text` holds a secret this sanitizer would mask (a private key, a token of a
+    /// known shape, a secret assignment); home directories and stack traces, which it
+    /// also rewrites, are no secret.
+    pub(crate) fn holds_secret(&self, text: &str) -> bool {
+        matches!(self.private_keys.apply(text), Cow::Owned(_))
+            || matches!(self.line_stages_after_paths(text), Cow::Owned(_))
+    }
+
     fn round<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         // PEM keys first, on the text as it came: their bodies are base64, in which no
