@@ -63,7 +63,7 @@ pub(crate) const PROTECTED_FILES: [&str; 13] = [
 /// profiles (their cookies are logins), and the places agents keep their sockets in
 /// (a socket is reachable on a read-only mount: 1Password's and Bitwarden's ssh agents,
 /// git's credential cache, the docker sockets of colima, Rancher Desktop and lima).
-pub(crate) const CREDENTIALS: [&str; 53] = [
+pub(crate) const CREDENTIALS: [&str; 89] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -117,6 +117,44 @@ pub(crate) const CREDENTIALS: [&str; 53] = [
     ".mozilla",
     ".config/google-chrome",
     ".config/chromium",
+    // Package managers' and tools' own logins.
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".config/pip/pip.conf",
+    ".pip/pip.conf",
+    ".kaggle/kaggle.json",
+    ".config/composer/auth.json",
+    ".composer/auth.json",
+    ".config/sops/age/keys.txt",
+    ".config/age",
+    ".nuget/NuGet/NuGet.Config",
+    ".config/NuGet/NuGet.Config",
+    ".config/helm/repositories.yaml",
+    ".config/configstore",
+    ".expo/state.json",
+    ".vercel",
+    ".config/netlify",
+    ".netlify",
+    ".heroku",
+    ".config/twilio-cli",
+    ".stripe",
+    ".config/stripe",
+    ".aptible",
+    ".config/firebase",
+    ".config/snyk",
+    // Shells' and REPLs' histories: commands typed with passwords and keys in them.
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".rediscli_history",
+    ".irb_history",
+    ".lesshst",
 ];
 
 /// System secrets a child of root could read (root owns them).

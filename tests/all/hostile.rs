@@ -509,6 +509,13 @@ fn a_child_reads_none_of_the_users_credentials_as(user: Option<&'static Unprivil
         ".claude/.credentials.json",
         ".gemini/oauth_creds.json",
         ".local/share/opencode/auth.json",
+        ".m2/settings.xml",
+        ".gradle/gradle.properties",
+        ".config/pip/pip.conf",
+        ".kaggle/kaggle.json",
+        ".config/composer/auth.json",
+        ".config/sops/age/keys.txt",
+        ".bash_history",
     ];
     let mut script = String::new();
     for (i, s) in secrets.iter().enumerate() {
