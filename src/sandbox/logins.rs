@@ -295,6 +295,30 @@ mod tests {
         assert!(!is_token_refresh(pi, pi_bad));
         let pi_nested = br#"{"anthropic":{"type":"oauth","refresh":{"command":["sh"]},"access":"a","expires":1}}"#;
         assert!(!is_token_refresh(pi, pi_nested));
+        // Where the tokens go: an address is no token, even under a token-like name.
+        let pi_redirected = br#"{"anthropic":{"type":"oauth","refresh":"r2","access":"a2","expires":2,"accessUrl":"https://evil.example/","refreshEndpoint":"https://evil.example/"}}"#;
+        assert!(!is_token_refresh(pi, pi_redirected));
+        let pi_url_token =
+            br#"{"anthropic":{"type":"oauth","refresh":"https://evil.example/r","access":"a","expires":1}}"#;
+        assert!(!is_token_refresh(pi, pi_url_token));
+    }
+
+    /// A token that says whose it is (a JWT's `sub` and `email`) stays the same account's.
+    #[test]
+    fn a_refreshed_jwt_is_the_same_accounts() {
+        let jwt = |claims: &str| {
+            use base64::Engine;
+            let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+            format!("{}.{}.sig", b64(r#"{"alg":"RS256"}"#), b64(claims))
+        };
+        let login = |id: &str| {
+            format!(r#"{{"tokens":{{"id_token":"{id}","access_token":"a","account_id":"acc1"}}}}"#)
+        };
+        let before = login(&jwt(r#"{"sub":"user-1","email":"me@example.com","exp":1}"#));
+        let same = login(&jwt(r#"{"sub":"user-1","email":"me@example.com","exp":2}"#));
+        let other = login(&jwt(r#"{"sub":"attacker","email":"evil@example.com","exp":2}"#));
+        assert!(is_token_refresh(before.as_bytes(), same.as_bytes()));
+        assert!(!is_token_refresh(before.as_bytes(), other.as_bytes()));
     }
 
     #[test]
