@@ -166,12 +166,56 @@ impl Drop for Logins {
     }
 }
 
-/// Whether a field of this name may change in a token refresh.
+/// Whether a field of this name may change in a token refresh. Not an address (where the
+/// tokens are sent or refreshed), whatever else its name says.
 fn token_field(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     ["token", "access", "refresh", "expir"]
         .iter()
         .any(|w| n.contains(w))
+        && ![
+            "url", "uri", "endpoint", "host", "issuer", "server", "domain", "base",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// Whether `after` may stand for `before` as a token's value: no address, and a token
+/// that says whose it is (a JWT) still the same account's.
+fn token_value(before: Option<&Value>, after: Option<&Value>) -> bool {
+    match after {
+        Some(Value::String(new)) => {
+            !new.contains("://")
+                && match (
+                    before.and_then(Value::as_str).and_then(jwt_claims),
+                    jwt_claims(new),
+                ) {
+                    (Some(old), Some(new)) => ["sub", "email"]
+                        .iter()
+                        .all(|&c| old.get(c).is_none() || old.get(c) == new.get(c)),
+                    // A JWT's claims come or go with the token's kind: not a refresh.
+                    (Some(_), None) | (None, Some(_)) => false,
+                    (None, None) => true,
+                }
+        }
+        _ => true,
+    }
+}
+
+/// The claims of a JWT (`header.claims.signature`, base64url), if `token` is one.
+fn jwt_claims(token: &str) -> Option<serde_json::Map<String, Value>> {
+    use base64::Engine;
+    let mut parts = token.split('.');
+    let (_, claims, _, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next()) else {
+        return None;
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(claims.trim_end_matches('='))
+        .ok()?;
+    match serde_json::from_slice(&bytes).ok()? {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
 }
 
 /// `after` is `before` with only token fields changed, added or removed (both JSON).
@@ -186,6 +230,9 @@ pub(crate) fn is_token_refresh(before: &[u8], after: &[u8]) -> bool {
                         // A token's value, whatever its type (a string, a number of
                         // seconds), or a token field come or gone.
                         _ if token_field(k) => {
+                            if !token_value(a.get(k), b.get(k)) {
+                                return false;
+                            }
                             let nested = |v: Option<&Value>| {
                                 matches!(v, Some(Value::Object(_)) | Some(Value::Array(_)))
                             };
@@ -316,7 +363,9 @@ mod tests {
         };
         let before = login(&jwt(r#"{"sub":"user-1","email":"me@example.com","exp":1}"#));
         let same = login(&jwt(r#"{"sub":"user-1","email":"me@example.com","exp":2}"#));
-        let other = login(&jwt(r#"{"sub":"attacker","email":"evil@example.com","exp":2}"#));
+        let other = login(&jwt(
+            r#"{"sub":"attacker","email":"evil@example.com","exp":2}"#,
+        ));
         assert!(is_token_refresh(before.as_bytes(), same.as_bytes()));
         assert!(!is_token_refresh(before.as_bytes(), other.as_bytes()));
     }
