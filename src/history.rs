@@ -168,7 +168,7 @@ pub(crate) fn newest_first(entries: &[IndexEntry]) -> Vec<&IndexEntry> {
 /// The last `lines` lines of a text file, reading at most its last `max_bytes` so that a
 /// child that flooded stderr does not cost a full read. Missing file → `None`.
 pub(crate) fn tail_lines(path: &Path, lines: usize, max_bytes: u64) -> io::Result<Option<String>> {
-    let mut f = match File::open(path) {
+    let mut f = match crate::session::open_record(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),

@@ -417,6 +417,23 @@ pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
     )
 }
 
+/// Opens a run's record at `path` to read it: a symbolic link is never followed and
+/// anything but a regular file is refused (a FIFO would block the reader). A nested run's
+/// records live in its parent's child's place, where that child could have put either.
+pub(crate) fn open_record(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(f)
+}
+
 /// Opens `path` with `options` as a private file of the state directory: created 0600; a
 /// symbolic link is never followed, and anything but a regular file (a FIFO that would
 /// block) is refused; an existing file that others may read is made 0600.

@@ -364,7 +364,7 @@ fn worth_following(events: &Path, now: SystemTime) -> bool {
 pub(super) fn read_first_line(path: &Path) -> Option<EventLine> {
     use std::io::Read;
     let mut head = Vec::new();
-    std::fs::File::open(path)
+    crate::session::open_record(path)
         .ok()?
         .take(HEAD_READ_BYTES)
         .read_to_end(&mut head)
@@ -377,7 +377,7 @@ pub(super) fn read_first_line(path: &Path) -> Option<EventLine> {
 
 pub(super) fn has_ended(path: &Path, len: u64) -> bool {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
+    let Ok(mut f) = crate::session::open_record(path) else {
         return false;
     };
     let from = len.saturating_sub(END_READ_BYTES);

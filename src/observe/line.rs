@@ -224,7 +224,7 @@ impl Tail {
     /// The lines completed since the last call; none when the file does not exist (yet).
     pub(crate) fn read(&mut self) -> std::io::Result<Vec<EventLine>> {
         use std::io::{Read, Seek, SeekFrom};
-        let mut f = match std::fs::File::open(&self.path) {
+        let mut f = match crate::session::open_record(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e),
@@ -275,6 +275,27 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
     use serde_json::json;
+
+    /// A nested run's events file lies in a child's place, where the child could make it a
+    /// link to a file of the user's, or a FIFO that no one writes: neither is read, and
+    /// neither blocks the reader.
+    #[test]
+    fn an_events_file_that_is_a_link_or_a_fifo_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("id_rsa");
+        std::fs::write(&secret, "{\"at\":1,\"type\":\"text\",\"text\":\"KEY\"}\n").unwrap();
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let err = Tail::new(link).read().expect_err("a link is refused");
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        let fifo = dir.path().join("fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Tail::new(fifo).read().expect_err("a FIFO is refused");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        assert_eq!(Tail::new(secret).read().unwrap().len(), 1, "a file is read");
+    }
 
     #[test]
     fn lines_read_back_as_written() {
