@@ -3,11 +3,13 @@
 //! git runs them later, outside any sandbox.
 //!
 //! - `core.hooksPath`: the hooks folder (husky points it at `.husky/_`), read like
-//!   `.git/hooks`.
+//!   `.git/hooks`; `init.templateDir`, whose hooks go into every new repository.
 //! - `include.path` and `includeIf.<condition>.path`: configuration read as if it were in
 //!   `.git/config` (followed, whatever its condition).
 //! - The workspace scripts that its commands name: filter, diff and merge drivers,
-//!   `core.fsmonitor`, `core.sshCommand`, editors, pagers, credential helpers, `!` aliases.
+//!   `core.fsmonitor`, `core.sshCommand`, `core.gitProxy`, editors, pagers, browsers,
+//!   credential helpers, remote upload and receive packs, trailer commands, `!` aliases
+//!   and submodule updates, difftool and mergetool paths.
 //!   A command is a shell line; the words that look like paths (`./x`, `../x`, `/x`,
 //!   `~/x`, or `dir/x` where `dir` exists) are taken as the scripts it runs.
 //!
@@ -42,6 +44,22 @@ const COMMAND_KEYS: &[(&str, &str)] = &[
     ("credential.*", "helper"),
     ("pager", "*"),
     ("alias", "*"),
+    ("core", "gitproxy"),
+    ("remote.*", "uploadpack"),
+    ("remote.*", "receivepack"),
+    ("uploadpack", "packobjectshook"),
+    ("submodule.*", "update"),
+    ("difftool.*", "path"),
+    ("mergetool.*", "path"),
+    ("trailer.*", "command"),
+    ("trailer.*", "cmd"),
+    ("sendemail", "tocmd"),
+    ("sendemail", "cccmd"),
+    ("sendemail", "smtpserver"),
+    ("browser.*", "cmd"),
+    ("browser.*", "path"),
+    ("man.*", "cmd"),
+    ("man.*", "path"),
 ];
 
 /// The paths inside `root` (a working tree) that git's configuration names there:
@@ -94,8 +112,10 @@ impl Found<'_> {
         let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
         for entry in entries(&text) {
             let key = (entry.section.as_str(), entry.name.as_str());
-            if key == ("core", "hookspath") {
-                // Relative to the top of the working tree, where hooks run.
+            if key == ("core", "hookspath") || key == ("init", "templatedir") {
+                // Relative to the top of the working tree, where hooks run. (The template
+                // folder's hooks are copied into every repository `git init` or `git
+                // clone` makes.)
                 self.keep(self.resolve(&entry.value, self.root), true);
             } else if entry.name == "path"
                 && (entry.section == "include" || entry.section.starts_with("includeif."))
@@ -153,11 +173,13 @@ fn is_command(section: &str, name: &str, value: &str) -> bool {
         };
         section_matches && (n == "*" || n == name)
     });
-    // An alias runs a command only when it starts with `!`; `core.fsmonitor` may be a
-    // boolean (git's own monitor).
+    // `core.fsmonitor` may be a boolean (git's own monitor).
     listed
         && match (section, name) {
+            // An alias, or a submodule's update, runs a command only when it starts
+            // with `!`.
             ("alias", _) => value.trim_start().starts_with('!'),
+            (s, "update") if s.starts_with("submodule.") => value.trim_start().starts_with('!'),
             ("core", "fsmonitor") => !matches!(
                 value.trim().to_ascii_lowercase().as_str(),
                 "true" | "false" | "yes" | "no" | "on" | "off" | "1" | "0" | ""
@@ -379,7 +401,9 @@ mod tests {
             "[core]\n\thooksPath = .husky/_\n\tfsmonitor = true\n\
              [include]\n\tpath = ../shared.gitconfig\n\tpath = /etc/outside.gitconfig\n\
              [alias]\n\tfmt = !tools/fmt.sh --all\n\tst = status\n\
-             [merge \"ours\"]\n\tdriver = 'sh ../escape.sh' %O\n",
+             [merge \"ours\"]\n\tdriver = 'sh ../escape.sh' %O\n\
+             [init]\n\ttemplateDir = tmpl\n[submodule \"m\"]\n\tupdate = !./up.sh\n\
+             [submodule \"n\"]\n\tupdate = checkout\n[remote \"o\"]\n\tuploadpack = ./up2.sh\n",
         )
         .unwrap();
         std::fs::write(
@@ -402,7 +426,10 @@ mod tests {
                 (root.join("home/edit.sh"), false),
                 (root.join("scripts/clean.sh"), false),
                 (root.join("shared.gitconfig"), false),
+                (root.join("tmpl"), true),
                 (root.join("tools/fmt.sh"), false),
+                (root.join("up.sh"), false),
+                (root.join("up2.sh"), false),
             ]
         );
     }
