@@ -8,14 +8,14 @@
 //! parent where one waits for the run and can be asked ([`super::ask_parent`]), and is
 //! `policy` with a warning everywhere else.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ask_parent::Asker;
 use super::tools::{Permissions, Tool};
-use crate::sandbox::SandboxMode;
+use crate::sandbox::{normalize_lexically, SandboxMode};
 
 pub(crate) use crate::result::{DecidedBy, Decision, PermissionRecord};
 
@@ -263,11 +263,11 @@ impl PermissionPolicy {
             return Err("the agent lists neither edit nor write".to_string());
         }
         for path in &req.paths {
-            let path = normalize(&self.cwd.join(path));
+            let path = normalize_lexically(&self.cwd.join(path));
             if !self
                 .workspace
                 .iter()
-                .any(|w| path.starts_with(normalize(w)))
+                .any(|w| path.starts_with(normalize_lexically(w)))
             {
                 return Err(format!("{} is outside the workspace", path.display()));
             }
@@ -286,22 +286,6 @@ impl PermissionPolicy {
         }
         Ok(())
     }
-}
-
-/// `path` with `.` and `..` resolved lexically (a request names files that may not exist
-/// yet, so nothing is looked up on disk; the sandbox still holds whatever a link does).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

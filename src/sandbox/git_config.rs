@@ -16,7 +16,7 @@
 //! Reading is forgiving: a file that cannot be read or a line that does not parse names
 //! nothing (git itself would refuse such a file, and run nothing from it).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// How deep includes are followed (git's own limit is 10).
 const MAX_INCLUDE_DEPTH: usize = 10;
@@ -144,17 +144,7 @@ impl Found<'_> {
             None if value.starts_with('~') || value.is_empty() => return None,
             None => base.join(value),
         };
-        let mut out = PathBuf::new();
-        for c in joined.components() {
-            match c {
-                Component::ParentDir => {
-                    out.pop();
-                }
-                Component::CurDir => {}
-                c => out.push(c),
-            }
-        }
-        Some(out)
+        Some(super::normalize_lexically(&joined))
     }
 
     fn keep(&mut self, path: Option<PathBuf>, is_dir: bool) {

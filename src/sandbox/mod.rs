@@ -226,6 +226,24 @@ pub(crate) struct Prepared {
     pub held: Held,
 }
 
+/// `path` with `.` and `..` resolved lexically: for paths that may not exist yet (a
+/// permission request's file, what a git configuration names), so nothing is looked up
+/// on disk; the sandbox covers whatever a link does.
+pub(crate) fn normalize_lexically(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// What the sandbox holds while the child lives, to be dropped once its tree is gone:
 /// the placeholders of protected paths that did not exist (removed when no other run
 /// holds them), its CLI's login as it was (a token refreshed in the private layer is
