@@ -417,21 +417,23 @@ pub(crate) fn create_private_file(path: &Path) -> io::Result<File> {
     )
 }
 
-/// Opens a run's record at `path` to read it: a symbolic link is never followed and
-/// anything but a regular file is refused (a FIFO would block the reader). A nested run's
-/// records live in its parent's child's place, where that child could have put either.
-pub(crate) fn open_record(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .read(true)
+/// Opens `path` with `options`, never through a symbolic link, and only if it is a
+/// regular file (a FIFO would block its reader); with its metadata.
+fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<(File, fs::Metadata)> {
+    let f = options
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(io::Error::other(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
     }
-    Ok(f)
+    Ok((f, meta))
+}
+
+/// Opens a run's record at `path` to read it ([`open_regular`]). A nested run's records
+/// live in its parent's child's place, where that child could have put a link or a FIFO.
+pub(crate) fn open_record(path: &Path) -> io::Result<File> {
+    open_regular(path, OpenOptions::new().read(true)).map(|(f, _)| f)
 }
 
 /// Opens `path` with `options` as a private file of the state directory: created 0600; a
@@ -449,15 +451,7 @@ pub(crate) fn open_private(path: &Path, options: &mut OpenOptions) -> io::Result
             format!("failed to open {}: {why}", path.display()),
         )
     };
-    let f = options
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(failed)?;
-    let meta = f.metadata().map_err(failed)?;
-    if !meta.is_file() {
-        return Err(failed(io::Error::other("not a regular file")));
-    }
+    let (f, meta) = open_regular(path, options.mode(0o600)).map_err(failed)?;
     if meta.mode() & 0o077 != 0 {
         f.set_permissions(fs::Permissions::from_mode(0o600))
             .map_err(failed)?;
