@@ -2,8 +2,8 @@
 //! from its working tree: the paths a writer child must not change, since the user's own
 //! git runs them later, outside any sandbox.
 //!
-//! - `core.hooksPath`: the hooks folder (husky points it at `.husky/_`), read like
-//!   `.git/hooks`; `init.templateDir`, whose hooks go into every new repository.
+//! - `core.hooksPath`: the hooks folder, read like `.git/hooks` (all of `.husky` where
+//!   husky points it at `.husky/_`); `init.templateDir`, whose hooks go into every new repository.
 //! - `include.path` and `includeIf.<condition>.path`: configuration read as if it were in
 //!   `.git/config` (followed, whatever its condition).
 //! - The workspace scripts that its commands name: filter, diff and merge drivers,
@@ -115,8 +115,15 @@ impl Found<'_> {
             if key == ("core", "hookspath") || key == ("init", "templatedir") {
                 // Relative to the top of the working tree, where hooks run. (The template
                 // folder's hooks are copied into every repository `git init` or `git
-                // clone` makes.)
-                self.keep(self.resolve(&entry.value, self.root), true);
+                // clone` makes.) husky points the hooks at `.husky/_`, whose hooks run
+                // the user's own one folder up: all of that folder is hooks.
+                let hooks = self.resolve(&entry.value, self.root).map(|p| {
+                    match (p.file_name(), p.parent()) {
+                        (Some(n), Some(up)) if n == "_" && up != self.root => up.to_path_buf(),
+                        _ => p,
+                    }
+                });
+                self.keep(hooks, true);
             } else if entry.name == "path"
                 && (entry.section == "include" || entry.section.starts_with("includeif."))
             {
@@ -410,7 +417,7 @@ mod tests {
         assert_eq!(
             found,
             [
-                (root.join(".husky/_"), true),
+                (root.join(".husky"), true),
                 (root.join("cfg/more.gitconfig"), false),
                 (root.join("home/bin/ssh"), false),
                 (root.join("home/edit.sh"), false),

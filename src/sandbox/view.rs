@@ -292,6 +292,8 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .copied()
         .filter(|n| PROTECTED_DIRS.contains(n))
         .collect();
+    let home = homes.first().map(PathBuf::as_path);
+    let global_git = global_git_config(input.env, home);
     let mut env = Vec::new();
     let mut wanted = Vec::new();
     let mut found_empty = Vec::new();
@@ -304,26 +306,19 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             env.push((k.into(), v.into()));
         }
         protect(root, &own_dirs, &mut mounts, &mut wanted, &mut found_empty);
-        let gitdirs = repository_dirs(root);
-        let home = homes.first().map(PathBuf::as_path);
-        let global = global_git_config(input.env, home);
+        let named = super::git_config::named_paths(root, &global_git, &repository_dirs(root), home);
         let mut ancestors = Vec::new();
-        for (path, is_dir) in super::git_config::named_paths(root, &global, &gitdirs, home) {
-            if path.starts_with(root.join(".git")) {
-                continue;
+        for (path, is_dir) in named {
+            if !path.starts_with(root.join(".git")) {
+                ancestors.extend(protect_named(
+                    root,
+                    &path,
+                    is_dir,
+                    &mut mounts,
+                    &mut wanted,
+                    &mut found_empty,
+                ));
             }
-            // husky points the hooks folder at `.husky/_`, whose hooks run the user's own
-            // in `.husky`: the whole folder is hooks.
-            let path = match (is_dir, path.file_name(), path.parent()) {
-                (true, Some(n), Some(parent)) if n == "_" && parent != root => parent.to_path_buf(),
-                _ => path,
-            };
-            let named = Named {
-                root,
-                path: &path,
-                is_dir,
-            };
-            ancestors.extend(named.protect(&mut mounts, &mut wanted, &mut found_empty));
         }
         // The folders on the way stay writable, but each a mount of its own, which the
         // child cannot rename or remove: it cannot move the protected path away and make
@@ -521,26 +516,53 @@ fn protect(
         } else {
             MountKind::ReadOnly
         };
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) => {
-                mounts.push((path.clone(), kind));
-                if meta.is_symlink() {
-                    // The link itself is covered; what it points to stays read-only too.
-                    if let Some(target) = real(&path) {
-                        mounts.push((target, MountKind::ReadOnly));
-                    }
-                } else if *name == ".git" && meta.is_file() {
-                    for dir in git_pointer_dirs(root) {
-                        mounts.push((dir, MountKind::ReadOnly));
-                    }
-                } else if meta.is_dir() == is_dir && is_empty(&path) {
-                    found_empty.push((path, is_dir));
-                }
+        let meta = std::fs::symlink_metadata(&path).ok();
+        cover_or_hold(
+            &path,
+            meta.as_ref(),
+            is_dir,
+            kind,
+            mounts,
+            wanted,
+            found_empty,
+        );
+        if *name == ".git" && meta.is_some_and(|m| m.is_file()) {
+            for dir in git_pointer_dirs(root) {
+                mounts.push((dir, MountKind::ReadOnly));
             }
-            Err(_) => {
-                // (Where it cannot even be looked at, the placeholder's creation says why.)
-                wanted.push((path.clone(), is_dir));
-                mounts.push((path, kind));
+        }
+    }
+}
+
+/// `path` (`meta`: as it is, not following a link) covered with a `kind` mount where it
+/// exists: a link itself, and read-only where it leads; one that is empty may be another
+/// run's placeholder (added to `found_empty`). Where it does not exist (or cannot even be
+/// looked at, which the placeholder's creation then says), it is held by a placeholder (a
+/// folder where `is_dir`) under the same mount, so that the child cannot make it.
+fn cover_or_hold(
+    path: &Path,
+    meta: Option<&std::fs::Metadata>,
+    is_dir: bool,
+    kind: MountKind,
+    mounts: &mut Vec<(PathBuf, MountKind)>,
+    wanted: &mut Vec<(PathBuf, bool)>,
+    found_empty: &mut Vec<(PathBuf, bool)>,
+) {
+    mounts.push((path.to_path_buf(), kind));
+    match meta {
+        Some(m) if m.is_symlink() => {
+            if let Some(target) = real(path) {
+                mounts.push((target, MountKind::ReadOnly));
+            }
+        }
+        Some(m) => {
+            if m.is_dir() == is_dir && is_empty(path) {
+                found_empty.push((path.to_path_buf(), is_dir));
+            }
+        }
+        None => {
+            if !wanted.iter().any(|(w, _)| w == path) {
+                wanted.push((path.to_path_buf(), is_dir));
             }
         }
     }
@@ -571,59 +593,45 @@ fn repository_dirs(root: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// A path inside `root` that git runs or reads as configuration (a folder or a file).
-struct Named<'a> {
-    root: &'a Path,
-    path: &'a Path,
+/// `path`, inside `root`, which git runs or reads as configuration (a folder where
+/// `is_dir`): covered read-only, or held where missing, at the first part of it that is
+/// not a folder ([`cover_or_hold`]: a link or a file on the way is covered itself, so that
+/// it cannot be swapped for a folder of the child's). Returns the folders on the way,
+/// which the child must not rename either.
+fn protect_named(
+    root: &Path,
+    path: &Path,
     is_dir: bool,
-}
-
-impl Named<'_> {
-    /// Read-only where it exists. Where it does not, the first part of it missing is held
-    /// by a placeholder (a folder, but for the path itself when it names a file), so that
-    /// the child cannot make it. A link or a file on the way is covered itself (and where
-    /// a link leads), so that it cannot be replaced by a folder of the child's. Returns
-    /// the folders on the way, which the child must not rename either.
-    fn protect(
-        &self,
-        mounts: &mut Vec<(PathBuf, MountKind)>,
-        wanted: &mut Vec<(PathBuf, bool)>,
-        found_empty: &mut Vec<(PathBuf, bool)>,
-    ) -> Vec<PathBuf> {
-        let Ok(below) = self.path.strip_prefix(self.root) else {
-            return Vec::new();
-        };
-        let mut on_the_way = Vec::new();
-        let mut at = self.root.to_path_buf();
-        for part in below.components() {
-            at.push(part);
-            let last = at == self.path;
-            match std::fs::symlink_metadata(&at) {
-                Ok(meta) if meta.is_dir() && !meta.is_symlink() && !last => {
-                    on_the_way.push(at.clone());
-                }
-                Ok(meta) => {
-                    mounts.push((at.clone(), MountKind::ReadOnly));
-                    if meta.is_symlink() {
-                        if let Some(target) = real(&at) {
-                            mounts.push((target, MountKind::ReadOnly));
-                        }
-                    } else if last && meta.is_dir() == self.is_dir && is_empty(&at) {
-                        found_empty.push((at, self.is_dir));
-                    }
-                    return on_the_way;
-                }
-                Err(_) => {
-                    if !wanted.iter().any(|(w, _)| *w == at) {
-                        wanted.push((at.clone(), !last || self.is_dir));
-                    }
-                    mounts.push((at, MountKind::ReadOnly));
-                    return on_the_way;
-                }
-            }
+    mounts: &mut Vec<(PathBuf, MountKind)>,
+    wanted: &mut Vec<(PathBuf, bool)>,
+    found_empty: &mut Vec<(PathBuf, bool)>,
+) -> Vec<PathBuf> {
+    let Ok(below) = path.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut on_the_way = Vec::new();
+    let mut at = root.to_path_buf();
+    for part in below.components() {
+        at.push(part);
+        let last = at == path;
+        let meta = std::fs::symlink_metadata(&at).ok();
+        if !last && meta.as_ref().is_some_and(|m| m.is_dir()) {
+            on_the_way.push(at.clone());
+            continue;
         }
-        on_the_way
+        let kind = MountKind::ReadOnly;
+        cover_or_hold(
+            &at,
+            meta.as_ref(),
+            !last || is_dir,
+            kind,
+            mounts,
+            wanted,
+            found_empty,
+        );
+        break;
     }
+    on_the_way
 }
 
 /// Nothing there, an empty folder or an empty file.
