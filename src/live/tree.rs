@@ -231,12 +231,14 @@ impl Runs {
                 .to_str()
                 .is_some_and(|n| RunId::parse(n).is_ok());
             let events = dir.join(EVENTS_FILE);
-            if named && !events.exists() {
+            let meta = match named.then(|| std::fs::metadata(&events)) {
                 // A run just starting (its folder comes before its events): looked at
                 // again at the next refresh.
-                continue;
-            }
-            if !named || !worth_following(&events, now) {
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Some(meta) => meta.ok(),
+                None => None,
+            };
+            if !meta.is_some_and(|m| worth_following(&events, &m, now)) {
                 self.passed.insert(dir);
                 continue;
             }
@@ -340,12 +342,10 @@ impl Runs {
     }
 }
 
-/// Whether a run folder's events are worth following: written lately, or of a run whose
-/// orchestrate still runs and that has not ended (a long quiet run).
-fn worth_following(events: &Path, now: SystemTime) -> bool {
-    let Ok(meta) = std::fs::metadata(events) else {
-        return false;
-    };
+/// Whether a run folder's events (`meta`: their file's metadata) are worth following:
+/// written lately, or of a run whose orchestrate still runs and that has not ended (a
+/// long quiet run).
+fn worth_following(events: &Path, meta: &std::fs::Metadata, now: SystemTime) -> bool {
     let recent = meta
         .modified()
         .ok()
@@ -599,14 +599,24 @@ mod tests {
             ],
         );
         let later = SystemTime::now() + Duration::from_secs(3600);
-        assert!(!worth_following(&d.join(EVENTS_FILE), later));
+        let events = d.join(EVENTS_FILE);
+        assert!(!worth_following(
+            &events,
+            &std::fs::metadata(&events).unwrap(),
+            later
+        ));
         // Not ended and its orchestrate (this process) alive: followed however old.
         let d = write_run(
             dir.path(),
             "bbbb0002",
             &[run_line(old, "bbbb0002", "b", None, None)],
         );
-        assert!(worth_following(&d.join(EVENTS_FILE), later));
+        let events = d.join(EVENTS_FILE);
+        assert!(worth_following(
+            &events,
+            &std::fs::metadata(&events).unwrap(),
+            later
+        ));
     }
 
     #[test]
