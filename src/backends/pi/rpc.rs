@@ -468,12 +468,19 @@ mod tests {
                 r#"{"type":"response","command":"clear_queue","success":true,"data":{"steering":["late"],"followUp":[]}}"#,
             ],
         );
-        assert_eq!(commands(input), ["prompt late"]);
+        prompted_and_ended(d, input, mailbox, "late");
+    }
+
+    /// `text` is the next prompt; its run ends the conversation (the input closed), and it
+    /// is delivered as that.
+    fn prompted_and_ended(d: &mut PiRpcDialect, input: &ChildInput, mailbox: &Mailbox, text: &str) {
+        assert_eq!(commands(input), [format!("prompt {text}")]);
         let events = feed(d, &[r#"{"type":"agent_start"}"#, END]);
         assert_eq!(events, ["Terminal"]);
+        assert!(!input.is_open());
         assert_eq!(
             deliveries(mailbox),
-            [("late".to_string(), Delivery::NextPrompt)]
+            [(text.to_string(), Delivery::NextPrompt)]
         );
     }
 
@@ -617,14 +624,7 @@ mod tests {
         );
         let events = feed(&mut d, &[END]);
         assert_eq!(events, Vec::<String>::new());
-        assert_eq!(commands(&input), ["prompt look in src"]);
-        let events = feed(&mut d, &[r#"{"type":"agent_start"}"#, END]);
-        assert_eq!(events, ["Terminal"]);
-        assert!(!input.is_open());
-        assert_eq!(
-            deliveries(&mailbox),
-            [("look in src".to_string(), Delivery::NextPrompt)]
-        );
+        prompted_and_ended(&mut d, &input, &mailbox, "look in src");
     }
 
     /// Of two steers, pi refuses the second: only that one is taken back.
