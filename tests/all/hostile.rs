@@ -658,6 +658,12 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
         "[includeIf \"onbranch:main\"]\n\tpath = cfg/more.gitconfig\n",
     );
     write(&sb.work.join("scripts/clean.sh"), "#!/bin/sh\ncat\n");
+    // An installed hook of a hook framework, which reads its configuration from the
+    // working tree when the user pushes.
+    write(
+        &sb.work.join(".git/hooks/pre-push"),
+        "#!/bin/sh\nexec pre-commit hook-impl --hook-type=pre-push\n",
+    );
     let config = sb.work.join(".git/config");
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(
@@ -674,6 +680,8 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
         ("nested include", "cfg/more.gitconfig".to_string()),
         ("ok", "ok.txt".to_string()),
         ("beside the filter", "scripts/other.sh".to_string()),
+        ("pre-commit config", ".pre-commit-config.yaml".to_string()),
+        ("lefthook config", "lefthook.yml".to_string()),
     ];
     // Moving a protected path's folder away, to make another in its place.
     let swaps = "(mv .husky .h2 && mkdir -p .husky/_ && echo x > .husky/_/pre-commit) 2>/dev/null \
@@ -695,6 +703,8 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
         [
             "wrote ok",
             "wrote beside the filter",
+            "denied pre-commit config",
+            "denied lefthook config",
             "kept .husky",
             "kept scripts",
         ]
@@ -718,6 +728,7 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
         !sb.work.join("cfg").exists(),
         "the placeholder went with the run"
     );
+    assert!(!sb.work.join(".pre-commit-config.yaml").exists());
 }
 
 /// A set-user-ID or set-group-ID file the child makes in its workspace would outlive the
