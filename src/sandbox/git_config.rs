@@ -18,6 +18,31 @@
 
 use std::path::{Path, PathBuf};
 
+/// Hook frameworks, by the word their installed hooks hold, and the configuration files
+/// those hooks read from the top of the working tree: what their commands run. Protected
+/// (held where missing) when one of the repository's hooks is the framework's.
+const HOOK_FRAMEWORKS: &[(&str, &[&str])] = &[
+    (
+        "pre-commit",
+        &[".pre-commit-config.yaml", ".pre-commit-config.yml"],
+    ),
+    (
+        "lefthook",
+        &[
+            "lefthook.yml",
+            "lefthook.yaml",
+            ".lefthook.yml",
+            ".lefthook.yaml",
+            "lefthook-local.yml",
+            "lefthook-local.yaml",
+        ],
+    ),
+    ("overcommit", &[".overcommit.yml"]),
+];
+
+/// The most of a hook read to tell whose it is.
+const MAX_HOOK_READ_BYTES: u64 = 64 * 1024;
+
 /// How deep includes are followed (git's own limit is 10).
 const MAX_INCLUDE_DEPTH: usize = 10;
 
@@ -76,6 +101,7 @@ pub(super) fn named_paths(
         root,
         home,
         paths: Vec::new(),
+        hooks: gitdirs.iter().map(|d| d.join("hooks")).collect(),
         read: Vec::new(),
     };
     for file in global {
@@ -87,6 +113,12 @@ pub(super) fn named_paths(
         }
     }
     let mut paths = found.paths;
+    let hooks = installed_hooks(&found.hooks);
+    for (word, files) in HOOK_FRAMEWORKS {
+        if hooks.iter().any(|h| h.contains(word)) {
+            paths.extend(files.iter().map(|f| (root.join(f), false)));
+        }
+    }
     paths.sort();
     paths.dedup();
     paths
@@ -96,6 +128,8 @@ struct Found<'a> {
     root: &'a Path,
     home: Option<&'a Path>,
     paths: Vec<(PathBuf, bool)>,
+    /// The folders git runs hooks from (inside the working tree or not).
+    hooks: Vec<PathBuf>,
     /// The configuration files read, so that an include loop ends.
     read: Vec<PathBuf>,
 }
@@ -117,11 +151,13 @@ impl Found<'_> {
                 // folder's hooks are copied into every repository `git init` or `git
                 // clone` makes.) husky points the hooks at `.husky/_`, whose hooks run
                 // the user's own one folder up: all of that folder is hooks.
-                let hooks = self.resolve(&entry.value, self.root).map(|p| {
-                    match (p.file_name(), p.parent()) {
-                        (Some(n), Some(up)) if n == "_" && up != self.root => up.to_path_buf(),
-                        _ => p,
-                    }
+                let resolved = self.resolve(&entry.value, self.root);
+                if key.0 == "core" {
+                    self.hooks.extend(resolved.clone());
+                }
+                let hooks = resolved.map(|p| match (p.file_name(), p.parent()) {
+                    (Some(n), Some(up)) if n == "_" && up != self.root => up.to_path_buf(),
+                    _ => p,
                 });
                 self.keep(hooks, true);
             } else if entry.name == "path"
@@ -159,6 +195,26 @@ impl Found<'_> {
             self.paths.push((p, is_dir));
         }
     }
+}
+
+/// The text of the hooks installed in `dirs` (any regular file but git's `*.sample`
+/// ones; no link followed), each read up to [`MAX_HOOK_READ_BYTES`].
+fn installed_hooks(dirs: &[PathBuf]) -> Vec<String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    for entry in dirs.iter().flat_map(std::fs::read_dir).flatten().flatten() {
+        if entry.file_name().to_string_lossy().ends_with(".sample")
+            || !entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            continue;
+        }
+        let mut text = Vec::new();
+        if let Ok(f) = std::fs::File::open(entry.path()) {
+            let _ = f.take(MAX_HOOK_READ_BYTES).read_to_end(&mut text);
+            out.push(String::from_utf8_lossy(&text).into_owned());
+        }
+    }
+    out
 }
 
 fn is_command(section: &str, name: &str, value: &str) -> bool {
@@ -427,6 +483,29 @@ mod tests {
                 (root.join("tools/fmt.sh"), false),
                 (root.join("up.sh"), false),
                 (root.join("up2.sh"), false),
+            ]
+        );
+    }
+
+    /// A hook framework's files are named where one of its hooks is installed, and only
+    /// its own; git's sample hooks install nothing.
+    #[test]
+    fn a_hook_frameworks_files_are_named_where_its_hook_is_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("work");
+        let git = root.join(".git");
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::write(git.join("hooks/pre-commit.sample"), "lefthook pre-commit").unwrap();
+        assert_eq!(
+            named_paths(&root, &[], std::slice::from_ref(&git), None),
+            []
+        );
+        std::fs::write(git.join("hooks/pre-commit"), "exec pre-commit hook-impl").unwrap();
+        assert_eq!(
+            named_paths(&root, &[], &[git], None),
+            [
+                (root.join(".pre-commit-config.yaml"), false),
+                (root.join(".pre-commit-config.yml"), false),
             ]
         );
     }

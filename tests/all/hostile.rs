@@ -664,6 +664,10 @@ fn a_workspace_write_child_cannot_plant_what_the_repositorys_git_config_runs_as(
         &sb.work.join(".git/hooks/pre-push"),
         "#!/bin/sh\nexec pre-commit hook-impl --hook-type=pre-push\n",
     );
+    write(
+        &sb.work.join(".git/hooks/post-checkout"),
+        "#!/bin/sh\nexec lefthook run post-checkout \"$@\"\n",
+    );
     let config = sb.work.join(".git/config");
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(
