@@ -195,12 +195,20 @@ fn main() {
             emit_lines(&error_stop_transcript(), delay_ms(0));
             process::exit(0);
         }
-        // Fails like `error-stop` while the file FAKE_AGENT_MARKER does not exist (and
-        // creates it), then succeeds like `replay`: a transient failure for retry tests.
+        // Fails like `error-stop` while the file FAKE_AGENT_MARKER holds fewer than
+        // FAKE_AGENT_FAIL_TIMES (default 1) lines (and adds one), then succeeds like
+        // `replay`: a transient failure for retry tests.
         "flaky" => {
             let marker = env_os("FAKE_AGENT_MARKER").expect("flaky needs FAKE_AGENT_MARKER");
-            if fs::metadata(&marker).is_err() {
-                let _ = fs::write(&marker, b"failed once\n");
+            let times: usize = env_str("FAKE_AGENT_FAIL_TIMES").map_or(1, |n| n.parse().unwrap());
+            let failed = fs::read(&marker).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
+            if failed < times {
+                let mut record = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&marker)
+                    .unwrap();
+                let _ = record.write_all(b"failed\n");
                 emit_lines(&error_stop_transcript(), delay_ms(0));
             } else {
                 print_transcript(delay_ms(0));

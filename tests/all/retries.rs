@@ -4,7 +4,7 @@
 use crate::support;
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::Sandbox;
 
 fn flaky(sb: Sandbox, error: &str) -> Sandbox {
@@ -81,4 +81,65 @@ fn a_timeout_is_never_retried() {
     assert_eq!(out.status, 124);
     assert_eq!(out.result()["attempts"], json!(1));
     assert_eq!(sb.pids().len(), 1);
+}
+
+/// `fake=b` fails with a rate limit `times` times (and then answers) beside `fake=a`, in
+/// one fan-out: the answers' order, attempts, and the lane's record of its throttles.
+fn throttled_in_a_fan_out(times: u32, extra: &[&str]) -> (i32, Value) {
+    let sb = flaky(Sandbox::new(), "429 Rate limit reached for requests")
+        .scenario("echo-task")
+        .set("FAKE_AGENT_FAIL_TIMES", &times.to_string());
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let mut args = vec![
+        "run",
+        "--agents-dir",
+        &agents,
+        "--task",
+        "fake=a",
+        "--task",
+        "fake=b @scenario:flaky",
+        "--details",
+        "full",
+    ];
+    args.extend_from_slice(extra);
+    let out = sb.run_args(&args);
+    let json = out.json();
+    let b = &json["details"]["results"][1];
+    let summary = json!({
+        "b": {"attempts": b["attempts"], "error": b.get("error"),
+              "output": b["output"]},
+        "a": json["details"]["results"][0]["output"],
+        "scheduler": json["details"]["scheduler"],
+    });
+    (out.status, summary)
+}
+
+#[test]
+fn a_fan_outs_task_refused_for_load_is_tried_again_without_using_up_its_attempts() {
+    // Two refusals with the default 2 attempts: both forgiven, the third attempt answers.
+    let (status, got) = throttled_in_a_fan_out(2, &[]);
+    assert_eq!(
+        (status, got),
+        (
+            0,
+            json!({
+                "b": {"attempts": 3, "error": null, "output": "Hello from pi."},
+                "a": "a",
+                "scheduler": {"pi": {"peak": 2, "floor": 1, "throttled": 2}},
+            })
+        )
+    );
+}
+
+#[test]
+fn a_fan_outs_task_refused_for_load_is_not_retried_with_retries_off() {
+    let (status, got) = throttled_in_a_fan_out(1, &["--attempts", "1"]);
+    assert_eq!(
+        (status, &got["b"]["attempts"], &got["b"]["error"]),
+        (
+            1,
+            &json!(1),
+            &json!("pi reported an error: 429 Rate limit reached for requests")
+        )
+    );
 }
