@@ -834,7 +834,8 @@ fn with_attempts(mut output: RunOutput, n: u32, details: Vec<AttemptDetail>) -> 
 
 /// Runs attempts of one turn, numbered from `first`, until one is not worth repeating: a
 /// success, a failure neither a retry nor another model can fix, or the last try of the
-/// last model. Each model gets the run's attempts for transient failures; a model that is
+/// last model. Each model gets the run's attempts for transient failures (a fan-out's
+/// throttles are forgiven a few times, see [`retry::LANE_THROTTLES_FORGIVEN`]); a model that is
 /// unavailable (quota, rate limit, overload, unknown) after them gives way to the next of
 /// `models`. A retry waits for the backoff, or longer when the provider asked for longer.
 /// A cancel during a backoff ends it at once. In a fan-out, each attempt holds a place
@@ -859,7 +860,7 @@ async fn tried<'m>(
     let mut n = first;
     let mut kind = first_kind;
     let mut m = 0;
-    let mut tries = 1;
+    let mut tries = retry::Tries::FIRST;
     loop {
         let model = models[m];
         observers.emit(&RunEvent::Attempt { n, model, kind });
@@ -879,6 +880,12 @@ async fn tried<'m>(
         });
         details.push(out.output.detail(model));
         let transient = out.output.transient(backend);
+        let lane_throttle = slot.is_some()
+            && matches!(
+                transient,
+                Some(retry::Transient::RateLimited | retry::Transient::Overloaded)
+            )
+            && out.output.unavailable(backend) != Some(retry::Unavailable::Quota);
         if let Some(slot) = &slot {
             match transient {
                 Some(retry::Transient::RateLimited | retry::Transient::Overloaded) => {
@@ -892,18 +899,28 @@ async fn tried<'m>(
         }
         // The place is given up while the attempt waits to be tried again.
         drop(slot.take());
-        if let Some(why) = transient.filter(|_| tries < max_tries) {
-            let wait = retry::backoff(tries).max(
+        let next = tries.next(transient, lane_throttle, max_tries);
+        if let (Some(why), retry::Next::Retry | retry::Next::RetryForgiven) = (transient, next) {
+            let wait = retry::backoff(tries.all()).max(
                 out.provider_delay
                     .unwrap_or_default()
                     .min(schedule::MAX_PROVIDER_DELAY),
             );
-            tracing::warn!(
-                "attempt {tries} of {max_tries} failed ({why:?}); retrying in {:.1}s",
-                wait.as_secs_f64()
-            );
+            let counted = tries.counted;
+            if next == retry::Next::RetryForgiven {
+                tracing::warn!(
+                    "attempt {counted} of {max_tries} failed ({why:?}) with the fan-out's lane \
+                     full; retrying in {:.1}s without counting it",
+                    wait.as_secs_f64()
+                );
+            } else {
+                tracing::warn!(
+                    "attempt {counted} of {max_tries} failed ({why:?}); retrying in {:.1}s",
+                    wait.as_secs_f64()
+                );
+            }
             observers.emit(&RunEvent::Retrying {
-                attempt: tries,
+                attempt: counted,
                 of: max_tries,
                 reason: why.as_str(),
                 wait,
@@ -923,7 +940,10 @@ async fn tried<'m>(
                 }
             }
             n += 1;
-            tries += 1;
+            match next {
+                retry::Next::RetryForgiven => tries.forgiven += 1,
+                _ => tries.counted += 1,
+            }
             kind = AttemptKind::Retry;
             continue;
         }
@@ -948,7 +968,7 @@ async fn tried<'m>(
                 }
                 m += 1;
                 n += 1;
-                tries = 1;
+                tries = retry::Tries::FIRST;
                 kind = AttemptKind::Fallback;
             }
             _ => return (out, n, model),

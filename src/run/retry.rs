@@ -194,6 +194,59 @@ pub(crate) fn unavailable(backend: Backend, error: &str, exit_code: i32) -> Opti
     }
 }
 
+/// How many times a fan-out task whose provider refused it for load (a rate limit, an
+/// overload) is tried again without using up one of its attempts. Such a refusal says
+/// that the fleet asked too fast, which the scheduler answers by narrowing the lane, not
+/// that the task failed; bounded, so that a provider that never recovers still ends it.
+pub(crate) const LANE_THROTTLES_FORGIVEN: u32 = 3;
+
+/// What follows a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The attempt is the result.
+    Stop,
+    /// Another attempt, which uses up one of the task's.
+    Retry,
+    /// Another attempt, which does not (see [`LANE_THROTTLES_FORGIVEN`]).
+    RetryForgiven,
+}
+
+/// How many attempts a task has had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tries {
+    /// Those that count against `--attempts` (the first included).
+    pub counted: u32,
+    /// The fan-out's throttles tried again without counting.
+    pub forgiven: u32,
+}
+
+impl Tries {
+    pub(crate) const FIRST: Tries = Tries {
+        counted: 1,
+        forgiven: 0,
+    };
+
+    /// What follows an attempt that failed with `failure` (`None`: not worth another),
+    /// where `lane_throttle` says its provider refused a fan-out's task for load (not for
+    /// a spent quota). `--attempts 1` turns every retry off, a throttle's too.
+    pub(crate) fn next(self, failure: Option<Transient>, lane_throttle: bool, max: u32) -> Next {
+        match failure {
+            None => Next::Stop,
+            Some(_) if max <= 1 => Next::Stop,
+            Some(_) if lane_throttle && self.forgiven < LANE_THROTTLES_FORGIVEN => {
+                Next::RetryForgiven
+            }
+            Some(_) if self.counted < max => Next::Retry,
+            Some(_) => Next::Stop,
+        }
+    }
+
+    /// All the attempts so far, for the growing backoff.
+    pub(crate) fn all(self) -> u32 {
+        self.counted + self.forgiven
+    }
+}
+
 /// The wait after failed attempt `attempt` (1-based): exponential, capped, with ±25%
 /// jitter so that parallel runs hitting the same limit do not retry in step.
 pub(crate) fn backoff(attempt: u32) -> Duration {
@@ -207,6 +260,35 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fan_outs_throttles_are_retried_without_counting_up_to_a_bound() {
+        use Next::*;
+        let rl = Some(Transient::RateLimited);
+        let tries = |counted, forgiven| Tries { counted, forgiven };
+        let cases = [
+            // (failure, in a lane, tries so far, --attempts) => next
+            ((None, true, tries(1, 0), 2), Stop),
+            ((rl, false, tries(1, 0), 2), Retry),
+            ((rl, false, tries(2, 0), 2), Stop),
+            ((rl, true, tries(1, 0), 2), RetryForgiven),
+            (
+                (rl, true, tries(1, LANE_THROTTLES_FORGIVEN - 1), 2),
+                RetryForgiven,
+            ),
+            ((rl, true, tries(1, LANE_THROTTLES_FORGIVEN), 2), Retry),
+            ((rl, true, tries(2, LANE_THROTTLES_FORGIVEN), 2), Stop),
+            ((rl, true, tries(1, 0), 1), Stop),
+            ((Some(Transient::ServerError), false, tries(1, 0), 3), Retry),
+        ];
+        let got: Vec<_> = cases
+            .iter()
+            .map(|&((f, lane, t, max), _)| ((f, lane, t, max), t.next(f, lane, max)))
+            .collect();
+        let want: Vec<_> = cases.iter().map(|&(k, n)| (k, n)).collect();
+        assert_eq!(got, want);
+        assert_eq!(tries(2, 3).all(), 5);
+    }
 
     #[test]
     fn transient_failures_are_recognized() {
