@@ -880,7 +880,7 @@ async fn tried<'m>(
         });
         details.push(out.output.detail(model));
         let transient = out.output.transient(backend);
-        let lane_throttle = slot.is_some()
+        let lane_throttle = slot.as_ref().is_some_and(Slot::narrows)
             && matches!(
                 transient,
                 Some(retry::Transient::RateLimited | retry::Transient::Overloaded)

@@ -195,7 +195,7 @@ pub(crate) fn unavailable(backend: Backend, error: &str, exit_code: i32) -> Opti
 }
 
 /// How many times a fan-out task whose provider refused it for load (a rate limit, an
-/// overload) is tried again without using up one of its attempts. Such a refusal says
+/// overload) in a lane that narrows (adaptive concurrency) is tried again without using up one of its attempts. Such a refusal says
 /// that the fleet asked too fast, which the scheduler answers by narrowing the lane, not
 /// that the task failed; bounded, so that a provider that never recovers still ends it.
 pub(crate) const LANE_THROTTLES_FORGIVEN: u32 = 3;

@@ -294,6 +294,13 @@ impl Slot {
     pub(crate) fn report(&self, report: Report) {
         self.scheduler.report(&self.lane, self.round, report);
     }
+
+    /// Whether its lane narrows when the provider refuses for load (adaptive
+    /// concurrency), so that a refused task may be tried again without using up its
+    /// attempts.
+    pub(crate) fn narrows(&self) -> bool {
+        self.scheduler.adaptive
+    }
 }
 
 impl Drop for Slot {

@@ -85,10 +85,13 @@ fn a_timeout_is_never_retried() {
 
 /// `fake=b` fails with a rate limit `times` times (and then answers) beside `fake=a`, in
 /// one fan-out: the answers' order, attempts, and the lane's record of its throttles.
-fn throttled_in_a_fan_out(times: u32, extra: &[&str]) -> (i32, Value) {
-    let sb = flaky(Sandbox::new(), "429 Rate limit reached for requests")
+fn throttled_in_a_fan_out(times: u32, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
+    let mut sb = flaky(Sandbox::new(), "429 Rate limit reached for requests")
         .scenario("echo-task")
         .set("FAKE_AGENT_FAIL_TIMES", &times.to_string());
+    for (k, v) in env {
+        sb = sb.set(k, v);
+    }
     let agents = sb.agents.to_str().unwrap().to_string();
     let mut args = vec![
         "run",
@@ -117,7 +120,7 @@ fn throttled_in_a_fan_out(times: u32, extra: &[&str]) -> (i32, Value) {
 #[test]
 fn a_fan_outs_task_refused_for_load_is_tried_again_without_using_up_its_attempts() {
     // Two refusals with the default 2 attempts: both forgiven, the third attempt answers.
-    let (status, got) = throttled_in_a_fan_out(2, &[]);
+    let (status, got) = throttled_in_a_fan_out(2, &[], &[]);
     assert_eq!(
         (status, got),
         (
@@ -133,12 +136,27 @@ fn a_fan_outs_task_refused_for_load_is_tried_again_without_using_up_its_attempts
 
 #[test]
 fn a_fan_outs_task_refused_for_load_is_not_retried_with_retries_off() {
-    let (status, got) = throttled_in_a_fan_out(1, &["--attempts", "1"]);
+    let (status, got) = throttled_in_a_fan_out(1, &["--attempts", "1"], &[]);
     assert_eq!(
         (status, &got["b"]["attempts"], &got["b"]["error"]),
         (
             1,
             &json!(1),
+            &json!("pi reported an error: 429 Rate limit reached for requests")
+        )
+    );
+}
+
+#[test]
+fn a_fan_outs_task_refused_for_load_uses_up_its_attempts_at_fixed_concurrency() {
+    // No lane narrows for it: the refusals count, and the second is the result.
+    let (status, got) =
+        throttled_in_a_fan_out(2, &[], &[("ORCHESTRATE_ADAPTIVE_CONCURRENCY", "false")]);
+    assert_eq!(
+        (status, &got["b"]["attempts"], &got["b"]["error"]),
+        (
+            1,
+            &json!(2),
             &json!("pi reported an error: 429 Rate limit reached for requests")
         )
     );
