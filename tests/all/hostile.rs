@@ -1628,3 +1628,55 @@ fn a_child_reads_no_other_runs_records_as(user: Option<&'static Unprivileged>) {
         sb.who()
     );
 }
+
+/// Way 11: the controller above a sandboxed child is PID 1 of its namespace, a copy of
+/// orchestrate: its command line (every task of a fan-out, the sibling's included) and
+/// its environment (orchestrate's, keys and all) must not be readable from the child.
+#[test]
+fn a_child_reads_neither_the_command_line_nor_the_environment_above_it() {
+    for user in support::users() {
+        a_child_reads_neither_the_command_line_nor_the_environment_above_it_as(user);
+    }
+}
+
+fn a_child_reads_neither_the_command_line_nor_the_environment_above_it_as(
+    user: Option<&'static Unprivileged>,
+) {
+    let sb = Sandbox::for_user(user);
+    let script = "for p in /proc/[0-9]*; do\n\
+                    echo \"pid ${p#/proc/}: $(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\"\n\
+                    tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -c orchestrate-parent | sed 's/^/keys seen: /'\n\
+                  done\n";
+    let sb = hostile(sb, script).set("HOSTILE_PARENT_KEY", "orchestrate-parent-secret-0");
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let out = sb.run_args(&[
+        "run",
+        "--agents-dir",
+        &agents,
+        "--task",
+        "writer=first orchestrate-sibling-task-A",
+        "--task",
+        "writer=second orchestrate-sibling-task-B",
+        "--details",
+        "full",
+    ]);
+    assert_eq!(out.status, 0, "as {}: {}", sb.who(), out.stderr);
+    let json = out.json();
+    for (i, other) in [(0, "task-B"), (1, "task-A")] {
+        let said = json["details"]["results"][i]["output"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no output: {json}"))
+            .to_string();
+        // The child sees its own processes and its controller, none of them with
+        // orchestrate's arguments or its environment.
+        assert!(said.contains("pid 1:"), "as {}: {said}", sb.who());
+        for leak in [
+            other,
+            "--agents-dir",
+            "orchestrate-parent-secret",
+            "keys seen: 1",
+        ] {
+            assert!(!said.contains(leak), "as {}: {leak} in {said}", sb.who());
+        }
+    }
+}
