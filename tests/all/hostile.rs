@@ -1645,7 +1645,7 @@ fn a_child_reads_neither_the_command_line_nor_the_environment_above_it_as(
     let sb = Sandbox::for_user(user);
     let script = "for p in /proc/[0-9]*; do\n\
                     echo \"pid ${p#/proc/}: $(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\"\n\
-                    tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -c orchestrate-parent | sed 's/^/keys seen: /'\n\
+                    tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -c 'orchestrate-parent-secre[t]' | sed 's/^/keys seen: /'\n\
                   done\n";
     let sb = hostile(sb, script).set("HOSTILE_PARENT_KEY", "orchestrate-parent-secret-0");
     let agents = sb.agents.to_str().unwrap().to_string();

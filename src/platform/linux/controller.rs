@@ -315,6 +315,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     };
     let argv = pointers(&plan.argv);
     let envp = pointers(&plan.envp);
+    let args = own_arguments();
     // Where the controller keeps the descriptors of the mounts it copies (its own copy of
     // this memory after the clone).
     let mut mount_fds: Vec<libc::c_int> =
@@ -360,7 +361,7 @@ pub(super) fn start(plan: &Plan, id_maps: Option<&IdMaps>) -> Result<Started, St
     };
     if pid == 0 {
         // SAFETY: in the copy; see the module's notes.
-        unsafe { controller_main(plan, &argv, &envp, fds, mount_fds) }
+        unsafe { controller_main(plan, &argv, &envp, fds, mount_fds, args) }
     }
     let clone_error = io::Error::last_os_error();
     // SAFETY: restores this thread's mask.
@@ -651,18 +652,66 @@ const WAITED: [libc::c_int; 7] = [
     libc::SIGUSR2,
 ];
 
+/// Where the kernel keeps this process's command line (`/proc/self/cmdline` reads it
+/// from there): its own memory, at the top of its first stack.
+#[derive(Debug, Clone, Copy)]
+struct ArgumentArea {
+    start: usize,
+    end: usize,
+}
+
+impl ArgumentArea {
+    /// Overwrites the arguments with zeros but for the first word, `orchestrate`.
+    ///
+    /// # Safety
+    /// In a copy of this process (the memory is the command line's, writable, and read
+    /// by nothing else of the copy).
+    unsafe fn blank(self) {
+        const NAME: &[u8] = b"orchestrate";
+        let len = self.end - self.start;
+        // SAFETY: the range is this process's argument area (see the caller's contract).
+        unsafe {
+            libc::memset(self.start as *mut libc::c_void, 0, len);
+            if len > NAME.len() {
+                std::ptr::copy_nonoverlapping(NAME.as_ptr(), self.start as *mut u8, NAME.len());
+            }
+        }
+    }
+}
+
+/// This process's argument area, read once from `/proc/self/stat` (fields 48 and 49,
+/// after the command name, which may hold spaces and parentheses).
+fn own_arguments() -> Option<ArgumentArea> {
+    static AREA: std::sync::OnceLock<Option<ArgumentArea>> = std::sync::OnceLock::new();
+    *AREA.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let (_, after_name) = stat.rsplit_once(')')?;
+        let mut fields = after_name.split_ascii_whitespace().skip(45);
+        let start = fields.next()?.parse().ok()?;
+        let end = fields.next()?.parse().ok()?;
+        (start < end).then_some(ArgumentArea { start, end })
+    })
+}
+
 unsafe fn controller_main(
     plan: &Plan,
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
     fds: ChildFds,
     mount_fds: *mut libc::c_int,
+    args: Option<ArgumentArea>,
 ) -> ! {
     // SAFETY: system calls only, on descriptors and memory this copy owns.
     unsafe {
         let in_namespace = matches!(plan.mode, Mode::Namespace { .. });
-        // Told apart from orchestrate in `ps`/`top` (it shares orchestrate's command line).
+        // Told apart from orchestrate in `ps`/`top`.
         libc::prctl(libc::PR_SET_NAME, c"orch-controller".as_ptr());
+        // The child reads its PID 1's command line (`/proc/1/cmdline` is readable by
+        // anyone, unlike its environment): orchestrate's, every task of a fan-out
+        // included. This copy's own memory holds it, so it is blanked here only.
+        if let Some(area) = args {
+            area.blank();
+        }
         // Children are reaped here, never discarded: SIGCHLD must not be ignored.
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
