@@ -1680,3 +1680,64 @@ fn a_child_reads_neither_the_command_line_nor_the_environment_above_it_as(
         }
     }
 }
+
+/// Way 12: git's configuration holds credentials in plain text: a token in a remote's URL
+/// (`https://oauth2:TOKEN@…`, as CI clones write it), in a `url.*.insteadOf` rewrite,
+/// an `http.extraheader`. The child reads each file git reads (it needs git), with the
+/// credentials left out, and what it names stays.
+#[test]
+fn a_child_reads_git_configuration_without_its_credentials() {
+    for user in support::users() {
+        a_child_reads_git_configuration_without_its_credentials_as(user);
+    }
+}
+
+fn a_child_reads_git_configuration_without_its_credentials_as(user: Option<&'static Unprivileged>) {
+    let sb = Sandbox::for_user(user);
+    write(
+        &sb.home.join(".gitconfig"),
+        "[user]\n\tname = Hostile Test\n\
+         [url \"https://x-access-token:orchestrate-git-secret-url@github.com/\"]\n\
+         \tinsteadOf = https://github.com/\n\
+         [http]\n\textraheader = AUTHORIZATION: basic orchestrate-git-secret-header\n",
+    );
+    git_in(&sb.work, &["init", "-q", "-b", "main"]);
+    git_in(
+        &sb.work,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://oauth2:orchestrate-git-secret-remote@gitlab.example/x.git",
+        ],
+    );
+    // Copied to a file of the workspace, which the output's sanitizing does not touch.
+    let script = "cat ~/.gitconfig .git/config > seen.txt 2>&1\n\
+                  git config --global user.name >> seen.txt 2>&1\n\
+                  git remote get-url origin >> seen.txt 2>&1\n\
+                  echo done\n";
+    let sb = hostile(sb, script);
+    let out = sb.run_probe("writer", &[]);
+    assert_eq!(said(&out), ["done"], "as {}", sb.who());
+    let seen = std::fs::read_to_string(sb.work.join("seen.txt")).unwrap();
+    assert!(
+        !seen.contains("orchestrate-git-secret"),
+        "as {}: {seen}",
+        sb.who()
+    );
+    for kept in [
+        "Hostile Test\n",
+        "insteadOf = https://github.com/",
+        "https://REDACTED@gitlab.example/x.git\n",
+    ] {
+        assert!(
+            seen.contains(kept),
+            "as {}: {kept:?} not in {seen}",
+            sb.who()
+        );
+    }
+    // The user's own files are as they were.
+    assert!(std::fs::read_to_string(sb.home.join(".gitconfig"))
+        .unwrap()
+        .contains("orchestrate-git-secret-url"));
+}
