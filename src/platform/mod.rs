@@ -119,6 +119,10 @@ pub(crate) struct View {
     /// Files in private layers (its CLI's login) whose private version the platform
     /// copies out at the child's exit.
     pub logins: Option<LoginCopies>,
+    /// For some of the [`MountKind::Copy`] paths, the file whose bytes the copy holds in
+    /// place of the path's own: a version the sandbox wrote without what the child must
+    /// not read (git's configuration without its credentials).
+    pub copied_from: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Where the platform copies, at the child's exit, the private layer's version of each

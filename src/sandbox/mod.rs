@@ -29,6 +29,7 @@
 
 mod env;
 mod git_config;
+mod git_credentials;
 mod logins;
 pub(crate) mod remote;
 mod view;

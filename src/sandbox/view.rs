@@ -354,6 +354,12 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             mounts.push((git, MountKind::ReadOnly));
         }
     }
+    let copied_from = without_git_credentials(input.child, &global_git, &workspace_real)?;
+    mounts.extend(
+        copied_from
+            .iter()
+            .map(|(p, _)| (p.clone(), MountKind::Copy)),
+    );
     // A workspace that holds the home directory: the home's hidden entries (shell and
     // tool settings, autostart, systemd units) stay read-only, but for the CLI's own.
     let cli_dirs: Vec<PathBuf> = input
@@ -408,6 +414,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             mounts,
             visible,
             logins: None,
+            copied_from,
         },
         logins,
         env,
@@ -580,6 +587,47 @@ fn global_git_config(env: &ChildEnv<'_>, home: Option<&Path>) -> Vec<PathBuf> {
     files.extend(xdg.map(|d| d.join("git/config")));
     files.extend(home.map(|h| h.join(".gitconfig")));
     files
+}
+
+/// git's configuration files that the child's git reads (the system's, the user's, and
+/// those of the workspace's repositories) and that hold credentials in plain text: each
+/// with the version written into `child` without them, which the child reads in its place.
+fn without_git_credentials(
+    child: &Path,
+    global: &[PathBuf],
+    workspace: &[PathBuf],
+) -> io::Result<Vec<(PathBuf, PathBuf)>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let repository = workspace
+        .iter()
+        .flat_map(|root| repository_dirs(root))
+        .flat_map(|dir| [dir.join("config"), dir.join("config.worktree")]);
+    let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for file in global.iter().cloned().chain(repository) {
+        let Some(file) = real(&file).filter(|p| p.is_file()) else {
+            continue;
+        };
+        if out.iter().any(|(f, _)| *f == file) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let Some(clean) = super::git_credentials::redacted(&String::from_utf8_lossy(&bytes)) else {
+            continue;
+        };
+        let copy = child.join(format!("git-config-{}", out.len()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&copy)
+            .and_then(|mut f| f.write_all(clean.as_bytes()))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", copy.display())))?;
+        out.push((file, copy));
+    }
+    Ok(out)
 }
 
 /// The git folders whose configuration applies to the working tree at `root`: its

@@ -361,6 +361,9 @@ fn lost_without_mounts(c: &Confinement) -> Vec<&'static str> {
     if has(|m| matches!(m, MountKind::Private)) {
         lost.push("the private layer over its CLI's settings: what it writes there stays");
     }
+    if !view.copied_from.is_empty() {
+        lost.push("the copies of git's configuration without its credentials: the credentials in it are readable");
+    }
     lost.push("the empty /tmp and /run: runtime sockets there are reachable");
     lost
 }

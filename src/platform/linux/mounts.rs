@@ -76,6 +76,8 @@ enum Step {
     Copy {
         staged: CString,
         target: CString,
+        /// What the copy is made of: `target` itself, or the view's version of it.
+        source: CString,
     },
     ReadOnly {
         target: CString,
@@ -235,9 +237,15 @@ impl MountPlan {
                 MountKind::Copy if meta.is_file() => {
                     let staged = Path::new(STAGING).join(format!("c{copies}"));
                     copies += 1;
+                    let source = view
+                        .copied_from
+                        .iter()
+                        .find(|(t, _)| t == path)
+                        .map_or(Ok(target.clone()), |(_, from)| cstr(from))?;
                     Step::Copy {
                         staged: cstr(&staged)?,
                         target,
+                        source,
                     }
                 }
                 MountKind::Copy => continue,
@@ -656,8 +664,12 @@ impl Step {
                     libc::MS_NOSUID | libc::MS_NODEV,
                     c"mode=0700".as_ptr().cast(),
                 )),
-                Step::Copy { staged, target } => {
-                    copy_file(target, staged)?;
+                Step::Copy {
+                    staged,
+                    target,
+                    source,
+                } => {
+                    copy_file(source, staged)?;
                     let fd = open_tree(libc::AT_FDCWD, staged.as_ptr(), 0);
                     if fd < 0 {
                         return Err(errno());
@@ -877,6 +889,7 @@ mod plan_tests {
             ],
             visible: Vec::new(),
             logins: None,
+            copied_from: Vec::new(),
         };
         let plan = MountPlan::new(&view, Path::new("/bin/true")).unwrap();
         // By depth, then by kind (a read-only before a hidden), then by path.
