@@ -124,6 +124,32 @@ pub(super) fn named_paths(
     paths
 }
 
+/// Every file git reads as configuration for the working trees whose git folders are
+/// `gitdirs`: `global`, their `config` and `config.worktree`, and the files they include,
+/// followed whatever the condition (those that exist or not; `home` expands `~/`).
+pub(super) fn config_files(
+    global: &[PathBuf],
+    gitdirs: &[PathBuf],
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut found = Found {
+        root: Path::new("/"),
+        home,
+        paths: Vec::new(),
+        hooks: Vec::new(),
+        read: Vec::new(),
+    };
+    for file in global {
+        found.read_file(file, 0);
+    }
+    for dir in gitdirs {
+        for name in ["config", "config.worktree"] {
+            found.read_file(&dir.join(name), 0);
+        }
+    }
+    found.read
+}
+
 struct Found<'a> {
     root: &'a Path,
     home: Option<&'a Path>,
@@ -483,6 +509,40 @@ mod tests {
                 (root.join("tools/fmt.sh"), false),
                 (root.join("up.sh"), false),
                 (root.join("up2.sh"), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_configuration_files_are_the_global_ones_the_repositorys_and_their_includes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (git, home) = (dir.path().join("repo/.git"), dir.path().join("home"));
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let global = home.join(".gitconfig");
+        std::fs::write(&global, "[include]\n\tpath = ~/.gitconfig-secrets\n").unwrap();
+        std::fs::write(
+            home.join(".gitconfig-secrets"),
+            "[include]\n\tpath = .gitconfig\n",
+        )
+        .unwrap();
+        std::fs::write(
+            git.join("config"),
+            "[includeIf \"gitdir:~/\"]\n\tpath = local.inc\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config_files(
+                std::slice::from_ref(&global),
+                std::slice::from_ref(&git),
+                Some(&home)
+            ),
+            [
+                global.clone(),
+                home.join(".gitconfig-secrets"),
+                git.join("config"),
+                git.join("local.inc"),
+                git.join("config.worktree"),
             ]
         );
     }

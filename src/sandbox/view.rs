@@ -354,7 +354,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             mounts.push((git, MountKind::ReadOnly));
         }
     }
-    let copied_from = without_git_credentials(input.child, &global_git, &workspace_real)?;
+    let copied_from = without_git_credentials(input.child, &global_git, &workspace_real, home)?;
     mounts.extend(
         copied_from
             .iter()
@@ -579,6 +579,15 @@ fn cover_or_hold(
 /// workspace).
 fn global_git_config(env: &ChildEnv<'_>, home: Option<&Path>) -> Vec<PathBuf> {
     let mut files = vec![PathBuf::from("/etc/gitconfig")];
+    // Read by git in place of the system's and the user's files: both are taken (the
+    // child could unset the variables).
+    files.extend(
+        ["GIT_CONFIG_SYSTEM", "GIT_CONFIG_GLOBAL"]
+            .into_iter()
+            .filter_map(|k| env.get(k))
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute()),
+    );
     let xdg = env
         .get("XDG_CONFIG_HOME")
         .map(PathBuf::from)
@@ -589,22 +598,27 @@ fn global_git_config(env: &ChildEnv<'_>, home: Option<&Path>) -> Vec<PathBuf> {
     files
 }
 
-/// git's configuration files that the child's git reads (the system's, the user's, and
-/// those of the workspace's repositories) and that hold credentials in plain text: each
+/// git's configuration files that the child's git reads (the system's, the user's, those
+/// of the workspace's repositories, what they include, and `.gitmodules`) and that hold
+/// credentials in plain text: each
 /// with the version written into `child` without them, which the child reads in its place.
 fn without_git_credentials(
     child: &Path,
     global: &[PathBuf],
     workspace: &[PathBuf],
+    home: Option<&Path>,
 ) -> io::Result<Vec<(PathBuf, PathBuf)>> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let repository = workspace
+    let gitdirs: Vec<PathBuf> = workspace
         .iter()
         .flat_map(|root| repository_dirs(root))
-        .flat_map(|dir| [dir.join("config"), dir.join("config.worktree")]);
+        .collect();
+    // A repository's `.gitmodules` names its submodules' URLs.
+    let modules = workspace.iter().map(|root| root.join(".gitmodules"));
+    let files = super::git_config::config_files(global, &gitdirs, home);
     let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for file in global.iter().cloned().chain(repository) {
+    for file in files.into_iter().chain(modules) {
         let Some(file) = real(&file).filter(|p| p.is_file()) else {
             continue;
         };

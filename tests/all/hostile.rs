@@ -1699,8 +1699,18 @@ fn a_child_reads_git_configuration_without_its_credentials_as(user: Option<&'sta
         "[user]\n\tname = Hostile Test\n\
          [url \"https://x-access-token:orchestrate-git-secret-url@github.com/\"]\n\
          \tinsteadOf = https://github.com/\n\
-         [http]\n\textraheader = AUTHORIZATION: basic orchestrate-git-secret-header\n",
+         [include]\n\tpath = ~/.gitconfig-secrets\n",
     );
+    // Included, and read through a link, as a dotfiles manager keeps it.
+    write(
+        &sb.home.join("dotfiles/git-secrets"),
+        "[http]\n\textraheader = AUTHORIZATION: basic orchestrate-git-secret-header\n",
+    );
+    std::os::unix::fs::symlink(
+        sb.home.join("dotfiles/git-secrets"),
+        sb.home.join(".gitconfig-secrets"),
+    )
+    .unwrap();
     git_in(&sb.work, &["init", "-q", "-b", "main"]);
     git_in(
         &sb.work,
@@ -1712,7 +1722,7 @@ fn a_child_reads_git_configuration_without_its_credentials_as(user: Option<&'sta
         ],
     );
     // Copied to a file of the workspace, which the output's sanitizing does not touch.
-    let script = "cat ~/.gitconfig .git/config > seen.txt 2>&1\n\
+    let script = "cat ~/.gitconfig ~/.gitconfig-secrets ~/dotfiles/git-secrets .git/config > seen.txt 2>&1\n\
                   git config --global user.name >> seen.txt 2>&1\n\
                   git remote get-url origin >> seen.txt 2>&1\n\
                   echo done\n";
@@ -1729,6 +1739,7 @@ fn a_child_reads_git_configuration_without_its_credentials_as(user: Option<&'sta
         "Hostile Test\n",
         "insteadOf = https://github.com/",
         "https://REDACTED@gitlab.example/x.git\n",
+        "extraheader = REDACTED\n",
     ] {
         assert!(
             seen.contains(kept),
