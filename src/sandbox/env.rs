@@ -9,6 +9,7 @@
 //! it, and every value the sanitizer would redact (a key's known shape, a webhook's
 //! address), unless the child's own CLI reaches its provider with it (each backend
 //! declares its variables) or the user keeps it (`ORCHESTRATE_SANDBOX_KEEP_ENV=NAME,PREFIX_*`).
+//! git's configuration in the environment goes whole where it sets an `http.extraHeader`.
 //! orchestrate's own variables stay (not one whose name says it holds a secret).
 
 use std::ffi::OsString;
@@ -88,6 +89,34 @@ fn value_looks_secret(value: &str) -> bool {
     url_with_userinfo(value) || crate::sanitize::Sanitizer::global().holds_secret(value)
 }
 
+/// git's configuration in the environment: `GIT_CONFIG_PARAMETERS` (what `git -c` passes
+/// on) and `GIT_CONFIG_COUNT` with its `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>` pairs.
+fn is_git_config_var(name: &str) -> bool {
+    name == "GIT_CONFIG_PARAMETERS"
+        || name == "GIT_CONFIG_COUNT"
+        || name.starts_with("GIT_CONFIG_KEY_")
+        || name.starts_with("GIT_CONFIG_VALUE_")
+}
+
+/// Whether git's configuration in `vars` sets a header git sends with every request
+/// (`http.extraHeader`, an authorization as often as not). Later values win, as in
+/// the child's environment.
+fn git_config_holds_secret(vars: &[(OsString, OsString)]) -> bool {
+    let value = |name: &str| {
+        vars.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string_lossy().to_ascii_lowercase())
+    };
+    value("GIT_CONFIG_PARAMETERS").is_some_and(|p| p.contains("extraheader"))
+        || vars.iter().any(|(k, v)| {
+            k.to_str().is_some_and(|k| k.starts_with("GIT_CONFIG_KEY_"))
+                && v.to_string_lossy()
+                    .to_ascii_lowercase()
+                    .ends_with("extraheader")
+        })
+}
+
 /// `NAME`, `PREFIX*` or `*SUFFIX`.
 fn matches(patterns: &[String], name: &str) -> bool {
     patterns.iter().any(|p| {
@@ -113,7 +142,12 @@ pub(super) fn scrubbed(home: &CliHome, env: &ChildEnv<'_>) -> Vec<OsString> {
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty()),
     );
-    let names = std::env::vars_os().chain(env.overrides.iter().cloned());
+    let names: Vec<(OsString, OsString)> = std::env::vars_os()
+        .chain(env.overrides.iter().cloned())
+        .collect();
+    // git's configuration given in the environment: one header there (an authorization)
+    // takes all of it, since git refuses a count whose pairs are incomplete.
+    let git_config_secret = git_config_holds_secret(&names);
     let mut out: Vec<OsString> = Vec::new();
     for (key, value) in names {
         let Some(name) = key.to_str() else {
@@ -122,7 +156,9 @@ pub(super) fn scrubbed(home: &CliHome, env: &ChildEnv<'_>) -> Vec<OsString> {
         if own_setting(name) || matches(&keep, name) {
             continue;
         }
-        let secret = looks_secret(name) || value_looks_secret(&value.to_string_lossy());
+        let secret = looks_secret(name)
+            || value_looks_secret(&value.to_string_lossy())
+            || (git_config_secret && is_git_config_var(name));
         if (SESSION_VARS.contains(&name) || secret) && !out.contains(&key) {
             out.push(key);
         }
@@ -177,6 +213,47 @@ mod tests {
         assert!(!value_looks_secret("https://example.com/x:y"));
         assert!(!value_looks_secret("http://127.0.0.1:8080/v1"));
         assert!(!value_looks_secret("/usr/local/bin:/usr/bin"));
+    }
+
+    #[test]
+    fn gits_configuration_in_the_environment_goes_whole_where_it_sets_a_header() {
+        let pairs = |list: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            list.iter().map(|(k, v)| (k.into(), v.into())).collect()
+        };
+        let header = pairs(&[
+            ("GIT_CONFIG_COUNT", "2"),
+            ("GIT_CONFIG_KEY_0", "user.name"),
+            ("GIT_CONFIG_VALUE_0", "Alice"),
+            ("GIT_CONFIG_KEY_1", "http.https://github.com/.extraheader"),
+            ("GIT_CONFIG_VALUE_1", "AUTHORIZATION: basic eDp5"),
+        ]);
+        let env = ChildEnv { overrides: &header };
+        let pi = crate::backends::Backend::named("pi").sandbox_needs();
+        let mut removed: Vec<String> = scrubbed(&pi.home(&env), &env)
+            .into_iter()
+            .map(|k| k.into_string().unwrap())
+            .filter(|k| k.starts_with("GIT_CONFIG"))
+            .collect();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "GIT_CONFIG_COUNT",
+                "GIT_CONFIG_KEY_0",
+                "GIT_CONFIG_KEY_1",
+                "GIT_CONFIG_VALUE_0",
+                "GIT_CONFIG_VALUE_1"
+            ]
+        );
+        assert!(git_config_holds_secret(&pairs(&[(
+            "GIT_CONFIG_PARAMETERS",
+            "'http.extraHeader'='Authorization: Bearer x'"
+        )])));
+        assert!(!git_config_holds_secret(&pairs(&[
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "core.pager"),
+            ("GIT_CONFIG_VALUE_0", "less"),
+        ])));
     }
 
     #[test]
