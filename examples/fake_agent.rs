@@ -197,7 +197,8 @@ fn main() {
         }
         // Fails like `error-stop` while the file FAKE_AGENT_MARKER holds fewer than
         // FAKE_AGENT_FAIL_TIMES (default 1) lines (and adds one), then succeeds like
-        // `replay`: a transient failure for retry tests.
+        // `replay`: a transient failure for retry tests. A failing attempt first runs
+        // `sh -c "$FAKE_AGENT_BEFORE"` when it is set.
         "flaky" => {
             let marker = env_os("FAKE_AGENT_MARKER").expect("flaky needs FAKE_AGENT_MARKER");
             let times: usize = env_str("FAKE_AGENT_FAIL_TIMES").map_or(1, |n| n.parse().unwrap());
@@ -209,6 +210,9 @@ fn main() {
                     .open(&marker)
                     .unwrap();
                 let _ = record.write_all(b"failed\n");
+                if let Some(before) = env_str("FAKE_AGENT_BEFORE") {
+                    let _ = Command::new("/bin/sh").args(["-c", &before]).status();
+                }
                 emit_lines(&error_stop_transcript(), delay_ms(0));
             } else {
                 print_transcript(delay_ms(0));

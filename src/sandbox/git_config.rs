@@ -103,6 +103,7 @@ pub(super) fn named_paths(
         paths: Vec::new(),
         hooks: gitdirs.iter().map(|d| d.join("hooks")).collect(),
         read: Vec::new(),
+        excludes_file: None,
     };
     for file in global {
         found.read_file(file, 0);
@@ -124,20 +125,30 @@ pub(super) fn named_paths(
     paths
 }
 
-/// Every file git reads as configuration for the working trees whose git folders are
-/// `gitdirs`: `global`, their `config` and `config.worktree`, and the files they include,
-/// followed whatever the condition (those that exist or not; `home` expands `~/`).
-pub(super) fn config_files(
+/// What git reads as configuration for the working trees whose git folders are
+/// `gitdirs`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Configuration {
+    /// `global`, their `config` and `config.worktree`, and the files they include,
+    /// followed whatever the condition (those that exist or not).
+    pub files: Vec<PathBuf>,
+    /// The last `core.excludesFile` set (an absolute path, or `~/`), if any.
+    pub excludes_file: Option<PathBuf>,
+}
+
+/// See [`Configuration`]; `home` expands `~/`.
+pub(super) fn configuration(
     global: &[PathBuf],
     gitdirs: &[PathBuf],
     home: Option<&Path>,
-) -> Vec<PathBuf> {
+) -> Configuration {
     let mut found = Found {
         root: Path::new("/"),
         home,
         paths: Vec::new(),
         hooks: Vec::new(),
         read: Vec::new(),
+        excludes_file: None,
     };
     for file in global {
         found.read_file(file, 0);
@@ -147,7 +158,10 @@ pub(super) fn config_files(
             found.read_file(&dir.join(name), 0);
         }
     }
-    found.read
+    Configuration {
+        files: found.read,
+        excludes_file: found.excludes_file,
+    }
 }
 
 struct Found<'a> {
@@ -158,6 +172,8 @@ struct Found<'a> {
     hooks: Vec<PathBuf>,
     /// The configuration files read, so that an include loop ends.
     read: Vec<PathBuf>,
+    /// The last `core.excludesFile`.
+    excludes_file: Option<PathBuf>,
 }
 
 impl Found<'_> {
@@ -172,6 +188,11 @@ impl Found<'_> {
         let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
         for entry in entries(&text) {
             let key = (entry.section.as_str(), entry.name.as_str());
+            if key == ("core", "excludesfile") {
+                self.excludes_file = self
+                    .resolve(&entry.value, Path::new("/"))
+                    .filter(|_| entry.value.starts_with(['/', '~']));
+            }
             if key == ("core", "hookspath") || key == ("init", "templatedir") {
                 // Relative to the top of the working tree, where hooks run. (The template
                 // folder's hooks are copied into every repository `git init` or `git
@@ -531,19 +552,23 @@ mod tests {
             "[includeIf \"gitdir:~/\"]\n\tpath = local.inc\n",
         )
         .unwrap();
+        std::fs::write(git.join("local.inc"), "[core]\n\texcludesFile = ~/ignore\n").unwrap();
         assert_eq!(
-            config_files(
+            configuration(
                 std::slice::from_ref(&global),
                 std::slice::from_ref(&git),
                 Some(&home)
             ),
-            [
-                global.clone(),
-                home.join(".gitconfig-secrets"),
-                git.join("config"),
-                git.join("local.inc"),
-                git.join("config.worktree"),
-            ]
+            Configuration {
+                files: vec![
+                    global.clone(),
+                    home.join(".gitconfig-secrets"),
+                    git.join("config"),
+                    git.join("local.inc"),
+                    git.join("config.worktree"),
+                ],
+                excludes_file: Some(home.join("ignore")),
+            }
         );
     }
 

@@ -294,6 +294,11 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         .collect();
     let home = homes.first().map(PathBuf::as_path);
     let global_git = global_git_config(input.env, home);
+    let gitdirs: Vec<PathBuf> = workspace_real
+        .iter()
+        .flat_map(|r| repository_dirs(r))
+        .collect();
+    let git = super::git_config::configuration(&global_git, &gitdirs, home);
     let mut env = Vec::new();
     let mut wanted = Vec::new();
     let mut found_empty = Vec::new();
@@ -337,6 +342,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         wanted.extend(found_empty.into_iter().filter(|(p, _)| others.contains(p)));
     }
     placeholders.hold_all(&wanted)?;
+    env.extend(placeholders_ignored(input, workspace, &wanted, &git)?);
     // Read-only, the CLI still writes its own project folders where they exist, to its
     // private layer.
     if input.mode == SandboxMode::ReadOnly {
@@ -354,7 +360,7 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
             mounts.push((git, MountKind::ReadOnly));
         }
     }
-    let copied_from = without_git_credentials(input.child, &global_git, &workspace_real, home)?;
+    let copied_from = without_git_credentials(input.child, &git.files, &workspace_real)?;
     mounts.extend(
         copied_from
             .iter()
@@ -604,21 +610,13 @@ fn global_git_config(env: &ChildEnv<'_>, home: Option<&Path>) -> Vec<PathBuf> {
 /// with the version written into `child` without them, which the child reads in its place.
 fn without_git_credentials(
     child: &Path,
-    global: &[PathBuf],
+    files: &[PathBuf],
     workspace: &[PathBuf],
-    home: Option<&Path>,
 ) -> io::Result<Vec<(PathBuf, PathBuf)>> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let gitdirs: Vec<PathBuf> = workspace
-        .iter()
-        .flat_map(|root| repository_dirs(root))
-        .collect();
     // A repository's `.gitmodules` names its submodules' URLs.
     let modules = workspace.iter().map(|root| root.join(".gitmodules"));
-    let files = super::git_config::config_files(global, &gitdirs, home);
     let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for file in files.into_iter().chain(modules) {
+    for file in files.iter().cloned().chain(modules) {
         let Some(file) = real(&file).filter(|p| p.is_file()) else {
             continue;
         };
@@ -632,16 +630,75 @@ fn without_git_credentials(
             continue;
         };
         let copy = child.join(format!("git-config-{}", out.len()));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&copy)
-            .and_then(|mut f| f.write_all(clean.as_bytes()))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", copy.display())))?;
+        write_private(&copy, clean.as_bytes())?;
         out.push((file, copy));
     }
     Ok(out)
+}
+
+/// A file of the child's own, `0600`, made anew: an earlier attempt's child could have
+/// put a link in its place (which `create_new` does not follow).
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+        }
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+/// The placeholders that are files show in `git status` as untracked (an empty folder
+/// does not): the child's git ignores them, through an excludes file of its own that
+/// holds the user's own rules first (`core.excludesFile`, or git's default
+/// `$XDG_CONFIG_HOME/git/ignore`) and then each placeholder, anchored at the top of the
+/// working tree it is in. Given as `GIT_CONFIG_COUNT` and its pair; not where the
+/// environment sets that count already (a second would replace the first).
+fn placeholders_ignored(
+    input: &Input<'_>,
+    workspace: &[PathBuf],
+    wanted: &[(PathBuf, bool)],
+    git: &super::git_config::Configuration,
+) -> io::Result<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
+    let mut rules = String::new();
+    for root in workspace.iter().filter(|r| !repository_dirs(r).is_empty()) {
+        for (path, _) in wanted.iter().filter(|(_, is_dir)| !is_dir) {
+            if let Ok(rel) = path.strip_prefix(root) {
+                rules.push_str(&format!("/{}\n", rel.display()));
+            }
+        }
+    }
+    if rules.is_empty() || input.env.get("GIT_CONFIG_COUNT").is_some() {
+        return Ok(Vec::new());
+    }
+    let users = git.excludes_file.clone().or_else(|| {
+        global_git_config(input.env, homes(input.env).first().map(PathBuf::as_path))
+            .iter()
+            .find(|f| f.ends_with("git/config"))
+            .map(|f| f.with_file_name("ignore"))
+    });
+    let mut text = users
+        .and_then(|f| std::fs::read(f).ok())
+        .unwrap_or_default();
+    if !text.is_empty() && !text.ends_with(b"\n") {
+        text.push(b'\n');
+    }
+    text.extend_from_slice(rules.as_bytes());
+    let file = input.child.join("git-excludes");
+    write_private(&file, &text)?;
+    Ok(vec![
+        ("GIT_CONFIG_COUNT".into(), "1".into()),
+        ("GIT_CONFIG_KEY_0".into(), "core.excludesFile".into()),
+        ("GIT_CONFIG_VALUE_0".into(), file.into_os_string()),
+    ])
 }
 
 /// The git folders whose configuration applies to the working tree at `root`: its

@@ -1752,3 +1752,63 @@ fn a_child_reads_git_configuration_without_its_credentials_as(user: Option<&'sta
         .unwrap()
         .contains("orchestrate-git-secret-url"));
 }
+
+/// The empty placeholders that hold protected names in a writer's workspace are not news
+/// to its git: `git status` lists what the child made, and the user's own ignore rules
+/// still apply.
+#[test]
+fn a_writers_git_status_shows_what_it_made_and_none_of_the_placeholders() {
+    let sb = Sandbox::new();
+    git_in(&sb.work, &["init", "-q", "-b", "main"]);
+    write(&sb.home.join(".config/git/ignore"), "*.log\n");
+    write(&sb.work.join("build.log"), "x\n");
+    let script = "echo x > made.txt\ngit status --porcelain --untracked-files=all\necho end\n";
+    let sb = hostile(sb, script);
+    let out = sb.run_probe("writer", &[]);
+    assert_eq!(said(&out), ["?? made.txt", "end"]);
+}
+
+/// A retried attempt makes the child's files again (the copy of git's configuration
+/// without its credentials, the excludes of the placeholders) in the folder the first
+/// attempt's child could write: it replaces them, links included, and writes nowhere else.
+#[test]
+fn a_retried_attempt_remakes_the_childs_git_files_in_place() {
+    let sb = Sandbox::new();
+    git_in(&sb.work, &["init", "-q", "-b", "main"]);
+    git_in(
+        &sb.work,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://oauth2:orchestrate-git-secret@h.example/x.git",
+        ],
+    );
+    std::fs::write(sb.agents.join("writer.md"), WRITER).unwrap();
+    let victim = sb.root.path().join("victim.txt");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    // The first attempt's child leaves links where the next attempt's files go, then
+    // fails like a provider that is overloaded.
+    let script = format!(
+        "for f in git-config-0 git-excludes; do ln -sf {} \"$TMPDIR/../$f\"; done",
+        victim.display()
+    );
+    // In the workspace, which the sandboxed child may write.
+    let marker = sb.work.join("failed-once");
+    let sb = sb
+        .scenario("flaky")
+        .set("ORCHESTRATE_SANDBOX", "auto")
+        .set("FAKE_AGENT_MARKER", marker.to_str().unwrap())
+        .set("FAKE_AGENT_ERROR", "503 overloaded")
+        .set("FAKE_AGENT_BEFORE", &script);
+    let agents = sb.agents.to_str().unwrap().to_string();
+    let out = sb.run_args(&["run", "writer", "x", "--agents-dir", &agents]);
+    assert_eq!(
+        (out.status, &out.result()["attempts"]),
+        (0, &json!(2)),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+}
