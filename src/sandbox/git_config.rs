@@ -97,22 +97,9 @@ pub(super) fn named_paths(
     gitdirs: &[PathBuf],
     home: Option<&Path>,
 ) -> Vec<(PathBuf, bool)> {
-    let mut found = Found {
-        root,
-        home,
-        paths: Vec::new(),
-        hooks: gitdirs.iter().map(|d| d.join("hooks")).collect(),
-        read: Vec::new(),
-        excludes_file: None,
-    };
-    for file in global {
-        found.read_file(file, 0);
-    }
-    for dir in gitdirs {
-        for name in ["config", "config.worktree"] {
-            found.read_file(&dir.join(name), 0);
-        }
-    }
+    let mut found = Found::new(root, home);
+    found.hooks = gitdirs.iter().map(|d| d.join("hooks")).collect();
+    found.read_all(global, gitdirs);
     let mut paths = found.paths;
     let hooks = installed_hooks(&found.hooks);
     for (word, files) in HOOK_FRAMEWORKS {
@@ -142,22 +129,8 @@ pub(super) fn configuration(
     gitdirs: &[PathBuf],
     home: Option<&Path>,
 ) -> Configuration {
-    let mut found = Found {
-        root: Path::new("/"),
-        home,
-        paths: Vec::new(),
-        hooks: Vec::new(),
-        read: Vec::new(),
-        excludes_file: None,
-    };
-    for file in global {
-        found.read_file(file, 0);
-    }
-    for dir in gitdirs {
-        for name in ["config", "config.worktree"] {
-            found.read_file(&dir.join(name), 0);
-        }
-    }
+    let mut found = Found::new(Path::new("/"), home);
+    found.read_all(global, gitdirs);
     Configuration {
         files: found.read,
         excludes_file: found.excludes_file,
@@ -176,7 +149,30 @@ struct Found<'a> {
     excludes_file: Option<PathBuf>,
 }
 
-impl Found<'_> {
+impl<'a> Found<'a> {
+    fn new(root: &'a Path, home: Option<&'a Path>) -> Found<'a> {
+        Found {
+            root,
+            home,
+            paths: Vec::new(),
+            hooks: Vec::new(),
+            read: Vec::new(),
+            excludes_file: None,
+        }
+    }
+
+    /// `global`, then each git folder's `config` and `config.worktree`, in git's order.
+    fn read_all(&mut self, global: &[PathBuf], gitdirs: &[PathBuf]) {
+        for file in global {
+            self.read_file(file, 0);
+        }
+        for dir in gitdirs {
+            for name in ["config", "config.worktree"] {
+                self.read_file(&dir.join(name), 0);
+            }
+        }
+    }
+
     fn read_file(&mut self, file: &Path, depth: usize) {
         if depth > MAX_INCLUDE_DEPTH || self.read.iter().any(|f| f == file) {
             return;

@@ -342,7 +342,13 @@ pub(super) fn build(input: &Input<'_>) -> io::Result<Built> {
         wanted.extend(found_empty.into_iter().filter(|(p, _)| others.contains(p)));
     }
     placeholders.hold_all(&wanted)?;
-    env.extend(placeholders_ignored(input, workspace, &wanted, &git)?);
+    env.extend(placeholders_ignored(
+        input,
+        workspace,
+        &wanted,
+        &git,
+        &global_git,
+    )?);
     // Read-only, the CLI still writes its own project folders where they exist, to its
     // private layer.
     if input.mode == SandboxMode::ReadOnly {
@@ -606,8 +612,8 @@ fn global_git_config(env: &ChildEnv<'_>, home: Option<&Path>) -> Vec<PathBuf> {
 
 /// git's configuration files that the child's git reads (the system's, the user's, those
 /// of the workspace's repositories, what they include, and `.gitmodules`) and that hold
-/// credentials in plain text: each
-/// with the version written into `child` without them, which the child reads in its place.
+/// credentials in plain text: each with the version written into `child` without them,
+/// which the child reads in its place.
 fn without_git_credentials(
     child: &Path,
     files: &[PathBuf],
@@ -667,6 +673,7 @@ fn placeholders_ignored(
     workspace: &[PathBuf],
     wanted: &[(PathBuf, bool)],
     git: &super::git_config::Configuration,
+    global_git: &[PathBuf],
 ) -> io::Result<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
     let mut rules = String::new();
     for root in workspace.iter().filter(|r| !repository_dirs(r).is_empty()) {
@@ -680,7 +687,7 @@ fn placeholders_ignored(
         return Ok(Vec::new());
     }
     let users = git.excludes_file.clone().or_else(|| {
-        global_git_config(input.env, homes(input.env).first().map(PathBuf::as_path))
+        global_git
             .iter()
             .find(|f| f.ends_with("git/config"))
             .map(|f| f.with_file_name("ignore"))
