@@ -433,7 +433,13 @@ fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<(File, fs:
 /// Opens a run's record at `path` to read it ([`open_regular`]). A nested run's records
 /// live in its parent's child's place, where that child could have put a link or a FIFO.
 pub(crate) fn open_record(path: &Path) -> io::Result<File> {
-    open_regular(path, OpenOptions::new().read(true)).map(|(f, _)| f)
+    open_regular(path, OpenOptions::new().read(true))
+        .map(|(f, _)| f)
+        // (A system call's error keeps its number, which callers read: ELOOP for a link.)
+        .map_err(|e| match e.raw_os_error() {
+            Some(_) => e,
+            None => io::Error::new(e.kind(), format!("{} is {e}", path.display())),
+        })
 }
 
 /// Opens `path` with `options` as a private file of the state directory: created 0600; a
