@@ -907,18 +907,14 @@ async fn tried<'m>(
                     .min(schedule::MAX_PROVIDER_DELAY),
             );
             let counted = tries.counted;
-            if next == retry::Next::RetryForgiven {
-                tracing::warn!(
-                    "attempt {counted} of {max_tries} failed ({why:?}) with the fan-out's lane \
-                     full; retrying in {:.1}s without counting it",
-                    wait.as_secs_f64()
-                );
-            } else {
-                tracing::warn!(
-                    "attempt {counted} of {max_tries} failed ({why:?}); retrying in {:.1}s",
-                    wait.as_secs_f64()
-                );
-            }
+            let uncounted = match next {
+                retry::Next::RetryForgiven => " (the fan-out's lane was full: not counted)",
+                _ => "",
+            };
+            tracing::warn!(
+                "attempt {counted} of {max_tries} failed ({why:?}); retrying in {:.1}s{uncounted}",
+                wait.as_secs_f64()
+            );
             observers.emit(&RunEvent::Retrying {
                 attempt: counted,
                 of: max_tries,
